@@ -1,0 +1,32 @@
+# Two entry points for a new user: `make demo` and `make test`. Each builds .venv on first use.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+EXTRAS ?= test
+
+.PHONY: demo test lint bench clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m streaming.demo
+
+test: $(STAMP)
+	$(PY) -m ruff check streaming writers tests benchmarks
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+lint: $(STAMP)
+	$(PY) -m ruff check streaming writers tests benchmarks
+
+bench: $(STAMP)
+	$(PY) benchmarks/format.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

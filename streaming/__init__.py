@@ -1,0 +1,37 @@
+"""Sharded streaming datasets in the MDS format.
+
+Heavy pieces are imported lazily so `import streaming` stays cheap and `from streaming import
+MDSWriter` works without pulling in torch until a dataset is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "MDSWriter": "writers.mds",
+    "LocalDataset": "streaming.local",
+    "StreamingDataset": "streaming.dataset",
+    "Stream": "streaming.stream",
+    "StreamingDataLoader": "streaming.loader",
+    "merge_index": "streaming.format.index",
+    "clean_stale_shared_memory": "streaming.coord.shm",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streaming' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,55 @@
+"""Parse human-written sizes ("64mb", "10GiB") and counts ("100k", "2b") into integers."""
+
+from __future__ import annotations
+
+import re
+
+_BYTE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+    "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+}
+_COUNT_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+_PATTERN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$")
+
+
+def _parse(value: int | float | str, units: dict[str, int], what: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number or a string like '64mb', got {value!r}")
+    if isinstance(value, int):
+        number, scale = value, 1
+    elif isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"{what} must be a whole number, got {value!r}")
+        number, scale = int(value), 1
+    elif isinstance(value, str):
+        match = _PATTERN.match(value.lower())
+        if not match or match.group(2) not in units:
+            raise ValueError(f"cannot parse {what} {value!r} (examples: {_examples(units)})")
+        number, scale = float(match.group(1)), units[match.group(2)]
+    else:
+        raise ValueError(f"{what} must be an int or a string, got {type(value).__name__}")
+    result = number * scale
+    if isinstance(result, float):
+        if not result.is_integer():
+            raise ValueError(f"{what} {value!r} is not a whole number")
+        result = int(result)
+    if result < 0:
+        raise ValueError(f"{what} must be non-negative, got {value!r}")
+    return result
+
+
+def _examples(units: dict[str, int]) -> str:
+    return "'64mb', '10gb', 1024" if "mb" in units else "'100k', '64M', '2b', 1000"
+
+
+def parse_bytes(value: int | float | str) -> int:
+    """Bytes from an int or a string with a binary unit: '64mb' == 64 * 2**20."""
+    return _parse(value, _BYTE_UNITS, "byte size")
+
+
+def parse_count(value: int | float | str) -> int:
+    """A count from an int or a string with a decimal suffix: '100k', '64M', '2b'."""
+    return _parse(value, _COUNT_UNITS, "count")

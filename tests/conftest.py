@@ -1,0 +1,29 @@
+"""Shared test settings: hypothesis profiles sized for a 2-core CI, and fixture locations."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+REPO = Path(__file__).resolve().parent.parent
+# A copy of ../shared/fixtures/mds-reference lives in tests/fixtures (unchanged bytes).
+FIXTURES = REPO / "tests" / "fixtures" / "mds-reference"
+
+
+@pytest.fixture(scope="session")
+def reference_fixtures() -> Path:
+    """The reference implementation's MDS datasets (read-only; never edit them)."""
+    if not FIXTURES.is_dir():
+        pytest.fail(f"reference fixtures not found at {FIXTURES}")
+    return FIXTURES

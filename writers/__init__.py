@@ -1,0 +1,17 @@
+"""Write side: turn a corpus into MDS shards plus an index.json (locally, in parallel, on Spark, to S3)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {"MDSWriter": "writers.mds", "merge_index": "streaming.format.index"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'writers' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
