@@ -95,3 +95,11 @@ def require(module: str, *, feature: str, extra: str, package: str | None = None
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingExtraError(feature, extra, package or module) from exc
+
+
+class OutputExistsError(StreamingError, FileExistsError):
+    """A writer's output already holds data and `exist_ok` was not set; the message names it."""
+
+
+class UnsupportedFeatureError(StreamingError, NotImplementedError):
+    """A valid request that this version cannot serve yet (e.g. a remote writer output)."""
