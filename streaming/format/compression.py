@@ -1,0 +1,209 @@
+"""Whole-shard compression codecs of MDS v2: zstd, gz, bz2, br (brotli), snappy (raw block).
+
+A codec string is `name` or `name:level` as written in index.json. The compressed file is the
+raw file's name plus `.<extension>`.
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import gzip
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import zstandard
+
+from streaming.errors import DecompressionError, require
+
+# codec -> (default level, lowest level, highest level); None levels: the codec takes no level.
+_LEVELS: dict[str, tuple[int, int, int] | None] = {
+    "zstd": (3, 1, 22),
+    "gz": (9, 0, 9),
+    "bz2": (9, 1, 9),
+    "br": (11, 0, 11),
+    "snappy": None,
+}
+_CHUNK = 1 << 22
+_ZSTD_THREADS_FROM = 8 << 20  # below this, thread start-up costs more than it saves
+
+
+def parse_compression(name: str | None) -> tuple[str, int | None] | None:
+    """Split `zstd:7` into `("zstd", 7)`; None stays None; unknown or bad levels -> ValueError."""
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise ValueError(f"compression must be a string like 'zstd:7' or None, got {name!r}")
+    codec, sep, level_text = name.partition(":")
+    if codec not in _LEVELS:
+        raise ValueError(
+            f"unknown compression {name!r}; supported: {', '.join(sorted(_LEVELS))} "
+            "(optionally with ':level')"
+        )
+    levels = _LEVELS[codec]
+    if not sep:
+        return codec, None if levels is None else levels[0]
+    if levels is None:
+        raise ValueError(f"compression {name!r}: {codec} takes no level")
+    try:
+        level = int(level_text)
+    except ValueError:
+        raise ValueError(f"compression {name!r}: level {level_text!r} is not an integer") from None
+    if not levels[1] <= level <= levels[2] or level_text.strip() != str(level):
+        raise ValueError(f"compression {name!r}: {codec} levels are {levels[1]}..{levels[2]}")
+    return codec, level
+
+
+def _parse(name: str) -> tuple[str, int | None]:
+    parsed = parse_compression(name)
+    if parsed is None:
+        raise ValueError("compression name is None: nothing to (de)compress")
+    return parsed
+
+
+def extension(name: str) -> str:
+    """File extension (without dot) of the compressed file: `zstd:7` -> `zstd`."""
+    return _parse(name)[0]
+
+
+def _brotli():
+    return require("brotli", feature="brotli compression", extra="brotli", package="brotli")
+
+
+def _snappy():
+    return require("snappy", feature="snappy compression", extra="snappy", package="python-snappy")
+
+
+def compress(name: str, data: bytes | memoryview) -> bytes:
+    """Compress a whole shard with codec `name` (deterministic: no timestamps in gzip)."""
+    codec, level = _parse(name)
+    if codec == "zstd":
+        threads = -1 if len(data) >= _ZSTD_THREADS_FROM else 0
+        return zstandard.ZstdCompressor(level=level, threads=threads).compress(data)
+    if codec == "gz":
+        return gzip.compress(data, compresslevel=level, mtime=0)
+    if codec == "bz2":
+        return bz2.compress(data, compresslevel=level)
+    if codec == "br":
+        return _brotli().compress(bytes(data), quality=level)
+    return _snappy().compress(bytes(data))
+
+
+def _where(source: str | os.PathLike | None) -> str:
+    return f" in {os.fspath(source)}" if source is not None else ""
+
+
+def decompress(
+    name: str, data: bytes | memoryview, *, source: str | os.PathLike | None = None
+) -> bytes:
+    """Decompress a whole shard; corrupt input -> DecompressionError naming `source` if given."""
+    codec, _ = _parse(name)
+    try:
+        if codec == "zstd":
+            return _zstd_decompress(data)
+        if codec == "gz":
+            return gzip.decompress(data)
+        if codec == "bz2":
+            return bz2.decompress(data)
+        if codec == "br":
+            return _brotli().decompress(bytes(data))
+        return _snappy().decompress(bytes(data))
+    except DecompressionError as exc:
+        raise DecompressionError(f"{exc}{_where(source)}") from exc
+    except (MemoryError, ImportError):
+        raise
+    except Exception as exc:  # each codec library has its own error types
+        raise DecompressionError(
+            f"corrupt {codec} data{_where(source)}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _zstd_decompress(data: bytes | memoryview) -> bytes:
+    chunks = _zstd_chunks(iter([data]))
+    return b"".join(chunks)
+
+
+def _zstd_chunks(pieces: Iterator[bytes | memoryview]) -> Iterator[bytes]:
+    # A decompressobj works whether or not the frame header records the content size; the
+    # explicit end-of-frame check catches truncation, which zstandard would otherwise ignore.
+    dobj = zstandard.ZstdDecompressor().decompressobj()
+    for piece in pieces:
+        if dobj.eof:
+            if len(piece):
+                raise DecompressionError("trailing bytes after the end of the zstd frame")
+            continue
+        out = dobj.decompress(piece)
+        if out:
+            yield out
+    if not dobj.eof:
+        raise DecompressionError("truncated zstd data (the frame never ends)")
+    if dobj.unused_data:
+        raise DecompressionError("trailing bytes after the end of the zstd frame")
+
+
+def _read_chunks(handle) -> Iterator[bytes]:
+    while chunk := handle.read(_CHUNK):
+        yield chunk
+
+
+def _brotli_chunks(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    decompressor = _brotli().Decompressor()
+    for piece in pieces:
+        out = decompressor.process(piece)
+        if out:
+            yield out
+    if not decompressor.is_finished():
+        raise DecompressionError("truncated brotli data (the stream never ends)")
+
+
+def _decompressed_chunks(codec: str, src: Path) -> Iterator[bytes]:
+    if codec in ("gz", "bz2"):
+        opener = gzip.open if codec == "gz" else bz2.open
+        with opener(src, "rb") as handle:
+            yield from _read_chunks(handle)
+        return
+    with open(src, "rb") as handle:
+        if codec == "zstd":
+            yield from _zstd_chunks(_read_chunks(handle))
+        elif codec == "br":
+            yield from _brotli_chunks(_read_chunks(handle))
+        else:  # snappy's raw block format cannot be streamed
+            yield _snappy().decompress(handle.read())
+
+
+def _checked_chunks(codec: str, src: Path) -> Iterator[bytes]:
+    """Decompressed chunks of `src`; any decoding failure becomes a DecompressionError."""
+    chunks = _decompressed_chunks(codec, src)
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        except (FileNotFoundError, PermissionError, MemoryError, ImportError):
+            raise
+        except DecompressionError as exc:
+            raise DecompressionError(f"{exc} in {src}") from exc
+        except Exception as exc:  # each codec library has its own error types
+            raise DecompressionError(
+                f"corrupt {codec} data in {src}: {type(exc).__name__}: {exc}"
+            ) from exc
+        yield chunk
+
+
+def decompress_file(src: str | os.PathLike, dst: str | os.PathLike, name: str) -> Path:
+    """Decompress `src` into `dst` in bounded memory; `dst` appears atomically or not at all."""
+    codec, _ = _parse(name)
+    src, dst = Path(src), Path(dst)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in _checked_chunks(codec, src):
+                out.write(chunk)
+        os.replace(tmp, dst)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return dst

@@ -1,0 +1,11 @@
+"""Column encodings of MDS v2, one family per module, looked up by name through the registry."""
+
+from streaming.format.encodings.base import Encoding
+from streaming.format.encodings.registry import (
+    encoding_size,
+    get_encoding,
+    is_known_encoding,
+    known_encodings,
+)
+
+__all__ = ["Encoding", "encoding_size", "get_encoding", "is_known_encoding", "known_encodings"]

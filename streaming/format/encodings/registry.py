@@ -1,0 +1,58 @@
+"""Look up an Encoding by the name written in index.json (`int`, `str`, `ndarray:int32:2,3`...)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from streaming.errors import UnknownEncodingError
+from streaming.format.encodings.base import Encoding
+from streaming.format.encodings.images import image_encodings
+from streaming.format.encodings.ndarray import parse_ndarray_name
+from streaming.format.encodings.pickle import pickle_encodings
+from streaming.format.encodings.scalars import scalar_encodings
+from streaming.format.encodings.text import text_encodings
+
+_FIXED: dict[str, Encoding] = {
+    **scalar_encodings(),
+    **text_encodings(),
+    **image_encodings(),
+    **pickle_encodings(),
+}
+
+
+def get_encoding(name: str) -> Encoding:
+    """The encoding called `name`; raises UnknownEncodingError naming it."""
+    if not isinstance(name, str):
+        raise UnknownEncodingError(f"encoding names are strings, got {name!r}")
+    return _lookup(name)
+
+
+@lru_cache(maxsize=1024)
+def _lookup(name: str) -> Encoding:
+    found = _FIXED.get(name)
+    if found is not None:
+        return found
+    if name == "ndarray" or name.startswith("ndarray:"):
+        return parse_ndarray_name(name)
+    raise UnknownEncodingError(
+        f"unknown encoding {name!r}; known: {', '.join(sorted(_FIXED))}, ndarray[:dtype[:shape]]"
+    )
+
+
+def is_known_encoding(name: str) -> bool:
+    """Whether `name` is an encoding this library can read and write."""
+    try:
+        get_encoding(name)
+    except UnknownEncodingError:
+        return False
+    return True
+
+
+def encoding_size(name: str) -> int | None:
+    """Fixed byte size of values of encoding `name`, or None when variable."""
+    return get_encoding(name).size
+
+
+def known_encodings() -> list[str]:
+    """Every non-parametric encoding name (ndarray variants are built on demand)."""
+    return sorted(_FIXED) + ["ndarray"]
