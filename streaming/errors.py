@@ -103,3 +103,7 @@ class OutputExistsError(StreamingError, FileExistsError):
 
 class UnsupportedFeatureError(StreamingError, NotImplementedError):
     """A valid request that this version cannot serve yet (e.g. a remote writer output)."""
+
+
+class IndexNotFoundError(IndexFileError, FileNotFoundError):
+    """`index.json` does not exist where a dataset was expected."""
