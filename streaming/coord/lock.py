@@ -1,0 +1,86 @@
+"""Inter-process exclusive file lock with a deadline; a timeout names the file and the holder.
+
+Built on flock (see `files.py`): the kernel releases it when the holder dies, and the holder's
+pid is written into the file so a waiter that gives up can say who it waited for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import weakref
+from pathlib import Path
+
+from streaming.coord.files import names_inode, try_flock
+from streaming.coord.proc import ProcessId
+from streaming.coord.wait import wait_for
+from streaming.errors import DeadlineExceeded
+
+
+def _release(fd: int, path: Path, holder: int) -> None:
+    """Remove the lock file and drop the flock; a forked child must leave its parent's lock."""
+    if os.getpid() != holder:
+        return
+    with contextlib.suppress(OSError):
+        if names_inode(path, fd):
+            os.unlink(path)  # removed while still held, so no waiter can get a stale inode
+    os.close(fd)
+
+
+class FileLock:
+    """An exclusive lock on `path` shared by every process (and thread) that opens it."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 60.0) -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object currently holds the lock."""
+        return self._finalizer is not None and self._finalizer.alive
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free right now; never blocks."""
+        if self.held:
+            raise RuntimeError(f"lock {self.path} is already held by this FileLock")
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        if not try_flock(fd) or not names_inode(self.path, fd):
+            os.close(fd)
+            return False
+        me = ProcessId.current()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{me.pid} {me.start}\n".encode(), 0)
+        self._finalizer = weakref.finalize(self, _release, fd, self.path, me.pid)
+        return True
+
+    def acquire(self, timeout: float | None = None) -> None:
+        """Wait up to `timeout` seconds (default: the constructor's) for the lock."""
+        seconds = self.timeout if timeout is None else timeout
+        try:
+            wait_for(self.try_acquire, what=f"lock {self.path}", timeout=seconds)
+        except DeadlineExceeded as exc:
+            holder = self.holder()
+            who = f"held by {holder}" if holder else "holder unknown"
+            raise DeadlineExceeded(f"{exc} ({who})") from None
+
+    def release(self) -> None:
+        """Give the lock up (no-op when not held)."""
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+
+    def holder(self) -> ProcessId | None:
+        """The process that last wrote itself into the lock file, if any."""
+        try:
+            text = self.path.read_text().split()
+            return ProcessId(int(text[0]), int(text[1]))
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
