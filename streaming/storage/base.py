@@ -1,0 +1,112 @@
+"""The one storage interface every backend implements (local files, S3, ...).
+
+Paths are backend-native strings (a filesystem path, a bucket key); `url(path)` turns one back
+into the user-facing URL for messages. Deadlines are absolute `time.monotonic()` values.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from streaming.errors import DownloadTimeoutError, StorageError
+from streaming.storage.atomic import staged_file
+
+CHUNK = 1 << 20  # bytes per read; also how often a download checks its deadline
+
+Verifier = Callable[[Path], None]
+
+
+def check_deadline(deadline: float | None, url: str) -> None:
+    """Raise DownloadTimeoutError naming `url` if the wall-clock deadline has passed."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise DownloadTimeoutError(f"{url}: transfer exceeded its deadline")
+
+
+def check_size(url: str, got: int, expected: int | None) -> None:
+    """Raise StorageError if a transfer delivered a different byte count than expected."""
+    if expected is not None and got != expected:
+        raise StorageError(f"{url}: received {got} bytes, expected {expected} (truncated transfer)")
+
+
+class Backend(abc.ABC):
+    """get / ranged get / size / exists / download / put / upload / list / delete for one store."""
+
+    #: Whether big objects download faster as parallel byte ranges (remote stores: yes).
+    parallel_ranges: bool = False
+
+    @abc.abstractmethod
+    def url(self, path: str) -> str:
+        """The user-facing URL of `path`, used in every error message."""
+
+    @abc.abstractmethod
+    def iter_chunks(
+        self, path: str, start: int | None = None, end: int | None = None, *,
+        deadline: float | None = None,
+    ) -> Iterator[bytes]:
+        """Yield the object's bytes [start, end) in chunks; typed errors on failure."""
+
+    @abc.abstractmethod
+    def size(self, path: str) -> int:
+        """Byte size of the object; ObjectNotFoundError if absent."""
+
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether the object exists."""
+
+    @abc.abstractmethod
+    def put(self, path: str, data: bytes) -> None:
+        """Store `data` at `path` (readers never see a partial object)."""
+
+    @abc.abstractmethod
+    def upload(self, local: Path, path: str) -> None:
+        """Copy the local file `local` to `path`."""
+
+    @abc.abstractmethod
+    def list(self, prefix: str) -> list[str]:
+        """Sorted paths of every object whose path starts with `prefix`."""
+
+    @abc.abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove the object; a missing object is not an error (like S3)."""
+
+    def _bounded(
+        self, path: str, start: int | None, end: int | None, deadline: float | None
+    ) -> Iterator[bytes]:
+        url = self.url(path)
+        for chunk in self.iter_chunks(path, start, end, deadline=deadline):
+            check_deadline(deadline, url)
+            yield chunk
+
+    def get(self, path: str, *, deadline: float | None = None) -> bytes:
+        """The whole object as bytes."""
+        return b"".join(self._bounded(path, None, None, deadline))
+
+    def get_range(self, path: str, start: int, end: int, *, deadline: float | None = None) -> bytes:
+        """Bytes [start, end) of the object; StorageError if fewer arrive."""
+        if not 0 <= start <= end:
+            raise ValueError(f"{self.url(path)}: bad byte range [{start}, {end})")
+        if start == end:
+            return b""
+        data = b"".join(self._bounded(path, start, end, deadline))
+        check_size(self.url(path), len(data), end - start)
+        return data
+
+    def download(
+        self, path: str, dest: Path, *, expected_size: int | None = None,
+        deadline: float | None = None, verify: Verifier | None = None,
+    ) -> Path:
+        """Stream the object to a temp file beside `dest`, check it, then rename it into place."""
+        dest = Path(dest)
+        with staged_file(dest) as tmp:
+            got = 0
+            with open(tmp, "wb") as out:
+                for chunk in self._bounded(path, None, None, deadline):
+                    out.write(chunk)
+                    got += len(chunk)
+            check_size(self.url(path), got, expected_size)
+            if verify is not None:
+                verify(tmp)
+        return dest

@@ -1,0 +1,67 @@
+"""Retry policy shared by downloads and uploads: per-attempt deadline, capped exponential
+backoff with full jitter, and fail-fast on errors that retrying cannot fix (403, 404)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from streaming.errors import (
+    AccessDeniedError,
+    DownloadTimeoutError,
+    ObjectNotFoundError,
+    StorageError,
+)
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Transport failures (5xx, resets, timeouts, truncation) are; missing / forbidden are not."""
+    return isinstance(exc, StorageError) and not isinstance(
+        exc, (ObjectNotFoundError, AccessDeniedError)
+    )
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """`attempts` tries of at most `timeout` seconds each, with jittered backoff in between."""
+
+    attempts: int = 3
+    timeout: float = 60.0
+    backoff: float = 0.25
+    max_backoff: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"retry policy needs at least one attempt, got {self.attempts}")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be positive, got {self.timeout}")
+
+    def _cap(self, attempt: int) -> float:
+        return min(self.max_backoff, self.backoff * 2**attempt)
+
+    def budget(self) -> float:
+        """Upper bound of the wall time `run` can take (every attempt times out, max backoff)."""
+        return self.attempts * self.timeout + sum(self._cap(i) for i in range(self.attempts - 1))
+
+    def run(self, what: str, action: Callable[[float], T]) -> T:
+        """Call `action(deadline)` until it succeeds; give up with a typed error naming `what`."""
+        last: BaseException | None = None
+        for attempt in range(self.attempts):
+            if attempt:
+                time.sleep(random.uniform(0.0, self._cap(attempt - 1)))
+            try:
+                return action(time.monotonic() + self.timeout)
+            except Exception as exc:
+                if not is_retryable(exc):
+                    raise
+                last = exc
+                log.info("%s: attempt %d/%d failed: %s", what, attempt + 1, self.attempts, exc)
+        cls = DownloadTimeoutError if isinstance(last, DownloadTimeoutError) else StorageError
+        raise cls(f"{what}: failed after {self.attempts} attempt(s); last error: {last}") from last

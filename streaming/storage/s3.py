@@ -1,0 +1,199 @@
+"""Amazon S3 and S3-compatible services (MinIO, R2, Ceph, moto...) through boto3.
+
+Credentials come from the usual AWS chain (env, profiles, instance roles). `S3_ENDPOINT_URL`
+points at an S3-compatible service. botocore's own retries are off: `transfer.py` owns retrying.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streaming.errors import (
+    AccessDeniedError,
+    DownloadTimeoutError,
+    ObjectNotFoundError,
+    StorageError,
+)
+from streaming.storage.base import CHUNK, Backend
+
+ENDPOINT_ENV = "S3_ENDPOINT_URL"
+# Env settings that change which credentials a new client picks up (part of the client cache key).
+_CREDENTIAL_ENV = (
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_DEFAULT_REGION", "AWS_REGION",
+)
+_ACCESS_CODES = {
+    "403", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+    "ExpiredToken", "InvalidToken", "AccountProblem",
+}
+_MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
+_HOW_TO_AUTH = (
+    "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
+    "with ~/.aws/credentials, or run where an instance/role provides them"
+)
+MULTIPART_THRESHOLD = 64 << 20
+
+# One client per process and settings: boto3 clients are thread-safe but not fork-safe.
+_clients: dict[tuple, Any] = {}
+_clients_pid = os.getpid()
+_clients_lock = threading.Lock()
+
+
+def _client(endpoint: str | None, region: str | None, connect: float, read: float) -> Any:
+    """This process's boto3 S3 client for the given settings, created on first use."""
+    global _clients_pid
+    key = (endpoint, region, connect, read, tuple(os.environ.get(k) for k in _CREDENTIAL_ENV))
+    with _clients_lock:
+        if _clients_pid != os.getpid():  # forked: the parent's connections are not ours
+            _clients.clear()
+            _clients_pid = os.getpid()
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = _new_client(endpoint, region, connect, read)
+    return client
+
+
+def _new_client(endpoint: str | None, region: str | None, connect: float, read: float) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=connect,
+        read_timeout=read,
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        max_pool_connections=32,
+        s3={"addressing_style": "path"} if endpoint else None,
+    )
+    session = boto3.session.Session()  # sessions are not thread-safe: one per client
+    return session.client("s3", endpoint_url=endpoint, region_name=region, config=config)
+
+
+@dataclass(frozen=True)
+class S3Backend(Backend):
+    """One bucket; paths are keys. Picklable: holds settings only, clients live per process."""
+
+    bucket: str
+    endpoint_url: str | None = field(default_factory=lambda: os.environ.get(ENDPOINT_ENV) or None)
+    region: str | None = None
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+
+    parallel_ranges = True
+
+    @property
+    def client(self) -> Any:
+        return _client(self.endpoint_url, self.region, self.connect_timeout, self.read_timeout)
+
+    def url(self, path: str) -> str:
+        return f"s3://{self.bucket}/{path}"
+
+    @contextlib.contextmanager
+    def _translated(self, path: str) -> Iterator[None]:
+        try:
+            yield
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise self._error(exc, path) from exc
+
+    def _error(self, exc: Exception, path: str) -> StorageError:
+        """Map a boto3 / botocore / socket failure to a typed error naming the object."""
+        from botocore import exceptions as bx
+
+        url = self.url(path)
+        where = self.endpoint_url or "the AWS S3 endpoint"
+        cause = exc.__context__ if type(exc).__name__ == "S3UploadFailedError" else exc
+        if isinstance(cause, bx.ClientError):
+            err = cause.response.get("Error", {})
+            code = str(err.get("Code", ""))
+            status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code == "NoSuchBucket":
+                return ObjectNotFoundError(self._no_bucket(path))
+            if code in _MISSING_CODES or status == 404:
+                return ObjectNotFoundError(f"{url}: no such object")
+            if code in _ACCESS_CODES or status == 403:
+                return AccessDeniedError(
+                    f"{url}: access denied ({code}); check the credentials and the bucket policy"
+                )
+            return StorageError(f"{url}: S3 error {code or status}: {err.get('Message', '')}")
+        if isinstance(cause, (bx.NoCredentialsError, bx.PartialCredentialsError)):
+            return AccessDeniedError(f"{url}: {_HOW_TO_AUTH}")
+        if isinstance(cause, (bx.ReadTimeoutError, bx.ConnectTimeoutError, TimeoutError)):
+            return DownloadTimeoutError(f"{url}: timed out talking to {where}: {cause}")
+        if isinstance(cause, bx.EndpointConnectionError):
+            return StorageError(f"{url}: cannot reach the S3 endpoint {where}: {cause}")
+        return StorageError(f"{url}: transfer from {where} failed: {cause!r}")
+
+    def iter_chunks(
+        self, path: str, start: int | None = None, end: int | None = None, *,
+        deadline: float | None = None,
+    ) -> Iterator[bytes]:
+        request: dict[str, Any] = {"Bucket": self.bucket, "Key": path}
+        if start is not None or end is not None:
+            last = "" if end is None else str(end - 1)
+            request["Range"] = f"bytes={start or 0}-{last}"
+        with self._translated(path):
+            body = self.client.get_object(**request)["Body"]
+            try:
+                yield from body.iter_chunks(CHUNK)
+            finally:
+                body.close()
+
+    def size(self, path: str) -> int:
+        try:
+            with self._translated(path):
+                return int(self.client.head_object(Bucket=self.bucket, Key=path)["ContentLength"])
+        except ObjectNotFoundError:
+            self._check_bucket(path)  # HEAD cannot tell a missing key from a missing bucket
+            raise
+
+    def _check_bucket(self, path: str) -> None:
+        try:
+            with self._translated(path):
+                self.client.head_bucket(Bucket=self.bucket)
+        except ObjectNotFoundError as exc:
+            raise ObjectNotFoundError(self._no_bucket(path)) from exc
+
+    def _no_bucket(self, path: str) -> str:
+        where = self.endpoint_url or "the AWS S3 endpoint"
+        return f"{self.url(path)}: bucket {self.bucket!r} does not exist at {where}"
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.size(path)
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    def put(self, path: str, data: bytes) -> None:
+        with self._translated(path):
+            self.client.put_object(Bucket=self.bucket, Key=path, Body=data)
+
+    def upload(self, local: Path, path: str) -> None:
+        if not os.path.isfile(local):
+            raise ObjectNotFoundError(f"{local}: no such file to upload to {self.url(path)}")
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(
+            multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=16 << 20, max_concurrency=8
+        )
+        with self._translated(path):
+            self.client.upload_file(str(local), self.bucket, path, Config=config)
+
+    def list(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        with self._translated(prefix):
+            pages = self.client.get_paginator("list_objects_v2")
+            for page in pages.paginate(Bucket=self.bucket, Prefix=prefix):
+                keys.extend(item["Key"] for item in page.get("Contents", ()))
+        return sorted(keys)
+
+    def delete(self, path: str) -> None:
+        with self._translated(path):
+            self.client.delete_object(Bucket=self.bucket, Key=path)
