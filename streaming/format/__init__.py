@@ -20,10 +20,23 @@ from streaming.format.hashing import (
     hexdigest,
     is_supported_hash,
 )
+from streaming.format.index import (
+    DatasetIndex,
+    index_bytes,
+    merge_index,
+    parse_index,
+    read_index,
+    write_index,
+)
+from streaming.format.sample import SampleCodec
+from streaming.format.shard import ShardReader, validate_file
 
 __all__ = [
     "SUPPORTED_HASHES",
+    "DatasetIndex",
     "Encoding",
+    "SampleCodec",
+    "ShardReader",
     "compress",
     "decompress",
     "decompress_file",
@@ -33,7 +46,13 @@ __all__ = [
     "file_hexdigests",
     "get_encoding",
     "hexdigest",
+    "index_bytes",
     "is_known_encoding",
     "is_supported_hash",
+    "merge_index",
     "parse_compression",
+    "parse_index",
+    "read_index",
+    "validate_file",
+    "write_index",
 ]

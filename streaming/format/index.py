@@ -1,0 +1,332 @@
+"""`index.json` of MDS v2: strict parsing into compact numpy arrays, atomic writing, merging.
+
+Parsing checks everything a reader later trusts (counts, byte sizes, encodings, codecs and that
+every basename stays inside the dataset folder) so that errors name the file and the shard up
+front instead of surfacing as odd failures mid-epoch.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import posixpath
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streaming.errors import IndexFileError, IndexNotFoundError, UnknownEncodingError
+from streaming.format.atomic import atomic_write_bytes
+from streaming.format.compression import parse_compression
+from streaming.format.encodings import get_encoding
+from streaming.format.sample import SampleCodec
+
+INDEX_NAME = "index.json"
+INDEX_VERSION = 2
+SUPPORTED_FORMATS = ("mds",)
+_REQUIRED = {
+    "format": str,
+    "version": int,
+    "column_names": list,
+    "column_encodings": list,
+    "column_sizes": list,
+    "compression": (str, type(None)),
+    "hashes": list,
+    "raw_data": dict,
+    "zip_data": (dict, type(None)),
+    "samples": int,
+    "size_limit": (int, type(None)),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetIndex:
+    """One parsed index.json: raw shard entries plus per-shard numpy arrays for fast planning."""
+
+    shards: list[dict]
+    samples_per_shard: np.ndarray
+    raw_bytes: np.ndarray
+    zip_bytes: np.ndarray
+    basenames: list[str]
+    zip_basenames: list[str | None]
+    compression: list[str | None]
+    columns: dict[str, str]
+    source: str = ""
+    root: Path | None = None
+    sample_offsets: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        starts = np.zeros(len(self.samples_per_shard) + 1, np.int64)
+        np.cumsum(self.samples_per_shard, out=starts[1:])
+        object.__setattr__(self, "sample_offsets", starts)
+
+    @property
+    def num_samples(self) -> int:
+        """Total samples over every shard."""
+        return int(self.sample_offsets[-1])
+
+    @property
+    def num_shards(self) -> int:
+        """Number of shard entries (including empty shards)."""
+        return len(self.shards)
+
+    @property
+    def column_sizes(self) -> list[int | None]:
+        """Fixed byte size per column (None for variable), in on-disk order."""
+        return [get_encoding(enc).size for enc in self.columns.values()]
+
+    def codec(self, *, allow_unsafe_types: bool = False) -> SampleCodec:
+        """A SampleCodec for this dataset's columns (UnsafeTypeError for pkl unless allowed)."""
+        return SampleCodec(
+            list(self.columns), list(self.columns.values()), allow_unsafe_types=allow_unsafe_types
+        )
+
+    def locate(self, sample_ids: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+        """Map global sample ids to (shard index, row within shard), vectorised."""
+        ids = np.asarray(sample_ids, np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_samples):
+            raise IndexError(f"sample id out of range [0, {self.num_samples}) in {self.source}")
+        shard = np.searchsorted(self.sample_offsets, ids, side="right") - 1
+        return shard, ids - self.sample_offsets[shard]
+
+    def raw_path(self, shard: int) -> Path:
+        """Local path of shard `shard`'s raw file (needs `root`)."""
+        return self._resolve(self.basenames[shard])
+
+    def zip_path(self, shard: int) -> Path | None:
+        """Local path of shard `shard`'s compressed file, or None if it is not compressed."""
+        name = self.zip_basenames[shard]
+        return None if name is None else self._resolve(name)
+
+    def _resolve(self, basename: str) -> Path:
+        if self.root is None:
+            raise ValueError(f"index {self.source} was parsed without a root folder")
+        return self.root.joinpath(*basename.split("/"))
+
+
+def _fail(source: str, where: str, what: str) -> IndexFileError:
+    return IndexFileError(f"{source}: {where}: {what}")
+
+
+def check_basename(basename: Any, *, source: str, where: str) -> str:
+    """Accept a relative posix basename that stays inside the dataset folder."""
+    if not isinstance(basename, str) or not basename:
+        raise _fail(source, where, f"basename must be a non-empty string, got {basename!r}")
+    bad = None
+    if "\\" in basename or "\x00" in basename:
+        bad = "contains a backslash or NUL byte"
+    elif basename.startswith("/") or re.match(r"^[A-Za-z]:", basename):
+        bad = "is an absolute path"
+    elif ".." in basename.split("/"):
+        bad = "contains '..' and could escape the dataset folder"
+    elif posixpath.normpath(basename) in (".", ""):
+        bad = "names the dataset folder itself"
+    if bad:
+        raise _fail(source, where, f"basename {basename!r} {bad}")
+    return basename
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_file_entry(entry: Any, *, source: str, where: str) -> tuple[str, int]:
+    if not isinstance(entry, dict):
+        raise _fail(source, where, f"expected an object with basename/bytes/hashes, got {entry!r}")
+    basename = check_basename(entry.get("basename"), source=source, where=where)
+    size = entry.get("bytes")
+    if not _is_count(size):
+        raise _fail(source, where, f"{basename}: bytes must be a non-negative int, got {size!r}")
+    hashes = entry.get("hashes", {})
+    if not isinstance(hashes, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()
+    ):
+        raise _fail(source, where, f"{basename}: hashes must map algorithm to hex digest")
+    return basename, size
+
+
+def _check_shard(shard: Any, i: int, source: str) -> tuple[str, int, str | None, int]:
+    where = f"shard {i}"
+    if not isinstance(shard, dict):
+        raise _fail(source, where, f"expected an object, got {type(shard).__name__}")
+    fmt = shard.get("format")
+    if fmt not in SUPPORTED_FORMATS:
+        raise _fail(
+            source, where,
+            f"format {fmt!r} is not supported (supported: {', '.join(SUPPORTED_FORMATS)})",
+        )
+    for key, kind in _REQUIRED.items():
+        if key not in shard:
+            raise _fail(source, where, f"missing key {key!r}")
+        value = shard[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise _fail(source, where, f"{key} has the wrong type: {value!r}")
+    if shard["version"] != INDEX_VERSION:
+        raise _fail(source, where, f"shard version {shard['version']} (expected 2)")
+    raw_name, raw_size = _check_file_entry(shard["raw_data"], source=source, where=where)
+    where = f"shard {i} ({raw_name})"
+    if not _is_count(shard["samples"]):
+        raise _fail(source, where, f"samples must be a non-negative int: {shard['samples']!r}")
+    _check_columns(shard, source, where)
+    compression = shard["compression"]
+    try:
+        parse_compression(compression)
+    except ValueError as exc:
+        raise _fail(source, where, str(exc)) from None
+    zip_name, zip_size = None, 0
+    if shard["zip_data"] is not None:
+        zip_name, zip_size = _check_file_entry(shard["zip_data"], source=source, where=where)
+    if (compression is None) != (zip_name is None):
+        raise _fail(source, where, f"compression {compression!r} but zip_data {zip_name!r}")
+    if not all(isinstance(h, str) for h in shard["hashes"]):
+        raise _fail(source, where, f"hashes must be algorithm names: {shard['hashes']!r}")
+    return raw_name, raw_size, zip_name, zip_size
+
+
+def _check_columns(shard: dict, source: str, where: str) -> None:
+    names, encodings = shard["column_names"], shard["column_encodings"]
+    sizes = shard["column_sizes"]
+    if not (len(names) == len(encodings) == len(sizes)):
+        raise _fail(source, where, "column_names, column_encodings, column_sizes differ in length")
+    if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        raise _fail(source, where, f"column names must be unique strings: {names!r}")
+    for name, enc, size in zip(names, encodings, sizes):
+        try:
+            expected = get_encoding(enc).size
+        except UnknownEncodingError as exc:
+            raise UnknownEncodingError(f"{source}: {where}: column {name!r}: {exc}") from None
+        if size != expected or isinstance(size, bool):
+            raise _fail(source, where, f"column {name!r} ({enc}) has size {size!r}, not {expected}")
+
+
+def parse_index(
+    data: bytes | str | dict, *, source: str, root: Path | None = None
+) -> DatasetIndex:
+    """Validate an index.json document (text or already-parsed) into a DatasetIndex."""
+    if isinstance(data, (bytes, str)):
+        try:
+            data = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise IndexFileError(f"{source}: not valid JSON (truncated?): {exc}") from None
+    if not isinstance(data, dict):
+        raise IndexFileError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    version = data.get("version")
+    if version != INDEX_VERSION or isinstance(version, bool):
+        raise IndexFileError(f"{source}: index version {version!r} is not supported (expected 2)")
+    shards = data.get("shards")
+    if not isinstance(shards, list):
+        raise IndexFileError(f"{source}: 'shards' must be a list, got {type(shards).__name__}")
+    count = len(shards)
+    samples = np.zeros(count, np.int64)
+    raw_bytes = np.zeros(count, np.int64)
+    zip_bytes = np.zeros(count, np.int64)
+    basenames: list[str] = []
+    zip_basenames: list[str | None] = []
+    columns: dict[str, str] = {}
+    for i, shard in enumerate(shards):
+        raw_name, raw_size, zip_name, zip_size = _check_shard(shard, i, source)
+        schema = dict(zip(shard["column_names"], shard["column_encodings"]))
+        if i == 0:
+            columns = schema
+        elif schema != columns or list(schema) != list(columns):
+            raise _fail(
+                source, f"shard {i} ({raw_name})",
+                f"columns {schema} differ from shard 0's {columns}",
+            )
+        samples[i] = shard["samples"]
+        raw_bytes[i], zip_bytes[i] = raw_size, zip_size
+        basenames.append(raw_name)
+        zip_basenames.append(zip_name)
+    return DatasetIndex(
+        shards=shards,
+        samples_per_shard=samples,
+        raw_bytes=raw_bytes,
+        zip_bytes=zip_bytes,
+        basenames=basenames,
+        zip_basenames=zip_basenames,
+        compression=[shard["compression"] for shard in shards],
+        columns=columns,
+        source=source,
+        root=root,
+    )
+
+
+def _index_path(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    return path / INDEX_NAME if path.is_dir() else path
+
+
+def read_index(path: str | os.PathLike, *, root: Path | None = None) -> DatasetIndex:
+    """Read and validate `path` (an index.json or the folder holding it).
+
+    `root` is the folder basenames are relative to (default: the index's folder).
+    """
+    file = _index_path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise IndexNotFoundError(f"{file}: index file not found") from None
+    except OSError as exc:
+        raise IndexFileError(f"{file}: cannot read index: {exc}") from exc
+    return parse_index(data, source=str(file), root=Path(root) if root else file.parent)
+
+
+def index_bytes(shards: list[dict]) -> bytes:
+    """index.json bytes exactly as the reference writer lays them out (sorted keys, one line)."""
+    return json.dumps({"shards": shards, "version": INDEX_VERSION}, sort_keys=True).encode()
+
+
+def write_index(directory: str | os.PathLike, shards: list[dict]) -> Path:
+    """Write `directory/index.json` for `shards` atomically (temp file, fsync, rename)."""
+    return atomic_write_bytes(Path(directory) / INDEX_NAME, index_bytes(shards))
+
+
+def _natural_key(text: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def _find_parts(out: Path) -> list[Path]:
+    found = [p.parent for p in out.glob(f"*/{INDEX_NAME}")]
+    return sorted(found, key=lambda p: _natural_key(p.name))
+
+
+def _prefixed(entry: dict | None, prefix: str) -> dict | None:
+    if entry is None:
+        return None
+    entry = dict(entry)
+    entry["basename"] = f"{prefix}/{entry['basename']}"
+    return entry
+
+
+def merge_index(
+    out: str | os.PathLike, parts: list[str | os.PathLike] | None = None
+) -> Path:
+    """Join sub-datasets of `out` into `out/index.json` (basenames get the subfolder prefix).
+
+    With `parts=None`, every `out/*/index.json` is used, in natural order (part2 before part10).
+    """
+    out = Path(out)
+    folders = _find_parts(out) if parts is None else [_index_path(p).parent for p in parts]
+    if not folders:
+        raise IndexNotFoundError(f"{out}: no sub-dataset index.json files to merge")
+    merged: list[dict] = []
+    for folder in folders:
+        try:
+            prefix = folder.resolve().relative_to(out.resolve()).as_posix()
+        except ValueError:
+            raise IndexFileError(f"{folder}: sub-dataset is not inside {out}") from None
+        if prefix == ".":
+            raise IndexFileError(f"{folder}: a sub-dataset cannot be {out} itself")
+        part = read_index(folder)
+        for shard in part.shards:
+            shard = copy.copy(shard)
+            shard["raw_data"] = _prefixed(shard["raw_data"], prefix)
+            shard["zip_data"] = _prefixed(shard["zip_data"], prefix)
+            merged.append(shard)
+    parse_index({"shards": merged, "version": INDEX_VERSION}, source=str(out / INDEX_NAME))
+    # The reference merger puts "version" first; keep that so merged files match byte for byte.
+    text = json.dumps({"version": INDEX_VERSION, "shards": merged}).encode()
+    return atomic_write_bytes(out / INDEX_NAME, text)

@@ -1,0 +1,248 @@
+"""Read one raw MDS shard through a read-only mmap, validating its header before trusting it.
+
+Layout: `u32 N`, `u32 offsets[N + 1]` (absolute), the writer's config JSON, then the samples;
+sample i is `file[offsets[i]:offsets[i + 1]]` and the last offset is the file size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import struct
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streaming.errors import HashMismatchError, IndexFileError, ShardCorruptError
+from streaming.format.hashing import file_hexdigests
+from streaming.format.sample import SampleCodec
+
+_U32 = struct.Struct("<I")
+_PAIR = struct.Struct("<2I")
+_SCHEMA_KEYS = ("column_names", "column_encodings", "column_sizes")
+
+
+class ShardReader:
+    """Random access to the samples of one raw shard (zero-copy bytes, decoded dicts).
+
+    Pickling keeps only the path and expectations; the copy re-opens (and re-validates) the file
+    on first use, so a reader can be handed to DataLoader worker processes.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        codec: SampleCodec | None = None,
+        *,
+        expected_samples: int | None = None,
+        expected_bytes: int | None = None,
+        allow_unsafe_types: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.codec = codec
+        self.expected_samples = expected_samples
+        self.expected_bytes = expected_bytes
+        self.allow_unsafe_types = allow_unsafe_types
+        self._mmap: mmap.mmap | None = None
+        self._offsets: np.ndarray | None = None
+        self._config: dict[str, Any] = {}
+        self._num_samples = 0
+        self._open()
+
+    def _corrupt(self, what: str) -> ShardCorruptError:
+        return ShardCorruptError(f"{self.path}: {what}")
+
+    def _open(self) -> None:
+        with open(self.path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if self.expected_bytes is not None and size != self.expected_bytes:
+                raise self._corrupt(f"file has {size} bytes, the index says {self.expected_bytes}")
+            if size < 4:
+                raise self._corrupt(f"only {size} bytes; a shard has at least a 4-byte header")
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            self._validate(mapped, size)
+        except BaseException:
+            self._offsets = None
+            mapped.close()
+            raise
+        self._mmap = mapped
+
+    def _validate(self, mapped: mmap.mmap, size: int) -> None:
+        (count,) = _U32.unpack_from(mapped, 0)
+        if self.expected_samples is not None and count != self.expected_samples:
+            raise self._corrupt(f"header says {count} samples, the index says "
+                                f"{self.expected_samples}")
+        table_end = 4 + 4 * (count + 1)
+        if table_end > size:
+            raise self._corrupt(f"offset table of {count} samples ends at byte {table_end}, "
+                                f"past the end of the {size}-byte file (truncated?)")
+        offsets = np.frombuffer(mapped, "<u4", count + 1, 4)
+        first, last = int(offsets[0]), int(offsets[-1])
+        if first < table_end or first > size:
+            raise self._corrupt(f"first sample offset {first} is outside [{table_end}, {size}]")
+        if count and not bool(np.all(offsets[1:] >= offsets[:-1])):
+            bad = int(np.argmax(offsets[1:] < offsets[:-1]))
+            raise self._corrupt(f"offsets decrease at sample {bad} "
+                                f"({int(offsets[bad])} -> {int(offsets[bad + 1])})")
+        if last != size:
+            raise self._corrupt(f"last offset {last} != file size {size} "
+                                f"({'truncated' if last > size else 'trailing bytes'})")
+        self._offsets = offsets
+        self._config = self._parse_config(bytes(mapped[table_end:first]))
+        self._num_samples = count
+        self._check_schema()
+
+    def _parse_config(self, raw: bytes) -> dict[str, Any]:
+        try:
+            config = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise self._corrupt(f"embedded config is not valid JSON: {exc}") from None
+        if not isinstance(config, dict) or not all(k in config for k in _SCHEMA_KEYS):
+            raise self._corrupt(f"embedded config lacks {', '.join(_SCHEMA_KEYS)}")
+        return config
+
+    def _check_schema(self) -> None:
+        config = self._config
+        if self.codec is None:
+            try:
+                self.codec = SampleCodec(
+                    config["column_names"], config["column_encodings"], config["column_sizes"],
+                    allow_unsafe_types=self.allow_unsafe_types,
+                )
+            except (TypeError, ValueError) as exc:  # FormatError, UnsafeType... are ValueErrors
+                if not type(exc).__module__.startswith("streaming"):
+                    raise self._corrupt(f"embedded config has a bad column schema: {exc}") from None
+                raise type(exc)(f"{self.path}: {exc}") from None
+            return
+        ours = (self.codec.column_names, self.codec.column_encodings, self.codec.column_sizes)
+        theirs = tuple(config[key] for key in _SCHEMA_KEYS)
+        if list(ours) != list(theirs):
+            raise self._corrupt(
+                f"embedded columns {dict(zip(theirs[0], theirs[1]))} differ from the index's "
+                f"{self.codec.columns}"
+            )
+
+    def _ensure_open(self) -> mmap.mmap:
+        if self._mmap is None:
+            self._open()
+        return self._mmap  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return self._num_samples
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """The `N + 1` absolute sample offsets (a read-only view of the file)."""
+        self._ensure_open()
+        return self._offsets  # type: ignore[return-value]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The writer config embedded in the shard header."""
+        self._ensure_open()
+        return self._config
+
+    @property
+    def sample_sizes(self) -> np.ndarray:
+        """Encoded byte size of every sample (int64)."""
+        return np.diff(self.offsets.astype(np.int64))
+
+    def sample_bytes(self, index: int) -> memoryview:
+        """Sample `index`'s bytes as a zero-copy view of the mapped file."""
+        mapped = self._ensure_open()
+        if not 0 <= index < self._num_samples:
+            if -self._num_samples <= index < 0:
+                index += self._num_samples
+            else:
+                raise IndexError(f"{self.path}: sample {index} out of range "
+                                 f"[0, {self._num_samples})")
+        start, end = _PAIR.unpack_from(mapped, 4 + 4 * index)
+        return memoryview(mapped)[start:end]
+
+    def get(self, index: int) -> dict[str, Any]:
+        """Decoded sample `index` (ndarray columns are zero-copy, read-only views)."""
+        data = self.sample_bytes(index)
+        try:
+            return self.codec.decode(data)  # type: ignore[union-attr]
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise self._corrupt(f"sample {index} does not decode: {type(exc).__name__}: {exc}") \
+                from exc
+
+    def get_column(self, index: int, name: str) -> Any:
+        """Decode only column `name` of sample `index`."""
+        data = self.sample_bytes(index)
+        try:
+            return self.codec.decode_column(data, name)  # type: ignore[union-attr]
+        except KeyError:
+            raise
+        except Exception as exc:
+            raise self._corrupt(f"sample {index} column {name!r} does not decode: {exc}") \
+                from exc
+
+    __getitem__ = get
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for index in range(self._num_samples):
+            yield self.get(index)
+
+    def close(self) -> None:
+        """Unmap the file. Views still held by the caller keep the mapping alive until dropped."""
+        mapped, self._mmap, self._offsets = self._mmap, None, None
+        if mapped is not None:
+            # Exported views outlive us; the mapping is then freed with the last of them.
+            with contextlib.suppress(BufferError):
+                mapped.close()
+
+    def __enter__(self) -> ShardReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_mmap=None, _offsets=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"ShardReader({str(self.path)!r}, samples={self._num_samples})"
+
+
+def validate_file(
+    path: str | os.PathLike,
+    expected_bytes: int | None,
+    hashes: Mapping[str, str],
+    algos: Iterable[str] = (),
+) -> None:
+    """Check a file's size and its digests for `algos` against the index's `hashes`."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ShardCorruptError(f"{path}: file is missing") from None
+    if expected_bytes is not None and size != expected_bytes:
+        raise ShardCorruptError(f"{path}: file has {size} bytes, the index says {expected_bytes}")
+    algos = list(algos)
+    missing = [algo for algo in algos if algo not in hashes]
+    if missing:
+        raise IndexFileError(
+            f"{path}: the index records no {', '.join(missing)} digest for this file "
+            f"(it has: {', '.join(sorted(hashes)) or 'none'})"
+        )
+    if not algos:
+        return
+    for algo, digest in file_hexdigests(algos, path).items():
+        if digest != hashes[algo].lower():
+            raise HashMismatchError(
+                f"{path}: {algo} digest {digest} != {hashes[algo]} recorded in the index"
+            )
