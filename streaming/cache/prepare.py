@@ -1,0 +1,174 @@
+"""Shard preparation: make a shard's raw file ready to mmap on this node (copy from the stream's
+remote, decompress, verify). The one door every read goes through, so a remote cache with
+eviction can later sit behind the same interface."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from streaming.errors import ObjectNotFoundError, ShardCorruptError
+
+LOCK_TIMEOUT = 600.0  # seconds another process may hold a shard's preparation lock
+
+
+@dataclass(frozen=True)
+class ShardTable:
+    """Compact per-shard facts over every stream, indexed by global shard id."""
+
+    stream_of_shard: np.ndarray  # int64 stream index per shard
+    raw_bytes: np.ndarray  # int64
+    zip_bytes: np.ndarray  # int64, 0 where the shard is stored raw
+    basenames: tuple[str, ...]
+    zip_basenames: tuple[str | None, ...]
+    compression: tuple[str | None, ...]
+    raw_hashes: tuple[dict, ...]
+    zip_hashes: tuple[dict, ...]
+
+    @classmethod
+    def from_indexes(cls, indexes: Sequence) -> ShardTable:
+        """Concatenate the shard facts of each stream's DatasetIndex, in stream order."""
+        owner = [np.full(ix.num_shards, s, np.int64) for s, ix in enumerate(indexes)]
+        shards = [sh for ix in indexes for sh in ix.shards]
+        return cls(
+            stream_of_shard=np.concatenate(owner) if owner else np.zeros(0, np.int64),
+            raw_bytes=np.concatenate([np.asarray(ix.raw_bytes, np.int64) for ix in indexes]),
+            zip_bytes=np.concatenate([np.asarray(ix.zip_bytes, np.int64) for ix in indexes]),
+            basenames=tuple(b for ix in indexes for b in ix.basenames),
+            zip_basenames=tuple(b for ix in indexes for b in ix.zip_basenames),
+            compression=tuple(c for ix in indexes for c in ix.compression),
+            raw_hashes=tuple((sh.get("raw_data") or {}).get("hashes") or {} for sh in shards),
+            zip_hashes=tuple((sh.get("zip_data") or {}).get("hashes") or {} for sh in shards),
+        )
+
+
+class ShardPreparer:
+    """Materialises raw shards in each stream's local directory, at most once per node at a time.
+
+    `prepare(shard)` returns the raw file's path once it is complete (right size, and the right
+    digest when the stream sets `validate_hash`). Safe to call from threads and processes at once:
+    files only ever appear by atomic rename, and a per-shard file lock avoids duplicate work.
+    """
+
+    def __init__(self, streams: Sequence, table: ShardTable) -> None:
+        self.streams = list(streams)
+        self.table = table
+        self._ready = np.zeros(len(table.basenames), bool)
+        self._mutex = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_mutex")
+        state["_ready"] = np.zeros_like(self._ready)  # each process checks the disk itself
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._mutex = threading.Lock()
+
+    def raw_path(self, shard: int) -> Path:
+        """Where the shard's raw file lives (or will live) on this node."""
+        stream = self.streams[int(self.table.stream_of_shard[shard])]
+        return stream.local_dir / self.table.basenames[shard]
+
+    def is_ready(self, shard: int) -> bool:
+        """Whether this process already knows the shard's raw file is complete."""
+        return bool(self._ready[shard])
+
+    def prepare(self, shard: int) -> Path:
+        """Make the raw file of global shard `shard` ready; return its path."""
+        raw = self.raw_path(shard)
+        if self._ready[shard]:
+            return raw
+        if not self._complete(raw, shard):
+            with self._node_lock(raw):
+                if not self._complete(raw, shard):
+                    self._materialise(shard, raw)
+        self._ready[shard] = True
+        return raw
+
+    def _complete(self, raw: Path, shard: int) -> bool:
+        try:
+            return raw.stat().st_size == int(self.table.raw_bytes[shard])
+        except FileNotFoundError:
+            return False
+
+    @contextlib.contextmanager
+    def _node_lock(self, raw: Path):
+        """Serialise preparation of one shard across this node's processes (and threads)."""
+        from streaming.coord.lock import FileLock
+
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        with self._mutex, FileLock(raw.parent / f".{raw.name}.prep.lock", timeout=LOCK_TIMEOUT):
+            yield
+
+    def _materialise(self, shard: int, raw: Path) -> None:
+        t = self.table
+        stream = self.streams[int(t.stream_of_shard[shard])]
+        remote = stream.remote_dir is not None
+        algo = stream.validate_hash
+        zip_name = t.zip_basenames[shard]
+        if zip_name is None:
+            if not remote:
+                raise ObjectNotFoundError(
+                    f"shard {t.basenames[shard]!r} is missing or has the wrong size in "
+                    f"{stream.local_dir} (expected {int(t.raw_bytes[shard])} bytes) and the "
+                    "stream has no remote to fetch it from")
+            stream.fetch(t.basenames[shard], raw, expected_size=int(t.raw_bytes[shard]),
+                         expected_hashes=_pick(t.raw_hashes[shard], algo))
+            return
+        from streaming.format.compression import decompress_file
+
+        zipped = stream.local_dir / zip_name
+        if not _has_size(zipped, int(t.zip_bytes[shard])):
+            if not remote:
+                raise ObjectNotFoundError(
+                    f"shard {zip_name!r} is missing or has the wrong size in {stream.local_dir} "
+                    "and the stream has no remote to fetch it from")
+            stream.fetch(zip_name, zipped, expected_size=int(t.zip_bytes[shard]),
+                         expected_hashes=_pick(t.zip_hashes[shard], algo))
+        elif algo:
+            _verify(zipped, _pick(t.zip_hashes[shard], algo))
+        decompress_file(zipped, raw, t.compression[shard])
+        if not _has_size(raw, int(t.raw_bytes[shard])):
+            raise ShardCorruptError(
+                f"{zipped}: decompressed to {raw.stat().st_size} bytes, index says "
+                f"{int(t.raw_bytes[shard])}")
+        if algo:
+            _verify(raw, _pick(t.raw_hashes[shard], algo))
+        if remote and not stream.keep_zip:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(zipped)
+
+
+def _has_size(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except FileNotFoundError:
+        return False
+
+
+def _pick(hashes: dict, algo: str | None) -> dict[str, str] | None:
+    """The expected digest for `algo`; an algorithm the index lacks is an error naming it."""
+    if not algo:
+        return None
+    if algo not in hashes:
+        raise ShardCorruptError(
+            f"validate_hash={algo!r} but the index only records {sorted(hashes) or 'no hashes'}")
+    return {algo: hashes[algo]}
+
+
+def _verify(path: Path, expected: dict[str, str] | None) -> None:
+    from streaming.errors import HashMismatchError
+    from streaming.format.hashing import file_hexdigest
+
+    for algo, want in (expected or {}).items():
+        got = file_hexdigest(algo, path)
+        if got != want:
+            raise HashMismatchError(f"{path}: {algo} digest {got} != {want} from the index")

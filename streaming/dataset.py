@@ -1,0 +1,306 @@
+"""StreamingDataset: streams of MDS shards, planned per epoch over nodes, ranks and DataLoader
+workers, read zero-copy from a node-local cache, resumable mid-epoch."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from torch.utils.data import IterableDataset
+
+from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.coord.names import Namespace
+from streaming.coord.node import NodeCoordinator
+from streaming.coord.shm import clean_stale_shared_memory
+from streaming.epochs import EpochCounter
+from streaming.errors import PlanError, StateMismatchError
+from streaming.format.index import read_index
+from streaming.format.shard import ShardReader
+from streaming.iterate import PlanBoard, iter_ids
+from streaming.plan import PlanConfig, World, plan_node
+from streaming.spanner import Spanner
+from streaming.state import ResumeState
+from streaming.stream import Stream, stream_class
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["StreamingDataset", "clean_stale_shared_memory"]
+
+JOIN_TIMEOUT = 120.0  # seconds a local rank waits for its node's leader at start-up
+
+
+class StreamingDataset(IterableDataset):
+    """An iterable (and randomly indexable) dataset over one or more MDS streams.
+
+    Iteration yields this rank's share of each epoch in the planned global order; `ds[i]` reads
+    any sample by global id. See docs/dataset.md for every argument.
+    """
+
+    def __init__(
+        self,
+        *,
+        streams: Sequence[Stream] | None = None,
+        remote: str | None = None,
+        local: str | None = None,
+        split: str | None = None,
+        epoch_size: int | str | None = None,
+        predownload: int | None = None,
+        cache_limit: int | str | None = None,
+        sampling_method: str = "balanced",
+        sampling_granularity: int = 1,
+        partition_algo: str = "relaxed",
+        num_canonical_nodes: int | None = None,
+        batch_size: int | None = None,
+        shuffle: bool = False,
+        shuffle_algo: str = "py1e",
+        shuffle_seed: int = 9176,
+        shuffle_block_size: int | None = None,
+        batching_method: str = "random",
+        allow_unsafe_types: bool = False,
+        replication: int | None = None,
+        download_retry: int = 2,
+        download_timeout: float = 60,
+        validate_hash: str | None = None,
+        keep_zip: bool = False,
+        stream_name: str = "stream",
+        stream_config: dict[str, Any] | None = None,
+        world: World | None = None,
+    ) -> None:
+        self.streams = _build_streams(streams, remote, local, split, stream_name, stream_config)
+        for stream in self.streams:
+            stream.apply_defaults(download_retry=download_retry, download_timeout=download_timeout,
+                                  validate_hash=validate_hash, keep_zip=keep_zip)
+        if predownload is not None and predownload < 0:
+            raise PlanError(f"predownload must be >= 0, got {predownload}")
+        self.predownload = predownload if predownload is not None else 8 * (batch_size or 8)
+        self.cache_limit = cache_limit
+        if cache_limit is not None:
+            warnings.warn("cache_limit is not enforced yet: shards are kept once prepared",
+                          stacklevel=2)
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.shuffle_seed = shuffle_seed
+        self.allow_unsafe_types = allow_unsafe_types
+        self.replication = replication or 1
+        self._explicit_world = world
+        self.world = world or World.from_env(workers_per_rank=1, replication=self.replication)
+
+        indexes = [read_index(stream.index_file()) for stream in self.streams]
+        self._codecs = [ix.codec(allow_unsafe_types=allow_unsafe_types) for ix in indexes]
+        self.shards_per_stream = np.array([ix.num_shards for ix in indexes], np.int64)
+        self.samples_per_shard = np.concatenate([ix.samples_per_shard for ix in indexes]
+                                                ).astype(np.int64)
+        self.stream_per_shard = np.repeat(np.arange(len(indexes)), self.shards_per_stream)
+        self.shard_offset_per_stream = np.concatenate(
+            [[0], np.cumsum(self.shards_per_stream)[:-1]]).astype(np.int64)
+        self.samples_per_stream = np.array([ix.num_samples for ix in indexes], np.int64)
+        self.sample_offset_per_stream = np.concatenate(
+            [[0], np.cumsum(self.samples_per_stream)[:-1]]).astype(np.int64)
+        self.num_samples = int(self.samples_per_stream.sum())
+        self.spanner = Spanner(self.samples_per_shard)
+        self.preparer = ShardPreparer(self.streams, ShardTable.from_indexes(indexes))
+
+        weighted = [s.weighted for s in self.streams]
+        if any(weighted) and not all(weighted):
+            raise PlanError("either every stream sets proportion/repeat/choose or none does")
+        self.config = PlanConfig(
+            samples_per_shard=self.samples_per_shard,
+            shards_per_stream=self.shards_per_stream,
+            weights=tuple(s.weights for s in self.streams) if all(weighted) else (),
+            epoch_size=epoch_size, batch_size=batch_size, shuffle=shuffle,
+            shuffle_algo=shuffle_algo, shuffle_seed=shuffle_seed,
+            shuffle_block_size=shuffle_block_size, num_canonical_nodes=num_canonical_nodes,
+            partition_algo=partition_algo, batching_method=batching_method,
+            sampling_method=sampling_method, sampling_granularity=sampling_granularity)
+        self._readers: dict[int, ShardReader] = {}
+
+        salt = self.config.fingerprint()
+        self._namespace = Namespace.for_job([s.local_dir for s in self.streams], salt=salt)
+        self._node = NodeCoordinator.join(self._namespace, timeout=JOIN_TIMEOUT)
+        self._epochs = EpochCounter(self._namespace.name(f"e{self.world.rank_in_node}"),
+                                    create=True)
+        self._board = PlanBoard(self._namespace)
+
+    # ----- sizes -------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Number of unique samples over every stream (what `ds[i]` can address)."""
+        return self.num_samples
+
+    @property
+    def epoch_size(self) -> int:
+        """Samples in one epoch over all ranks, after mixing (before padding to whole batches)."""
+        return int(self.config.epoch_size)
+
+    @property
+    def data_parallel_ranks(self) -> int:
+        return self.world.data_parallel_ranks
+
+    def __len__(self) -> int:
+        """Samples this rank yields per epoch (the epoch padded to whole global batches)."""
+        return self._samples_per_rank(self._config_now())
+
+    def _samples_per_rank(self, cfg: PlanConfig) -> int:
+        return int(plan_node(cfg, self.world, 0, 0).samples_per_rank)
+
+    # ----- random access -----------------------------------------------------------------
+    def _reader(self, shard: int) -> ShardReader:
+        reader = self._readers.get(shard)
+        if reader is None:
+            path = self.preparer.prepare(shard)
+            stream = int(self.stream_per_shard[shard])
+            reader = ShardReader(path, self._codecs[stream],
+                                 expected_samples=int(self.samples_per_shard[shard]),
+                                 expected_bytes=int(self.preparer.table.raw_bytes[shard]))
+            self._readers[shard] = reader
+        return reader
+
+    def prepare_shard(self, shard_id: int) -> None:
+        """Make shard `shard_id` (global over streams) ready on this node."""
+        self.preparer.prepare(int(shard_id))
+
+    def get_item(self, sample_id: int) -> dict[str, Any]:
+        """The decoded sample with global id `sample_id` (negative counts from the end)."""
+        shard, row = self.spanner[sample_id]
+        return self._reader(shard).get(row)
+
+    def __getitem__(self, index: Any) -> Any:
+        """One sample for an int; a list of samples for a slice or an array of ids."""
+        if isinstance(index, int | np.integer):
+            return self.get_item(int(index))
+        if isinstance(index, slice):
+            return [self.get_item(i) for i in range(*index.indices(self.num_samples))]
+        ids = np.asarray(index)
+        if ids.dtype == bool:
+            ids = np.flatnonzero(ids)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"index must be an int, slice or 1-d integer array, got {index!r}")
+        return [self.get_item(int(i)) for i in ids]
+
+    def _overridden(self) -> bool:
+        cls = type(self)
+        return (cls.__getitem__ is not StreamingDataset.__getitem__
+                or cls.get_item is not StreamingDataset.get_item)
+
+    # ----- iteration ---------------------------------------------------------------------
+    def _config_now(self) -> PlanConfig:
+        """The plan config with the canonical node count / seed a loaded state imposed."""
+        ncn, seed = self._epochs.overrides()
+        if ncn <= 0:
+            return self.config
+        if (ncn, seed) == (self.config.num_canonical_nodes, self.config.shuffle_seed):
+            return self.config
+        return dataclasses.replace(self.config, num_canonical_nodes=ncn, shuffle_seed=seed)
+
+    def _worker_world(self) -> World:
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        base = self.world
+        return World(base.num_nodes, base.ranks_per_node, workers, base.node,
+                     base.rank_in_node, worker, base.replication)
+
+    def worker_sample_ids(self, epoch: int, sample_in_epoch: int,
+                          world: World | None = None) -> np.ndarray:
+        """This worker's planned global ids for an epoch (-1 marks padding)."""
+        world = world or self._worker_world()
+        cfg = self._config_now()
+        if world.ranks_per_node == 1 and world.workers_per_rank == 1:
+            return plan_node(cfg, world, epoch, sample_in_epoch).worker_ids(0, 0)
+        key = (f"{cfg.fingerprint()}|{cfg.num_canonical_nodes}|{cfg.shuffle_seed}|{epoch}|"
+               f"{sample_in_epoch}|{world.num_nodes}|{world.ranks_per_node}|"
+               f"{world.workers_per_rank}|{world.node}")
+        return self._board.slice(key, lambda: plan_node(cfg, world, epoch, sample_in_epoch).ids,
+                                 world.rank_in_node, world.worker)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        world = self._worker_world()
+        self._node.check()
+        epoch, sample_in_epoch = self._epochs.begin(world.worker)
+        with self._node.failing_on_error():
+            ids = self.worker_sample_ids(epoch, sample_in_epoch, world)
+        item = self.__getitem__ if self._overridden() else None
+        samples = iter_ids(ids, self.spanner.locate, self._reader, self.preparer.prepare,
+                           self.predownload, item)
+        try:
+            yield from samples
+        except Exception as exc:
+            self._node.fail(f"rank {world.rank} worker {world.worker}: "
+                            f"{type(exc).__name__}: {exc}")
+            raise
+
+    # ----- resumption --------------------------------------------------------------------
+    def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
+        """Resumption state after `num_samples` global samples of the current epoch.
+
+        `from_beginning=False` counts from where the current epoch started (a resume point),
+        True from the epoch's first sample.
+        """
+        cfg = self._config_now()
+        epoch, offset = self._epochs.current()
+        sample = num_samples if from_beginning else offset + num_samples
+        if sample >= self._samples_per_rank(cfg) * self.world.data_parallel_ranks:
+            epoch, sample = epoch + 1, 0
+        return ResumeState(
+            epoch=epoch, sample_in_epoch=int(sample),
+            num_canonical_nodes=int(cfg.canonical_nodes(self.world)),
+            shuffle_seed=int(cfg.shuffle_seed), fingerprint=self._fingerprint(cfg),
+            initial_physical_nodes=self.world.num_nodes).to_dict()
+
+    def _fingerprint(self, cfg: PlanConfig) -> str:
+        return dataclasses.replace(cfg, num_canonical_nodes=None).fingerprint()
+
+    def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
+        """Continue from `obj` at the next iteration (also mid-run and on another topology).
+
+        Raises StateMismatchError if `obj` came from a differently configured dataset, unless
+        `strict=False`.
+        """
+        state = ResumeState.from_dict(obj)
+        seed = state.shuffle_seed if state.shuffle_seed >= 0 else self.config.shuffle_seed
+        if strict and seed != self.config.shuffle_seed:
+            raise StateMismatchError(
+                f"resumption state has shuffle_seed={seed}, this dataset has "
+                f"{self.config.shuffle_seed}; pass strict=False to resume anyway")
+        state.check(self._fingerprint(self.config), strict=strict)
+        ncn = state.num_canonical_nodes or int(self.config.canonical_nodes(self.world))
+        self._epochs.set_resume(state.epoch, state.sample_in_epoch, ncn, seed)
+
+    # ----- lifecycle ---------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_readers"] = {}
+        return state
+
+    def close(self) -> None:
+        """Release shared memory and open shards (also done at garbage collection / exit)."""
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+        self._board.close()
+        self._epochs.close()
+        self._node.close()
+
+
+def _build_streams(streams: Sequence[Stream] | None, remote: str | None, local: str | None,
+                   split: str | None, stream_name: str,
+                   stream_config: dict[str, Any] | None) -> list[Stream]:
+    if streams is not None:
+        if remote is not None or local is not None:
+            raise PlanError("pass either `streams` or `remote`/`local`, not both")
+        streams = list(streams)
+        if not streams:
+            raise PlanError("`streams` is empty")
+        for s in streams:
+            if not isinstance(s, Stream):
+                raise PlanError(f"`streams` must hold Stream objects, got {type(s).__name__}")
+        return streams
+    if remote is None and local is None:
+        raise PlanError("StreamingDataset needs `streams`, `remote` or `local`")
+    cls = stream_class(stream_name)
+    return [cls(remote=remote, local=local, split=split, **(stream_config or {}))]

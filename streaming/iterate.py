@@ -1,0 +1,142 @@
+"""The worker side of an epoch: fetch this worker's slice of the node plan, prepare shards ahead
+of use in a background thread, and read rows in plan order."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from streaming.coord.files import shm_dir
+from streaming.coord.lock import FileLock
+from streaming.coord.names import Namespace
+from streaming.coord.shm import SegmentMissingError, SharedArray
+from streaming.errors import CoordinationError
+
+PLAN_LOCK_TIMEOUT = 300.0  # seconds a peer may spend computing the node plan
+
+
+class PlanBoard:
+    """Node plans published in shared memory: the first local process to ask for an epoch's
+    plan computes and publishes it; the others attach and copy their slice.
+
+    The publisher keeps its latest segments alive; if it is gone before a late peer arrives,
+    that peer recomputes (the plan is a pure function, so the result is the same).
+    """
+
+    def __init__(self, namespace: Namespace) -> None:
+        self.namespace = namespace
+        self._owned: list[SharedArray] = []
+
+    def __getstate__(self) -> dict:
+        return {"namespace": self.namespace, "_owned": []}
+
+    def slice(self, key: str, compute: Callable[[], np.ndarray], rank: int, worker: int,
+              *, keep: int = 2) -> np.ndarray:
+        """Worker (rank, worker)'s row of the node plan `key`, computed once per node."""
+        digest = hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
+        name = self.namespace.name("p" + digest)
+        lock = FileLock(shm_dir() / self.namespace.name("l" + digest), timeout=PLAN_LOCK_TIMEOUT)
+        with lock:
+            try:
+                seg = SharedArray.attach(name)
+            except SegmentMissingError:
+                ids = compute()
+                seg = SharedArray.create(name, ids.shape, np.int64, fill=None)
+                seg.array[...] = ids
+                self._owned.append(seg)
+                while len(self._owned) > keep:
+                    self._owned.pop(0).close()
+                return np.array(ids[rank, worker])
+        try:
+            return np.array(seg.array[rank, worker])
+        finally:
+            seg.close()
+
+    def close(self) -> None:
+        while self._owned:
+            self._owned.pop().close()
+
+
+class Prefetcher(threading.Thread):
+    """Prepares the shards of an ordered id slice ahead of the reader, `ahead` samples ahead.
+
+    An exception here is stored and re-raised by `check()` in the iterating thread.
+    """
+
+    def __init__(self, prepare: Callable[[int], Any], shards: np.ndarray, ahead: int) -> None:
+        super().__init__(daemon=True, name="streaming-prefetch")
+        self._prepare = prepare
+        uniq, first = np.unique(shards, return_index=True)
+        order = np.argsort(first, kind="stable")
+        self._shards = uniq[order].tolist()
+        self._first_use = first[order].tolist()
+        self._ahead = max(int(ahead), 1)
+        self._position = 0
+        self._wake = threading.Condition()
+        self._stop = False
+        self.error: BaseException | None = None
+
+    def advance(self, position: int) -> None:
+        """Tell the thread how far the reader has got (wakes it when it was waiting)."""
+        self._position = position
+        with self._wake:
+            self._wake.notify()
+
+    def run(self) -> None:
+        try:
+            for shard, first in zip(self._shards, self._first_use):
+                with self._wake:
+                    while not self._stop and first - self._position > self._ahead:
+                        self._wake.wait(0.5)
+                if self._stop:
+                    return
+                self._prepare(shard)
+        except BaseException as exc:  # surfaced in the reader by check()
+            self.error = exc
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise CoordinationError(f"shard preparation failed: {self.error}") from self.error
+
+    def stop(self) -> None:
+        self._stop = True
+        with self._wake:
+            self._wake.notify()
+
+
+def iter_ids(
+    ids: np.ndarray,
+    locate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    open_shard: Callable[[int], Any],
+    prepare: Callable[[int], Any],
+    ahead: int,
+    item: Callable[[int], Any] | None = None,
+) -> Iterator[Any]:
+    """Yield decoded rows for planned ids (skipping -1 padding), preparing shards ahead.
+
+    `item(i)`, when given, replaces the direct read (a user's `__getitem__` override).
+    """
+    ids = ids[ids >= 0]
+    if not len(ids):
+        return
+    shards, rows = locate(ids)
+    prefetch = Prefetcher(prepare, shards, ahead)
+    prefetch.start()
+    readers: dict[int, Any] = {}
+    try:
+        step = max(min(ahead // 4, 1024), 1)
+        for k, (shard, row) in enumerate(zip(shards.tolist(), rows.tolist())):
+            reader = readers.get(shard)
+            if reader is None:
+                prefetch.check()
+                reader = readers[shard] = open_shard(shard)
+            if k % step == 0:
+                prefetch.advance(k)
+            yield reader.get(row) if item is None else item(int(ids[k]))
+        prefetch.check()
+    finally:
+        prefetch.stop()

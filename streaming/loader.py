@@ -1,0 +1,65 @@
+"""StreamingDataLoader: a DataLoader that can checkpoint how far the training loop really got."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+
+def batch_length(batch: Any) -> int | None:
+    """Number of samples in a collated batch: the leading size of its first array-like leaf."""
+    if isinstance(batch, torch.Tensor | np.ndarray):
+        return int(batch.shape[0]) if batch.ndim else None
+    if isinstance(batch, dict):
+        for value in batch.values():
+            return batch_length(value)
+        return None
+    if isinstance(batch, list | tuple):
+        if batch and isinstance(batch[0], torch.Tensor | np.ndarray | dict | list | tuple):
+            return batch_length(batch[0])
+        return len(batch)
+    return None
+
+
+class StreamingDataLoader(DataLoader):
+    """DataLoader whose `state_dict()` counts only batches handed to the user.
+
+    Samples that workers prefetched but the loop never received are not counted, so a resume
+    neither skips nor repeats them. Works with any dataset that has the StreamingDataset
+    `state_dict(num_samples, from_beginning)` / `load_state_dict(obj)` methods.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.num_samples_yielded = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        self.num_samples_yielded = 0
+        for batch in super().__iter__():
+            size = batch_length(batch)
+            self.num_samples_yielded += size if size is not None else int(self.batch_size or 1)
+            yield batch
+
+    def _data_parallel_ranks(self) -> int:
+        ranks = getattr(self.dataset, "data_parallel_ranks", None)
+        return int(ranks) if ranks else 1
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The dataset's resumption state after the samples this rank's loop has consumed.
+
+        Every data-parallel rank consumes the same number of samples per step, so the global
+        count is this rank's count times the number of data-parallel ranks.
+        """
+        if not hasattr(self.dataset, "state_dict"):
+            return None
+        consumed = self.num_samples_yielded * self._data_parallel_ranks()
+        return self.dataset.state_dict(consumed, False)
+
+    def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
+        """Resume the dataset at `obj`; the next iteration starts there."""
+        self.dataset.load_state_dict(obj, strict=strict)
+        self.num_samples_yielded = 0

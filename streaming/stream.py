@@ -1,0 +1,156 @@
+"""One data source of a StreamingDataset: where its shards live, how it is weighted, and a registry
+so users can subclass Stream and select their class by name in configs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from streaming.errors import PlanError
+
+_UNSET_KNOBS = ("download_retry", "download_timeout", "validate_hash", "keep_zip")
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+class Stream:
+    """A dataset directory (`local`) optionally mirrored from `remote`, with a mixing weight.
+
+    `remote` may be a URL or a plain path; shards are then copied (and decompressed) into `local`.
+    With `remote=None`, `local` is read in place and nothing in it is ever deleted. Knobs left at
+    None inherit the dataset's values (see `apply_defaults`).
+    """
+
+    def __init__(
+        self,
+        *,
+        remote: str | os.PathLike | None = None,
+        local: str | os.PathLike | None = None,
+        split: str | None = None,
+        proportion: float | None = None,
+        repeat: float | None = None,
+        choose: int | None = None,
+        download_retry: int | None = None,
+        download_timeout: float | None = None,
+        validate_hash: str | None = None,
+        keep_zip: bool | None = None,
+    ) -> None:
+        if remote is None and local is None:
+            raise PlanError("Stream needs `remote`, `local` or both")
+        given = [n for n, v in (("proportion", proportion), ("repeat", repeat),
+                                ("choose", choose)) if v is not None]
+        if len(given) > 1:
+            raise PlanError(f"a Stream takes at most one of proportion/repeat/choose, got {given}")
+        self.remote = None if remote is None else os.fspath(remote)
+        self.local = os.fspath(local) if local is not None else _default_local(self.remote, split)
+        self.split = split
+        self.proportion = proportion
+        self.repeat = repeat
+        self.choose = choose
+        self.download_retry = download_retry
+        self.download_timeout = download_timeout
+        self.validate_hash = validate_hash
+        self.keep_zip = keep_zip
+
+    def apply_defaults(self, **defaults: Any) -> None:
+        """Fill knobs the user left unset with the dataset-level values."""
+        for name in _UNSET_KNOBS:
+            if getattr(self, name) is None and name in defaults:
+                setattr(self, name, defaults[name])
+
+    @property
+    def local_dir(self) -> Path:
+        """Directory holding this stream's index.json and raw shards on this node."""
+        base = Path(self.local).expanduser().resolve()
+        return base / self.split if self.split else base
+
+    @property
+    def remote_dir(self) -> str | None:
+        """Source URL or path of this stream's files, or None when `local` is the only copy."""
+        if self.remote is None:
+            return None
+        remote = self.remote
+        if not _is_url(remote):
+            remote = os.fspath(Path(remote).expanduser().resolve())
+            if remote == os.fspath(Path(self.local).expanduser().resolve()):
+                return None  # remote == local: read in place
+        if not self.split:
+            return remote
+        return remote.rstrip("/") + "/" + self.split
+
+    def remote_url(self, basename: str) -> str:
+        """URL (or path) of one file of this stream at its remote."""
+        base = self.remote_dir
+        if base is None:
+            raise PlanError(f"stream at {self.local_dir} has no remote")
+        return base.rstrip("/") + "/" + basename
+
+    @property
+    def weights(self):
+        """This stream's mixing weight as the planner takes it."""
+        from streaming.plan import StreamWeights
+
+        return StreamWeights(proportion=self.proportion, repeat=self.repeat, choose=self.choose)
+
+    @property
+    def weighted(self) -> bool:
+        return any(v is not None for v in (self.proportion, self.repeat, self.choose))
+
+    def fetch(self, basename: str, dest: Path, *, expected_size: int | None = None,
+              expected_hashes: dict[str, str] | None = None) -> Path:
+        """Copy one file from the remote to `dest` atomically, once per node at a time
+        (concurrent callers wait for the first). Override for custom transports."""
+        from streaming.storage import fetch_once
+
+        fetch_once(self.remote_url(basename), dest, expected_size=expected_size,
+                   expected_hashes=expected_hashes, **self._transfer_options())
+        return dest
+
+    def _transfer_options(self) -> dict[str, Any]:
+        retry = self.download_retry if self.download_retry is not None else 2
+        return {"timeout": float(self.download_timeout or 60), "retry": int(retry)}
+
+    def index_file(self) -> Path:
+        """Local path of index.json, fetched from the remote first when there is one."""
+        dest = self.local_dir / "index.json"
+        if self.remote_dir is not None:
+            from streaming.storage import fetch
+
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fetch(self.remote_url("index.json"), dest, **self._transfer_options())
+        return dest
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if v is not None)
+        return f"{type(self).__name__}({fields})"
+
+
+def _default_local(remote: str | None, split: str | None) -> str:
+    """A per-remote cache directory under the temp dir when the user gives no `local`."""
+    digest = hashlib.sha1(f"{remote}|{split}".encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), "mds-streaming", digest)
+
+
+_REGISTRY: dict[str, type[Stream]] = {"stream": Stream}
+
+
+def register_stream(name: str, cls: type[Stream]) -> None:
+    """Make a Stream subclass selectable as `StreamingDataset(stream_name=name)`."""
+    if not (isinstance(cls, type) and issubclass(cls, Stream)):
+        raise TypeError(f"register_stream({name!r}, ...) needs a Stream subclass, got {cls!r}")
+    _REGISTRY[name] = cls
+
+
+def stream_class(name: str) -> type[Stream]:
+    """The Stream class registered under `name` (PlanError listing the known names otherwise)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise PlanError(
+            f"unknown stream_name {name!r}; registered: {sorted(_REGISTRY)}"
+        ) from None
