@@ -1,0 +1,175 @@
+"""`convert()`: any supported input -> an MDS dataset, in parallel parts, resumable."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from streaming.errors import UnsupportedFeatureError
+from streaming.util.units import parse_bytes
+from writers.convert.infer import infer_columns
+from writers.convert.parallel import (
+    Job,
+    Result,
+    describe_key,
+    is_done,
+    load_or_plan,
+    part_samples,
+    publish,
+    run_parts,
+    writer_args,
+)
+from writers.convert.progress import Progress
+from writers.convert.source import Piece, Source, Transform, first_samples
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("jsonl", "csv", "tsv", "parquet", "hf", "iterable")
+_EXTENSIONS = {
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+    ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet",
+}
+# A part is the unit of parallel work and of resumption: small enough to balance, big enough
+# that each part's last partial shard stays a small fraction.
+PART_BYTES = 256 << 20
+PART_ROWS = 1 << 20
+INFER_SAMPLES = 1000
+DEFAULT_SIZE_LIMIT = 1 << 26
+
+
+def detect_format(source: Any) -> str:
+    """The input format of a path (by extension or folder contents) or an in-memory object."""
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if path.is_dir():
+            if (path / "dataset_info.json").is_file() or (path / "state.json").is_file():
+                return "hf"
+            raise ValueError(f"cannot tell the format of folder {path}; pass format=")
+        fmt = _EXTENSIONS.get(path.suffix.lower())
+        if fmt is None:
+            raise ValueError(
+                f"cannot tell the format of {path} from its extension; "
+                f"pass format= (one of {', '.join(FORMATS[:-1])})"
+            )
+        return fmt
+    if type(source).__module__.startswith("datasets."):
+        return "hf"
+    return "iterable"
+
+
+def open_source(source: Any, fmt: str | None = None) -> tuple[Source, str]:
+    """A Source object for `source` in format `fmt` (detected when None)."""
+    fmt = (fmt or detect_format(source)).lower()
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown input format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if isinstance(source, (str, os.PathLike)) and fmt != "hf" and str(source).startswith("s3:"):
+        raise UnsupportedFeatureError(f"convert reads local files only; download {source} first")
+    if fmt == "jsonl":
+        from writers.convert.jsonl import JsonlSource
+
+        return JsonlSource(source), fmt
+    if fmt in ("csv", "tsv"):
+        from writers.convert.csv import CsvSource
+
+        return CsvSource(source, delimiter="\t" if fmt == "tsv" else ","), fmt
+    if fmt == "parquet":
+        from writers.convert.parquet import ParquetSource
+
+        return ParquetSource(source), fmt
+    if fmt == "hf":
+        from writers.convert.hf import HFSource
+
+        return HFSource(source), fmt
+    from writers.convert.iterable import IterableSource
+
+    return IterableSource(source), fmt
+
+
+def resolve_columns(source: Source, transform: Transform | None,
+                    columns: Mapping[str, str | None] | None) -> dict[str, str]:
+    """Final column encodings: user choices, then the input's schema, then inferred values."""
+    given = dict(columns or {})
+    schema = getattr(source, "schema_columns", None) if transform is None else None
+    samples = first_samples(source, transform, INFER_SAMPLES)
+    present = {key for sample in samples for key in sample}
+    base = {k: v for k, v in (schema or {}).items() if k in present}
+    base.update(given)
+    inferred = infer_columns(samples, base)
+    return {name: enc for name, enc in inferred.items() if enc is not None}
+
+
+def _units(source: Source, piece: Piece) -> int:
+    """A finished piece's size in the progress bar's units."""
+    if piece.unit == "row_groups":
+        return sum(getattr(source, "group_rows", [])[piece.start:piece.stop])
+    return max(0, piece.stop - piece.start)
+
+
+def part_count(source: Source, workers: int) -> int:
+    """How many parts: at least one per worker, more for big inputs, a multiple of workers."""
+    if source.size_unit == "B":
+        need = math.ceil(source.size / PART_BYTES)
+    else:
+        need = math.ceil(source.size / PART_ROWS)
+    return workers * max(1, math.ceil(need / workers))
+
+
+def convert(
+    source: Any,
+    out: str | os.PathLike,
+    *,
+    format: str | None = None,
+    columns: Mapping[str, str | None] | None = None,
+    transform: Transform | None = None,
+    compression: str | None = "zstd",
+    workers: int = 1,
+    ordered: bool = True,
+    size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+    hashes: list[str] | None = None,
+    progress: bool = True,
+    resume: bool = True,
+    timeout: float | None = None,
+) -> Result:
+    """Convert `source` (file path, HF Dataset, or iterable of dicts) to MDS under `out`.
+
+    `columns` overrides inferred encodings (None drops a field); `transform(record)` returns
+    None, a dict, or several dicts. Parts finished by an interrupted run are reused (resume).
+    """
+    started = time.monotonic()
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    if size_limit is not None:
+        size_limit = parse_bytes(size_limit)
+    src, fmt = open_source(source, format)
+    out = Path(out)
+    cols = resolve_columns(src, transform, columns)
+    key = describe_key(src, fmt, cols, transform,
+                       {"compression": compression, "hashes": hashes, "size_limit": size_limit})
+    if src.size_unit == "records" and getattr(src, "sequence", None) is None and workers > 1:
+        log.info("%s cannot be split; converting it in one process", src.label)
+        workers = 1
+    pieces = load_or_plan(out, key, lambda: src.pieces(part_count(src, workers)), resume)
+    todo = [p for p in pieces if not is_done(out, p)]
+    skipped = len(pieces) - len(todo)
+    if skipped:
+        log.info("%s: reusing %d finished parts of %d", out, skipped, len(pieces))
+    threads = max(1, (os.cpu_count() or 1) // min(workers, max(1, len(todo))))
+    job = Job(src, out, cols, transform, writer_args(compression, hashes, size_limit, threads))
+    done_units = sum(_units(src, p) for p in pieces if p not in todo)
+    bar = Progress(src.size or None, src.size_unit, Path(src.label).name, progress)
+    bar.update(done_units, 0)
+    try:
+        counts = run_parts(job, todo, workers, bar, timeout)
+    finally:
+        bar.close()
+    order = None
+    if not ordered:
+        order = [p.index for p in pieces if p not in todo] + list(counts)
+    index = publish(out, pieces, order)
+    samples = sum(counts.values()) + sum(part_samples(out, p) for p in pieces if p not in todo)
+    return Result(out, index, len(pieces), samples, skipped, time.monotonic() - started)

@@ -1,0 +1,90 @@
+"""JSON Lines input: one object per line, split into byte ranges that start at line starts."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from streaming.errors import FormatError
+from writers.convert.source import Cursor, Piece, even_bounds, ranges_to_pieces
+
+BLOCK = 8 << 20
+
+
+def line_start_at_or_after(handle, offset: int) -> int:
+    """The first line start >= offset in a binary file (the file size if there is none)."""
+    if offset <= 0:
+        return 0
+    handle.seek(offset - 1)
+    handle.readline()
+    return handle.tell()
+
+
+def split_lines(path: Path, count: int) -> list[Piece]:
+    """Up to `count` byte ranges of near-equal size, each starting at a line start."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        bounds = [line_start_at_or_after(handle, b) for b in even_bounds(size, count)]
+    bounds[-1] = size
+    return ranges_to_pieces(bounds, "bytes")
+
+
+def iter_lines(path: Path, start: int, stop: int, cursor: Cursor) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, line) for every line starting in [start, stop), without line endings."""
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        pos, tail = start, b""
+        while pos < stop:
+            block = handle.read(min(BLOCK, stop - pos))
+            if not block:
+                break
+            offset = pos - len(tail)
+            pos += len(block)
+            lines = (tail + block).split(b"\n")
+            tail = lines.pop()
+            for line in lines:
+                yield offset, line
+                offset += len(line) + 1
+            cursor.done = pos - start - len(tail)
+        if tail:
+            yield pos - len(tail), tail
+        cursor.done = pos - start
+
+
+class JsonlSource:
+    """A `.jsonl` file of JSON objects (blank lines are skipped)."""
+
+    size_unit = "B"
+    text_values = False
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"JSONL input {self.path} does not exist or is not a file")
+        self.label = str(self.path)
+        self.size = self.path.stat().st_size
+
+    def pieces(self, count: int) -> list[Piece]:
+        return split_lines(self.path, count)
+
+    def records(self, piece: Piece, cursor: Cursor) -> Iterator[dict]:
+        loads = json.loads
+        for offset, line in iter_lines(self.path, piece.start, piece.stop, cursor):
+            if not line.strip():
+                continue
+            try:
+                record = loads(line)
+            except ValueError as exc:
+                raise FormatError(f"{self.path}: invalid JSON at byte {offset}: {exc}") from exc
+            if not isinstance(record, dict):
+                raise FormatError(
+                    f"{self.path}: line at byte {offset} is a {type(record).__name__}, "
+                    "expected a JSON object"
+                )
+            yield record
+
+    def fingerprint(self) -> dict:
+        stat = os.stat(self.path)
+        return {"path": str(self.path.resolve()), "bytes": stat.st_size, "mtime": stat.st_mtime_ns}

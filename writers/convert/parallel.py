@@ -1,0 +1,238 @@
+"""Run a conversion as contiguous parts (one MDS sub-dataset each), in a process pool, resumably.
+
+Layout under `out`: `part00000/`, `part00001/`, ... each a complete MDS dataset whose
+`.convert-done.json` marker is written after its index; `.convert-plan.json` records the input
+and options the parts belong to; the root `index.json` is merged from the parts last.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing as mp
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streaming.errors import CoordinationError, OutputExistsError
+from streaming.format.index import merge_index
+from writers.convert.infer import apply_coercers, coercers
+from writers.convert.source import Cursor, Piece, Source, Transform, samples_from
+from writers.mds import MDSWriter
+
+log = logging.getLogger(__name__)
+
+PLAN_FILE = ".convert-plan.json"
+DONE_FILE = ".convert-done.json"
+REPORT_EVERY = 2048
+
+
+def part_name(index: int) -> str:
+    return f"part{index:05d}"
+
+
+@dataclass
+class Job:
+    """Everything a worker needs to turn one piece into one sub-dataset."""
+
+    source: Source
+    out: Path
+    columns: dict[str, str]
+    transform: Transform | None
+    writer_args: dict[str, Any]
+    counters: Any = None  # shared [units, samples] array in pool mode
+    coerce: dict[str, Callable] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.coerce = coercers(self.columns, from_text=self.source.text_values)
+
+
+@dataclass
+class Result:
+    """What a conversion produced: the root index path, parts and sample count."""
+
+    out: Path
+    index: Path
+    parts: int
+    samples: int
+    skipped_parts: int
+    seconds: float
+
+
+def convert_piece(job: Job, piece: Piece, report: Callable[[int, int], None]) -> int:
+    """Write one piece as out/partNNNNN (clearing a half-written one first); samples written."""
+    folder = job.out / part_name(piece.index)
+    if folder.exists():
+        shutil.rmtree(folder)
+    cursor, where = Cursor(), f"{job.source.label} ({part_name(piece.index)})"
+    samples = reported_units = reported_samples = 0
+    coerce, transform = job.coerce, job.transform
+    with MDSWriter(columns=job.columns, out=folder, **job.writer_args) as writer:
+        for record in job.source.records(piece, cursor):
+            for sample in samples_from(record, transform, where):
+                if coerce:
+                    apply_coercers(sample, coerce, where)
+                writer.write(sample)
+                samples += 1
+            if samples - reported_samples >= REPORT_EVERY:
+                report(cursor.done - reported_units, samples - reported_samples)
+                reported_units, reported_samples = cursor.done, samples
+    marker = {"piece": piece.to_json(), "samples": samples}
+    _write_json(folder / DONE_FILE, marker)
+    report(cursor.done - reported_units, samples - reported_samples)
+    return samples
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_done(out: Path, piece: Piece) -> bool:
+    """A part counts as finished when its marker names this piece and its index exists."""
+    folder = out / part_name(piece.index)
+    marker = _read_json(folder / DONE_FILE)
+    return (
+        isinstance(marker, dict)
+        and marker.get("piece") == piece.to_json()
+        and (folder / "index.json").is_file()
+    )
+
+
+def load_or_plan(out: Path, key: dict, make_pieces: Callable[[], list[Piece]],
+                 resume: bool) -> list[Piece]:
+    """The pieces of this conversion: reused from a matching earlier run, else planned anew."""
+    plan_path = out / PLAN_FILE
+    previous = _read_json(plan_path)
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"conversion output {out} exists and is not a directory")
+    if previous is None and out.is_dir() and any(out.iterdir()):
+        raise OutputExistsError(
+            f"conversion output {out} is not empty and holds no earlier conversion; "
+            "choose an empty or new directory"
+        )
+    if previous is not None:
+        if resume and previous.get("key") == key:
+            return [Piece.from_json(p) for p in previous["pieces"]]
+        if resume:
+            raise OutputExistsError(
+                f"{out} holds a conversion of a different input or with different options; "
+                "pass resume=False (CLI: --no-resume) to replace it"
+            )
+        _clear_conversion(out)
+    pieces = make_pieces()
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(plan_path, {"key": key, "pieces": [p.to_json() for p in pieces]})
+    return pieces
+
+
+def _clear_conversion(out: Path) -> None:
+    """Remove what an earlier conversion left: root index, plan, part folders."""
+    for child in out.iterdir():
+        if child.is_dir() and child.name.startswith("part") and child.name[4:].isdigit():
+            shutil.rmtree(child)
+    for name in ("index.json", PLAN_FILE):
+        (out / name).unlink(missing_ok=True)
+
+
+_JOB: Job | None = None
+
+
+def _install(job: Job) -> None:
+    global _JOB
+    _JOB = job
+
+
+def _report_shared(units: int, samples: int) -> None:
+    counters = _JOB.counters
+    with counters.get_lock():
+        counters[0] += units
+        counters[1] += samples
+
+
+def _pool_task(piece: Piece) -> tuple[int, int]:
+    assert _JOB is not None
+    return piece.index, convert_piece(_JOB, piece, _report_shared)
+
+
+def _context() -> mp.context.BaseContext:
+    # fork lets transforms be lambdas or closures (nothing is pickled); spawn elsewhere.
+    methods = mp.get_all_start_methods()
+    return mp.get_context("fork" if "fork" in methods else "spawn")
+
+
+def run_parts(job: Job, pieces: list[Piece], workers: int, bar: Any,
+              timeout: float | None = None) -> dict[int, int]:
+    """Convert every piece (in-process for one worker, else a pool); piece index -> samples."""
+    if workers <= 1 or len(pieces) <= 1:
+        def report(units: int, samples: int) -> None:
+            bar.update(units, samples)
+
+        return {p.index: convert_piece(job, p, report) for p in pieces}
+    ctx = _context()
+    job.counters = ctx.Array("q", 2)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    done: dict[int, int] = {}
+    with ProcessPoolExecutor(min(workers, len(pieces)), mp_context=ctx,
+                             initializer=_install, initargs=(job,)) as pool:
+        pending = {pool.submit(_pool_task, p) for p in pieces}
+        seen = [0, 0]
+        try:
+            while pending:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"conversion to {job.out} passed its {timeout}s deadline")
+                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+                now = list(job.counters[:])
+                bar.update(now[0] - seen[0], now[1] - seen[1])
+                seen = now
+                for future in finished:
+                    index, samples = future.result()
+                    done[index] = samples
+        except BrokenProcessPool as exc:
+            raise CoordinationError(
+                f"a conversion worker died while writing {job.out}; finished parts are kept, "
+                "run the same conversion again to resume"
+            ) from exc
+        finally:
+            for future in pending:
+                future.cancel()
+    return done
+
+
+def publish(out: Path, pieces: list[Piece], order: list[int] | None = None) -> Path:
+    """Merge the parts' indexes into out/index.json (atomically, last)."""
+    indices = order if order is not None else [p.index for p in pieces]
+    return merge_index(out, [out / part_name(i) for i in indices])
+
+
+def part_samples(out: Path, piece: Piece) -> int:
+    marker = _read_json(out / part_name(piece.index) / DONE_FILE) or {}
+    return int(marker.get("samples", 0))
+
+
+def writer_args(compression: str | None, hashes: list[str] | None, size_limit: Any,
+                threads: int) -> dict[str, Any]:
+    return {"compression": compression, "hashes": hashes, "size_limit": size_limit,
+            "max_workers": threads}
+
+
+def describe_key(source: Source, fmt: str, columns: Mapping[str, str], transform: Any,
+                 options: Mapping[str, Any]) -> dict:
+    """What must match for an earlier run's parts to be reused."""
+    name = None if transform is None else getattr(transform, "__qualname__", repr(transform))
+    return {"source": source.fingerprint(), "format": fmt, "columns": dict(columns),
+            "transform": name, **options}
