@@ -1,0 +1,153 @@
+"""Benchmark the MDS write and local read paths against the reference and the machine's ceilings.
+
+    .venv/bin/python benchmarks/format.py            # ~1 GB token corpus (cached in bench-data/)
+    .venv/bin/python benchmarks/format.py --quick    # ~80 MB, a few seconds
+    .venv/bin/python benchmarks/format.py --corpus blobs
+
+Prints write MB/s (raw and zstd), LocalDataset sequential and random-access speed, and in the
+same run the ceilings (page-cache read of the shard files, one-thread zstd (de)compression), plus
+ratios against the reference implementation's figures measured on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import zstandard
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _corpus import BENCH_DATA, Corpus, blob_corpus, token_corpus
+
+from streaming.format.index import read_index
+from streaming.local import LocalDataset
+from writers.mds import MDSWriter
+
+# mosaicml-streaming 0.13 on this machine, same corpus (see docs/performance.md).
+REFERENCE = {"raw_write_mbs": 170.0, "zstd_write_mbs": 75.0, "random_p50_us": 24.0}
+MB = 1 << 20
+
+
+def write(corpus: Corpus, out: Path, compression: str | None) -> tuple[float, int]:
+    """Write the corpus; return (seconds, raw bytes of all shards)."""
+    start = time.perf_counter()
+    with MDSWriter(columns=corpus.columns, out=out, compression=compression, exist_ok=True) as w:
+        for sample in corpus:
+            w.write(sample)
+    seconds = time.perf_counter() - start
+    return seconds, int(np.sum(read_index(out / "index.json").raw_bytes))
+
+
+def sequential_read(ds: LocalDataset) -> float:
+    start = time.perf_counter()
+    for i in range(len(ds)):
+        ds[i]
+    return time.perf_counter() - start
+
+
+def random_access(ds: LocalDataset, count: int) -> np.ndarray:
+    """Per-call latency in microseconds of ds[i] for random i (all shards already open)."""
+    ids = random.Random(0).choices(range(len(ds)), k=count)
+    clock = time.perf_counter_ns
+    out = np.empty(count, dtype=np.float64)
+    for n, i in enumerate(ids):
+        t = clock()
+        ds[i]
+        out[n] = clock() - t
+    return out / 1000.0
+
+
+def _read_all(paths: list[Path], buffer: bytearray) -> int:
+    total = 0
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            total += f.readinto(buffer)
+    return total
+
+
+def page_cache_read(paths: list[Path]) -> float:
+    """MB/s of reading the files with readinto, after a warm-up pass puts them in page cache."""
+    buffer = bytearray(max(p.stat().st_size for p in paths))
+    _read_all(paths, buffer)
+    start = time.perf_counter()
+    total = _read_all(paths, buffer)
+    return total / MB / (time.perf_counter() - start)
+
+
+def zstd_ceilings(raw_paths: list[Path], level: int = 3) -> tuple[float, float]:
+    """One-thread zstd compress and decompress MB/s over the raw shard bytes."""
+    data = [p.read_bytes() for p in raw_paths]
+    size = sum(map(len, data)) / MB
+    start = time.perf_counter()
+    packed = [zstandard.ZstdCompressor(level=level).compress(d) for d in data]
+    compress = size / (time.perf_counter() - start)
+    unpack = zstandard.ZstdDecompressor()
+    start = time.perf_counter()
+    for blob in packed:
+        unpack.decompress(blob)
+    return compress, size / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small corpus (~80 MB)")
+    parser.add_argument("--corpus", choices=["tokens", "blobs"], default="tokens")
+    parser.add_argument("--random-reads", type=int, default=100_000)
+    args = parser.parse_args()
+
+    if args.corpus == "tokens":
+        corpus = token_corpus(samples=20_000 if args.quick else 250_000)
+    else:
+        corpus = blob_corpus(samples=800 if args.quick else 10_000)
+    print(f"corpus: {len(corpus):,} samples, {corpus.nbytes / MB:,.0f} MB of {args.corpus}")
+    root = BENCH_DATA / "format" / f"{args.corpus}-{len(corpus)}"
+
+    raw_s, raw_bytes = write(corpus, root / "raw", None)
+    zstd_s, _ = write(corpus, root / "zstd", "zstd")
+    raw_mbs, zstd_mbs = raw_bytes / MB / raw_s, raw_bytes / MB / zstd_s
+    shard_paths = sorted((root / "raw").glob("shard.*.mds"))
+    zip_bytes = sum(p.stat().st_size for p in (root / "zstd").glob("shard.*.mds.zstd"))
+
+    ds = LocalDataset(root / "raw")
+    seq_s = sequential_read(ds)  # also opens every shard for the random-access pass
+    lat = random_access(ds, min(args.random_reads, 20 * len(ds)))
+    p50, p99 = np.percentile(lat, [50, 99])
+    read_ceiling = page_cache_read(shard_paths)
+    zc, zd = zstd_ceilings(shard_paths[:8])
+
+    rows = [
+        ("write raw", f"{raw_mbs:8.1f} MB/s", f"x{raw_mbs / REFERENCE['raw_write_mbs']:.2f} ref"),
+        (
+            "write zstd",
+            f"{zstd_mbs:8.1f} MB/s",
+            f"x{zstd_mbs / REFERENCE['zstd_write_mbs']:.2f} ref (target x2.00)",
+        ),
+        ("zstd ratio", f"{raw_bytes / max(zip_bytes, 1):8.2f}", ""),
+        (
+            "sequential read",
+            f"{len(ds) / seq_s:8.0f} samples/s",
+            f"{raw_bytes / MB / seq_s:.0f} MB/s, x{raw_bytes / MB / seq_s / read_ceiling:.2f} "
+            "of page-cache read",
+        ),
+        (
+            "random ds[i] p50",
+            f"{p50:8.2f} us",
+            f"x{p50 / REFERENCE['random_p50_us']:.2f} of ref latency (target <= x0.33)",
+        ),
+        ("random ds[i] p99", f"{p99:8.2f} us", ""),
+        ("ceiling: page-cache read", f"{read_ceiling:8.0f} MB/s", ""),
+        ("ceiling: zstd-3 compress", f"{zc:8.0f} MB/s", "one thread"),
+        ("ceiling: zstd decompress", f"{zd:8.0f} MB/s", "one thread"),
+    ]
+    for name, value, note in rows:
+        print(f"{name:<26}{value:<22}{note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""MDSWriter: encode samples into MDS v2 shards plus one index.json, byte-compatible with MDS.
+
+The caller's thread only encodes samples into a growing buffer; finished shards go to a small
+thread pool that writes, compresses and hashes them. index.json is written last and atomically,
+so a crash at any point never leaves an index naming a missing or partial shard.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from streaming.errors import (
+    DeadlineExceeded,
+    FormatError,
+    OutputExistsError,
+    StreamingError,
+    UnsupportedFeatureError,
+)
+from streaming.format.compression import parse_compression
+from streaming.format.hashing import is_supported_hash
+from streaming.format.index import write_index
+from streaming.format.sample import SampleCodec
+from streaming.util.units import parse_bytes
+from writers.shard_builder import ShardBuilder
+from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SIZE_LIMIT = 1 << 26
+# Files a previous dataset may have left in `out`, removed when exist_ok=True.
+_DATASET_FILE = re.compile(r"^(index\.json|shard\.\d{5}\.mds(\.[a-z0-9]+)?)$")
+_TEMP_FILE = re.compile(r"^\.(index\.json|shard\.\d{5}\.mds).*" + re.escape(TMP_SUFFIX) + "$")
+
+
+class MDSWriter:
+    """Write dict samples as MDS shards of at most `size_limit` raw bytes under `out`.
+
+    Use as a context manager (or call finish()): the index is only written on a clean exit.
+    """
+
+    def __init__(
+        self,
+        *,
+        columns: Mapping[str, str],
+        out: str | Path,
+        compression: str | None = None,
+        hashes: list[str] | None = None,
+        size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+        keep_local: bool = False,
+        progress_bar: bool = False,
+        exist_ok: bool = False,
+        max_workers: int | None = None,
+        timeout: float = 600.0,
+        **kwargs: Any,
+    ) -> None:
+        self.retry = int(kwargs.pop("retry", 2))
+        if kwargs:
+            raise TypeError(f"MDSWriter got unexpected arguments: {', '.join(sorted(kwargs))}")
+        if not columns:
+            raise FormatError("MDSWriter needs at least one column in `columns`")
+        self.directory = _local_directory(out)
+        self.columns = dict(sorted(columns.items()))
+        names, encodings = list(self.columns), list(self.columns.values())
+        # Writing pickles is harmless; only reading them is gated by allow_unsafe_types.
+        self._codec = SampleCodec(names, encodings, allow_unsafe_types=True)
+        self.compression = _check_compression(compression)
+        self.hashes = _check_hashes(hashes)
+        self.size_limit = _check_size_limit(size_limit)
+        self.keep_local = keep_local
+        self.timeout = float(timeout)
+        self.max_workers = max_workers or min(4, os.cpu_count() or 1)
+        if self.max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+
+        _prepare_directory(self.directory, exist_ok)
+        self._config = shard_config(
+            names, encodings, self.compression, self.hashes, self.size_limit
+        )
+        self._builder = ShardBuilder(config_json(self._config), self.size_limit)
+        self._encode = self._codec.encode
+        self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="mds-writer")
+        # Bounds the shards held in memory: one being filled plus this many in flight.
+        self._slots = threading.Semaphore(self.max_workers + 1)
+        self._futures: list[Future[dict[str, Any]]] = []
+        self._error: BaseException | None = None
+        self._closed = False
+        self._progress = _progress_bar(self.directory) if progress_bar else None
+
+    # -- the hot path -------------------------------------------------------------------------
+
+    def write(self, sample: Mapping[str, Any]) -> None:
+        """Encode one sample into the current shard, flushing first if it would overflow."""
+        if self._error is not None or self._closed:
+            self._check_usable()
+        encoded = self._encode(sample)
+        builder = self._builder
+        if not builder.fits(len(encoded)):
+            self._flush()
+        builder.add(encoded)
+
+    # -- shard hand-off -----------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Hand the current shard (possibly empty, as the reference writer does) to the pool."""
+        header, data, samples = self._builder.take()
+        basename = f"shard.{len(self._futures):05d}.mds"
+        self._acquire_slot()
+        try:
+            future = self._pool.submit(self._write_shard, basename, header, data, samples)
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(self._record_error)
+        self._futures.append(future)
+        if self._progress is not None:
+            self._progress.update(samples)
+
+    def _write_shard(self, basename: str, header: bytes, data: bytearray, samples: int) -> dict:
+        try:
+            entry = write_shard(self.directory, basename, header, data, samples, self._config)
+            self._shard_written(entry)
+            return entry
+        finally:
+            self._slots.release()
+
+    def _shard_written(self, entry: dict[str, Any]) -> None:
+        """Called on a worker thread once a shard's files are complete: the upload hook."""
+
+    def _record_error(self, future: Future) -> None:
+        if self._error is None and not future.cancelled() and future.exception() is not None:
+            self._error = future.exception()
+
+    def _acquire_slot(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not self._slots.acquire(timeout=0.2):
+            self._check_usable()
+            if time.monotonic() > deadline:
+                raise DeadlineExceeded(
+                    f"no shard of {self.directory} finished within {self.timeout:.0f} s"
+                )
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise StreamingError(f"MDSWriter for {self.directory} is already finished")
+
+    # -- ending -------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Flush the last shard, wait for every shard file, then write index.json atomically."""
+        if self._closed:
+            return
+        try:
+            self._check_usable()
+            if self._builder.samples:
+                self._flush()
+            entries = self._wait_all()
+            write_index(self.directory, entries)
+        finally:
+            self._shutdown()
+
+    def _wait_all(self) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + self.timeout
+        entries = []
+        for future in self._futures:
+            remaining = deadline - time.monotonic()
+            try:
+                entries.append(future.result(timeout=max(remaining, 0.0)))
+            except cf.TimeoutError as exc:
+                if future.done():
+                    raise
+                raise DeadlineExceeded(
+                    f"shards of {self.directory} were not all written within {self.timeout:.0f} s"
+                ) from exc
+        return entries
+
+    def _shutdown(self) -> None:
+        self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._progress is not None:
+            self._progress.close()
+
+    def __enter__(self) -> MDSWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.finish()
+        elif not self._closed:
+            log.warning("MDSWriter for %s aborted, no index written: %s", self.directory, exc)
+            self._shutdown()
+
+
+def _local_directory(out: str | Path) -> Path:
+    text = os.fspath(out)
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        if scheme != "file":
+            raise UnsupportedFeatureError(
+                f"MDSWriter cannot write to {text!r} yet: only local directories are supported"
+            )
+        text = rest
+    return Path(text)
+
+
+def _check_compression(compression: str | None) -> str | None:
+    if compression is None:
+        return None
+    parse_compression(compression)
+    return compression
+
+
+def _check_hashes(hashes: list[str] | None) -> list[str]:
+    algos = list(hashes or [])
+    for algo in algos:
+        if not is_supported_hash(algo):
+            raise FormatError(f"unsupported hash algorithm {algo!r} in MDSWriter(hashes=...)")
+    return algos
+
+
+def _check_size_limit(size_limit: int | str | None) -> int | None:
+    if size_limit is None:
+        return None
+    limit = parse_bytes(size_limit)
+    if limit <= 0:
+        raise ValueError(f"size_limit must be positive, got {size_limit!r}")
+    return limit
+
+
+def _prepare_directory(directory: Path, exist_ok: bool) -> None:
+    """Create `directory`, or clear a previous dataset in it when exist_ok allows."""
+    if directory.exists() and not directory.is_dir():
+        raise OutputExistsError(f"MDSWriter output {directory} exists and is not a directory")
+    if directory.is_dir() and any(directory.iterdir()):
+        if not exist_ok:
+            raise OutputExistsError(
+                f"MDSWriter output {directory} is not empty; pass exist_ok=True to replace it"
+            )
+        # The index goes first so no moment exists where it names a removed shard.
+        (directory / "index.json").unlink(missing_ok=True)
+        for path in directory.iterdir():
+            if _DATASET_FILE.match(path.name) or _TEMP_FILE.match(path.name):
+                path.unlink()
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+def _progress_bar(directory: Path) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(desc=f"writing {directory}", unit=" samples", leave=False)

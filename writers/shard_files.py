@@ -1,0 +1,100 @@
+"""Turn a finished shard's bytes into files on disk (raw or compressed) plus its index entry.
+
+Runs on worker threads: zstd and hashlib release the GIL, so shards compress and hash in
+parallel with the caller encoding the next one. Files appear under their final name only when
+complete (written to a temporary name, then renamed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from streaming.format.compression import compress, extension
+from streaming.format.encodings import encoding_size
+from streaming.format.hashing import hexdigest
+
+TMP_SUFFIX = ".tmp"
+
+
+def shard_config(
+    names: Sequence[str],
+    encodings: Sequence[str],
+    compression: str | None,
+    hashes: Sequence[str],
+    size_limit: int | None,
+) -> dict[str, Any]:
+    """The writer config that every shard header embeds and every index entry repeats."""
+    return {
+        "column_encodings": list(encodings),
+        "column_names": list(names),
+        "column_sizes": [encoding_size(e) for e in encodings],
+        "compression": compression,
+        "format": "mds",
+        "hashes": list(hashes),
+        "size_limit": size_limit,
+        "version": 2,
+    }
+
+
+def config_json(config: dict[str, Any]) -> bytes:
+    """The config as the shard header stores it: sorted keys, default JSON separators."""
+    return json.dumps(config, sort_keys=True).encode("utf-8")
+
+
+def zip_basename(basename: str, compression: str) -> str:
+    """Name of the compressed file: the raw name plus the codec's extension."""
+    return f"{basename}.{extension(compression)}"
+
+
+def write_file_atomic(path: Path, *parts: bytes | bytearray | memoryview) -> None:
+    """Write `parts` to a temporary sibling, then rename it to `path`."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
+    try:
+        with open(tmp, "wb") as f:
+            for part in parts:
+                f.write(part)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _file_info(basename: str, data: bytes, hashes: Sequence[str]) -> dict[str, Any]:
+    return {
+        "basename": basename,
+        "bytes": len(data),
+        "hashes": {algo: hexdigest(algo, data) for algo in hashes},
+    }
+
+
+def write_shard(
+    directory: Path,
+    basename: str,
+    header: bytes,
+    data: bytearray,
+    samples: int,
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """Write one shard (compressed if the config says so) and return its index.json entry."""
+    compression = config["compression"]
+    hashes = config["hashes"]
+    zip_info = None
+    if compression is None and not hashes:
+        write_file_atomic(directory / basename, header, data)
+        raw_info = {"basename": basename, "bytes": len(header) + len(data), "hashes": {}}
+    else:
+        raw = header + data
+        raw_info = _file_info(basename, raw, hashes)
+        if compression is None:
+            write_file_atomic(directory / basename, raw)
+        else:
+            packed = compress(compression, raw)
+            del raw
+            name = zip_basename(basename, compression)
+            write_file_atomic(directory / name, packed)
+            zip_info = _file_info(name, packed, hashes)
+    return {**config, "raw_data": raw_info, "samples": samples, "zip_data": zip_info}
