@@ -68,7 +68,9 @@ class ShardReader:
             self._validate(mapped, size)
         except BaseException:
             self._offsets = None
-            mapped.close()
+            # The traceback may still hold a view; then the mapping dies with the traceback.
+            with contextlib.suppress(BufferError):
+                mapped.close()
             raise
         self._mmap = mapped
 
