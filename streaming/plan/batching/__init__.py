@@ -1,1 +1,93 @@
-"""plan/batching"""
+"""Batching methods by name: how an epoch's samples are grouped into global batches.
+
+Every method returns, for the asking node group, an int64 array [batches, group ranks, batch]
+and the resume position it actually used. Global batch g is positions [g*B, (g+1)*B) of the
+method's global sequence, B = batch x data-parallel ranks, whatever the number of nodes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from streaming.errors import PlanError
+from streaming.plan.order import EpochOrder
+from streaming.plan.world import World
+
+METHODS = ("random", "stratified", "per_stream", "device_per_stream")
+_INTERLEAVE_TAG = 0xBA7C
+
+
+def get_method(name: str) -> Callable:
+    """The module implementing batching method `name`."""
+    if name not in METHODS:
+        raise PlanError(f"batching_method {name!r} is unknown; choose one of {list(METHODS)}")
+    return __import__(f"streaming.plan.batching.{name}", fromlist=["group_batches"])
+
+
+def round_to_batch(sample_in_epoch: int, global_batch: int, method: str) -> int:
+    """Resume position rounded down to a global batch boundary (warns when it moves)."""
+    start = sample_in_epoch - sample_in_epoch % global_batch
+    if start != sample_in_epoch:
+        warnings.warn(
+            f"batching_method={method!r} resumes on global batch boundaries: "
+            f"sample_in_epoch={sample_in_epoch} rounded down to {start}",
+            stacklevel=4,
+        )
+    return start
+
+
+def stream_orders(order: EpochOrder) -> list[np.ndarray]:
+    """Each stream's samples in the order they appear in the random global order."""
+    ids, pad = order.take(np.arange(order.span, dtype=np.int64))
+    ids = ids[~pad]
+    stream = np.searchsorted(order.cfg.stream_offsets, ids, side="right") - 1
+    counts = np.bincount(stream, minlength=order.cfg.num_streams)
+    grouped = ids[np.argsort(stream, kind="stable")]
+    return np.split(grouped, np.cumsum(counts)[:-1])
+
+
+def cyclic(values: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """`values` repeated to `length` entries, and a mask of the repeated (padding) tail."""
+    index = np.arange(length, dtype=np.int64)
+    return values[index % max(len(values), 1)], index >= len(values)
+
+
+def interleave(counts: np.ndarray, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(stream, chunk index) of all streams' chunks, mixed in proportion to their counts.
+
+    Chunk k of stream s sits at time (k + u) / counts[s] with u uniform: every stretch of the
+    epoch sees each stream at its rate (jittered stratification, no clumping of one stream).
+    """
+    rng = np.random.default_rng([seed, epoch, _INTERLEAVE_TAG])
+    stream = np.repeat(np.arange(len(counts)), counts)
+    starts = np.concatenate(([0], np.cumsum(counts)))[:-1]
+    chunk = np.arange(len(stream)) - np.repeat(starts, counts)
+    times = (chunk + rng.random(len(stream))) / np.maximum(counts[stream], 1)
+    order = np.lexsort((stream, times))
+    return stream[order], chunk[order]
+
+
+def chunked(streams: list[np.ndarray], unit: int, seed: int, epoch: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Streams cut into chunks of `unit` (tails padded from their own stream), interleaved."""
+    counts = np.array([-(-len(s) // unit) for s in streams], dtype=np.int64)
+    which, chunk = interleave(counts, seed, epoch)
+    ids = np.empty((len(which), unit), dtype=np.int64)
+    pad = np.empty((len(which), unit), dtype=bool)
+    for s, values in enumerate(streams):
+        rows = np.flatnonzero(which == s)
+        full, full_pad = cyclic(values, int(counts[s]) * unit)
+        ids[rows] = full.reshape(-1, unit)[chunk[rows]]
+        pad[rows] = full_pad.reshape(-1, unit)[chunk[rows]]
+    return ids.reshape(-1), pad.reshape(-1)
+
+
+def group_share(sequence: np.ndarray, world: World, batch: int) -> np.ndarray:
+    """The asking group's part of a global sequence: rank d takes slot d of every batch."""
+    rd = world.group_ranks
+    span = world.num_groups * rd * batch
+    grid = sequence.reshape(-1, span)
+    return grid[:, world.group * rd * batch:(world.group + 1) * rd * batch].reshape(-1, rd, batch)

@@ -1,0 +1,36 @@
+"""device_per_stream: every device batch comes from a single stream; a global batch may mix.
+
+Streams are cut into device batches (tails padded from their own stream) and interleaved with
+jittered stratification; the count is padded to whole global batches by repeating the epoch's
+first device batches, so every rank gets the same number of batches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streaming.plan.batching import chunked, group_share, round_to_batch, stream_orders
+from streaming.plan.order import EpochOrder
+from streaming.plan.world import World
+
+
+def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
+    """Whole global sequence from `start` rounded to a batch (ids, padding mask, start used)."""
+    ranks = world.data_parallel_ranks
+    global_batch = batch * ranks
+    start = round_to_batch(start, global_batch, "device_per_stream")
+    cfg = order.cfg
+    ids, pad = chunked(stream_orders(order), batch, cfg.shuffle_seed, order.epoch)
+    device_batches = len(ids) // batch
+    missing = -device_batches % ranks
+    if missing:
+        reuse = np.arange(missing * batch) % len(ids)
+        ids = np.concatenate((ids, ids[reuse]))
+        pad = np.concatenate((pad, np.ones(len(reuse), dtype=bool)))
+    return ids[start:], pad[start:], start
+
+
+def group_batches(order: EpochOrder, world: World, batch: int, start: int):
+    """[batches, group ranks, batch] ids for the asking group."""
+    ids, _, start = global_sequence(order, world, batch, start)
+    return group_share(ids, world, batch), start

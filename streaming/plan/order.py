@@ -1,0 +1,108 @@
+"""An epoch's global order: canonical node sequences interleaved round-robin.
+
+Position p of the global order is sample p // C of canonical node c = p % C. Canonical nodes
+whose sequence is shorter than the longest one repeat their own samples (padding), so a
+position's owner is arithmetic and any node can compute just the positions it serves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streaming.plan.config import PlanConfig
+from streaming.plan.layout import Layout, build_layout
+from streaming.plan.sampling import (
+    canonical_extras,
+    canonical_picks,
+    draw_key,
+    piece_extras,
+    stream_sizes_by_canonical,
+)
+from streaming.plan.shuffle import get_shuffle
+
+_SHARD_ORDER_TAG, _SHUFFLE_TAG, _NAIVE_TAG = 0x0D01, 0x0D02, 0x0D03
+
+
+class EpochOrder:
+    """Lazily materialised canonical sequences of one epoch (only those asked for)."""
+
+    def __init__(self, cfg: PlanConfig, num_canonical: int, epoch: int) -> None:
+        self.cfg, self.num_canonical, self.epoch = cfg, num_canonical, epoch
+        sizes = cfg.samples_per_stream
+        targets = cfg.samples_per_stream_epoch
+        safe = np.maximum(sizes, 1)
+        self.copies = targets // safe
+        remainders = targets - self.copies * sizes
+        shard_order = None
+        if cfg.shard_aware:
+            rng = np.random.default_rng([cfg.shuffle_seed, _SHARD_ORDER_TAG])
+            shard_order = rng.permutation(len(cfg.samples_per_shard))
+        self.layout: Layout = build_layout(
+            cfg.samples_per_shard, cfg.shards_per_stream, targets / safe, num_canonical,
+            shard_order,
+        )
+        self.key = draw_key(cfg.sampling_method, epoch)
+        sizes_cs = stream_sizes_by_canonical(self.layout, cfg.num_streams)
+        self.extras_cs = canonical_extras(sizes_cs, remainders, cfg.shuffle_seed, self.key)
+        lengths = sizes_cs @ self.copies + self.extras_cs.sum(axis=1)
+        self.total = int(lengths.sum())
+        if cfg.shuffle and cfg.shuffle_algo == "naive":
+            lengths = (self.total - np.arange(num_canonical) + num_canonical - 1) // num_canonical
+        self.lengths = lengths.astype(np.int64)
+        self.span = int(self.lengths.max()) * num_canonical
+        # Padding of an empty canonical node borrows from the next non-empty one.
+        nonempty = np.flatnonzero(self.lengths > 0)
+        nxt = np.searchsorted(nonempty, np.arange(num_canonical)) % len(nonempty)
+        self.source = np.where(self.lengths > 0, np.arange(num_canonical), nonempty[nxt])
+        self._cache: dict[int, np.ndarray] = {}
+        self._naive: np.ndarray | None = None
+
+    def picks(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """Canonical node c's picked ids in storage/piece order, and piece bounds."""
+        extras = piece_extras(self.layout, c, self.extras_cs[c], self.cfg.shuffle_seed, self.key)
+        return canonical_picks(self.layout, c, self.cfg.shard_offsets, self.copies, extras,
+                               self.cfg.sampling_granularity, self.cfg.shuffle_seed, self.key)
+
+    def sequence(self, c: int) -> np.ndarray:
+        """Canonical node c's ids in this epoch's order."""
+        if c in self._cache:
+            return self._cache[c]
+        cfg = self.cfg
+        if cfg.shuffle and cfg.shuffle_algo == "naive":
+            seq = self._naive_order()[c::self.num_canonical]
+        else:
+            ids, bounds = self.picks(c)
+            if cfg.shuffle:
+                rng = np.random.default_rng([cfg.shuffle_seed, self.epoch, c, _SHUFFLE_TAG])
+                perm = get_shuffle(cfg.shuffle_algo)(
+                    np.diff(bounds), rng, cfg.block_size(self.num_canonical))
+                seq = ids[perm]
+            else:
+                seq = np.sort(ids)
+        self._cache[c] = seq
+        return seq
+
+    def _naive_order(self) -> np.ndarray:
+        if self._naive is None:
+            ids = np.concatenate([self.picks(c)[0] for c in range(self.num_canonical)])
+            rng = np.random.default_rng([self.cfg.shuffle_seed, self.epoch, _NAIVE_TAG])
+            self._naive = ids[rng.permutation(len(ids))]
+        return self._naive
+
+    def take(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ids at global `positions` (int64 array) and whether each one is padding."""
+        num = self.num_canonical
+        canon = positions % num
+        index = positions // num
+        pad = index >= self.lengths[canon]
+        out = np.empty(len(positions), dtype=np.int64)
+        small = canon.astype(np.int16 if num < 2**15 else np.int64)
+        order = np.argsort(small, kind="stable")
+        counts = np.bincount(canon, minlength=num)
+        bounds = np.concatenate(([0], np.cumsum(counts)))
+        for c in np.flatnonzero(counts).tolist():
+            where = order[bounds[c]:bounds[c + 1]]
+            src = int(self.source[c])
+            seq = self.sequence(src)
+            out[where] = seq[index[where] % len(seq)]
+        return out, pad

@@ -1,0 +1,115 @@
+"""plan_node / plan_worker: one node's (or worker's) sample ids for an epoch.
+
+Pure function of (config, world, epoch, resume position). Layout of a node's plan: rank r's
+device batch i goes to DataLoader worker i % W (torch pulls batches from workers round-robin),
+so each rank consumes its share of the global order in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from streaming.errors import PlanError
+from streaming.plan.batching import get_method
+from streaming.plan.config import PlanConfig
+from streaming.plan.order import EpochOrder
+from streaming.plan.partition import get_partition
+from streaming.plan.world import World
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One node's plan: ids[rank_in_node, worker, i], -1 pads the end of short workers."""
+
+    ids: np.ndarray
+    batch_size: int
+    samples_per_rank: int
+    sample_in_epoch: int
+    epoch: int
+    shard_offsets: np.ndarray
+
+    def worker_ids(self, rank_in_node: int, worker: int) -> np.ndarray:
+        """The ordered ids one DataLoader worker yields (with trailing -1 padding)."""
+        return self.ids[rank_in_node, worker]
+
+    def shard_access_order(self) -> np.ndarray:
+        """This node's shards in order of first use (all ranks advancing together)."""
+        ranks, workers, n = self.ids.shape
+        steps = self.ids.reshape(ranks, workers, n // self.batch_size if n else 0,
+                                 self.batch_size)
+        flat = steps.transpose(2, 1, 0, 3).reshape(-1)
+        flat = flat[flat >= 0]
+        shards = np.searchsorted(self.shard_offsets, flat, side="right") - 1
+        unique, first = np.unique(shards, return_index=True)
+        return unique[np.argsort(first)].astype(np.int64)
+
+
+def _setup(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int):
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+        raise PlanError(f"epoch must be a non-negative int, got {epoch!r}")
+    if (isinstance(sample_in_epoch, bool) or not isinstance(sample_in_epoch, (int, np.integer))
+            or sample_in_epoch < 0):
+        raise PlanError(f"sample_in_epoch must be a non-negative int, got {sample_in_epoch!r}")
+    if not isinstance(world, World):
+        raise PlanError(f"world must be a World, got {type(world).__name__}")
+    num_canonical = cfg.canonical_nodes(world)
+    get_partition(cfg.partition_algo)(num_canonical, world.num_groups)
+    order = EpochOrder(cfg, num_canonical, int(epoch))
+    return order, get_method(cfg.batching_method), cfg.device_batch()
+
+
+def _to_node(batches: np.ndarray, world: World) -> np.ndarray:
+    """[batches, group ranks, b] -> [ranks_per_node, workers, n] (replicas share rows)."""
+    nb, rd, b = batches.shape
+    workers = world.workers_per_rank
+    per_worker = -(-nb // workers)
+    grid = np.full((per_worker * workers, rd, b), -1, dtype=np.int64)
+    grid[:nb] = batches
+    grid = grid.reshape(per_worker, workers, rd, b).transpose(2, 1, 0, 3)
+    grid = grid.reshape(rd, workers, per_worker * b)
+    ranks = world.node * world.ranks_per_node + np.arange(world.ranks_per_node)
+    local = ranks // world.replication - world.group * world.group_ranks
+    if rd == world.ranks_per_node:
+        return np.ascontiguousarray(grid)
+    return grid[local]
+
+
+def plan_node(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int = 0) -> NodePlan:
+    """The asking node's plan for `epoch`, resuming after `sample_in_epoch` global samples."""
+    order, method, batch = _setup(cfg, world, epoch, sample_in_epoch)
+    batches, start = method.group_batches(order, world, batch, int(sample_in_epoch))
+    return NodePlan(
+        ids=_to_node(batches, world),
+        batch_size=batch,
+        samples_per_rank=int(batches.shape[0] * batch),
+        sample_in_epoch=int(start),
+        epoch=int(epoch),
+        shard_offsets=cfg.shard_offsets,
+    )
+
+
+def plan_worker(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int = 0
+                ) -> np.ndarray:
+    """The asking worker's ordered ids (trailing -1 where it has fewer than its peers)."""
+    return plan_node(cfg, world, epoch, sample_in_epoch).worker_ids(world.rank_in_node,
+                                                                    world.worker)
+
+
+def global_order(
+    cfg: PlanConfig,
+    epoch: int,
+    world: World | None = None,
+    sample_in_epoch: int = 0,
+    with_padding: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """The whole epoch's global sequence from `sample_in_epoch` (for tests and inspection).
+
+    Global batch g is entries [g*B, (g+1)*B). With `with_padding`, also a mask of the entries
+    that repeat a sample only to fill whole batches and equal canonical lengths.
+    """
+    world = World() if world is None else world
+    order, method, batch = _setup(cfg, world, epoch, sample_in_epoch)
+    ids, pad, _ = method.global_sequence(order, world, batch, int(sample_in_epoch))
+    return (ids, pad) if with_padding else ids

@@ -1,0 +1,10 @@
+"""naive: one uniform permutation of the whole epoch; best mixing, no shard locality."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def shuffle(lengths: np.ndarray, rng: np.random.Generator, block_size: int) -> np.ndarray:
+    """A uniform permutation of all positions (piece structure and block size are ignored)."""
+    return rng.permutation(int(np.sum(lengths)))

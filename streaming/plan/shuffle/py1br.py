@@ -1,0 +1,22 @@
+"""py1br: like py1b but block sizes vary at random in [0.75, 1.25] x `block_size`.
+
+Random block edges keep the boundaries from lining up with shard edges epoch after epoch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streaming.plan.shuffle import shuffle_segments, shuffled_pieces
+
+
+def shuffle(lengths: np.ndarray, rng: np.random.Generator, block_size: int) -> np.ndarray:
+    """Shard order shuffled, then samples within blocks of random size."""
+    positions, _ = shuffled_pieces(lengths, rng)
+    total = len(positions)
+    low, high = max(block_size * 3 // 4, 1), max(block_size * 5 // 4, 1) + 1
+    sizes = rng.integers(low, high, size=total // low + 1)
+    cuts = np.concatenate(([0], np.cumsum(sizes)))
+    cuts = np.append(cuts[cuts < total], total)
+    shuffle_segments(positions, cuts, rng)
+    return positions
