@@ -88,17 +88,27 @@ class Namespace:
         share a plan (pass a fingerprint of the dataset configuration).
         """
         job = job_identity(env)
-        dirs = sorted({os.path.abspath(os.fspath(d)) for d in local_dirs})
-        key = "\0".join([str(os.getuid()), *dirs, salt])
         if job is None:
-            instance = secrets.token_hex(8)
-        else:
-            key = f"{key}\0{job}"
-            with _instances_lock:
-                _instances[key] += 1
-                instance = str(_instances[key])
-        digest = hashlib.blake2b(f"{key}\0{instance}".encode(), digest_size=TOKEN_CHARS // 2)
-        return cls(digest.hexdigest())
+            return cls.derive(local_dirs, job=None, salt=salt, instance=secrets.token_hex(8))
+        key = cls._key(local_dirs, job, salt)
+        with _instances_lock:
+            _instances[key] += 1
+            instance = _instances[key]
+        return cls.derive(local_dirs, job=job, salt=salt, instance=str(instance))
+
+    @classmethod
+    def derive(
+        cls, local_dirs: Sequence[str | os.PathLike[str]], *, job: str | None, salt: str,
+        instance: str,
+    ) -> Namespace:
+        """The pure part of `for_job`: the namespace of an explicit (dirs, job, salt, instance)."""
+        key = f"{cls._key(local_dirs, job, salt)}\0{instance}"
+        return cls(hashlib.blake2b(key.encode(), digest_size=TOKEN_CHARS // 2).hexdigest())
+
+    @staticmethod
+    def _key(local_dirs: Sequence[str | os.PathLike[str]], job: str | None, salt: str) -> str:
+        dirs = sorted({os.path.abspath(os.fspath(d)) for d in local_dirs})
+        return "\0".join([str(os.getuid()), *dirs, salt, job or ""])
 
     def __str__(self) -> str:
         return f"{PREFIX}{self.token}"

@@ -1,0 +1,53 @@
+"""Process identity: dead, zombie and recycled pids all count as dead."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from streaming.coord.proc import ProcessId
+
+
+def test_current_process_is_alive():
+    me = ProcessId.current()
+    assert me.pid == os.getpid()
+    assert me.alive()
+
+
+def test_killed_child_is_dead_even_before_it_is_reaped():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ident = ProcessId(child.pid, ProcessId.current().start and _start(child.pid))
+        assert ident.alive()
+        child.kill()
+        deadline = time.monotonic() + 5
+        while ident.alive() and time.monotonic() < deadline:  # a zombie until reaped
+            time.sleep(0.01)
+        assert not ident.alive()
+    finally:
+        child.kill()
+        child.wait()
+    assert not ident.alive()
+
+
+def _start(pid: int) -> int:
+    from streaming.coord.proc import _start_time
+
+    return _start_time(pid)
+
+
+def test_recycled_pid_is_dead():
+    me = ProcessId.current()
+    if not me.start:
+        return  # no /proc: start times are unknown on this OS
+    assert not ProcessId(me.pid, me.start + 1, me.pidns).alive()
+
+
+def test_other_pid_namespace_is_never_declared_dead():
+    me = ProcessId.current()
+    if not me.pidns:
+        return
+    assert ProcessId(2**22 + 12345, 1, me.pidns + 1).alive()
+    assert not ProcessId(0).alive()

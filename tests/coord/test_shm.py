@@ -1,0 +1,150 @@
+"""SharedArray: zero-copy sharing, owner-bound lifetime, reclamation of dead owners' segments."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import uuid
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streaming.coord import SegmentMissingError, SharedArray, clean_stale_shared_memory
+from streaming.coord.files import shm_dir
+from streaming.errors import CoordinationError
+from tests.coord import workers
+from tests.coord.helpers import kill, start
+
+
+def unique() -> str:
+    return f"sds_t{uuid.uuid4().hex[:12]}"
+
+
+def test_attach_sees_owner_writes_without_copy():
+    with SharedArray.create(unique(), (3, 4), np.float32) as owner:
+        reader = SharedArray.attach(owner.name)
+        assert reader.array.shape == (3, 4) and reader.array.dtype == np.float32
+        assert not reader.array.flags.writeable
+        owner.array[1, 2] = 5.5
+        assert reader.array[1, 2] == 5.5
+        writer = SharedArray.attach(owner.name, writable=True)
+        writer.array[0, 0] = -1
+        assert owner.array[0, 0] == -1
+        assert reader.owner.pid == owner.owner.pid and reader.owner_alive()
+        for handle in (reader, writer):
+            handle.close()
+
+
+def test_two_arrays_in_one_process():
+    with SharedArray.create(unique(), 8, np.int64, fill=1) as a, \
+            SharedArray.create(unique(), 8, np.int64, fill=2) as b:
+        assert a.name != b.name
+        assert (SharedArray.attach(a.name).array == 1).all()
+        assert (SharedArray.attach(b.name).array == 2).all()
+
+
+@given(
+    shape=st.lists(st.integers(0, 5), min_size=0, max_size=4),
+    dtype=st.sampled_from(["u1", "<i4", ">i8", "<f8", "<c16", "?", "S3", "<U2"]),
+)
+def test_roundtrip_any_shape_and_dtype(shape, dtype):
+    data = np.zeros(shape, dtype)
+    data.reshape(-1).view(np.uint8)[:] = np.arange(data.nbytes) % 251
+    with SharedArray.create(unique(), shape, dtype) as owner:
+        owner.array[...] = data
+        got = SharedArray.attach(owner.name, shape, dtype)
+        assert got.array.dtype == np.dtype(dtype) and got.array.shape == tuple(shape)
+        assert got.array.tobytes() == data.tobytes()
+        got.close()
+
+
+def test_close_removes_the_name_but_not_existing_mappings():
+    owner = SharedArray.create(unique(), 4, np.int64, fill=7)
+    reader = SharedArray.attach(owner.name)
+    view = reader.array
+    owner.close()
+    with pytest.raises(SegmentMissingError, match=owner.name):
+        SharedArray.attach(owner.name)
+    assert (view == 7).all()
+
+
+def test_garbage_collected_owner_removes_its_segment():
+    name = unique()
+    SharedArray.create(name, 4, np.int64)  # dropped at once
+    assert not (shm_dir() / name).exists()
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(CoordinationError, match="name"):
+        SharedArray.create("x" * 40, 4, np.int64)
+    with pytest.raises(CoordinationError, match="name"):
+        SharedArray.create("a/b", 4, np.int64)
+    with pytest.raises(CoordinationError, match="shape"):
+        SharedArray.create(unique(), (-1,), np.int64)
+    with pytest.raises(CoordinationError, match="object"):
+        SharedArray.create(unique(), 2, object)
+    with SharedArray.create(unique(), (2, 3), np.int64) as owner, \
+            pytest.raises(CoordinationError, match=r"expected int32\[2, 3\]"):
+        SharedArray.attach(owner.name, (2, 3), np.int32)
+
+
+def test_not_a_segment_is_refused(tmp_path):
+    (tmp_path / "sds_junk").write_bytes(b"hello")
+    with pytest.raises(CoordinationError, match="sds_junk"):
+        SharedArray.attach("sds_junk", directory=tmp_path)
+
+
+@pytest.mark.slow
+def test_live_owner_in_another_process_is_named(tmp_path):
+    name = unique()
+    proc = start(workers.hold_segment, name, str(tmp_path))
+    try:
+        with pytest.raises(CoordinationError, match=f"pid {proc.pid}"):
+            SharedArray.create(name, 4, np.int64, directory=tmp_path)
+        assert (SharedArray.attach(name, directory=tmp_path).array == 42).all()
+    finally:
+        kill(proc)
+
+
+@pytest.mark.slow
+def test_sigkilled_owners_segment_is_reclaimed_by_next_create(tmp_path):
+    name = unique()
+    kill(start(workers.hold_segment, name, str(tmp_path)))
+    assert (tmp_path / name).exists()  # left behind by the dead owner
+    with SharedArray.create(name, 4, np.int64, directory=tmp_path) as fresh:
+        assert (fresh.array == 0).all()
+        assert fresh.owner_alive()
+
+
+@pytest.mark.slow
+def test_clean_stale_removes_only_dead_owners_segments(tmp_path):
+    dead = [unique(), unique()]
+    for name in dead:
+        kill(start(workers.hold_segment, name, str(tmp_path)))
+    live_elsewhere = unique()
+    proc = start(workers.hold_segment, live_elsewhere, str(tmp_path))
+    try:
+        with SharedArray.create(unique(), 4, np.int64, directory=tmp_path) as mine:
+            (tmp_path / "not_ours").write_bytes(b"x")
+            assert clean_stale_shared_memory(tmp_path) == 2
+            remaining = sorted(p.name for p in tmp_path.iterdir())
+            assert remaining == sorted([live_elsewhere, mine.name, "not_ours"])
+            assert clean_stale_shared_memory(tmp_path) == 0
+    finally:
+        kill(proc)
+    assert clean_stale_shared_memory(tmp_path) == 1
+
+
+def _close_inherited(seg: SharedArray) -> None:
+    seg.close()
+
+
+@pytest.mark.slow
+def test_forked_child_closing_an_inherited_handle_keeps_the_segment():
+    with SharedArray.create(unique(), 4, np.int64, fill=3) as owner:
+        child = mp.get_context("fork").Process(target=_close_inherited, args=(owner,))
+        child.start()
+        child.join(timeout=10)
+        assert child.exitcode == 0
+        assert (SharedArray.attach(owner.name).array == 3).all()

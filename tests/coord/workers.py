@@ -1,0 +1,95 @@
+"""Code run in child processes by the coordination tests (spawn targets and a script)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from streaming.coord import FileLock, Namespace, NodeCoordinator, SharedArray
+
+
+def plan_for(epoch: int) -> np.ndarray:
+    """A deterministic stand-in for a node plan int64 [R, W, n]."""
+    return (np.arange(2 * 3 * 50, dtype=np.int64).reshape(2, 3, 50) * 7919 + epoch) % 1000003
+
+
+def hold_segment(name: str, directory: str, ready) -> None:
+    """Create a segment, announce it, and live until killed."""
+    seg = SharedArray.create(name, (4,), np.int64, directory=Path(directory))
+    seg.array[:] = 42
+    ready.set()
+    time.sleep(600)
+
+
+def hold_lock(path: str, ready) -> None:
+    """Take a file lock, announce it, and live until killed."""
+    lock = FileLock(path)
+    lock.acquire(timeout=10)
+    ready.set()
+    time.sleep(600)
+
+
+def lead_forever(dirs: list[str], env: dict[str, str], ready) -> None:
+    """Join as the node leader, announce it, and live until killed (publishing nothing)."""
+    coord = NodeCoordinator.join(Namespace.for_job(dirs, env=env), timeout=10)
+    assert coord.is_leader
+    ready.set()
+    time.sleep(600)
+
+
+def local_rank(dirs: list[str], env: dict[str, str], start, done, results) -> None:
+    """One local rank: derive the namespace, join, leader publishes, everybody reads epoch 0."""
+    ns = Namespace.for_job(dirs, env=env)
+    start.wait(timeout=30)
+    coord = NodeCoordinator.join(ns, timeout=30)
+    if coord.is_leader:
+        coord.publish(0, plan_for(0))
+    plan = coord.read(0, timeout=30)
+    digest = hashlib.sha256(plan.tobytes()).hexdigest()
+    results.put((os.getpid(), ns.token, coord.is_leader, digest, plan.flags.writeable))
+    done.wait(timeout=30)  # the leader must outlive the readers' attach
+    coord.close()
+
+
+def follow_and_read(coord: NodeCoordinator, results) -> None:
+    """Receive a pickled coordinator (as a DataLoader worker would) and read epoch 0."""
+    plan = coord.read(0, timeout=10)
+    results.put((coord.is_leader, hashlib.sha256(plan.tobytes()).hexdigest()))
+
+
+def fail_node(dirs: list[str], env: dict[str, str], reason: str) -> None:
+    """Join the node as a follower and raise its failure flag from inside a failing block."""
+    coord = NodeCoordinator.join(Namespace.for_job(dirs, env=env), lead=False, timeout=10)
+    try:
+        with coord.failing_on_error():
+            raise OSError(reason)
+    except OSError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    """A training script in miniature: `workers.py LOCAL_DIR [--die]` (job env from os.environ).
+
+    Prints the namespace token and whether this run led. With --die it SIGKILLs itself after
+    publishing, leaving its segments behind as a crashed job would.
+    """
+    ns = Namespace.for_job([argv[0]])
+    coord = NodeCoordinator.join(ns, timeout=10)
+    if coord.is_leader:
+        coord.publish(0, plan_for(0))
+    ok = np.array_equal(coord.read(0, timeout=10), plan_for(0))
+    print(ns.token, coord.is_leader, ok, flush=True)
+    if "--die" in argv:
+        os.kill(os.getpid(), signal.SIGKILL)
+    coord.close()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
