@@ -78,10 +78,10 @@ class LocalBackend(Backend):
             shutil.copyfile(local, tmp)
 
     def list(self, prefix: str) -> list[str]:
-        """Absolute paths of files under the deepest folder of `prefix` that start with it."""
+        """Absolute paths of the files whose path starts with `prefix` (S3 prefix semantics)."""
         trailing = os.sep if str(prefix).endswith(os.sep) else ""
         prefix = os.path.abspath(prefix).rstrip(os.sep) + trailing
-        top = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
+        top = prefix if trailing else os.path.dirname(prefix)
         found = []
         for root, dirs, files in os.walk(top):
             # Only descend into folders that can still hold matches.

@@ -1,0 +1,162 @@
+"""A real S3-compatible HTTP server for tests: moto's standalone server in its own process.
+
+Use from any test folder by importing the fixtures in that folder's conftest.py:
+    from tests.support.s3server import s3_env, s3_server  # noqa: F401
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+START_TIMEOUT = 30.0
+# Loopback only, never through a proxy the environment may configure.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Child-side: get SIGTERM if the test runner dies, so no server outlives it (Linux)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class S3Server:
+    """A running moto server: endpoint URL, boto3 client factory, bucket helper."""
+
+    def __init__(self, process: subprocess.Popen, endpoint: str, log: Path) -> None:
+        self.process = process
+        self.endpoint = endpoint
+        self.log = log
+        self.credentials = dict(FAKE_CREDENTIALS)
+
+    def env(self) -> dict[str, str]:
+        """Environment that points this library (and boto3) at the server."""
+        return {**self.credentials, "S3_ENDPOINT_URL": self.endpoint, "NO_PROXY": "127.0.0.1"}
+
+    def client(self, **credentials: str) -> Any:
+        """A boto3 S3 client for the server (fake credentials unless given)."""
+        import boto3
+        from botocore.config import Config
+
+        creds = {
+            "aws_access_key_id": self.credentials["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": self.credentials["AWS_SECRET_ACCESS_KEY"],
+            **credentials,
+        }
+        return boto3.session.Session().client(
+            "s3", endpoint_url=self.endpoint, region_name=self.credentials["AWS_DEFAULT_REGION"],
+            config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}),
+            **creds,
+        )
+
+    def make_bucket(self, name: str | None = None) -> str:
+        """Create a bucket (a fresh unique name if none is given) and return its name."""
+        name = name or f"test-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def reset(self) -> None:
+        """Drop every bucket and object on the server."""
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        _OPENER.open(request, timeout=10).close()
+
+    def log_tail(self, limit: int = 2000) -> str:
+        with contextlib.suppress(OSError):
+            return self.log.read_text(errors="replace")[-limit:]
+        return ""
+
+    def stop(self) -> None:
+        """Terminate the server process (kill it if it does not exit in 5 s)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        with contextlib.suppress(OSError):
+            self.log.unlink()
+
+
+def _ready(server: S3Server, deadline: float) -> bool:
+    """Poll the server until it answers HTTP, it exits, or the deadline passes."""
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            return False
+        try:
+            _OPENER.open(f"{server.endpoint}/moto-api/", timeout=1).close()
+            return True
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.05)
+    return False
+
+
+def start_s3_server(
+    *, env: dict[str, str] | None = None, timeout: float = START_TIMEOUT
+) -> S3Server:
+    """Start `python -m moto.server` on a free loopback port and wait until it answers."""
+    last = ""
+    for _ in range(3):  # the free port can be taken between probe and bind: try another
+        port = free_port()
+        fd, log = tempfile.mkstemp(prefix="moto-", suffix=".log")
+        with os.fdopen(fd, "wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env={**os.environ, **FAKE_CREDENTIALS, **(env or {})},
+                preexec_fn=_die_with_parent,
+            )
+        server = S3Server(process, f"http://127.0.0.1:{port}", Path(log))
+        if _ready(server, time.monotonic() + timeout):
+            return server
+        last = server.log_tail()
+        server.stop()
+    raise RuntimeError(f"moto server did not come up within {timeout}s:\n{last}")
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One moto server process for the whole test session."""
+    server = start_s3_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """Point AWS credentials and S3_ENDPOINT_URL at the test server for one test."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION"):
+        monkeypatch.delenv(key, raising=False)
+    return s3_server
