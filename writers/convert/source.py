@@ -6,6 +6,7 @@ reading a piece happens in the worker, next to the writer.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -68,7 +69,7 @@ def even_bounds(total: int, count: int) -> list[int]:
 def ranges_to_pieces(bounds: list[int], unit: str) -> list[Piece]:
     """Pieces from increasing boundaries, dropping empty ranges (but keeping one if all empty)."""
     pieces = [
-        Piece(0, lo, hi, unit) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo
+        Piece(0, lo, hi, unit) for lo, hi in itertools.pairwise(bounds) if hi > lo
     ] or [Piece(0, bounds[0], bounds[-1], unit)]
     return [Piece(i, p.start, p.stop, unit) for i, p in enumerate(pieces)]
 
