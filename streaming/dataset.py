@@ -117,12 +117,14 @@ class StreamingDataset(IterableDataset):
             partition_algo=partition_algo, batching_method=batching_method,
             sampling_method=sampling_method, sampling_granularity=sampling_granularity)
         self._readers: dict[int, ShardReader] = {}
+        self._lengths: dict[tuple, int] = {}
 
         salt = self.config.fingerprint()
         self._namespace = Namespace.for_job([s.local_dir for s in self.streams], salt=salt)
         self._node = NodeCoordinator.join(self._namespace, timeout=JOIN_TIMEOUT)
-        self._epochs = EpochCounter(self._namespace.name(f"e{self.world.rank_in_node}"),
-                                    create=True)
+        rank = self.world.rank_in_node
+        self._epochs = EpochCounter(self._namespace.name(f"e{rank}"),
+                                    self._namespace.name(f"e{rank}k"), create=True)
         self._board = PlanBoard(self._namespace)
 
     # ----- sizes -------------------------------------------------------------------------
@@ -145,7 +147,10 @@ class StreamingDataset(IterableDataset):
         return self._samples_per_rank(self._config_now())
 
     def _samples_per_rank(self, cfg: PlanConfig) -> int:
-        return int(plan_node(cfg, self.world, 0, 0).samples_per_rank)
+        key = (cfg.num_canonical_nodes, cfg.shuffle_seed)
+        if key not in self._lengths:
+            self._lengths[key] = int(plan_node(cfg, self.world, 0, 0).samples_per_rank)
+        return self._lengths[key]
 
     # ----- random access -----------------------------------------------------------------
     def _reader(self, shard: int) -> ShardReader:
@@ -221,7 +226,7 @@ class StreamingDataset(IterableDataset):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         world = self._worker_world()
         self._node.check()
-        epoch, sample_in_epoch = self._epochs.begin(world.worker)
+        epoch, sample_in_epoch = self._epochs.begin(world.worker, world.workers_per_rank)
         with self._node.failing_on_error():
             ids = self.worker_sample_ids(epoch, sample_in_epoch, world)
         item = self.__getitem__ if self._overridden() else None
@@ -253,7 +258,9 @@ class StreamingDataset(IterableDataset):
             initial_physical_nodes=self.world.num_nodes).to_dict()
 
     def _fingerprint(self, cfg: PlanConfig) -> str:
-        return dataclasses.replace(cfg, num_canonical_nodes=None).fingerprint()
+        """The config's fingerprint minus what may change on resume: the canonical node count
+        (adopted from the state) and the per-device batch size (elastic topologies change it)."""
+        return dataclasses.replace(cfg, num_canonical_nodes=None, batch_size=1).fingerprint()
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
         """Continue from `obj` at the next iteration (also mid-run and on another topology).

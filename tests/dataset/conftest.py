@@ -1,0 +1,25 @@
+"""Small MDS datasets written with MDSWriter for the dataset tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from writers.mds import MDSWriter
+
+
+def write_ids(out: Path, n: int, *, start: int = 0, size_limit: int = 1 << 10,
+              compression: str | None = None, hashes: list[str] | None = None) -> Path:
+    """A dataset whose sample i has `id` = start + i and a small variable payload."""
+    with MDSWriter(columns={"id": "int", "payload": "ndarray:int32"}, out=out,
+                   size_limit=size_limit, compression=compression, hashes=hashes) as w:
+        for i in range(n):
+            w.write({"id": start + i, "payload": np.full(3, start + i, dtype=np.int32)})
+    return out
+
+
+@pytest.fixture
+def ids_dataset(tmp_path: Path) -> Path:
+    return write_ids(tmp_path / "src", 300)

@@ -1,0 +1,121 @@
+"""Launch simulated multi-node training jobs as real processes and collect what each rank saw.
+
+Each rank is `run_rank.py` in its own process with torch.distributed's environment variables
+(gloo over 127.0.0.1); simulated node n caches shards in `<local_root>/node<n>` over one shared
+file:// source, exactly as separate machines would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER = Path(__file__).with_name("run_rank.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RankResult:
+    """What one rank wrote: its per-batch ids by epoch, len(ds), a saved state or an error."""
+
+    rank: int
+    returncode: int
+    batches: dict[int, list[list[int]]] = field(default_factory=dict)
+    length: int | None = None
+    state: dict | None = None
+    error: str | None = None
+    killed_at: float | None = None
+    error_at: float | None = None
+    stderr: str = ""
+
+    @classmethod
+    def read(cls, rank: int, returncode: int, path: Path, stderr: str) -> RankResult:
+        result = cls(rank, returncode, stderr=stderr)
+        if not path.exists():
+            return result
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if "ids" in rec:
+                result.batches.setdefault(rec["epoch"], []).append(rec["ids"])
+            elif "len" in rec:
+                result.length = rec["len"]
+            elif "state" in rec:
+                result.state = rec["state"]
+            elif "killed" in rec:
+                result.killed_at = rec["killed"]
+            elif "error" in rec:
+                result.error, result.error_at = rec["error"], rec["t"]
+        return result
+
+
+class Job:
+    """A running job of nodes x ranks_per_node processes; `wait()` collects the results."""
+
+    def __init__(self, workdir: Path, sources: list[str], *, nodes: int = 2,
+                 ranks_per_node: int = 2, local_root: Path | None = None,
+                 extra: list[str] | None = None, tag: str = "run") -> None:
+        self.workdir = workdir
+        self.tag = tag
+        workdir.mkdir(parents=True, exist_ok=True)
+        world = nodes * ranks_per_node
+        port = free_port()
+        self.procs: list[tuple[int, subprocess.Popen, Path]] = []
+        for rank in range(world):
+            env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
+                       LOCAL_RANK=str(rank % ranks_per_node),
+                       LOCAL_WORLD_SIZE=str(ranks_per_node), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+            out = workdir / f"{tag}.rank{rank}.jsonl"
+            cmd = [sys.executable, str(RUNNER), "--sources", *sources,
+                   "--local-root", str(local_root or workdir / "local"), "--out", str(out),
+                   *(extra or [])]
+            proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True)
+            self.procs.append((rank, proc, out))
+
+    def wait(self, timeout: float = 120.0) -> list[RankResult]:
+        deadline = time.monotonic() + timeout
+        results = []
+        for rank, proc, out in self.procs:
+            try:
+                _, stderr = proc.communicate(timeout=max(deadline - time.monotonic(), 1.0))
+            except subprocess.TimeoutExpired:
+                for _, p, _ in self.procs:
+                    p.kill()
+                _, stderr = proc.communicate()
+                raise AssertionError(f"{self.tag}: rank {rank} did not finish in {timeout} s:\n"
+                                     f"{stderr[-3000:]}") from None
+            results.append(RankResult.read(rank, proc.returncode, out, stderr))
+        return results
+
+
+def run_job(workdir: Path, sources: list[str], **kwargs) -> list[RankResult]:
+    """Run a job to completion; every rank must exit 0."""
+    results = Job(workdir, sources, **kwargs).wait()
+    for r in results:
+        assert r.returncode == 0, f"rank {r.rank} exited {r.returncode}:\n{r.stderr[-4000:]}"
+    return results
+
+
+def global_batches(results: list[RankResult], epoch: int = 0) -> list[list[int]]:
+    """Global batch g = the union of every rank's batch g."""
+    per_rank = [r.batches.get(epoch, []) for r in results]
+    count = len(per_rank[0])
+    assert all(len(b) == count for b in per_rank), [len(b) for b in per_rank]
+    return [[i for rank in per_rank for i in rank[g]] for g in range(count)]
+
+
+def epoch_ids(results: list[RankResult], epoch: int = 0) -> list[int]:
+    return [i for r in results for batch in r.batches.get(epoch, []) for i in batch]
