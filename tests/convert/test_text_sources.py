@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -24,7 +25,7 @@ FIELD = st.text(
 def all_records(source, count: int) -> list[dict]:
     pieces = source.pieces(count)
     assert pieces[0].start <= pieces[-1].stop
-    for a, b in zip(pieces, pieces[1:]):
+    for a, b in itertools.pairwise(pieces):
         assert a.stop == b.start  # contiguous, nothing skipped or read twice
     assert [p.index for p in pieces] == list(range(len(pieces)))
     records = []
@@ -54,7 +55,7 @@ def test_jsonl_without_final_newline_and_blank_lines(tmp_path: Path):
 def test_jsonl_bad_lines_name_file_and_offset(tmp_path: Path, text, words):
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
-    with pytest.raises(FormatError, match="bad.jsonl") as info:
+    with pytest.raises(FormatError, match=r"bad\.jsonl") as info:
         all_records(JsonlSource(path), 1)
     assert words in str(info.value)
 
@@ -98,7 +99,7 @@ def test_csv_awkward_file_and_stray_quotes(tmp_path: Path):
 def test_csv_bad_input(tmp_path: Path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    with pytest.raises(FormatError, match="empty.csv"):
+    with pytest.raises(FormatError, match=r"empty\.csv"):
         CsvSource(empty)
     dup = tmp_path / "dup.csv"
     dup.write_text("a,a\n1,2\n")
@@ -108,7 +109,7 @@ def test_csv_bad_input(tmp_path: Path):
     ragged.write_text("a,b\n1,2\n3\n")
     with pytest.raises(FormatError, match="1 fields, the header has 2"):
         all_records(CsvSource(ragged), 1)
-    with pytest.raises(FileNotFoundError, match="nope.csv"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.csv"):
         CsvSource(tmp_path / "nope.csv")
 
 
