@@ -37,7 +37,8 @@ _HOW_TO_AUTH = (
     "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
     "with ~/.aws/credentials, or run where an instance/role provides them"
 )
-MULTIPART_THRESHOLD = 64 << 20
+MULTIPART_THRESHOLD = 64 << 20  # upload() switches to multipart at this size
+MULTIPART_CHUNK = 16 << 20
 
 # One client per process and settings: boto3 clients are thread-safe but not fork-safe.
 _clients: dict[tuple, Any] = {}
@@ -181,7 +182,8 @@ class S3Backend(Backend):
         from boto3.s3.transfer import TransferConfig
 
         config = TransferConfig(
-            multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=16 << 20, max_concurrency=8
+            multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_CHUNK,
+            max_concurrency=8,
         )
         with self._translated(path):
             self.client.upload_file(str(local), self.bucket, path, Config=config)
