@@ -9,6 +9,8 @@ Decoding is a zero-copy `np.frombuffer` view over the sample bytes.
 from __future__ import annotations
 
 import math
+import struct
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -45,13 +47,15 @@ def encode_shape(shape: tuple[int, ...]) -> bytes:
     return bytes([(len(shape) << 2) | w]) + np.asarray(shape, _WIDTH_DTYPES[w]).tobytes()
 
 
+@lru_cache(maxsize=256)
+def _dims_struct(head: int) -> struct.Struct:
+    return struct.Struct("<" + "BHIQ"[head & 3] * (head >> 2))
+
+
 def decode_shape(data: memoryview | bytes, offset: int) -> tuple[tuple[int, ...], int]:
     """Read a shape header at `offset`; return the shape and the offset just past it."""
-    head = data[offset]
-    ndim, w = head >> 2, head & 3
-    width = _WIDTH_DTYPES[w]
-    dims = np.frombuffer(data, width, ndim, offset + 1)
-    return tuple(dims.tolist()), offset + 1 + ndim * width.itemsize
+    dims = _dims_struct(data[offset])
+    return dims.unpack_from(data, offset + 1), offset + 1 + dims.size
 
 
 class NDArrayEncoding(Encoding):
@@ -104,8 +108,9 @@ class NDArrayEncoding(Encoding):
         shape = self.shape
         if shape is None:
             shape, offset = decode_shape(data, offset)
-        count = math.prod(shape)
-        return np.frombuffer(data, dtype, count, offset).reshape(shape)
+        if len(shape) == 1:
+            return np.frombuffer(data, dtype, shape[0], offset)
+        return np.frombuffer(data, dtype, math.prod(shape), offset).reshape(shape)
 
 
 def parse_ndarray_name(name: str) -> NDArrayEncoding:
