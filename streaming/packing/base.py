@@ -1,0 +1,185 @@
+"""The streaming packer contract shared by every strategy, and the overlong-sample stage.
+
+A packer consumes (sample_id, length) pairs and emits packs: int64 arrays of sample ids whose
+lengths sum to at most `packing_length`. Its state is plain data, so a resumed run emits exactly
+the packs the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from streaming.errors import PlanError, StateMismatchError
+
+OVERLONG_MODES = ("split", "alone")
+
+
+def as_int64(values: Any, what: str) -> np.ndarray:
+    """Return `values` as a 1-D int64 array, refusing floats, negatives and other shapes."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise PlanError(f"{what} must be one-dimensional, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise PlanError(f"{what} must hold integers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and arr.min() < 0:
+        raise PlanError(f"{what} must be non-negative, found {int(arr.min())}")
+    return arr
+
+
+def split_packs(ids: np.ndarray, keys: np.ndarray) -> list[np.ndarray]:
+    """Group `ids` into one array per distinct key, packs ordered by key, ids by position."""
+    if ids.size == 0:
+        return []
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    cuts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
+    return np.split(ids[order], cuts)
+
+
+class Packer(ABC):
+    """Streaming packer: `push` samples in order, collect finished packs, `flush` at the end.
+
+    Overlong samples (longer than `packing_length`) are dropped when `filter_overlong`; otherwise
+    `overlong="alone"` emits one pack holding just that sample, and `overlong="split"` emits
+    `length // packing_length` full single-sample packs at once and packs the remainder like any
+    other sample. A split sample's id therefore appears several times: in emission order its
+    occurrences cover tokens [0, L), [L, 2L), ... and finally the remainder.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(
+        self, packing_length: int, *, filter_overlong: bool = True, overlong: str = "split"
+    ) -> None:
+        if isinstance(packing_length, bool) or not isinstance(packing_length, (int, np.integer)):
+            raise PlanError(f"packing_length must be an int, got {packing_length!r}")
+        if packing_length < 1:
+            raise PlanError(f"packing_length must be >= 1, got {packing_length}")
+        if overlong not in OVERLONG_MODES:
+            raise PlanError(f"overlong must be one of {OVERLONG_MODES}, got {overlong!r}")
+        self.packing_length = int(packing_length)
+        self.filter_overlong = bool(filter_overlong)
+        self.overlong = overlong
+        self.dropped = 0
+
+    # ---- public verbs -------------------------------------------------------------------
+
+    def push(self, sample_id: int, length: int) -> list[np.ndarray]:
+        """Add one sample; return the packs this completes (possibly none), in emission order."""
+        length = int(length)
+        if length < 0:
+            raise PlanError(f"sample {sample_id} has negative length {length}")
+        cap = self.packing_length
+        if length <= cap:
+            return self._push_many(np.array([sample_id], np.int64), np.array([length], np.int64))
+        return self._push_overlong(int(sample_id), length)
+
+    def push_many(self, ids: Any, lengths: Any) -> list[np.ndarray]:
+        """Push many samples at once; identical output to pushing them one by one, but vectorised."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        lengths = as_int64(lengths, "lengths")
+        if ids.shape != lengths.shape:
+            raise PlanError(f"ids ({ids.size}) and lengths ({lengths.size}) differ in size")
+        over = lengths > self.packing_length
+        if not over.any():
+            return self._push_many(ids, lengths)
+        if self.filter_overlong:
+            self.dropped += int(over.sum())
+            keep = ~over
+            return self._push_many(ids[keep], lengths[keep])
+        out: list[np.ndarray] = []
+        start = 0
+        for pos in np.flatnonzero(over).tolist():
+            if pos > start:
+                out += self._push_many(ids[start:pos], lengths[start:pos])
+            out += self._push_overlong(int(ids[pos]), int(lengths[pos]))
+            start = pos + 1
+        if start < ids.size:
+            out += self._push_many(ids[start:], lengths[start:])
+        return out
+
+    @abstractmethod
+    def flush(self) -> list[np.ndarray]:
+        """Emit every pack still held, leaving the packer empty."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain-data state: configuration (to detect mismatch) plus the carried samples."""
+        return {
+            "strategy": self.name,
+            "packing_length": self.packing_length,
+            "filter_overlong": self.filter_overlong,
+            "overlong": self.overlong,
+            "dropped": self.dropped,
+            **self._config(),
+            **self._state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state produced by `state_dict` of an identically configured packer."""
+        expected = {
+            "strategy": self.name,
+            "packing_length": self.packing_length,
+            "filter_overlong": self.filter_overlong,
+            "overlong": self.overlong,
+            **self._config(),
+        }
+        for key, value in expected.items():
+            if key not in state:
+                raise StateMismatchError(f"packer state lacks {key!r}")
+            if state[key] != value:
+                raise StateMismatchError(
+                    f"packer state has {key}={state[key]!r} but this packer has {value!r}"
+                )
+        self.dropped = int(state.get("dropped", 0))
+        self._load(state)
+
+    # ---- strategy hooks -----------------------------------------------------------------
+
+    @abstractmethod
+    def _push_many(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        """Pack samples that all fit (length <= packing_length)."""
+
+    @abstractmethod
+    def _state(self) -> dict[str, Any]:
+        """The carried samples as plain lists."""
+
+    @abstractmethod
+    def _load(self, state: dict[str, Any]) -> None:
+        """Inverse of `_state`."""
+
+    def _config(self) -> dict[str, Any]:
+        """Strategy parameters that a loaded state must agree with."""
+        return {}
+
+    # ---- overlong samples ---------------------------------------------------------------
+
+    def _push_overlong(self, sample_id: int, length: int) -> list[np.ndarray]:
+        if self.filter_overlong:
+            self.dropped += 1
+            return []
+        alone = np.array([sample_id], np.int64)
+        if self.overlong == "alone":
+            return [alone]
+        full, tail = divmod(length, self.packing_length)
+        out = [alone.copy() for _ in range(full)]
+        if tail:
+            out += self._push_many(alone, np.array([tail], np.int64))
+        return out
+
+
+def pairs_state(ids: np.ndarray, lengths: np.ndarray) -> dict[str, list[int]]:
+    """Pending samples as plain lists (the common state of buffering strategies)."""
+    return {"pending_ids": ids.tolist(), "pending_lengths": lengths.tolist()}
+
+
+def load_pairs(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of `pairs_state`, validating that both lists have the same size."""
+    ids = np.asarray(state.get("pending_ids", []), dtype=np.int64).reshape(-1)
+    lengths = as_int64(np.asarray(state.get("pending_lengths", []), np.int64), "pending_lengths")
+    if ids.shape != lengths.shape:
+        raise StateMismatchError("packer state: pending_ids and pending_lengths differ in size")
+    return ids, lengths

@@ -1,0 +1,172 @@
+"""`best_fit` (the default): best-fit decreasing over a bounded lookahead buffer, carrying the
+least-filled packs over to the next buffer so their holes get filled by later samples."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from heapq import heappop, heappush
+from typing import Any
+
+import numpy as np
+
+from streaming.errors import PlanError, StateMismatchError
+from streaming.packing.base import Packer, as_int64, load_pairs, pairs_state, split_packs
+
+DEFAULT_BUFFER = 1000
+
+
+def best_fit_decreasing(
+    lengths: np.ndarray, capacity: int, open_remaining: list[int]
+) -> tuple[np.ndarray, list[int]]:
+    """Place `lengths` (largest first, ties by position) into the open pack with least room left.
+
+    `open_remaining` is the free room of already open packs, numbered 0..k-1; new packs get the
+    next numbers. Among packs with equal room the lowest number wins. The tightest pack is found
+    in O(log n): a sorted list of the distinct free-room values, each with a heap of pack numbers.
+    Returns (pack number of every item, free room of every pack).
+    """
+    remaining = list(open_remaining)
+    rooms: list[int] = []
+    heaps: dict[int, list[int]] = {}
+    for pack, room in enumerate(remaining):
+        if room > 0:
+            if room in heaps:
+                heaps[room].append(pack)  # packs are visited in increasing order: still a heap
+            else:
+                heaps[room] = [pack]
+                rooms.append(room)
+    rooms.sort()
+    order = np.argsort(-lengths, kind="stable").tolist()
+    sizes = lengths.tolist()
+    assign = [0] * len(sizes)
+    find, add, take, give, lookup = bisect_left, insort, heappop, heappush, heaps.get
+    for item in order:
+        size = sizes[item]
+        slot = find(rooms, size)
+        if slot == len(rooms):
+            pack = len(remaining)
+            room = capacity - size
+            remaining.append(room)
+        else:
+            old = rooms[slot]
+            heap = heaps[old]
+            pack = take(heap)
+            if not heap:
+                del rooms[slot]
+                del heaps[old]
+            room = old - size
+            remaining[pack] = room
+        assign[item] = pack
+        if room > 0:
+            heap = lookup(room)
+            if heap is None:
+                heaps[room] = [pack]
+                add(rooms, room)
+            else:
+                give(heap, pack)
+    return np.asarray(assign, dtype=np.int64), remaining
+
+
+class BestFitPacker(Packer):
+    """Buffer `buffer_size` samples, best-fit them (decreasing) into open packs, emit full packs.
+
+    After each buffer, the `carry` packs with the most free room stay open for the next buffer
+    (packs with no room left are always emitted); every other pack is emitted in opening order.
+    """
+
+    name = "best_fit"
+
+    def __init__(
+        self,
+        packing_length: int,
+        buffer_size: int | None = None,
+        carry: int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(packing_length, **options)
+        buffer_size = DEFAULT_BUFFER if buffer_size is None else buffer_size
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, (int, np.integer)):
+            raise PlanError(f"buffer_size must be an int, got {buffer_size!r}")
+        if buffer_size < 1:
+            raise PlanError(f"buffer_size must be >= 1, got {buffer_size}")
+        self.buffer_size = int(buffer_size)
+        self.carry = max(1, self.buffer_size // 8) if carry is None else int(carry)
+        if self.carry < 0:
+            raise PlanError(f"carry must be >= 0, got {carry}")
+        self._ids = np.empty(0, np.int64)
+        self._lengths = np.empty(0, np.int64)
+        self._open_ids = np.empty(0, np.int64)  # ids held by carried packs, by pack then position
+        self._pack_of = np.empty(0, np.int64)  # carried pack (0, 1, ... in opening order) of each
+        self._room: list[int] = []  # free room of each carried pack
+
+    def _push_many(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        all_ids = np.concatenate([self._ids, ids])
+        all_lengths = np.concatenate([self._lengths, lengths])
+        out: list[np.ndarray] = []
+        size = self.buffer_size
+        full = all_ids.size // size * size
+        for start in range(0, full, size):
+            out += self._pack(all_ids[start : start + size], all_lengths[start : start + size])
+        self._ids, self._lengths = all_ids[full:], all_lengths[full:]
+        return out
+
+    def flush(self) -> list[np.ndarray]:
+        out = self._pack(self._ids, self._lengths, final=True)
+        self._ids = np.empty(0, np.int64)
+        self._lengths = np.empty(0, np.int64)
+        return out
+
+    def _pack(self, ids: np.ndarray, lengths: np.ndarray, final: bool = False) -> list[np.ndarray]:
+        assign, room_list = best_fit_decreasing(lengths, self.packing_length, self._room)
+        room = np.asarray(room_list, dtype=np.int64)
+        count = room.size
+        kept = np.zeros(count, dtype=bool)
+        if not final and self.carry:
+            open_packs = np.flatnonzero(room > 0)
+            by_room = open_packs[np.argsort(-room[open_packs], kind="stable")]
+            kept[by_room[: self.carry]] = True
+        # emitted packs sort first (by pack number), kept ones after; positions stay in order
+        keys = np.concatenate([self._pack_of, assign])
+        keys = keys + count * kept[keys]
+        order = np.argsort(keys, kind="stable")
+        grouped = np.concatenate([self._open_ids, ids])[order]
+        emitted = count - int(kept.sum())
+        bounds = np.searchsorted(keys[order], np.arange(emitted + 1)).tolist()
+        out = [grouped[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        rest = bounds[-1]
+        renumber = np.cumsum(kept) - 1
+        self._open_ids = grouped[rest:]
+        self._pack_of = renumber[keys[order][rest:] - count]
+        self._room = room[kept].tolist()
+        return out
+
+    def _config(self) -> dict[str, Any]:
+        return {"buffer_size": self.buffer_size, "carry": self.carry}
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            **pairs_state(self._ids, self._lengths),
+            "open_ids": [p.tolist() for p in split_packs(self._open_ids, self._pack_of)],
+            "open_room": list(self._room),
+        }
+
+    def _load(self, state: dict[str, Any]) -> None:
+        ids, lengths = load_pairs(state)
+        if ids.size >= self.buffer_size:
+            raise StateMismatchError(
+                f"best_fit state holds {ids.size} pending samples, buffer_size is "
+                f"{self.buffer_size}"
+            )
+        open_ids = state.get("open_ids", [])
+        room = as_int64(state.get("open_room", []), "open_room").tolist()
+        if len(open_ids) != len(room):
+            raise StateMismatchError("best_fit state: open_ids and open_room differ in size")
+        if any(r > self.packing_length for r in room):
+            raise StateMismatchError("best_fit state: an open pack has more room than capacity")
+        self._ids, self._lengths = ids, lengths
+        packs = [np.asarray(p, dtype=np.int64).reshape(-1) for p in open_ids]
+        if any(p.size == 0 for p in packs):
+            raise StateMismatchError("best_fit state: an open pack is empty")
+        self._open_ids = np.concatenate(packs) if packs else np.empty(0, np.int64)
+        self._pack_of = np.repeat(np.arange(len(packs)), [p.size for p in packs]).astype(np.int64)
+        self._room = room
