@@ -11,6 +11,7 @@ through its header, the leader's identity, so waiters notice quickly when the le
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -60,6 +61,7 @@ class NodeCoordinator:
         self._dir = directory
         self._ctl = ctl
         self._lead = lead
+        self._pid = os.getpid()
         self._slots = ctl.array[:_SLOT_BYTES].view(np.int64)
         self.flag = FailureFlag(ctl.array[_SLOT_BYTES:], FileLock(directory / ns.name("flag")))
         self._published: deque[SharedArray] = deque()
@@ -96,8 +98,8 @@ class NodeCoordinator:
 
     @property
     def is_leader(self) -> bool:
-        """Whether this process computes and publishes for the node."""
-        return self._lead is not None
+        """Whether this process computes and publishes for the node (a fork of it does not)."""
+        return self._lead is not None and os.getpid() == self._pid
 
     @property
     def leader(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -68,6 +69,14 @@ def test_two_coordinators_on_the_same_dirs_in_one_process(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_clean_stale_shared_memory_is_reexported_at_top_level():
+    import streaming
+    from streaming.coord.shm import clean_stale_shared_memory
+
+    assert streaming.clean_stale_shared_memory is clean_stale_shared_memory
+    assert isinstance(clean_stale_shared_memory(), int)
 
 
 def test_waiting_without_a_leader_names_the_namespace(tmp_path):
@@ -138,6 +147,19 @@ def test_pickled_coordinator_follows_in_a_worker(tmp_path):
         child.join(timeout=10)
     assert not led
     assert digest == hashlib.sha256(workers.plan_for(0).tobytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_forked_child_of_the_leader_is_not_a_leader(tmp_path):
+    fork = multiprocessing.get_context("fork")
+    with NodeCoordinator.join(Namespace.for_job([tmp_path]), timeout=5) as leader:
+        leader.publish(0, np.arange(5))
+        results = fork.Queue()
+        child = fork.Process(target=workers.report_role, args=(leader, results))
+        child.start()
+        assert results.get(timeout=30) == (False, 10)
+        child.join(timeout=10)
+        assert leader.is_leader and leader.read(0).sum() == 10
 
 
 def run_script(local: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:

@@ -63,6 +63,11 @@ def follow_and_read(coord: NodeCoordinator, results) -> None:
     results.put((coord.is_leader, hashlib.sha256(plan.tobytes()).hexdigest()))
 
 
+def report_role(coord: NodeCoordinator, results) -> None:
+    """In a forked child: report whether the inherited handle still claims leadership."""
+    results.put((coord.is_leader, int(coord.read(0, timeout=10).sum())))
+
+
 def fail_node(dirs: list[str], env: dict[str, str], reason: str) -> None:
     """Join the node as a follower and raise its failure flag from inside a failing block."""
     coord = NodeCoordinator.join(Namespace.for_job(dirs, env=env), lead=False, timeout=10)
