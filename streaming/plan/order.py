@@ -7,6 +7,8 @@ position's owner is arithmetic and any node can compute just the positions it se
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from streaming.plan.config import PlanConfig
@@ -74,9 +76,8 @@ class EpochOrder:
             ids, bounds = self.picks(c)
             if cfg.shuffle:
                 rng = np.random.default_rng([cfg.shuffle_seed, self.epoch, c, _SHUFFLE_TAG])
-                perm = get_shuffle(cfg.shuffle_algo)(
-                    np.diff(bounds), rng, cfg.block_size(self.num_canonical))
-                seq = ids[perm]
+                seq = get_shuffle(cfg.shuffle_algo)(
+                    ids, bounds, rng, cfg.block_size(self.num_canonical))
             else:
                 seq = np.sort(ids)
         self._cache[c] = seq
@@ -86,7 +87,7 @@ class EpochOrder:
         if self._naive is None:
             ids = np.concatenate([self.picks(c)[0] for c in range(self.num_canonical)])
             rng = np.random.default_rng([self.cfg.shuffle_seed, self.epoch, _NAIVE_TAG])
-            self._naive = ids[rng.permutation(len(ids))]
+            self._naive = get_shuffle("naive")(ids, np.array([0, len(ids)]), rng, 1)
         return self._naive
 
     def take(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -106,3 +107,21 @@ class EpochOrder:
             seq = self.sequence(src)
             out[where] = seq[index[where] % len(seq)]
         return out, pad
+
+    def take_progression(self, first: int, step: int, count: int) -> np.ndarray:
+        """Ids at positions first + step * j, j < count, by strided slices (no index arrays)."""
+        num = self.num_canonical
+        out = np.empty(count, dtype=np.int64)
+        period = num // math.gcd(num, step)
+        stride = step * period // num
+        for t in range(min(period, count)):
+            p = first + t * step
+            seq = self.sequence(int(self.source[p % num]))
+            start, n = p // num, len(range(t, count, period))
+            inside = max(min(n, -(-(len(seq) - start) // stride)), 0)
+            dest = out[t::period]
+            dest[:inside] = seq[start:start + stride * inside:stride]
+            if inside < n:
+                wrap = start + stride * np.arange(inside, n, dtype=np.int64)
+                dest[inside:] = seq[wrap % len(seq)]
+        return out

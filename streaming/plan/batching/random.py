@@ -29,6 +29,5 @@ def group_batches(order: EpochOrder, world: World, batch: int, start: int):
     """[batches, group ranks, batch] ids for the asking group (any resume position works)."""
     groups = world.num_groups
     local = _positions(order, world, batch, start) // groups
-    positions = start + world.group + groups * np.arange(local, dtype=np.int64)
-    ids, _ = order.take(positions)
+    ids = order.take_progression(start + world.group, groups, local)
     return ids.reshape(-1, world.group_ranks, batch), start

@@ -1,8 +1,9 @@
 """Shuffle algorithms by the name users put in configs.
 
-Each algorithm maps a canonical node's piece lengths (pieces in canonical order) and a seeded
-generator to a permutation of positions [0, total). Shard-aware algorithms only reorder within
-one canonical node; `naive` is applied once to the whole epoch instead.
+Each algorithm takes a canonical node's sample ids grouped by piece (pieces in canonical order,
+`bounds` delimiting them) and a seeded generator, and returns the ids in a new order.
+Shard-aware algorithms only reorder within one canonical node; `naive` is applied once to the
+whole epoch instead.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 
 from streaming.errors import PlanError
 
-ShuffleFn = Callable[[np.ndarray, np.random.Generator, int], np.ndarray]
+ShuffleFn = Callable[[np.ndarray, np.ndarray, np.random.Generator, int], np.ndarray]
 
 SHARD_AWARE = ("py1s", "py2s", "py1b", "py1br", "py1e")
 ALGORITHMS = ("naive", *SHARD_AWARE)
@@ -27,13 +28,25 @@ def get_shuffle(name: str) -> ShuffleFn:
     return module.shuffle
 
 
+def index_dtype(total: int) -> type:
+    """Narrowest signed integer type that indexes `total` positions (halves memory and time)."""
+    return np.int32 if total < 2**31 else np.int64
+
+
+def expand_runs(src_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ranges [src_starts[i], src_starts[i] + lengths[i]) without a loop."""
+    total = int(lengths.sum())
+    dtype = index_dtype(int(src_starts.max(initial=0)) + total)
+    dst_starts = np.cumsum(lengths) - lengths
+    out = np.repeat((src_starts - dst_starts).astype(dtype), lengths)
+    out += np.arange(total, dtype=dtype)
+    return out
+
+
 def positions_in_order(lengths: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Positions of pieces laid out in `order` (pieces originally consecutive, in index order)."""
-    starts = np.concatenate(([0], np.cumsum(lengths)))[:-1]
-    lens = lengths[order]
-    total = int(lens.sum())
-    out_starts = np.concatenate(([0], np.cumsum(lens)))[:-1]
-    return np.repeat(starts[order] - out_starts, lens) + np.arange(total, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    return expand_runs(starts[order], lengths[order])
 
 
 def shuffle_segments(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator) -> None:
@@ -43,8 +56,18 @@ def shuffle_segments(values: np.ndarray, bounds: np.ndarray, rng: np.random.Gene
             rng.shuffle(values[a:b])
 
 
-def shuffled_pieces(lengths: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Positions with piece order permuted, and the permuted pieces' bounds."""
+def shuffled_pieces(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """`values` with its pieces in a random order, and the reordered pieces' bounds."""
+    lengths = np.diff(bounds)
     order = rng.permutation(len(lengths))
     lens = lengths[order]
-    return positions_in_order(lengths, order), np.concatenate(([0], np.cumsum(lens)))
+    return values[positions_in_order(lengths, order)], np.concatenate(([0], np.cumsum(lens)))
+
+
+def shuffle_blocks(values: np.ndarray, block: int, rng: np.random.Generator) -> None:
+    """Shuffle `values` in place within consecutive blocks of `block` entries."""
+    full = len(values) - len(values) % block
+    body = values[:full].reshape(-1, block)
+    rng.permuted(body, axis=1, out=body)
+    rng.shuffle(values[full:])

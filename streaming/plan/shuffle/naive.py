@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def shuffle(lengths: np.ndarray, rng: np.random.Generator, block_size: int) -> np.ndarray:
-    """A uniform permutation of all positions (piece structure and block size are ignored)."""
-    return rng.permutation(int(np.sum(lengths)))
+def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
+            block_size: int) -> np.ndarray:
+    """A uniform permutation of all values (piece structure and block size are ignored)."""
+    return rng.permutation(values)

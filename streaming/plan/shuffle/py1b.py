@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.plan.shuffle import shuffle_segments, shuffled_pieces
+from streaming.plan.shuffle import shuffle_blocks, shuffled_pieces
 
 
-def shuffle(lengths: np.ndarray, rng: np.random.Generator, block_size: int) -> np.ndarray:
-    """Blocks of exactly `block_size` positions (the last may be shorter)."""
-    positions, _ = shuffled_pieces(lengths, rng)
-    total = len(positions)
-    cuts = np.append(np.arange(0, total, max(block_size, 1)), total)
-    shuffle_segments(positions, cuts, rng)
-    return positions
+def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
+            block_size: int) -> np.ndarray:
+    """Blocks of exactly `block_size` samples (the last may be shorter)."""
+    values, _ = shuffled_pieces(values, bounds, rng)
+    shuffle_blocks(values, max(int(block_size), 1), rng)
+    return values

@@ -10,13 +10,14 @@ import numpy as np
 from streaming.plan.shuffle import shuffle_segments, shuffled_pieces
 
 
-def shuffle(lengths: np.ndarray, rng: np.random.Generator, block_size: int) -> np.ndarray:
+def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
+            block_size: int) -> np.ndarray:
     """Shard order shuffled, then samples within blocks of random size."""
-    positions, _ = shuffled_pieces(lengths, rng)
-    total = len(positions)
+    values, _ = shuffled_pieces(values, bounds, rng)
+    total = len(values)
     low, high = max(block_size * 3 // 4, 1), max(block_size * 5 // 4, 1) + 1
     sizes = rng.integers(low, high, size=total // low + 1)
     cuts = np.concatenate(([0], np.cumsum(sizes)))
     cuts = np.append(cuts[cuts < total], total)
-    shuffle_segments(positions, cuts, rng)
-    return positions
+    shuffle_segments(values, cuts, rng)
+    return values

@@ -7,8 +7,9 @@ import numpy as np
 from streaming.plan.shuffle import shuffle_segments, shuffled_pieces
 
 
-def shuffle(lengths: np.ndarray, rng: np.random.Generator, block_size: int) -> np.ndarray:
+def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
+            block_size: int) -> np.ndarray:
     """Pieces in random order, each piece's samples permuted among themselves."""
-    positions, bounds = shuffled_pieces(lengths, rng)
-    shuffle_segments(positions, bounds, rng)
-    return positions
+    values, bounds = shuffled_pieces(values, bounds, rng)
+    shuffle_segments(values, bounds, rng)
+    return values

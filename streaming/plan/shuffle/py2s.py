@@ -11,15 +11,16 @@ import numpy as np
 from streaming.plan.shuffle import shuffle_segments, shuffled_pieces
 
 
-def shuffle(lengths: np.ndarray, rng: np.random.Generator, block_size: int) -> np.ndarray:
+def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
+            block_size: int) -> np.ndarray:
     """Two-level shard shuffle; windows are the mean piece length."""
-    positions, bounds = shuffled_pieces(lengths, rng)
-    shuffle_segments(positions, bounds, rng)
-    total = len(positions)
+    values, bounds = shuffled_pieces(values, bounds, rng)
+    shuffle_segments(values, bounds, rng)
+    total = len(values)
     if total == 0:
-        return positions
-    window = max(int(total // max(len(lengths), 1)), 1)
+        return values
+    window = max(int(total // max(len(bounds) - 1, 1)), 1)
     offset = int(rng.integers(0, window))
     cuts = np.unique(np.concatenate(([0], np.arange(offset, total, window), [total])))
-    shuffle_segments(positions, cuts, rng)
-    return positions
+    shuffle_segments(values, cuts, rng)
+    return values
