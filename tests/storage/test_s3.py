@@ -49,7 +49,7 @@ def test_missing_object_and_bucket_errors_name_them(bucket):
         backend.size("missing/key")
     gone, _ = backend_for("s3://no-such-bucket-here/x")
     for call in (lambda: gone.get("x"), lambda: gone.size("x"), lambda: gone.list("")):
-        with pytest.raises(ObjectNotFoundError, match="bucket 'no-such-bucket-here' does not exist"):
+        with pytest.raises(ObjectNotFoundError, match="'no-such-bucket-here' does not exist"):
             call()
 
 
@@ -113,7 +113,7 @@ def test_no_credentials_says_how_to_provide_them(monkeypatch, s3_server, tmp_pat
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with pytest.raises(AccessDeniedError, match="s3://b/k: no AWS credentials found.*AWS_ACCESS_KEY_ID"):
+    with pytest.raises(AccessDeniedError, match=r"s3://b/k: no AWS credentials found.*AWS_ACCESS"):
         fetch("s3://b/k", tmp_path / "k", retry=3, backoff=5.0)
 
 
@@ -129,9 +129,9 @@ def auth_server():
                            aws_access_key_id="testing", aws_secret_access_key="testing")
         iam.create_user(UserName="reader")
         key = iam.create_access_key(UserName="reader")["AccessKey"]
-        policy = {"Version": "2012-10-17", "Statement": [{
-            "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": "arn:aws:s3:::guarded/open/*",
-        }]}
+        resource = "arn:aws:s3:::guarded/open/*"
+        allow = {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": resource}
+        policy = {"Version": "2012-10-17", "Statement": [allow]}
         iam.put_user_policy(UserName="reader", PolicyName="read-open",
                             PolicyDocument=json.dumps(policy))
         client = server.client()

@@ -1,0 +1,112 @@
+"""Transfers through the fault-injecting proxy: retries, deadlines, hashes, single-flight."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from streaming.errors import DownloadTimeoutError, HashMismatchError, StorageError
+from streaming.format.hashing import hexdigest
+from streaming.storage import fetch, fetch_once
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def objects(s3_env):
+    """A bucket with a few small objects of random bytes: (bucket, {key: bytes})."""
+    bucket = s3_env.make_bucket()
+    client = s3_env.client()
+    blobs = {f"shard.{i:05}.mds": os.urandom(200_000 + i * 1000) for i in range(6)}
+    for key, data in blobs.items():
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+    return bucket, blobs
+
+
+def test_downloads_survive_one_fault_in_five(objects, fault_proxy, monkeypatch, tmp_path):
+    bucket, blobs = objects
+    proxy = fault_proxy(rate=0.2, seed=7, stall_seconds=1.5)
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    keys = sorted(blobs)
+    for i in range(30):
+        key = keys[i % len(keys)]
+        dest = fetch(f"s3://{bucket}/{key}", tmp_path / f"{i}.mds", expected_size=len(blobs[key]),
+                     timeout=1.0, retry=4, backoff=0.05)
+        assert dest.read_bytes() == blobs[key]
+    assert sum(proxy.injected.values()) >= 3  # the faults really happened...
+    assert len(proxy.injected) >= 3  # ...of several kinds
+    assert sorted(os.listdir(tmp_path)) == sorted(f"{i}.mds" for i in range(30))  # no temp files
+
+
+def test_faulty_large_download_retries_only_the_failed_parts(
+    s3_env, fault_proxy, monkeypatch, tmp_path
+):
+    bucket = s3_env.make_bucket()
+    data = os.urandom(24 << 20)
+    s3_env.client().put_object(Bucket=bucket, Key="big", Body=data)
+    proxy = fault_proxy(rate=0.3, seed=3, faults=("500", "reset", "truncate"), methods=("GET",))
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    out = fetch(f"s3://{bucket}/big", tmp_path / "big", expected_size=len(data), timeout=5.0,
+                retry=6, backoff=0.05, part_size=2 << 20, max_parts=4)
+    assert out.read_bytes() == data
+    failed = sum(proxy.injected.values())
+    assert failed > 0
+    assert proxy.count("GET", f"/{bucket}/big") == 12 + failed  # one extra GET per failed part
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"), [("stall", DownloadTimeoutError), ("503", StorageError)]
+)
+def test_always_failing_key_gives_up_within_its_budget(
+    objects, fault_proxy, monkeypatch, tmp_path, fault, error
+):
+    bucket, blobs = objects
+    proxy = fault_proxy(fail_keys=["shard.00002"], fail_with=fault, stall_seconds=5.0)
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    url = f"s3://{bucket}/shard.00002.mds"
+    start = time.monotonic()
+    with pytest.raises(error, match=rf"{url}: failed after 3 attempt\(s\); last error"):
+        fetch(url, tmp_path / "x", expected_size=len(blobs["shard.00002.mds"]), timeout=1.0,
+              retry=2, backoff=0.1)
+    elapsed = time.monotonic() - start
+    assert elapsed < 3 * 1.0 + 0.3 + 2.5  # attempts x timeout + max backoff + slack
+    assert proxy.count("GET", "/" + url.removeprefix("s3://")) == 3
+    assert os.listdir(tmp_path) == []
+
+
+def test_hash_mismatch_is_detected_and_leaves_nothing(objects, s3_env, tmp_path):
+    bucket, blobs = objects
+    key = "shard.00001.mds"
+    good = hexdigest("xxh64", blobs[key])
+    fetch(f"s3://{bucket}/{key}", tmp_path / "ok.mds", expected_hashes={"xxh64": good})
+    with pytest.raises(HashMismatchError, match=rf"bad.mds \(from s3://{bucket}/{key}\): xxh64"):
+        fetch(f"s3://{bucket}/{key}", tmp_path / "bad.mds", expected_hashes={"xxh64": "0" * 16})
+    assert os.listdir(tmp_path) == ["ok.mds"]
+
+
+def _fetch_after_barrier(url: str, dest: str, size: int, barrier) -> None:
+    barrier.wait(30)
+    fetch_once(url, dest, expected_size=size, timeout=10.0, wait_timeout=60.0)
+
+
+def test_single_flight_across_processes(objects, fault_proxy, monkeypatch, tmp_path):
+    bucket, blobs = objects
+    key = "shard.00003.mds"
+    proxy = fault_proxy(delay=0.5)  # a slow GET, so all four processes collide
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    dest = tmp_path / "cache" / key
+    args = (f"s3://{bucket}/{key}", str(dest), len(blobs[key]), barrier)
+    procs = [ctx.Process(target=_fetch_after_barrier, args=args) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+    assert [proc.exitcode for proc in procs] == [0, 0, 0, 0]
+    assert dest.read_bytes() == blobs[key]
+    assert proxy.count("GET", f"/{bucket}/{key}") == 1
+    assert os.listdir(dest.parent) == [key]  # neither temp nor lock files remain
