@@ -56,6 +56,7 @@ class DatasetIndex:
     columns: dict[str, str]
     source: str = ""
     root: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
     sample_offsets: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -251,6 +252,7 @@ def parse_index(
         columns=columns,
         source=source,
         root=root,
+        extra={k: v for k, v in data.items() if k not in ("shards", "version")},
     )
 
 
@@ -274,14 +276,22 @@ def read_index(path: str | os.PathLike, *, root: Path | None = None) -> DatasetI
     return parse_index(data, source=str(file), root=Path(root) if root else file.parent)
 
 
-def index_bytes(shards: list[dict]) -> bytes:
-    """index.json bytes exactly as the reference writer lays them out (sorted keys, one line)."""
-    return json.dumps({"shards": shards, "version": INDEX_VERSION}, sort_keys=True).encode()
+def index_bytes(shards: list[dict], extra: dict[str, Any] | None = None) -> bytes:
+    """index.json bytes exactly as the reference writer lays them out (sorted keys, one line).
+
+    `extra` adds top-level keys, the one place reference readers ignore unknown keys.
+    """
+    document = {**(extra or {}), "shards": shards, "version": INDEX_VERSION}
+    if extra and {"shards", "version"} & set(extra):
+        raise ValueError("extra index keys cannot replace 'shards' or 'version'")
+    return json.dumps(document, sort_keys=True).encode()
 
 
-def write_index(directory: str | os.PathLike, shards: list[dict]) -> Path:
+def write_index(
+    directory: str | os.PathLike, shards: list[dict], extra: dict[str, Any] | None = None
+) -> Path:
     """Write `directory/index.json` for `shards` atomically (temp file, fsync, rename)."""
-    return atomic_write_bytes(Path(directory) / INDEX_NAME, index_bytes(shards))
+    return atomic_write_bytes(Path(directory) / INDEX_NAME, index_bytes(shards, extra))
 
 
 def _natural_key(text: str) -> list[Any]:

@@ -24,6 +24,15 @@ def test_write_index_is_byte_identical(reference_fixtures, tmp_path, name):
     assert [p.name for p in tmp_path.iterdir()] == ["index.json"]  # no temp file left
 
 
+def test_extra_top_level_keys_roundtrip(reference_fixtures, tmp_path):
+    shards = read_index(reference_fixtures / "llm_raw").shards
+    write_index(tmp_path, shards, extra={"x_token_counts": "tokens.npy"})
+    index = read_index(tmp_path)
+    assert index.extra == {"x_token_counts": "tokens.npy"} and index.num_samples == 400
+    with pytest.raises(ValueError, match="shards"):
+        write_index(tmp_path, shards, extra={"shards": []})
+
+
 def test_merge_index_reproduces_reference(reference_fixtures, tmp_path):
     out = tmp_path / "merged"
     shutil.copytree(reference_fixtures / "merged", out)
