@@ -1,1 +1,1 @@
-"""cli"""
+"""The `streaming` command line: convert, inspect, validate, merge-index, cache, plan."""

@@ -1,0 +1,65 @@
+"""Helpers shared by the subcommands: errors, help formatting, opening indexes by path or URL."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from textwrap import dedent
+
+from streaming.format.index import DatasetIndex, parse_index, read_index
+from streaming.storage import backend_for, join
+from streaming.storage.registry import split_scheme
+
+
+class UserError(Exception):
+    """Wrong arguments or input: printed as one line, exit code 2."""
+
+
+class CommandFailed(Exception):
+    """The command ran but found a problem (e.g. corrupt shards): exit code 1."""
+
+
+def add_command(sub, name: str, summary: str, examples: str) -> argparse.ArgumentParser:
+    """A subparser whose --help ends with worked examples."""
+    return sub.add_parser(
+        name, help=summary, description=summary,
+        epilog="examples:\n" + dedent(examples).strip("\n"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def is_remote(location: str) -> bool:
+    return bool(split_scheme(location)[0]) and not location.startswith("file:")
+
+
+def open_index(location: str) -> DatasetIndex:
+    """The index of a dataset folder, index.json path or URL (s3://bucket/prefix)."""
+    if not is_remote(location):
+        path = Path(location.removeprefix("file://"))
+        return read_index(path if path.name == "index.json" else path / "index.json")
+    url = location if location.endswith("index.json") else join(location, "index.json")
+    backend, key = backend_for(url)
+    return parse_index(backend.get(key), source=url)
+
+
+def dataset_root(location: str) -> str:
+    """The folder or URL prefix that basenames in the index are relative to."""
+    trimmed = location.removesuffix("/index.json") if location.endswith("/index.json") else location
+    if not is_remote(trimmed):
+        path = Path(trimmed.removeprefix("file://"))
+        return str(path.parent if path.name == "index.json" else path)
+    return trimmed
+
+
+def scratch_dir() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="streaming-cli-")
+
+
+def human_bytes(count: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"

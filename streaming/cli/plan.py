@@ -1,0 +1,181 @@
+"""`streaming plan CONFIG.yaml`: epoch size, per-stream counts, the smallest workable cache, and
+a picture of which stream fills each slot of the first global batches."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streaming.cli._common import UserError, add_command, human_bytes
+from streaming.errors import require
+
+EXAMPLES = """
+  streaming plan mix.yaml                      # numbers, and mix.png with the first batches
+  streaming plan mix.yaml --png out.png --batches 64
+
+  mix.yaml:
+    streams:
+      - {local: data/web, proportion: 0.7}
+      - {local: data/code, proportion: 0.3}
+    batch_size: 8                 # per device
+    batching_method: stratified   # random | stratified | per_stream | device_per_stream
+    epoch_size: 100k
+    shuffle: true
+    topology: {nodes: 2, ranks_per_node: 8, workers_per_rank: 2}
+"""
+
+_STREAM_KEYS = {"local", "path", "name", "proportion", "repeat", "choose", "split"}
+_PLAN_KEYS = {"batch_size", "batching_method", "epoch_size", "shuffle", "shuffle_algo",
+              "shuffle_seed", "shuffle_block_size", "num_canonical_nodes", "partition_algo",
+              "sampling_method", "sampling_granularity"}
+_TOPOLOGY_KEYS = {"nodes", "ranks_per_node", "workers_per_rank", "replication"}
+
+
+def register(sub) -> None:
+    p = add_command(sub, "plan", "Preview an epoch plan: sizes, cache needs, batch composition.",
+                    EXAMPLES)
+    p.add_argument("config", metavar="CONFIG.yaml", help="streams, weights, batching, topology")
+    p.add_argument("--png", help="where to draw the first batches (default: CONFIG stem + .png)")
+    p.add_argument("--batches", type=int, default=32, help="global batches to draw (default 32)")
+    p.add_argument("--epoch", type=int, default=0, help="epoch to plan (default 0)")
+    p.set_defaults(run=run)
+
+
+@dataclass
+class Setup:
+    """A parsed plan configuration: the stream names and indexes, the plan and the world."""
+
+    names: list[str]
+    indexes: list[Any]
+    cfg: Any
+    world: Any
+
+
+def _mapping(value: Any, where: str, allowed: set[str]) -> dict:
+    if not isinstance(value, dict):
+        raise UserError(f"{where} must be a mapping, got {type(value).__name__}")
+    unknown = set(value) - allowed
+    if unknown:
+        raise UserError(f"{where}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})")
+    return value
+
+
+def load_setup(path: Path) -> Setup:
+    """Read the YAML config, every stream's index.json, and build PlanConfig + World."""
+    yaml = require("yaml", feature="plan configs", extra="yaml", package="pyyaml")
+    from streaming.format.index import read_index
+    from streaming.plan import PlanConfig, StreamWeights, World
+
+    if not path.is_file():
+        raise UserError(f"config file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: not valid YAML: {exc}") from exc
+    config = _mapping(raw, str(path), _PLAN_KEYS | {"streams", "topology"})
+    streams = config.get("streams")
+    if not isinstance(streams, list) or not streams:
+        raise UserError(f"{path}: 'streams' must be a non-empty list")
+    names, indexes, weights = [], [], []
+    for i, stream in enumerate(streams):
+        stream = _mapping(stream, f"{path}: streams[{i}]", _STREAM_KEYS)
+        local = stream.get("local", stream.get("path"))
+        if not local:
+            raise UserError(f"{path}: streams[{i}] needs 'local' (a dataset folder)")
+        folder = (path.parent / str(local)) / str(stream.get("split") or "")
+        indexes.append(read_index(folder / "index.json"))
+        names.append(str(stream.get("name") or local))
+        weights.append(StreamWeights(**{k: stream[k] for k in ("proportion", "repeat", "choose")
+                                        if stream.get(k) is not None}))
+    topology = _mapping(config.get("topology") or {}, f"{path}: topology", _TOPOLOGY_KEYS)
+    world = World(num_nodes=int(topology.get("nodes", 1)),
+                  ranks_per_node=int(topology.get("ranks_per_node", 1)),
+                  workers_per_rank=int(topology.get("workers_per_rank", 1)),
+                  replication=int(topology.get("replication", 1)))
+    weighted = any(w != StreamWeights() for w in weights)
+    cfg = PlanConfig(
+        samples_per_shard=np.concatenate([ix.samples_per_shard for ix in indexes]),
+        shards_per_stream=np.array([ix.num_shards for ix in indexes], np.int64),
+        weights=tuple(weights) if weighted else (),
+        **{k: config[k] for k in _PLAN_KEYS if k in config},
+    )
+    return Setup(names, indexes, cfg, world)
+
+
+def min_cache_bytes(setup: Setup, epoch: int) -> tuple[int, int]:
+    """(bytes, node) of the largest set of shards one node reads at the same step.
+
+    At step k every DataLoader worker of every rank on a node holds its k-th batch; the shards
+    those batches touch must all be cached at once (raw file plus its compressed copy, both
+    present while a shard is being decompressed). The maximum over steps and nodes is the
+    smallest cache_limit under which the plan can run without a shard evicted mid-use.
+    """
+    from streaming.plan import plan_node
+
+    cost = np.concatenate([np.asarray(ix.raw_bytes, np.int64) + np.asarray(ix.zip_bytes,
+                                                                          np.int64)
+                           for ix in setup.indexes])
+    offsets = setup.cfg.shard_offsets
+    best, best_node = 0, 0
+    for node in range(setup.world.num_nodes):
+        plan = plan_node(setup.cfg, setup.world.with_position(node), epoch)
+        ranks, workers, n = plan.ids.shape
+        batch = plan.batch_size
+        if n == 0:
+            continue
+        steps = plan.ids.reshape(ranks * workers, n // batch, batch).transpose(1, 0, 2)
+        steps = steps.reshape(n // batch, -1)
+        shards = np.searchsorted(offsets, steps, side="right") - 1
+        shards = np.sort(np.where(steps >= 0, shards, -1), axis=1)
+        fresh = np.ones_like(shards, dtype=bool)
+        fresh[:, 1:] = shards[:, 1:] != shards[:, :-1]
+        fresh &= shards >= 0
+        per_step = np.where(fresh, cost[np.maximum(shards, 0)], 0).sum(axis=1)
+        if per_step.max() > best:
+            best, best_node = int(per_step.max()), node
+    return best, best_node
+
+
+def batch_streams(setup: Setup, epoch: int, batches: int) -> np.ndarray:
+    """[batches, global batch size] stream index of each slot of the first global batches."""
+    from streaming.plan import global_order
+
+    ids = np.asarray(global_order(setup.cfg, epoch, setup.world))
+    size = setup.cfg.device_batch() * setup.world.data_parallel_ranks
+    count = min(batches, len(ids) // size)
+    if count == 0:
+        raise UserError(f"the epoch ({len(ids)} samples) is smaller than one global batch")
+    ids = ids[: count * size].reshape(count, size)
+    return np.searchsorted(setup.cfg.stream_offsets, ids, side="right") - 1
+
+
+def run(args: argparse.Namespace) -> int:
+    config = Path(args.config)
+    setup = load_setup(config)
+    cfg, world = setup.cfg, setup.world
+    global_batch = cfg.device_batch() * world.data_parallel_ranks
+    print(f"streams           {len(setup.names)}  ({int(cfg.shards_per_stream.sum())} shards)")
+    print(f"epoch size        {cfg.epoch_size} samples, {cfg.epoch_size // global_batch} "
+          f"global batches of {global_batch}")
+    print(f"topology          {world.num_nodes} nodes x {world.ranks_per_node} ranks x "
+          f"{world.workers_per_rank} workers, batching {cfg.batching_method}")
+    width = max(len(n) for n in setup.names)
+    for name, stored, chosen in zip(setup.names, cfg.samples_per_stream,
+                                    cfg.samples_per_stream_epoch):
+        share = chosen / cfg.epoch_size
+        print(f"  {name:<{width}}  {int(stored):>10} stored  {int(chosen):>10} per epoch "
+              f"({share:6.1%})")
+    need, node = min_cache_bytes(setup, args.epoch)
+    print(f"min cache size    {need} bytes ({human_bytes(need)}) per node (largest at node "
+          f"{node}): shards all workers of a node read at one step")
+    from streaming.cli.plan_plot import draw_batches
+
+    png = Path(args.png) if args.png else config.with_suffix(".png")
+    draw_batches(batch_streams(setup, args.epoch, args.batches), setup.names, png,
+                 title=f"{cfg.batching_method} batching, epoch {args.epoch}")
+    print(f"batch picture     {png}")
+    return 0
