@@ -19,6 +19,7 @@ from streaming.errors import (
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+_sleep = time.sleep  # indirection so tests can observe backoff without waiting
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -55,7 +56,7 @@ class RetryPolicy:
         last: BaseException | None = None
         for attempt in range(self.attempts):
             if attempt:
-                time.sleep(random.uniform(0.0, self._cap(attempt - 1)))
+                _sleep(random.uniform(0.0, self._cap(attempt - 1)))
             try:
                 return action(time.monotonic() + self.timeout)
             except Exception as exc:
