@@ -15,7 +15,10 @@ from streaming.packing.planner import pack_lengths, plan_packs
 from streaming.packing.registry import STRATEGIES, make_packer
 from streaming.packing.window import WindowPacker
 
-_LAZY = {"PackCollator": "streaming.packing.collate", "PackedIterator": "streaming.packing.iterator"}
+_LAZY = {
+    "PackCollator": "streaming.packing.collate",
+    "PackedIterator": "streaming.packing.iterator",
+}
 
 __all__ = [
     "STRATEGIES",

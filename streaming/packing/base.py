@@ -79,7 +79,7 @@ class Packer(ABC):
         return self._push_overlong(int(sample_id), length)
 
     def push_many(self, ids: Any, lengths: Any) -> list[np.ndarray]:
-        """Push many samples at once; identical output to pushing them one by one, but vectorised."""
+        """Push many samples at once: the same packs as pushing them one by one, vectorised."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         lengths = as_int64(lengths, "lengths")
         if ids.shape != lengths.shape:

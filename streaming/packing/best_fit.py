@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from heapq import heappop, heappush
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -132,7 +133,7 @@ class BestFitPacker(Packer):
         grouped = np.concatenate([self._open_ids, ids])[order]
         emitted = count - int(kept.sum())
         bounds = np.searchsorted(keys[order], np.arange(emitted + 1)).tolist()
-        out = [grouped[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        out = [grouped[a:b] for a, b in pairwise(bounds)]
         rest = bounds[-1]
         renumber = np.cumsum(kept) - 1
         self._open_ids = grouped[rest:]

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import PlanError
+from streaming.errors import PlanError, StateMismatchError
 from streaming.packing.base import Packer, load_pairs, pairs_state, split_packs
 
 
@@ -80,5 +80,7 @@ class WindowPacker(Packer):
     def _load(self, state: dict[str, Any]) -> None:
         ids, lengths = load_pairs(state)
         if ids.size >= self.window:
-            raise PlanError(f"window packer state holds {ids.size} samples, window is {self.window}")
+            raise StateMismatchError(
+                f"window packer state holds {ids.size} samples, window is {self.window}"
+            )
         self._ids, self._lengths = ids, lengths
