@@ -7,16 +7,15 @@ raw file's name plus `.<extension>`.
 from __future__ import annotations
 
 import bz2
-import contextlib
 import gzip
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import zstandard
 
 from streaming.errors import DecompressionError, require
+from streaming.format.atomic import atomic_output
 
 # codec -> (default level, lowest level, highest level); None levels: the codec takes no level.
 _LEVELS: dict[str, tuple[int, int, int] | None] = {
@@ -196,14 +195,7 @@ def decompress_file(src: str | os.PathLike, dst: str | os.PathLike, name: str) -
     """Decompress `src` into `dst` in bounded memory; `dst` appears atomically or not at all."""
     codec, _ = _parse(name)
     src, dst = Path(src), Path(dst)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in _checked_chunks(codec, src):
-                out.write(chunk)
-        os.replace(tmp, dst)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_output(dst) as out:
+        for chunk in _checked_chunks(codec, src):
+            out.write(chunk)
     return dst

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -42,48 +43,40 @@ class StrEncoding(Encoding):
         return str(data, "utf-8")
 
 
-class StrIntEncoding(Encoding):
-    """`str_int`: the decimal text of an integer; decodes to a Python int."""
+class NumberTextEncoding(Encoding):
+    """`str_int`, `str_float`, `str_decimal`: a number's text in ASCII, parsed back on decode."""
 
-    name = "str_int"
-
-    def encode(self, value: Any) -> bytes:
-        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
-            raise self.fail(value, "expected an integer")
-        return str(int(value)).encode("ascii")
-
-    def decode(self, data: memoryview | bytes) -> int:
-        return int(str(data, "ascii"))
-
-
-class StrFloatEncoding(Encoding):
-    """`str_float`: `str(float)` (shortest round-trip repr); decodes to a Python float."""
-
-    name = "str_float"
+    def __init__(
+        self,
+        name: str,
+        accepts: tuple[type, ...],
+        to_text: Callable[[Any], str],
+        from_text: Callable[[str], Any],
+    ) -> None:
+        self.name = name
+        self.accepts = accepts
+        self.to_text = to_text
+        self.from_text = from_text
 
     def encode(self, value: Any) -> bytes:
-        if not isinstance(value, (float, int, np.floating, np.integer)) or isinstance(
-            value, (bool, np.bool_)
-        ):
-            raise self.fail(value, "expected a float")
-        return str(float(value)).encode("ascii")
+        if not isinstance(value, self.accepts) or isinstance(value, (bool, np.bool_)):
+            wanted = " or ".join(kind.__name__ for kind in self.accepts)
+            raise self.fail(value, f"expected {wanted}")
+        return self.to_text(value).encode("ascii")
 
-    def decode(self, data: memoryview | bytes) -> float:
-        return float(str(data, "ascii"))
+    def decode(self, data: memoryview | bytes) -> Any:
+        return self.from_text(str(data, "ascii"))
 
 
-class StrDecimalEncoding(Encoding):
-    """`str_decimal`: `str(Decimal)`; decodes to `decimal.Decimal` without losing digits."""
-
-    name = "str_decimal"
-
-    def encode(self, value: Any) -> bytes:
-        if not isinstance(value, (Decimal, int)) or isinstance(value, bool):
-            raise self.fail(value, "expected decimal.Decimal or int")
-        return str(Decimal(value)).encode("ascii")
-
-    def decode(self, data: memoryview | bytes) -> Decimal:
-        return Decimal(str(data, "ascii"))
+def _number_encodings() -> list[Encoding]:
+    # str_float writes the shortest round-trip repr; str_decimal keeps every digit.
+    return [
+        NumberTextEncoding("str_int", (int, np.integer), lambda v: str(int(v)), int),
+        NumberTextEncoding(
+            "str_float", (float, int, np.floating, np.integer), lambda v: str(float(v)), float
+        ),
+        NumberTextEncoding("str_decimal", (Decimal, int), lambda v: str(Decimal(v)), Decimal),
+    ]
 
 
 class JSONEncoding(Encoding):
@@ -103,8 +96,5 @@ class JSONEncoding(Encoding):
 
 def text_encodings() -> dict[str, Encoding]:
     """Every encoding of this family, keyed by name."""
-    kinds = (
-        BytesEncoding, StrEncoding, StrIntEncoding, StrFloatEncoding, StrDecimalEncoding,
-        JSONEncoding,
-    )
-    return {kind.name: kind() for kind in kinds}
+    found = [BytesEncoding(), StrEncoding(), JSONEncoding(), *_number_encodings()]
+    return {encoding.name: encoding for encoding in found}
