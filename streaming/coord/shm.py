@@ -92,30 +92,32 @@ def _release_owned(fd: int, path: Path, creator: int) -> None:
     """Finalizer of an owned segment: unlink it, then drop the flock (only in the creator)."""
     if os.getpid() != creator:
         return  # a forked child inherited the fd; the segment is not its to remove
-    try:
+    with contextlib.suppress(OSError):
         if names_inode(path, fd):
             os.unlink(path)
-    except OSError:
-        pass
     os.close(fd)
 
 
-def _live_owner_error(path: Path) -> CoordinationError:
+def _describe_owner(path: Path) -> tuple[bool, str]:
+    """(whether the creator of `path` is alive, a sentence naming it) for collision handling."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return CoordinationError(f"shared array {path} vanished during creation")
+        return False, f"shared array {path} vanished"
     try:
         owner, created, _, _ = _read_header(fd, path)
     except CoordinationError as exc:
-        return exc
+        return True, str(exc)
     finally:
         os.close(fd)
     age = (time.time_ns() - created) / 1e9
-    how = "" if owner.alive() else " (that pid exited, but a process it forked still holds it)"
-    return CoordinationError(
-        f"shared array {path} already exists and is owned by live {owner}{how}, "
-        f"created {age:.1f} s ago: another job or dataset uses the same namespace"
+    if owner.alive():
+        who = f"owned by live {owner}"
+    else:
+        who = f"held by a process forked from {owner}, which exited"
+    return owner.alive(), (
+        f"shared array {path} already exists, {who}, created {age:.1f} s ago: "
+        f"another job or dataset uses the same namespace"
     )
 
 
@@ -197,14 +199,19 @@ class SharedArray:
         try:
             os.pwrite(fd, header, 0)
             _reserve(fd, size, path)
+            message = ""
             for _ in range(100):
                 try:
                     os.link(tmp, path)
                     return fd
                 except FileExistsError:
-                    if not reclaim_if_free(path) and path.exists():
-                        raise _live_owner_error(path) from None
-            raise CoordinationError(f"could not create shared array {path}: name keeps reappearing")
+                    if reclaim_if_free(path):
+                        continue
+                alive, message = _describe_owner(path)
+                if alive:
+                    raise CoordinationError(message)
+                time.sleep(0.01)  # a dead owner's file that someone else is removing right now
+            raise CoordinationError(message or f"could not create shared array {path}")
         except BaseException:
             os.close(fd)
             raise

@@ -6,6 +6,8 @@ import multiprocessing as mp
 import os
 import signal
 
+from streaming.coord import wait_for
+
 CTX = mp.get_context("spawn")
 
 
@@ -23,4 +25,6 @@ def start(target, *args) -> mp.Process:
 def kill(proc: mp.Process) -> None:
     """SIGKILL `proc` and reap it, as the OOM killer or a crashed node would."""
     os.kill(proc.pid, signal.SIGKILL)
-    proc.join(timeout=10)
+    # Poll the exit code rather than join(): join also waits for a pipe that a grandchild
+    # forked by `proc` may still hold open.
+    wait_for(lambda: proc.exitcode, what=f"pid {proc.pid} to exit", timeout=10)

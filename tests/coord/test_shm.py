@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
 import uuid
 
 import numpy as np
@@ -10,11 +12,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.coord import SegmentMissingError, SharedArray, clean_stale_shared_memory
+from streaming.coord import (
+    SegmentMissingError,
+    SharedArray,
+    clean_stale_shared_memory,
+    wait_for,
+)
 from streaming.coord.files import shm_dir
 from streaming.errors import CoordinationError
 from tests.coord import workers
-from tests.coord.helpers import kill, start
+from tests.coord.helpers import CTX, kill, start
 
 
 def unique() -> str:
@@ -134,6 +141,22 @@ def test_clean_stale_removes_only_dead_owners_segments(tmp_path):
     finally:
         kill(proc)
     assert clean_stale_shared_memory(tmp_path) == 1
+
+
+@pytest.mark.slow
+def test_segment_still_held_by_a_dead_owners_fork_is_not_reclaimed(tmp_path):
+    name, pids = unique(), CTX.Queue()
+    owner = start(workers.hold_segment_and_fork, name, str(tmp_path), pids)
+    grandchild = pids.get(timeout=10)
+    kill(owner)
+    try:
+        with pytest.raises(CoordinationError, match=f"forked from pid {owner.pid}, which exited"):
+            SharedArray.create(name, 4, np.int64, directory=tmp_path)
+        assert clean_stale_shared_memory(tmp_path) == 0
+    finally:
+        os.kill(grandchild, signal.SIGKILL)
+    wait_for(lambda: clean_stale_shared_memory(tmp_path) or None, what="release", timeout=10)
+    assert not (tmp_path / name).exists()
 
 
 def _close_inherited(seg: SharedArray) -> None:

@@ -27,6 +27,19 @@ def hold_segment(name: str, directory: str, ready) -> None:
     time.sleep(600)
 
 
+def hold_segment_and_fork(name: str, directory: str, pids, ready) -> None:
+    """Create a segment, fork a child that inherits its handle, announce both, live until killed."""
+    seg = SharedArray.create(name, (4,), np.int64, directory=Path(directory))
+    child = os.fork()
+    if child == 0:
+        time.sleep(600)
+        os._exit(0)
+    pids.put(child)
+    ready.set()
+    time.sleep(600)
+    seg.close()
+
+
 def hold_lock(path: str, ready) -> None:
     """Take a file lock, announce it, and live until killed."""
     lock = FileLock(path)
