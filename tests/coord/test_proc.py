@@ -7,7 +7,9 @@ import subprocess
 import sys
 import time
 
-from streaming.coord.proc import ProcessId
+import pytest
+
+from streaming.coord.proc import ProcessId, _start_time
 
 
 def test_current_process_is_alive():
@@ -19,7 +21,7 @@ def test_current_process_is_alive():
 def test_killed_child_is_dead_even_before_it_is_reaped():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        ident = ProcessId(child.pid, ProcessId.current().start and _start(child.pid))
+        ident = ProcessId(child.pid, _start_time(child.pid))
         assert ident.alive()
         child.kill()
         deadline = time.monotonic() + 5
@@ -32,22 +34,16 @@ def test_killed_child_is_dead_even_before_it_is_reaped():
     assert not ident.alive()
 
 
-def _start(pid: int) -> int:
-    from streaming.coord.proc import _start_time
-
-    return _start_time(pid)
-
-
 def test_recycled_pid_is_dead():
     me = ProcessId.current()
     if not me.start:
-        return  # no /proc: start times are unknown on this OS
+        pytest.skip("no /proc: start times are unknown on this OS")
     assert not ProcessId(me.pid, me.start + 1, me.pidns).alive()
 
 
 def test_other_pid_namespace_is_never_declared_dead():
     me = ProcessId.current()
     if not me.pidns:
-        return
+        pytest.skip("no /proc: pid namespaces are unknown on this OS")
     assert ProcessId(2**22 + 12345, 1, me.pidns + 1).alive()
     assert not ProcessId(0).alive()
