@@ -14,13 +14,14 @@ from pathlib import Path
 
 from streaming.cli._common import (
     CommandFailed,
+    UserError,
     add_command,
     dataset_root,
     is_remote,
     open_index,
     scratch_dir,
 )
-from streaming.errors import StreamingError
+from streaming.errors import StreamingError, UnsafeTypeError
 from streaming.format.compression import decompress_file
 from streaming.format.index import DatasetIndex
 from streaming.format.sample import SampleCodec
@@ -96,7 +97,10 @@ class ShardChecker:
 
 def run(args: argparse.Namespace) -> int:
     index = open_index(args.location)
-    codec = index.codec(allow_unsafe_types=args.allow_unsafe_types)
+    try:
+        codec = index.codec(allow_unsafe_types=args.allow_unsafe_types)
+    except UnsafeTypeError as exc:
+        raise UserError(f"{exc} (CLI: --allow-unsafe-types)") from exc
     with scratch_dir() as scratch:
         checker = ShardChecker(index, dataset_root(args.location), Path(scratch), codec)
         with ThreadPoolExecutor(max(1, args.workers)) as pool:

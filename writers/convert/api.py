@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from streaming.errors import UnsupportedFeatureError
+from streaming.format.compression import parse_compression
+from streaming.format.hashing import is_supported_hash
 from streaming.util.units import parse_bytes
 from writers.convert.infer import infer_columns
 from writers.convert.parallel import (
@@ -103,6 +105,14 @@ def resolve_columns(source: Source, transform: Transform | None,
     return {name: enc for name, enc in inferred.items() if enc is not None}
 
 
+def _check_options(compression: str | None, hashes: list[str] | None) -> None:
+    """Fail on bad writer options before any input is read or any folder is made."""
+    parse_compression(compression)
+    bad = [h for h in hashes or [] if not is_supported_hash(h)]
+    if bad:
+        raise ValueError(f"unsupported hash algorithm(s) {', '.join(map(repr, bad))} in hashes=")
+
+
 def _units(source: Source, piece: Piece) -> int:
     """A finished piece's size in the progress bar's units."""
     if piece.unit == "row_groups":
@@ -145,6 +155,7 @@ def convert(
         raise ValueError(f"workers must be at least 1, got {workers}")
     if size_limit is not None:
         size_limit = parse_bytes(size_limit)
+    _check_options(compression, hashes)
     src, fmt = open_source(source, format)
     out = Path(out)
     cols = resolve_columns(src, transform, columns)
