@@ -28,7 +28,8 @@ def check_deadline(deadline: float | None, url: str) -> None:
 def check_size(url: str, got: int, expected: int | None) -> None:
     """Raise StorageError if a transfer delivered a different byte count than expected."""
     if expected is not None and got != expected:
-        raise StorageError(f"{url}: received {got} bytes, expected {expected} (truncated transfer)")
+        why = "truncated transfer" if got < expected else "the object is larger than expected"
+        raise StorageError(f"{url}: received {got} bytes, expected {expected} ({why})")
 
 
 class Backend(abc.ABC):
@@ -84,14 +85,16 @@ class Backend(abc.ABC):
         """The whole object as bytes."""
         return b"".join(self._bounded(path, None, None, deadline))
 
-    def get_range(self, path: str, start: int, end: int, *, deadline: float | None = None) -> bytes:
-        """Bytes [start, end) of the object; StorageError if fewer arrive."""
-        if not 0 <= start <= end:
+    def get_range(
+        self, path: str, start: int, end: int | None, *, deadline: float | None = None
+    ) -> bytes:
+        """Bytes [start, end) of the object (end=None: to its end); StorageError if fewer arrive."""
+        if start < 0 or (end is not None and end < start):
             raise ValueError(f"{self.url(path)}: bad byte range [{start}, {end})")
         if start == end:
             return b""
         data = b"".join(self._bounded(path, start, end, deadline))
-        check_size(self.url(path), len(data), end - start)
+        check_size(self.url(path), len(data), None if end is None else end - start)
         return data
 
     def download(

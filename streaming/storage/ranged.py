@@ -8,7 +8,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from streaming.storage.atomic import staged_file
-from streaming.storage.base import Backend, Verifier
+from streaming.storage.base import Backend, Verifier, check_size
 from streaming.storage.retry import RetryPolicy
 
 
@@ -48,10 +48,18 @@ def ranged_download(
         try:
             _preallocate(fd, size)
 
+            def read_part(start: int, end: int, deadline: float) -> bytes:
+                if end < size:
+                    return backend.get_range(path, start, end, deadline=deadline)
+                # The last part reads to the object's end, so a bigger object is caught too.
+                data = backend.get_range(path, start, None, deadline=deadline)
+                check_size(url, start + len(data), size)
+                return data
+
             def fetch_part(start: int, end: int) -> None:
                 data = policy.run(
                     f"{url} bytes {start}-{end - 1}",
-                    lambda deadline: backend.get_range(path, start, end, deadline=deadline),
+                    lambda deadline: read_part(start, end, deadline),
                 )
                 _pwrite_all(fd, data, start)
 

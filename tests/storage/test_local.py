@@ -90,8 +90,9 @@ def test_get_range_is_slicing(tmp_path_factory, data, a, b):
             backend.get_range(str(path), start, end)
 
 
-def test_get_range_rejects_reversed_ranges(tmp_path):
+def test_get_range_rejects_reversed_ranges_and_reads_open_ended_ones(tmp_path):
     (tmp_path / "f").write_bytes(b"abc")
+    assert LocalBackend().get_range(str(tmp_path / "f"), 1, None) == b"bc"
     with pytest.raises(ValueError, match="bad byte range"):
         LocalBackend().get_range(str(tmp_path / "f"), 2, 1)
 

@@ -155,3 +155,14 @@ def test_forbidden_object_is_access_denied_and_not_retried(auth_server, monkeypa
         fetch("s3://guarded/secret/a", tmp_path / "b", retry=3, backoff=5.0)
     assert time.monotonic() - start < 3.0
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(
+    ("claimed", "why"), [(5 << 19, "larger than expected"), (7 << 19, "InvalidRange")]
+)
+def test_ranged_download_refuses_an_object_of_another_size(bucket, s3_env, tmp_path, claimed, why):
+    s3_env.client().put_object(Bucket=bucket, Key="obj", Body=os.urandom(3 << 20))
+    with pytest.raises(StorageError, match=why):
+        fetch(f"s3://{bucket}/obj", tmp_path / "obj", expected_size=claimed, retry=0,
+              range_threshold=1 << 20, part_size=1 << 20)
+    assert os.listdir(tmp_path) == []
