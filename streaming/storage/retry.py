@@ -23,9 +23,13 @@ _sleep = time.sleep  # indirection so tests can observe backoff without waiting
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Transport failures (5xx, resets, timeouts, truncation) are; missing / forbidden are not."""
-    return isinstance(exc, StorageError) and not isinstance(
-        exc, (ObjectNotFoundError, AccessDeniedError)
+    """Transport failures (5xx, resets, timeouts, truncation) are; missing / forbidden are not.
+
+    A backend can mark any other permanent failure with `exc.retryable = False`."""
+    return (
+        isinstance(exc, StorageError)
+        and not isinstance(exc, (ObjectNotFoundError, AccessDeniedError))
+        and getattr(exc, "retryable", True)
     )
 
 

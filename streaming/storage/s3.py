@@ -122,7 +122,12 @@ class S3Backend(Backend):
                 return AccessDeniedError(
                     f"{url}: access denied ({code}); check the credentials and the bucket policy"
                 )
-            return StorageError(f"{url}: S3 error {code or status}: {err.get('Message', '')}")
+            error = StorageError(f"{url}: S3 error {code or status}: {err.get('Message', '')}")
+            # Other client errors (bad range, bad request) will not heal by asking again.
+            error.retryable = not (isinstance(status, int) and 400 <= status < 500) or status in (
+                408, 429,
+            )
+            return error
         if isinstance(cause, (bx.NoCredentialsError, bx.PartialCredentialsError)):
             return AccessDeniedError(f"{url}: {_HOW_TO_AUTH}")
         if isinstance(cause, (bx.ReadTimeoutError, bx.ConnectTimeoutError, TimeoutError)):

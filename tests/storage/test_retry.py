@@ -48,9 +48,18 @@ def test_transient_failures_are_retried_with_fresh_deadlines(sleeps):
     assert all(before + 7.0 <= d <= time.monotonic() + 7.0 for d in action.deadlines)
 
 
+def permanent(message: str) -> StorageError:
+    error = StorageError(message)
+    error.retryable = False
+    return error
+
+
 @pytest.mark.parametrize(
     "error",
-    [ObjectNotFoundError("gone"), AccessDeniedError("no"), HashMismatchError("bad"), ValueError()],
+    [
+        ObjectNotFoundError("gone"), AccessDeniedError("no"), HashMismatchError("bad"),
+        permanent("400 bad request"), ValueError(),
+    ],
 )
 def test_permanent_failures_are_raised_at_once(sleeps, error):
     action = Flaky(error)
