@@ -5,6 +5,7 @@ Faults (chosen per request with a seeded RNG at `rate`, or always for `fail_keys
   "reset"       the connection is reset (RST) before any response
   "stall"       headers and half the body, then silence for `stall_seconds` (bounded)
   "truncate"    headers promising the full body, half of it, then the connection closes
+(a HEAD request has no body to stall or cut: it gets "reset" instead)
 Everything is counted; the proxy shuts itself down after `lifetime` seconds at the latest.
 
 Use from any test folder:  from tests.support.faultproxy import fault_proxy  # noqa: F401
