@@ -170,3 +170,22 @@ def test_ranged_download_refuses_an_object_of_another_size(bucket, s3_env, tmp_p
         fetch(f"s3://{bucket}/obj", tmp_path / "obj", expected_size=claimed, retry=1,
               backoff=0.05, range_threshold=1 << 20, part_size=1 << 20)
     assert os.listdir(tmp_path) == []
+
+
+def _client_state_after_fork(queue) -> None:
+    s3_module._client("http://127.0.0.1:9", "us-east-1", 1.0, 1.0)
+    queue.put((s3_module._clients_pid == os.getpid(), len(s3_module._clients)))
+
+
+def test_forked_children_build_their_own_client():
+    import multiprocessing
+
+    parent_client = s3_module._client("http://127.0.0.1:9", "us-east-1", 1.0, 1.0)
+    assert s3_module._client("http://127.0.0.1:9", "us-east-1", 1.0, 1.0) is parent_client
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_client_state_after_fork, args=(queue,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == (True, 1)  # the parent's clients were dropped, one new one
