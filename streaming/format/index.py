@@ -27,6 +27,7 @@ from streaming.format.sample import SampleCodec
 INDEX_NAME = "index.json"
 INDEX_VERSION = 2
 SUPPORTED_FORMATS = ("mds",)
+_SCHEMA_KEYS = ("column_names", "column_encodings", "column_sizes")
 _REQUIRED = {
     "format": str,
     "version": int,
@@ -149,7 +150,9 @@ def _check_file_entry(entry: Any, *, source: str, where: str) -> tuple[str, int]
     return basename, size
 
 
-def _check_shard(shard: Any, i: int, source: str) -> tuple[str, int, str | None, int]:
+def _check_shard(
+    shard: Any, i: int, source: str, schemas: set[tuple]
+) -> tuple[str, int, str | None, int]:
     where = f"shard {i}"
     if not isinstance(shard, dict):
         raise _fail(source, where, f"expected an object, got {type(shard).__name__}")
@@ -171,7 +174,15 @@ def _check_shard(shard: Any, i: int, source: str) -> tuple[str, int, str | None,
     where = f"shard {i} ({raw_name})"
     if not _is_count(shard["samples"]):
         raise _fail(source, where, f"samples must be a non-negative int: {shard['samples']!r}")
-    _check_columns(shard, source, where)
+    # Shards almost always share one schema: check each distinct schema once.
+    schema = tuple(tuple(shard[key]) for key in _SCHEMA_KEYS)
+    try:
+        known = schema in schemas
+    except TypeError:  # unhashable junk in a column list; _check_columns names it
+        known = False
+    if not known:
+        _check_columns(shard, source, where)
+        schemas.add(schema)
     compression = shard["compression"]
     try:
         parse_compression(compression)
@@ -227,8 +238,9 @@ def parse_index(
     basenames: list[str] = []
     zip_basenames: list[str | None] = []
     columns: dict[str, str] = {}
+    schemas: set[tuple] = set()
     for i, shard in enumerate(shards):
-        raw_name, raw_size, zip_name, zip_size = _check_shard(shard, i, source)
+        raw_name, raw_size, zip_name, zip_size = _check_shard(shard, i, source, schemas)
         schema = dict(zip(shard["column_names"], shard["column_encodings"]))
         if i == 0:
             columns = schema
