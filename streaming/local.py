@@ -7,6 +7,7 @@ the dataset directory, or into a cache directory when that one is read-only, and
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import tempfile
 from bisect import bisect_right
@@ -75,7 +76,7 @@ class LocalDataset(Dataset):
 
     def get_item(self, index: int) -> dict[str, Any]:
         """One sample by global index (negative counts from the end)."""
-        i = index.__index__()
+        i = operator.index(index)
         if i < 0:
             i += self.num_samples
         if not 0 <= i < self.num_samples:
