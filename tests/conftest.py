@@ -27,3 +27,7 @@ def reference_fixtures() -> Path:
     if not FIXTURES.is_dir():
         pytest.fail(f"reference fixtures not found at {FIXTURES}")
     return FIXTURES
+
+# One moto S3 server process and the fault proxy factory for the whole suite.
+from tests.support.faultproxy import fault_proxy  # noqa: E402, F401
+from tests.support.s3server import s3_env, s3_server  # noqa: E402, F401
