@@ -1,0 +1,519 @@
+"""The per-reader cache engine: prefetch shards in plan order, keep the node's cache folders under
+cache_limit with Belady eviction, and hand readers pinned shard paths.
+
+One engine serves one reader (a DataLoader worker, or a thread in tests). All engines that use
+the same cache folders on a node share one `CacheTable` in shared memory, so a shard is prepared
+once per node, space is reserved before any byte is written, and a shard a reader holds is never
+evicted. Actual copying, decompression and verification is the `ShardPreparer`'s job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streaming.cache import table as tb
+from streaming.cache.evict import choose_victims, next_use
+from streaming.cache.limit import (
+    Footprint,
+    MinimumLimit,
+    check_limit,
+    minimum_limit,
+    reader_shards,
+)
+from streaming.cache.stats import CacheStats
+from streaming.coord.names import Namespace
+from streaming.coord.wait import Deadline, Flag
+from streaming.errors import CoordinationError, DownloadTimeoutError
+from streaming.storage.retry import RetryPolicy
+from streaming.util.units import parse_bytes
+
+log = logging.getLogger(__name__)
+
+LOCK_SLACK = 4096  # bytes reserved per preparation for the small lock files it creates
+STALE_TEMP = 120.0  # seconds after which an orphaned temp file of a shard may be removed
+READY, BUSY, WAIT = "ready", "busy", "wait"  # outcomes of CacheEngine._bring
+_tables: dict[tuple[int, str], tb.CacheTable] = {}
+_tables_lock = threading.Lock()
+
+
+def _shared_table(token: str, num_shards: int, init) -> tb.CacheTable:
+    """This process's mapping of the node table `token` (one per process, shared by threads)."""
+    key = (os.getpid(), token)
+    with _tables_lock:
+        table = _tables.get(key)
+        if table is None:
+            table = _tables[key] = tb.CacheTable.open(token, num_shards, init=init)
+        return table
+
+
+class CacheEngine:
+    """Node-coordinated shard cache for one reader over a `ShardPreparer`'s shards.
+
+    `follow(shards)` gives the reader's future shard sequence (one entry per sample) and starts
+    prefetching `predownload` samples ahead; `advance(i)` reports progress; `acquire(shard)`
+    returns the ready raw file, pinned until `release(shard)`.
+    """
+
+    def __init__(self, preparer: Any, *, cache_limit: int | str | None = None,
+                 predownload: int = 64, max_downloads: int | None = 8,
+                 prefetch_threads: int = 2, wait_timeout: float | None = None,
+                 flag: Flag | None = None) -> None:
+        self.preparer = preparer
+        t = preparer.table
+        streams = preparer.streams
+        stream_of = np.asarray(t.stream_of_shard, np.int64)
+        self.cached = np.array([streams[s].remote_dir is not None for s in stream_of], bool)
+        keep = np.array([bool(streams[s].keep_zip) for s in stream_of], bool)
+        self.footprint = Footprint.of(t.raw_bytes, t.zip_bytes, keep, self.cached, LOCK_SLACK)
+        self.limit = None if cache_limit is None else parse_bytes(cache_limit)
+        self.predownload = max(int(predownload), 1)
+        self.max_downloads = None if max_downloads is None else max(int(max_downloads), 1)
+        self.prefetch_threads = max(int(prefetch_threads), 1)
+        self.wait_timeout = wait_timeout if wait_timeout is not None else self._default_wait()
+        self.flag = flag
+        self.dirs = sorted({str(streams[s].local_dir) for s in np.unique(stream_of[self.cached])})
+        self.token = self._token()
+        self._reset_runtime()
+
+    # ----- set-up ------------------------------------------------------------------------
+    def _default_wait(self) -> float:
+        budgets = [RetryPolicy(attempts=int(s.download_retry or 0) + 1,
+                               timeout=float(s.download_timeout or 60)).budget()
+                   for s in self.preparer.streams]
+        return 2 * max(budgets) + 10.0
+
+    def _token(self) -> str:
+        """Same cache folders and shard set -> same table, across processes and jobs."""
+        t = self.preparer.table
+        digest = hashlib.blake2b(digest_size=8)
+        for shard in np.flatnonzero(self.cached):
+            digest.update(f"{t.basenames[shard]}:{int(t.raw_bytes[shard])}\0".encode())
+        return Namespace.derive(self.dirs, job=None, salt=digest.hexdigest(),
+                                instance="cache").token
+
+    def _reset_runtime(self) -> None:
+        self._table: tb.CacheTable | None = None
+        self._slot = -1
+        self._mutex = threading.Lock()
+        self._errors: dict[int, BaseException] = {}
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._run_shard = np.zeros(0, np.int64)
+        self._run_start = np.zeros(0, np.int64)
+        self._position = 0
+        self._refresh_at = 0
+
+    def __getstate__(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._reset_runtime()
+
+    @property
+    def table(self) -> tb.CacheTable:
+        """The node table, attached (and a reader slot claimed) on first use."""
+        if self._table is None:
+            table = _shared_table(self.token, len(self.cached), self._scan)
+            with table.locked():
+                if self.limit is not None:
+                    shared = int(table._globals[6])
+                    table._globals[6] = self.limit if shared <= 0 else min(shared, self.limit)
+                if self.max_downloads is not None:
+                    shared = int(table._globals[7])
+                    table._globals[7] = (self.max_downloads if shared <= 0
+                                         else min(shared, self.max_downloads))
+                self._slot = table.claim_slot(lambda shard: self._recover(shard, table))
+            self._table = table
+        return self._table
+
+    def effective_limit(self) -> int | None:
+        """The node's limit: the smallest any process sharing these folders asked for."""
+        value = int(self.table._globals[6])
+        return value if value > 0 else None
+
+    def _scan(self, table: tb.CacheTable) -> None:
+        """First process on the node: adopt complete shards on disk, drop orphans, and count
+        every other file in the folders against the limit."""
+        for shard in np.flatnonzero(self.cached):
+            raw, zipped = self._paths(int(shard))
+            self._remove_orphan_temps(int(shard), stale_only=True)
+            if _size(raw) == int(self.preparer.table.raw_bytes[shard]):
+                table.state[shard] = tb.PRESENT
+                table.disk[shard] = _size(raw) + (_size(zipped) if zipped else 0)
+            elif zipped is not None:
+                _unlink(zipped)
+        table.other_bytes = max(_folder_bytes(self.dirs) - int(table.disk.sum()), 0)
+
+    # ----- the reader's plan -------------------------------------------------------------
+    def follow(self, shards: np.ndarray) -> None:
+        """Start prefetching for a reader that will read one sample of `shards[i]` per step i."""
+        self.stop()
+        seq = np.asarray(shards, np.int64).reshape(-1)
+        starts = np.flatnonzero(np.diff(seq) != 0) + 1 if len(seq) else seq
+        self._run_start = np.concatenate([[0], starts]).astype(np.int64) if len(seq) else seq
+        self._run_shard = seq[self._run_start]
+        self._position = 0
+        self._refresh_at = 0
+        self._publish(0)
+        self._trim()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._prefetch, daemon=True,
+                                          name=f"streaming-cache-{self._slot}.{i}")
+                         for i in range(self.prefetch_threads)]
+        for thread in self._threads:
+            thread.start()
+
+    def advance(self, position: int) -> None:
+        """The reader is at step `position` of the sequence given to `follow`."""
+        self._position = int(position)
+        table = self.table
+        table.progress[self._slot] = self._position
+        if self._position >= self._refresh_at:
+            self._publish(self._position)
+        self._wake.set()
+
+    def _publish(self, position: int, window: int = 16) -> None:
+        """Write this reader's next distinct shards and their first steps into its slot."""
+        table = self.table
+        h = table.horizon
+        r0 = max(int(np.searchsorted(self._run_start, position, side="right")) - 1, 0)
+        shards = self._run_shard[r0:r0 + window * h]
+        steps = np.maximum(self._run_start[r0:r0 + window * h], position)
+        _, first = np.unique(shards, return_index=True)
+        keep = np.sort(first)[:h]
+        row_shards = np.full(h, -1, np.int64)
+        row_shards[:len(keep)] = shards[keep]
+        table.horizon_steps[self._slot, :len(keep)] = steps[keep]
+        table.horizon_shards[self._slot] = row_shards
+        table.progress[self._slot] = position
+        later = steps[keep[min(len(keep) - 1, h // 4)]] if len(keep) else position
+        self._refresh_at = max(int(later), position + 1)
+
+    # ----- the reader side ---------------------------------------------------------------
+    def acquire(self, shard: int) -> Path:
+        """The ready raw file of `shard`, pinned (never evicted) until `release(shard)`."""
+        shard = int(shard)
+        if not self.cached[shard]:
+            return self.preparer.prepare(shard)
+        table = self.table
+        self._pin(shard)
+        if table.state[shard] == tb.PRESENT:  # read after the pin: see _evict
+            self._count(tb.HITS)
+            return self.preparer.raw_path(shard)
+        started = time.monotonic_ns()
+        self._count(tb.MISSES)
+        try:
+            self._wait_present(shard)
+        except BaseException:
+            self._unpin(shard)
+            raise
+        finally:
+            self._count(tb.WAIT, time.monotonic_ns() - started)
+        return self.preparer.raw_path(shard)
+
+    def release(self, shard: int) -> None:
+        """Unpin `shard` (it may be evicted from now on)."""
+        if self.cached[int(shard)]:
+            self._unpin(int(shard))
+
+    def prepare(self, shard: int) -> Path:
+        """Make `shard` ready without keeping it pinned (random access, warm-up)."""
+        path = self.acquire(shard)
+        self.release(shard)
+        return path
+
+    def _pin(self, shard: int) -> None:
+        pins = self.table.pins[self._slot]
+        free = np.flatnonzero(pins < 0)
+        if not len(free):
+            raise CoordinationError(
+                f"reader holds {len(pins)} shards already ({pins.tolist()}); release one before "
+                f"acquiring shard {shard}")
+        pins[free[0]] = shard
+
+    def _unpin(self, shard: int) -> None:
+        pins = self.table.pins[self._slot]
+        held = np.flatnonzero(pins == shard)
+        if len(held):
+            pins[held[0]] = -1
+
+    def _wait_present(self, shard: int) -> None:
+        table = self.table
+        deadline = Deadline(self.wait_timeout)
+        pause = 0.001
+        while True:
+            if self.flag is not None and (reason := self.flag.reason()) is not None:
+                raise CoordinationError(f"stopped waiting for {self._name(shard)}: another "
+                                        f"process failed: {reason}")
+            error = self._errors.pop(shard, None)
+            if error is not None:
+                raise error
+            state = int(table.state[shard])
+            if state == tb.PRESENT or (state == tb.ABSENT and self._bring(shard, -1) == READY):
+                return
+            if state == tb.PREPARING:
+                self._check_owner(shard)
+            if deadline.expired():
+                raise DownloadTimeoutError(
+                    f"{self._name(shard)} was not ready after {self.wait_timeout:g} s "
+                    f"({self._why(shard)})")
+            time.sleep(min(pause, deadline.remaining()))
+            pause = min(pause * 2, 0.05)
+
+    def _why(self, shard: int) -> str:
+        table = self.table
+        state = tb.STATE_NAMES[int(table.state[shard])]
+        if state != "absent" or self.effective_limit() is None:
+            return f"state {state}"
+        pinned = int(table.disk[table.pinned(table.live_slots())].sum())
+        return (f"waiting for room: it needs {self.footprint.download_cost(shard)} bytes, "
+                f"cache_limit {self.effective_limit()}, in use {table.used()}, pinned by "
+                f"readers {pinned}")
+
+    # ----- preparation under the limit ---------------------------------------------------
+    def _bring(self, shard: int, farther_than: int) -> str:
+        """Prepare `shard` if it is absent and room can be made: READY once it is present,
+        BUSY when another reader is at it, WAIT when the node is at its download or space limit.
+
+        Evicts only shards next needed later than `farther_than` steps (-1: anything unpinned).
+        """
+        table = self.table
+        cost = self.footprint.download_cost(shard)
+        raw, _ = self._paths(shard)
+        with table.locked():
+            state = int(table.state[shard])
+            if state != tb.ABSENT:
+                return READY if state == tb.PRESENT else BUSY
+            slots = int(table._globals[7])
+            if slots > 0 and int((table.state == tb.PREPARING).sum()) >= slots:
+                return WAIT
+            if not self._make_room(cost, farther_than):
+                return WAIT
+            table.state[shard] = tb.PREPARING
+            table.owner[shard] = self._slot + 1
+            table.reserved[shard] = cost
+        fetched = _size(raw) != int(self.preparer.table.raw_bytes[shard])
+        try:
+            _forget(self.preparer, shard)
+            self.preparer.prepare(shard)
+        except BaseException:
+            with table.locked():
+                self._recover(shard)
+                table.fails[shard] += 1
+            raise
+        with table.locked():
+            raw, zipped = self._paths(shard)
+            table.disk[shard] = _size(raw) + (_size(zipped) if zipped else 0)
+            table.reserved[shard] = 0
+            table.owner[shard] = 0
+            table.state[shard] = tb.PRESENT
+        if fetched:
+            t = self.preparer.table
+            self._count(tb.DOWNLOADS)
+            self._count(tb.BYTES, int(t.zip_bytes[shard] or t.raw_bytes[shard]))
+            log.debug("cache: prepared %s", self._name(shard))
+        return READY
+
+    def _make_room(self, cost: int, farther_than: int) -> bool:
+        """Evict until `cost` more bytes fit under the limit (caller holds the lock)."""
+        limit = self.effective_limit()
+        if limit is None:
+            return True
+        table = self.table
+        free = limit - table.used()
+        if free >= cost:
+            return True
+        alive = table.live_slots()
+        distance = next_use(table.horizon_shards[alive], table.horizon_steps[alive],
+                            table.progress[alive], table.num_shards)
+        evictable = self.cached & (table.state == tb.PRESENT) & ~table.pinned(alive)
+        victims = choose_victims(cost, free, sizes=table.disk, evictable=evictable,
+                                 distance=distance, farther_than=farther_than)
+        if victims is None or not len(victims):
+            return False
+        table.state[victims] = tb.EVICTING
+        # A reader pins first and then reads the state; we set the state and then read pins,
+        # so a reader that slipped in between is seen here, or sees EVICTING itself.
+        taken = table.pinned(alive)[victims]
+        table.state[victims[taken]] = tb.PRESENT
+        for victim in victims[~taken].tolist():
+            for path in self._paths(victim):
+                if path is not None:
+                    _unlink(path)
+            table.disk[victim] = 0
+            table.state[victim] = tb.ABSENT
+            self._count(tb.EVICTIONS)
+            log.debug("cache: evicted %s (next use in %s steps)", self._name(victim),
+                      "no known" if distance[victim] == np.iinfo(np.int64).max
+                      else distance[victim])
+        return limit - table.used() >= cost
+
+    def _trim(self) -> None:
+        """Bring a cache that is over the limit (left by an earlier, larger run) under it."""
+        with self.table.locked():
+            self._make_room(0, -1)
+
+    def _check_owner(self, shard: int) -> None:
+        """Reset a shard whose preparer died mid-way (its slot's process is gone)."""
+        table = self.table
+        owner = int(table.owner[shard]) - 1
+        if owner < 0 or table.slot_alive(owner):
+            return
+        with table.locked():
+            if table.state[shard] == tb.PREPARING and not table.slot_alive(owner):
+                log.debug("cache: recovering %s from a dead preparer", self._name(shard))
+                self._recover(shard)
+
+    def _recover(self, shard: int, table: tb.CacheTable | None = None) -> None:
+        """Back to absent with its reservation returned and its temp files removed (locked)."""
+        table = table if table is not None else self.table
+        table.state[shard] = tb.ABSENT
+        table.reserved[shard] = 0
+        table.owner[shard] = 0
+        self._remove_orphan_temps(shard, stale_only=False)
+
+    def _remove_orphan_temps(self, shard: int, *, stale_only: bool) -> None:
+        now = time.time()
+        for path in filter(None, self._paths(shard)):
+            if not path.parent.is_dir():
+                continue
+            for entry in os.scandir(path.parent):
+                name = entry.name
+                if not (name.startswith(f".{path.name}.") and name.endswith((".tmp", ".lock"))):
+                    continue
+                if stale_only and now - entry.stat().st_mtime < STALE_TEMP:
+                    continue
+                _unlink(Path(entry.path))
+
+    # ----- prefetching -------------------------------------------------------------------
+    def _prefetch(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if not self._prefetch_step():
+                    self._wake.wait(0.05)
+                    self._wake.clear()
+        except BaseException as exc:  # never lose a failure: the reader re-raises it
+            log.debug("cache: prefetcher stopped: %r", exc)
+
+    def _prefetch_step(self) -> bool:
+        """Prepare the next absent shard within `predownload` steps; True if it did work."""
+        table = self.table
+        pos = self._position
+        lo = max(int(np.searchsorted(self._run_start, pos, side="right")) - 1, 0)
+        hi = int(np.searchsorted(self._run_start, pos + self.predownload, side="right"))
+        window = self._run_shard[lo:hi]
+        todo = np.flatnonzero(table.state[window] == tb.ABSENT)
+        for k in todo.tolist():
+            shard = int(window[k])
+            if shard in self._errors or not self.cached[shard]:
+                continue
+            distance = max(int(self._run_start[lo + k]) - pos, 0)
+            try:
+                outcome = self._bring(shard, distance)
+            except Exception as exc:
+                self._errors[shard] = exc
+                log.debug("cache: prefetch of %s failed: %s", self._name(shard), exc)
+                return True
+            if outcome != BUSY:
+                return outcome == READY
+        return False
+
+    def stop(self) -> None:
+        """Stop prefetching (the reader may still acquire shards)."""
+        self._stop.set()
+        self._wake.set()
+        for thread in self._threads:
+            thread.join(timeout=self.wait_timeout)
+        self._threads = []
+
+    # ----- limits and stats --------------------------------------------------------------
+    def minimum_limit(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit:
+        """Smallest cache_limit under which the node plan `node_ids` [ranks, workers, n] runs."""
+        shards = reader_shards(node_ids, shard_starts)
+        return minimum_limit(shards.reshape(-1, shards.shape[-1]), self.footprint)
+
+    def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit | None:
+        """Refuse (CacheLimitError with the number) a cache_limit the node plan cannot run in."""
+        limit = self.effective_limit()
+        if limit is None:
+            return None
+        needed = self.minimum_limit(node_ids, shard_starts)
+        check_limit(limit, needed, other_bytes=self.table.other_bytes,
+                    where=", ".join(self.dirs))
+        return needed
+
+    def stats(self, *, node: bool = True) -> CacheStats:
+        """Counters of every reader on the node (default) or of this reader only."""
+        table = self.table
+        rows = table.counters if node else table.counters[self._slot]
+        return CacheStats.from_counters(rows)
+
+    def _count(self, column: int, amount: int = 1) -> None:
+        with self._mutex:
+            self.table.count(self._slot, column, amount)
+
+    def close(self) -> None:
+        """Stop prefetching, unpin everything and give the reader slot back."""
+        self.stop()
+        if self._table is not None:
+            log.debug("%s (this reader: %s)", self.stats(), self.stats(node=False))
+            with self._table.locked():
+                self._table.free_slot(self._slot)
+            self._table = None
+
+    # ----- helpers -----------------------------------------------------------------------
+    def _paths(self, shard: int) -> tuple[Path, Path | None]:
+        raw = self.preparer.raw_path(shard)
+        zip_name = self.preparer.table.zip_basenames[shard]
+        return raw, (raw.parent / zip_name if zip_name else None)
+
+    def _name(self, shard: int) -> str:
+        t = self.preparer.table
+        stream = self.preparer.streams[int(t.stream_of_shard[shard])]
+        name = t.zip_basenames[shard] or t.basenames[shard]
+        where = stream.remote_dir or stream.local_dir
+        return f"shard {shard} ({str(where).rstrip('/')}/{name})"
+
+
+def _forget(preparer: Any, shard: int) -> None:
+    """Make the preparer look at the disk again (its per-process 'ready' memo may predate an
+    eviction by another process)."""
+    forget = getattr(preparer, "forget", None)
+    if forget is not None:
+        forget(shard)
+    else:
+        preparer._ready[shard] = False
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except FileNotFoundError:
+        return 0
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _folder_bytes(dirs: list[str]) -> int:
+    total = 0
+    for top in dirs:
+        for root, _, files in os.walk(top):
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):
+                    total += os.stat(os.path.join(root, name)).st_size
+    return total

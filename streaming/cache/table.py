@@ -1,0 +1,167 @@
+"""The node-wide shard table: one int64 shared-memory segment that every process using the same
+cache folders maps, guarded by one coord FileLock for state changes.
+
+Layout: globals, then five per-shard columns (state, owner reader + 1, bytes on disk, bytes
+reserved for an in-flight preparation, failed attempts), then one row per reader slot (process
+identity, progress, counters, pinned shards, and its horizon: the next shards it will need and
+the step at which each is first needed). A slot row is written only by the reader owning it, so
+pins and progress cost no lock; everything else changes under the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from streaming.cache.stats import COUNTERS
+from streaming.coord.files import shm_dir
+from streaming.coord.lock import FileLock
+from streaming.coord.names import Namespace
+from streaming.coord.proc import ProcessId
+from streaming.coord.shm import SegmentMissingError, SharedArray
+from streaming.errors import CoordinationError
+
+ABSENT, PREPARING, PRESENT, EVICTING = 0, 1, 2, 3
+STATE_NAMES = ("absent", "preparing", "present", "evicting")
+
+LOCK_TIMEOUT = 30.0  # the lock is only ever held for bookkeeping and unlinks
+_MAGIC = 0x53444343_00000001  # "SDCC" v1
+_GLOBALS = 8  # magic, shards, slots, pins, horizon, other_bytes, limit, spare
+_COLUMNS = 5  # state, owner, disk, reserved, fails
+_IDENTITY = 4  # pid, start, pidns, progress
+# Slot columns of the counters, in COUNTERS order.
+HITS, MISSES, DOWNLOADS, BYTES, EVICTIONS, WAIT = (_IDENTITY + i for i in range(len(COUNTERS)))
+
+
+class CacheTable:
+    """Shared per-shard state and reader slots for one set of cache folders on one node."""
+
+    def __init__(self, segment: SharedArray, lock: FileLock, *, created: bool) -> None:
+        self.segment = segment
+        self.lock = lock
+        self._threads = threading.Lock()  # one FileLock object serves all threads of a process
+        self.created = created
+        arr = segment.array
+        g = arr[:_GLOBALS]
+        if int(g[0]) != _MAGIC:
+            raise CoordinationError(f"shared cache table {segment.path} has a foreign layout")
+        self.num_shards, self.num_slots, self.num_pins, self.horizon = (int(v) for v in g[1:5])
+        self._globals = g
+        n = self.num_shards
+        cols = arr[_GLOBALS:_GLOBALS + _COLUMNS * n].reshape(_COLUMNS, n)
+        self.state, self.owner, self.disk, self.reserved, self.fails = cols
+        width = _IDENTITY + len(COUNTERS) + self.num_pins + 2 * self.horizon
+        self.slots = arr[_GLOBALS + _COLUMNS * n:].reshape(self.num_slots, width)
+        c = _IDENTITY + len(COUNTERS)
+        self.counters = self.slots[:, _IDENTITY:c]
+        self.pins = self.slots[:, c:c + self.num_pins]
+        self.horizon_shards = self.slots[:, c + self.num_pins:c + self.num_pins + self.horizon]
+        self.horizon_steps = self.slots[:, c + self.num_pins + self.horizon:]
+        self.progress = self.slots[:, 3]
+
+    @staticmethod
+    def size(num_shards: int, slots: int, pins: int, horizon: int) -> int:
+        """Number of int64 words the table occupies."""
+        return (_GLOBALS + _COLUMNS * num_shards
+                + slots * (_IDENTITY + len(COUNTERS) + pins + 2 * horizon))
+
+    @classmethod
+    def open(cls, token: str, num_shards: int, *, slots: int = 256, pins: int = 4,
+             horizon: int = 64, init: Callable[[CacheTable], None] | None = None) -> CacheTable:
+        """Attach the node's table named by `token`, or create it (then `init` fills it)."""
+        ns = Namespace(token)
+        lock = FileLock(shm_dir() / ns.name("cache.lock"), timeout=LOCK_TIMEOUT)
+        name = ns.name("cache")
+        with lock:
+            try:
+                seg = SharedArray.attach(name, writable=True)
+                table = cls(seg, lock, created=False)
+                if (table.num_shards, table.num_slots) != (num_shards, slots):
+                    raise CoordinationError(
+                        f"shared cache table {seg.path} describes {table.num_shards} shards / "
+                        f"{table.num_slots} slots, expected {num_shards} / {slots}")
+                return table
+            except SegmentMissingError:
+                pass
+            seg = SharedArray.create(name, cls.size(num_shards, slots, pins, horizon), np.int64)
+            seg.array[:5] = (_MAGIC, num_shards, slots, pins, horizon)
+            table = cls(seg, lock, created=True)
+            table.pins[:] = -1
+            table.horizon_shards[:] = -1
+            if init is not None:
+                init(table)
+            return table
+
+    # ----- globals -----------------------------------------------------------------------
+    @property
+    def other_bytes(self) -> int:
+        """Bytes of files in the cache folders that are not cached shards (index.json, ...)."""
+        return int(self._globals[5])
+
+    @other_bytes.setter
+    def other_bytes(self, value: int) -> None:
+        self._globals[5] = value
+
+    def used(self) -> int:
+        """Bytes the cache folders hold or have promised to in-flight preparations."""
+        return self.other_bytes + int(self.disk.sum()) + int(self.reserved.sum())
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the table lock (all state changes happen under it)."""
+        with self._threads, self.lock:
+            yield
+
+    # ----- reader slots ------------------------------------------------------------------
+    def slot_alive(self, slot: int) -> bool:
+        pid, start, pidns = (int(v) for v in self.slots[slot, :3])
+        return pid != 0 and ProcessId(pid, start, pidns).alive()
+
+    def live_slots(self) -> np.ndarray:
+        """Mask of slots held by running processes."""
+        held = self.slots[:, 0] != 0
+        alive = np.zeros(self.num_slots, bool)
+        for slot in np.flatnonzero(held):
+            alive[slot] = self.slot_alive(int(slot))
+        return alive
+
+    def claim_slot(self, on_dead_owner: Callable[[int], None]) -> int:
+        """Take a free (or dead process's) slot for this reader; call `on_dead_owner(shard)`
+        for shards a dead holder left mid-preparation. Caller holds the lock."""
+        me = ProcessId.current()
+        for slot in range(self.num_slots):
+            if self.slots[slot, 0] != 0 and self.slot_alive(slot):
+                continue
+            for shard in np.flatnonzero((self.owner == slot + 1) & (self.state == PREPARING)):
+                on_dead_owner(int(shard))
+            self.slots[slot, :4] = (me.pid, me.start, me.pidns, 0)
+            self.pins[slot] = -1
+            self.horizon_shards[slot] = -1
+            return slot
+        raise CoordinationError(
+            f"all {self.num_slots} reader slots of the shared cache table {self.segment.path} "
+            "are held by running processes")
+
+    def free_slot(self, slot: int) -> None:
+        """Give the slot back (its counters stay, so node totals keep counting)."""
+        self.pins[slot] = -1
+        self.horizon_shards[slot] = -1
+        self.slots[slot, :3] = 0
+
+    def pinned(self, alive: np.ndarray | None = None) -> np.ndarray:
+        """Mask of shards pinned by a live reader."""
+        rows = self.pins if alive is None else self.pins[alive]
+        mask = np.zeros(self.num_shards + 1, bool)
+        mask[rows.reshape(-1)] = True  # -1 lands on the spare last element
+        return mask[:-1]
+
+    def count(self, slot: int, column: int, amount: int = 1) -> None:
+        """Add to one of the slot's counters (only the slot's owner writes its row)."""
+        self.slots[slot, column] += amount
+
+    def close(self) -> None:
+        self.segment.close()
+
