@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from streaming.plan import PlanConfig, StreamWeights, World, plan_node
+from streaming.plan.mixing import stream_targets
 
 ALGOS = ("naive", "py1s", "py2s", "py1b", "py1br", "py1e")
 
@@ -48,6 +49,12 @@ def weights_for(draw, num_streams: int):
         else:
             out.append(StreamWeights(choose=draw(st.integers(1, 50))))
     return tuple(out)
+
+
+def has_samples(sizes: np.ndarray, counts: np.ndarray, weights: tuple) -> bool:
+    """Whether these weights leave at least one sample in the epoch."""
+    per_stream = np.add.reduceat(sizes, np.cumsum(counts) - counts)
+    return bool(stream_targets(per_stream, weights, None, 0).sum() > 0)
 
 
 def shuffle_kwargs(draw) -> dict:

@@ -13,6 +13,7 @@ from streaming.plan.order import EpochOrder
 from tests.plan.helpers import (
     ALGOS,
     assemble,
+    has_samples,
     node_plans,
     shuffle_kwargs,
     streams,
@@ -35,6 +36,7 @@ def setups(draw, weighted: bool = False, method: str | None = None):
     batch = draw(st.integers(1, 4))
     if batching == "random" and draw(st.booleans()):
         batch = None
+    assume(has_samples(sizes, counts, weights))
     cfg = PlanConfig(sizes, counts, weights=weights, batch_size=batch, batching_method=batching,
                      sampling_granularity=draw(st.sampled_from([1, 1, 3])), **kwargs)
     return cfg, world, draw(st.integers(0, 3))
@@ -111,6 +113,7 @@ def _shards(cfg: PlanConfig, ids: np.ndarray) -> set[int]:
 def test_canonical_shard_sets_stable_across_epochs(data, world, algo, draw) -> None:
     sizes, counts = data
     weights = draw.draw(weights_for(len(counts)))
+    assume(has_samples(sizes, counts, weights))
     cfg = PlanConfig(sizes, counts, weights=weights, shuffle=True, shuffle_algo=algo,
                      num_canonical_nodes=world.num_groups * draw.draw(st.integers(1, 2)))
     c_count = cfg.canonical_nodes(world)
@@ -138,6 +141,7 @@ def test_global_batches_identical_across_node_counts(data, algo, method, draw) -
     cfg_kwargs = {"shuffle": algo is not None, "shuffle_algo": algo or "py1e",
                   "num_canonical_nodes": 4, "batching_method": method}
     weights = draw.draw(weights_for(len(counts)))
+    assume(has_samples(sizes, counts, weights))
     reference = None
     for nodes, ranks, batch in topologies:
         cfg = PlanConfig(sizes, counts, weights=weights, batch_size=batch, **cfg_kwargs)
