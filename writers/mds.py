@@ -31,6 +31,7 @@ from streaming.format.hashing import is_supported_hash
 from streaming.format.index import write_index
 from streaming.format.sample import SampleCodec
 from streaming.util.units import parse_bytes
+from writers.fast_encode import sample_encoder
 from writers.shard_builder import ShardBuilder
 from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
 
@@ -87,7 +88,7 @@ class MDSWriter:
             names, encodings, self.compression, self.hashes, self.size_limit
         )
         self._builder = ShardBuilder(config_json(self._config), self.size_limit)
-        self._encode = self._codec.encode
+        self._encode = sample_encoder(self._codec)
         self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="mds-writer")
         # Bounds the shards held in memory: one being filled plus this many in flight.
         self._slots = threading.Semaphore(self.max_workers + 1)
