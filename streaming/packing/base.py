@@ -75,7 +75,7 @@ class Packer(ABC):
             raise PlanError(f"sample {sample_id} has negative length {length}")
         cap = self.packing_length
         if length <= cap:
-            return self._push_many(np.array([sample_id], np.int64), np.array([length], np.int64))
+            return self._push_one(int(sample_id), length)
         return self._push_overlong(int(sample_id), length)
 
     def push_many(self, ids: Any, lengths: Any) -> list[np.ndarray]:
@@ -143,6 +143,10 @@ class Packer(ABC):
     def _push_many(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
         """Pack samples that all fit (length <= packing_length)."""
 
+    def _push_one(self, sample_id: int, length: int) -> list[np.ndarray]:
+        """Pack one sample that fits; strategies override this when a scalar path is cheaper."""
+        return self._push_many(np.array([sample_id], np.int64), np.array([length], np.int64))
+
     @abstractmethod
     def _state(self) -> dict[str, Any]:
         """The carried samples as plain lists."""
@@ -167,13 +171,16 @@ class Packer(ABC):
         full, tail = divmod(length, self.packing_length)
         out = [alone.copy() for _ in range(full)]
         if tail:
-            out += self._push_many(alone, np.array([tail], np.int64))
+            out += self._push_one(sample_id, tail)
         return out
 
 
-def pairs_state(ids: np.ndarray, lengths: np.ndarray) -> dict[str, list[int]]:
+def pairs_state(ids: Any, lengths: Any) -> dict[str, list[int]]:
     """Pending samples as plain lists (the common state of buffering strategies)."""
-    return {"pending_ids": ids.tolist(), "pending_lengths": lengths.tolist()}
+    return {
+        "pending_ids": np.asarray(ids, np.int64).tolist(),
+        "pending_lengths": np.asarray(lengths, np.int64).tolist(),
+    }
 
 
 def load_pairs(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -183,3 +190,58 @@ def load_pairs(state: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     if ids.shape != lengths.shape:
         raise StateMismatchError("packer state: pending_ids and pending_lengths differ in size")
     return ids, lengths
+
+
+class BufferedPacker(Packer):
+    """A strategy that collects `group` samples, then packs them together (window, best_fit)."""
+
+    def __init__(self, packing_length: int, group: int, what: str, **options: Any) -> None:
+        super().__init__(packing_length, **options)
+        if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or group < 1:
+            raise PlanError(f"{what} must be a positive int, got {group!r}")
+        self._group = int(group)
+        self._ids: list[int] = []
+        self._lengths: list[int] = []
+
+    @abstractmethod
+    def _pack_groups(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        """Pack whole groups (the size of `ids` is a multiple of the group size)."""
+
+    @abstractmethod
+    def _pack_rest(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        """Pack the last, partial group and emit everything still held."""
+
+    def _push_one(self, sample_id: int, length: int) -> list[np.ndarray]:
+        self._ids.append(sample_id)
+        self._lengths.append(length)
+        if len(self._ids) < self._group:
+            return []
+        return self._pack_groups(*self._take())
+
+    def _push_many(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        held, held_lengths = self._take()
+        all_ids = np.concatenate([held, ids])
+        all_lengths = np.concatenate([held_lengths, lengths])
+        full = all_ids.size // self._group * self._group
+        self._ids, self._lengths = all_ids[full:].tolist(), all_lengths[full:].tolist()
+        return self._pack_groups(all_ids[:full], all_lengths[:full]) if full else []
+
+    def flush(self) -> list[np.ndarray]:
+        return self._pack_rest(*self._take())
+
+    def _take(self) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.array(self._ids, dtype=np.int64)
+        lengths = np.array(self._lengths, dtype=np.int64)
+        self._ids, self._lengths = [], []
+        return ids, lengths
+
+    def _state(self) -> dict[str, Any]:
+        return pairs_state(self._ids, self._lengths)
+
+    def _load(self, state: dict[str, Any]) -> None:
+        ids, lengths = load_pairs(state)
+        if ids.size >= self._group:
+            raise StateMismatchError(
+                f"{self.name} state holds {ids.size} pending samples, its group is {self._group}"
+            )
+        self._ids, self._lengths = ids.tolist(), lengths.tolist()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import PlanError, StateMismatchError
-from streaming.packing.base import Packer, as_int64, load_pairs, pairs_state, split_packs
+from streaming.packing.base import BufferedPacker, as_int64, split_packs
 
 DEFAULT_BUFFER = 1000
 
@@ -68,7 +68,7 @@ def best_fit_decreasing(
     return np.asarray(assign, dtype=np.int64), remaining
 
 
-class BestFitPacker(Packer):
+class BestFitPacker(BufferedPacker):
     """Buffer `buffer_size` samples, best-fit them (decreasing) into open packs, emit full packs.
 
     After each buffer, the `carry` packs with the most free room stay open for the next buffer
@@ -84,38 +84,25 @@ class BestFitPacker(Packer):
         carry: int | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(packing_length, **options)
         buffer_size = DEFAULT_BUFFER if buffer_size is None else buffer_size
-        if isinstance(buffer_size, bool) or not isinstance(buffer_size, (int, np.integer)):
-            raise PlanError(f"buffer_size must be an int, got {buffer_size!r}")
-        if buffer_size < 1:
-            raise PlanError(f"buffer_size must be >= 1, got {buffer_size}")
-        self.buffer_size = int(buffer_size)
+        super().__init__(packing_length, buffer_size, "buffer_size", **options)
+        self.buffer_size = self._group
         self.carry = max(1, self.buffer_size // 8) if carry is None else int(carry)
         if self.carry < 0:
             raise PlanError(f"carry must be >= 0, got {carry}")
-        self._ids = np.empty(0, np.int64)
-        self._lengths = np.empty(0, np.int64)
         self._open_ids = np.empty(0, np.int64)  # ids held by carried packs, by pack then position
         self._pack_of = np.empty(0, np.int64)  # carried pack (0, 1, ... in opening order) of each
         self._room: list[int] = []  # free room of each carried pack
 
-    def _push_many(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
-        all_ids = np.concatenate([self._ids, ids])
-        all_lengths = np.concatenate([self._lengths, lengths])
-        out: list[np.ndarray] = []
+    def _pack_groups(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
         size = self.buffer_size
-        full = all_ids.size // size * size
-        for start in range(0, full, size):
-            out += self._pack(all_ids[start : start + size], all_lengths[start : start + size])
-        self._ids, self._lengths = all_ids[full:], all_lengths[full:]
+        out: list[np.ndarray] = []
+        for start in range(0, ids.size, size):
+            out += self._pack(ids[start : start + size], lengths[start : start + size])
         return out
 
-    def flush(self) -> list[np.ndarray]:
-        out = self._pack(self._ids, self._lengths, final=True)
-        self._ids = np.empty(0, np.int64)
-        self._lengths = np.empty(0, np.int64)
-        return out
+    def _pack_rest(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        return self._pack(ids, lengths, final=True)
 
     def _pack(self, ids: np.ndarray, lengths: np.ndarray, final: bool = False) -> list[np.ndarray]:
         assign, room_list = best_fit_decreasing(lengths, self.packing_length, self._room)
@@ -146,25 +133,19 @@ class BestFitPacker(Packer):
 
     def _state(self) -> dict[str, Any]:
         return {
-            **pairs_state(self._ids, self._lengths),
+            **super()._state(),
             "open_ids": [p.tolist() for p in split_packs(self._open_ids, self._pack_of)],
             "open_room": list(self._room),
         }
 
     def _load(self, state: dict[str, Any]) -> None:
-        ids, lengths = load_pairs(state)
-        if ids.size >= self.buffer_size:
-            raise StateMismatchError(
-                f"best_fit state holds {ids.size} pending samples, buffer_size is "
-                f"{self.buffer_size}"
-            )
+        super()._load(state)
         open_ids = state.get("open_ids", [])
         room = as_int64(state.get("open_room", []), "open_room").tolist()
         if len(open_ids) != len(room):
             raise StateMismatchError("best_fit state: open_ids and open_room differ in size")
         if any(r > self.packing_length for r in room):
             raise StateMismatchError("best_fit state: an open pack has more room than capacity")
-        self._ids, self._lengths = ids, lengths
         packs = [np.asarray(p, dtype=np.int64).reshape(-1) for p in open_ids]
         if any(p.size == 0 for p in packs):
             raise StateMismatchError("best_fit state: an open pack is empty")

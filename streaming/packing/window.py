@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import PlanError, StateMismatchError
-from streaming.packing.base import Packer, load_pairs, pairs_state, split_packs
+from streaming.packing.base import BufferedPacker, split_packs
 
 
 def first_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:
@@ -37,25 +36,20 @@ def first_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:
     return packs
 
 
-class WindowPacker(Packer):
+class WindowPacker(BufferedPacker):
     """Collect `window` samples, then emit that window's first-fit-decreasing packs."""
 
     name = "window"
 
     def __init__(self, packing_length: int, window: int = 100, **options: Any) -> None:
-        super().__init__(packing_length, **options)
-        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-            raise PlanError(f"window size must be a positive int, got {window!r}")
-        self.window = int(window)
-        self._ids = np.empty(0, np.int64)
-        self._lengths = np.empty(0, np.int64)
+        super().__init__(packing_length, window, "window size", **options)
+        self.window = self._group
 
-    def _push_many(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
-        all_ids = np.concatenate([self._ids, ids])
-        all_lengths = np.concatenate([self._lengths, lengths])
-        full = all_ids.size // self.window * self.window
-        self._ids, self._lengths = all_ids[full:], all_lengths[full:]
-        return self._pack(all_ids[:full], all_lengths[:full], self.window)
+    def _pack_groups(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        return self._pack(ids, lengths, self.window)
+
+    def _pack_rest(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        return self._pack(ids, lengths, ids.size)
 
     def _pack(self, ids: np.ndarray, lengths: np.ndarray, width: int) -> list[np.ndarray]:
         if ids.size == 0:
@@ -65,22 +59,5 @@ class WindowPacker(Packer):
         keys = np.arange(packs.shape[0])[:, None] * width + packs
         return split_packs(ids, keys.reshape(-1))
 
-    def flush(self) -> list[np.ndarray]:
-        out = self._pack(self._ids, self._lengths, self._ids.size)
-        self._ids = np.empty(0, np.int64)
-        self._lengths = np.empty(0, np.int64)
-        return out
-
     def _config(self) -> dict[str, Any]:
         return {"window": self.window}
-
-    def _state(self) -> dict[str, Any]:
-        return pairs_state(self._ids, self._lengths)
-
-    def _load(self, state: dict[str, Any]) -> None:
-        ids, lengths = load_pairs(state)
-        if ids.size >= self.window:
-            raise StateMismatchError(
-                f"window packer state holds {ids.size} samples, window is {self.window}"
-            )
-        self._ids, self._lengths = ids, lengths
