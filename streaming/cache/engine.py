@@ -112,6 +112,7 @@ class CacheEngine:
         self._run_start = np.zeros(0, np.int64)
         self._position = 0
         self._refresh_at = 0
+        self._length = 0
 
     def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -164,6 +165,7 @@ class CacheEngine:
         starts = np.flatnonzero(np.diff(seq) != 0) + 1 if len(seq) else seq
         self._run_start = np.concatenate([[0], starts]).astype(np.int64) if len(seq) else seq
         self._run_shard = seq[self._run_start]
+        self._length = len(seq)
         self._position = 0
         self._refresh_at = 0
         self._publish(0)
@@ -190,15 +192,19 @@ class CacheEngine:
         h = table.horizon
         r0 = max(int(np.searchsorted(self._run_start, position, side="right")) - 1, 0)
         shards = self._run_shard[r0:r0 + window * h]
-        steps = np.maximum(self._run_start[r0:r0 + window * h], position)
+        starts = self._run_start[r0:r0 + window * h + 1]
         _, first = np.unique(shards, return_index=True)
         keep = np.sort(first)[:h]
-        row_shards = np.full(h, -1, np.int64)
-        row_shards[:len(keep)] = shards[keep]
-        table.horizon_steps[self._slot, :len(keep)] = steps[keep]
-        table.horizon_shards[self._slot] = row_shards
-        table.progress[self._slot] = position
-        later = steps[keep[min(len(keep) - 1, h // 4)]] if len(keep) else position
+        ends = np.append(starts[1:], self._length)[:len(shards)] if len(shards) else starts
+        row = np.full(h, -1, np.int64)
+        row[:len(keep)] = shards[keep]
+        slot = self._slot
+        table.horizon_starts[slot, :len(keep)] = starts[keep]
+        table.horizon_ends[slot, :len(keep)] = ends[keep]
+        table.horizon_shards[slot] = row
+        table.progress[slot] = position
+        # Refresh once half of the entries are behind the reader.
+        later = ends[keep[min(len(keep) - 1, h // 2)]] if len(keep) else position
         self._refresh_at = max(int(later), position + 1)
 
     # ----- the reader side ---------------------------------------------------------------
@@ -336,8 +342,8 @@ class CacheEngine:
         if free >= cost:
             return True
         alive = table.live_slots()
-        distance = next_use(table.horizon_shards[alive], table.horizon_steps[alive],
-                            table.progress[alive], table.num_shards)
+        distance = next_use(table.horizon_shards[alive], table.horizon_starts[alive],
+                            table.horizon_ends[alive], table.progress[alive], table.num_shards)
         evictable = self.cached & (table.state == tb.PRESENT) & ~table.pinned(alive)
         victims = choose_victims(cost, free, sizes=table.disk, evictable=evictable,
                                  distance=distance, farther_than=farther_than)

@@ -8,20 +8,22 @@ import numpy as np
 NEVER = np.iinfo(np.int64).max  # next-use distance of a shard nobody is known to need again
 
 
-def next_use(horizon_shards: np.ndarray, horizon_steps: np.ndarray, progress: np.ndarray,
-             num_shards: int) -> np.ndarray:
-    """Per shard, the fewest steps until any reader needs it again (NEVER if none will).
+def next_use(horizon_shards: np.ndarray, horizon_starts: np.ndarray, horizon_ends: np.ndarray,
+             progress: np.ndarray, num_shards: int) -> np.ndarray:
+    """Per shard, the fewest steps until any reader needs it (0 while in use, NEVER if unknown).
 
-    `horizon_shards[r, k]` / `horizon_steps[r, k]` are the upcoming shards of reader r and the
-    step (in r's own sample count) at which each is first needed; -1 shards are padding.
-    `progress[r]` is where reader r is now. Readers advance roughly in lock-step, so steps of
-    different readers are comparable once made relative to their own progress.
+    Row r describes reader r's upcoming shards: `horizon_shards[r, k]` is read from step
+    `horizon_starts[r, k]` up to (excluding) `horizon_ends[r, k]`, in r's own sample count;
+    -1 shards are padding. `progress[r]` is where reader r is now; runs it has finished count
+    as unknown. Readers advance roughly in lock-step, so steps of different readers compare
+    once made relative to their own progress.
     """
     shards = np.asarray(horizon_shards, np.int64)
-    dist = np.asarray(horizon_steps, np.int64) - np.asarray(progress, np.int64)[:, None]
-    valid = shards >= 0
+    now = np.asarray(progress, np.int64)[:, None]
+    dist = np.maximum(np.asarray(horizon_starts, np.int64) - now, 0)
+    valid = (shards >= 0) & (np.asarray(horizon_ends, np.int64) > now)
     out = np.full(num_shards, NEVER, np.int64)
-    np.minimum.at(out, shards[valid], np.maximum(dist[valid], 0))
+    np.minimum.at(out, shards[valid], dist[valid])
     return out
 
 

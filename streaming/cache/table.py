@@ -4,8 +4,8 @@ cache folders maps, guarded by one coord FileLock for state changes.
 Layout: globals, then five per-shard columns (state, owner reader + 1, bytes on disk, bytes
 reserved for an in-flight preparation, failed attempts), then one row per reader slot (process
 identity, progress, counters, pinned shards, and its horizon: the next shards it will need and
-the step at which each is first needed). A slot row is written only by the reader owning it, so
-pins and progress cost no lock; everything else changes under the lock.
+the steps at which it starts and stops reading each). A slot row is written only by the reader
+owning it, so pins and progress cost no lock; everything else changes under the lock.
 """
 
 from __future__ import annotations
@@ -53,20 +53,22 @@ class CacheTable:
         n = self.num_shards
         cols = arr[_GLOBALS:_GLOBALS + _COLUMNS * n].reshape(_COLUMNS, n)
         self.state, self.owner, self.disk, self.reserved, self.fails = cols
-        width = _IDENTITY + len(COUNTERS) + self.num_pins + 2 * self.horizon
+        width = _IDENTITY + len(COUNTERS) + self.num_pins + 3 * self.horizon
         self.slots = arr[_GLOBALS + _COLUMNS * n:].reshape(self.num_slots, width)
         c = _IDENTITY + len(COUNTERS)
         self.counters = self.slots[:, _IDENTITY:c]
         self.pins = self.slots[:, c:c + self.num_pins]
         self.horizon_shards = self.slots[:, c + self.num_pins:c + self.num_pins + self.horizon]
-        self.horizon_steps = self.slots[:, c + self.num_pins + self.horizon:]
+        h = c + self.num_pins + self.horizon
+        self.horizon_starts = self.slots[:, h:h + self.horizon]
+        self.horizon_ends = self.slots[:, h + self.horizon:]
         self.progress = self.slots[:, 3]
 
     @staticmethod
     def size(num_shards: int, slots: int, pins: int, horizon: int) -> int:
         """Number of int64 words the table occupies."""
         return (_GLOBALS + _COLUMNS * num_shards
-                + slots * (_IDENTITY + len(COUNTERS) + pins + 2 * horizon))
+                + slots * (_IDENTITY + len(COUNTERS) + pins + 3 * horizon))
 
     @classmethod
     def open(cls, token: str, num_shards: int, *, slots: int = 256, pins: int = 4,
