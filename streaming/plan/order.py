@@ -73,13 +73,13 @@ class EpochOrder:
         if cfg.shuffle and cfg.shuffle_algo == "naive":
             seq = self._naive_order()[c::self.num_canonical]
         else:
-            ids, bounds = self.picks(c)
             if cfg.shuffle:
                 rng = np.random.default_rng([cfg.shuffle_seed, self.epoch, c, _SHUFFLE_TAG])
+                # No local reference to the picks: the shuffle may free them as it goes.
                 seq = get_shuffle(cfg.shuffle_algo)(
-                    ids, bounds, rng, cfg.block_size(self.num_canonical))
+                    *self.picks(c), rng, cfg.block_size(self.num_canonical))
             else:
-                seq = np.sort(ids)
+                seq = np.sort(self.picks(c)[0])
         self._cache[c] = seq
         return seq
 
@@ -96,7 +96,7 @@ class EpochOrder:
         canon = positions % num
         index = positions // num
         pad = index >= self.lengths[canon]
-        out = np.empty(len(positions), dtype=np.int64)
+        out = np.empty(len(positions), dtype=self.sequence(int(self.source[0])).dtype)
         small = canon.astype(np.int16 if num < 2**15 else np.int64)
         order = np.argsort(small, kind="stable")
         counts = np.bincount(canon, minlength=num)
@@ -109,14 +109,20 @@ class EpochOrder:
         return out, pad
 
     def take_progression(self, first: int, step: int, count: int) -> np.ndarray:
-        """Ids at positions first + step * j, j < count, by strided slices (no index arrays)."""
+        """Ids at positions first + step * j, j < count, by strided slices (no index arrays).
+
+        Positions of one canonical node form an arithmetic progression in j, so each is a
+        strided copy of a slice of its sequence; only padding beyond the end needs a modulo.
+        """
         num = self.num_canonical
-        out = np.empty(count, dtype=np.int64)
+        out = None
         period = num // math.gcd(num, step)
         stride = step * period // num
         for t in range(min(period, count)):
             p = first + t * step
             seq = self.sequence(int(self.source[p % num]))
+            if out is None:
+                out = np.empty(count, dtype=seq.dtype)
             start, n = p // num, len(range(t, count, period))
             inside = max(min(n, -(-(len(seq) - start) // stride)), 0)
             dest = out[t::period]
@@ -124,4 +130,4 @@ class EpochOrder:
             if inside < n:
                 wrap = start + stride * np.arange(inside, n, dtype=np.int64)
                 dest[inside:] = seq[wrap % len(seq)]
-        return out
+        return np.empty(0, dtype=np.int64) if out is None else out

@@ -64,11 +64,14 @@ def _to_node(batches: np.ndarray, world: World) -> np.ndarray:
     """[batches, group ranks, b] -> [ranks_per_node, workers, n] (replicas share rows)."""
     nb, rd, b = batches.shape
     workers = world.workers_per_rank
-    per_worker = -(-nb // workers)
-    grid = np.full((per_worker * workers, rd, b), -1, dtype=np.int64)
-    grid[:nb] = batches
-    grid = grid.reshape(per_worker, workers, rd, b).transpose(2, 1, 0, 3)
-    grid = grid.reshape(rd, workers, per_worker * b)
+    per_worker, rest = divmod(nb, workers)
+    grid = np.empty((rd, workers, (per_worker + (rest > 0)) * b), dtype=np.int64)
+    # Batch k * workers + w is the k-th batch of worker w: fill through a transposed view.
+    view = grid.reshape(rd, workers, -1, b).transpose(2, 1, 0, 3)
+    view[:per_worker] = batches[:per_worker * workers].reshape(per_worker, workers, rd, b)
+    if rest:
+        view[per_worker, :rest] = batches[per_worker * workers:]
+        view[per_worker, rest:] = -1
     ranks = world.node * world.ranks_per_node + np.arange(world.ranks_per_node)
     local = ranks // world.replication - world.group * world.group_ranks
     if rd == world.ranks_per_node:
@@ -80,6 +83,7 @@ def plan_node(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int = 
     """The asking node's plan for `epoch`, resuming after `sample_in_epoch` global samples."""
     order, method, batch = _setup(cfg, world, epoch, sample_in_epoch)
     batches, start = method.group_batches(order, world, batch, int(sample_in_epoch))
+    del order  # frees the cached canonical sequences before the final copy
     return NodePlan(
         ids=_to_node(batches, world),
         batch_size=batch,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from streaming.plan.layout import Layout
+from streaming.plan.shuffle import expand_runs, index_dtype
 
 _CANON_TAG, _PIECE_TAG, _ROW_TAG = 0x5C41, 0x5C42, 0x5C43
 
@@ -95,7 +96,10 @@ def canonical_picks(
     seed: int,
     key: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Global sample ids picked from canonical node c, grouped by piece, and piece bounds."""
+    """Global sample ids picked from canonical node c, grouped by piece, and piece bounds.
+
+    Ids use the narrowest integer type that holds every id of the dataset (int32 below 2**31).
+    """
     sl = layout.pieces_of(c)
     lo, hi, stream = layout.lo[sl], layout.hi[sl], layout.stream[sl]
     base = shard_offsets[layout.shard[sl]] + lo
@@ -104,10 +108,10 @@ def canonical_picks(
     lengths = n * cp + extras
     bounds = np.concatenate(([0], np.cumsum(lengths)))
     total = int(bounds[-1])
+    dtype = index_dtype(int(shard_offsets[-1]))
     if not np.any(extras) and np.all(cp <= 1):
-        ids = np.repeat(base - bounds[:-1], lengths) + np.arange(total, dtype=np.int64)
-        return ids, bounds
-    ids = np.empty(total, dtype=np.int64)
+        return expand_runs(base, lengths).astype(dtype, copy=False), bounds
+    ids = np.empty(total, dtype=dtype)
     rng = np.random.default_rng([seed, key, c, _ROW_TAG])
     for p in range(len(n)):
         start = int(bounds[p])

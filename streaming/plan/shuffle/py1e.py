@@ -56,5 +56,6 @@ def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
     src = bounds[:-1][piece] + taken - taken[first_run[piece]]
     runs = np.lexsort((piece, bucket))
     out = values[expand_runs(src[runs], count[runs])]
+    del values
     shuffle_blocks(out, _bucket(max(int(block_size), 1)), rng)
     return out
