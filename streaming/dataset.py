@@ -118,6 +118,7 @@ class StreamingDataset(IterableDataset):
             sampling_method=sampling_method, sampling_granularity=sampling_granularity)
         self._readers: dict[int, ShardReader] = {}
         self._lengths: dict[tuple, int] = {}
+        self._yielded = 0
 
         salt = self.config.fingerprint()
         self._namespace = Namespace.for_job([s.local_dir for s in self.streams], salt=salt)
@@ -232,20 +233,28 @@ class StreamingDataset(IterableDataset):
         item = self.__getitem__ if self._overridden() else None
         samples = iter_ids(ids, self.spanner.locate, self._reader, self.preparer.prepare,
                            self.predownload, item)
+        self._yielded = 0
         try:
-            yield from samples
+            for sample in samples:
+                self._yielded += 1
+                yield sample
         except Exception as exc:
             self._node.fail(f"rank {world.rank} worker {world.worker}: "
                             f"{type(exc).__name__}: {exc}")
             raise
 
     # ----- resumption --------------------------------------------------------------------
-    def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
+    def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
+                   ) -> dict[str, Any]:
         """Resumption state after `num_samples` global samples of the current epoch.
 
         `from_beginning=False` counts from where the current epoch started (a resume point),
-        True from the epoch's first sample.
+        True from the epoch's first sample. Without `num_samples` (torchdata's
+        StatefulDataLoader protocol) it uses what this process's iterator has yielded times
+        the data-parallel ranks, which is exact when iterating without DataLoader workers.
         """
+        if num_samples is None:
+            num_samples = self._yielded * self.world.data_parallel_ranks
         cfg = self._config_now()
         epoch, offset = self._epochs.current()
         sample = num_samples if from_beginning else offset + num_samples
