@@ -17,7 +17,7 @@ from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
 COLUMNS = {"id": "int", "text": "str", "tokens": "ndarray:int32"}
-_WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "streaming", "shards"]
+_WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "shards"]
 
 
 def synthetic_samples(count: int, seed: int = 0):
