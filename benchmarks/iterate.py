@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]
 MB = 1e6
 PEER_PYTHON = {"reference": REPO / ".bench-venvs" / "reference" / "bin" / "python"}
 
