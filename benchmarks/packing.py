@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streaming.packing import make_packer, pack_lengths  # noqa: E402
+from streaming.packing import make_packer, pack_lengths
 
 STRATEGIES = [
     ("first_fit", None),

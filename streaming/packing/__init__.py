@@ -1,10 +1,10 @@
-"""Sequence packing: pure planners over lengths, streaming packers with plain-data state, and
-(lazily imported, torch-based) collators and an on-the-fly packing iterator."""
+"""Sequence packing: pure planners over lengths and streaming packers with plain-data state.
+
+The torch-based pieces live in their own modules so importing this package never pulls torch:
+`streaming.packing.collate.PackCollator` and `streaming.packing.iterator.PackedIterator`.
+"""
 
 from __future__ import annotations
-
-import importlib
-from typing import Any
 
 from streaming.packing.base import Packer
 from streaming.packing.best_fit import BestFitPacker
@@ -15,18 +15,11 @@ from streaming.packing.planner import pack_lengths, plan_packs
 from streaming.packing.registry import STRATEGIES, make_packer
 from streaming.packing.window import WindowPacker
 
-_LAZY = {
-    "PackCollator": "streaming.packing.collate",
-    "PackedIterator": "streaming.packing.iterator",
-}
-
 __all__ = [
     "STRATEGIES",
     "BestFitPacker",
     "FirstFitPacker",
-    "PackCollator",
     "PackStats",
-    "PackedIterator",
     "Packer",
     "WindowPacker",
     "make_packer",
@@ -38,11 +31,3 @@ __all__ = [
     "token_mix_counts",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'streaming.packing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming.errors import PlanError
-from streaming.packing import PackCollator
+from streaming.packing.collate import PackCollator
 
 
 def test_one_pack_without_padding():

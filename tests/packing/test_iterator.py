@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming.errors import PlanError, StateMismatchError
-from streaming.packing import PackCollator, PackedIterator
+from streaming.packing.collate import PackCollator
+from streaming.packing.iterator import PackedIterator
 
 
 def make_source(lengths, repeat_every: int = 0):
