@@ -1,0 +1,119 @@
+"""Benchmark JSONL -> MDS conversion: 1 vs 2 worker processes, beside the reference writer.
+
+    .venv/bin/python benchmarks/convert.py            # ~1 GB JSONL (cached in bench-data/)
+    .venv/bin/python benchmarks/convert.py --quick    # ~100 MB
+
+The corpus is the shared token corpus written as JSON lines (token arrays as JSON lists plus
+text and id). Prints input MB/s per run and the 2-worker scaling factor (target >= 1.8x on two
+cores). When `.bench-venvs/reference` exists, the reference implementation converts the same
+file in the same run (parse each line, then its MDSWriter), in a subprocess with that python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _corpus import BENCH_DATA, token_corpus  # noqa: E402
+
+from writers.convert import convert  # noqa: E402
+
+MB = 1 << 20
+COLUMNS = {"id": "int", "text": "str", "tokens": "ndarray:int32"}
+REFERENCE_PY = ROOT / ".bench-venvs" / "reference" / "bin" / "python"
+
+# Runs inside the reference venv: the same work a user of that library writes by hand.
+REFERENCE_SCRIPT = """
+import json, sys, time
+import numpy as np
+from streaming import MDSWriter
+src, out = sys.argv[1], sys.argv[2]
+start = time.perf_counter()
+with MDSWriter(columns={"id": "int", "text": "str", "tokens": "ndarray:int32"}, out=out,
+               compression="zstd") as writer:
+    with open(src, "rb") as handle:
+        for line in handle:
+            row = json.loads(line)
+            row["tokens"] = np.asarray(row["tokens"], dtype=np.int32)
+            writer.write(row)
+print(time.perf_counter() - start)
+"""
+
+
+def make_jsonl(samples: int) -> Path:
+    """The token corpus as JSON lines, generated once and cached."""
+    path = BENCH_DATA / f"convert-tokens-{samples}.jsonl"
+    if path.is_file():
+        return path
+    corpus = token_corpus(samples=samples)
+    tmp = path.with_suffix(".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(tmp, "w") as handle:
+        for i in range(len(corpus)):
+            sample = corpus.sample(i)
+            handle.write(json.dumps({"id": i, "text": sample["text"],
+                                     "tokens": sample["tokens"].tolist()}) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def ours(src: Path, out: Path, workers: int) -> float:
+    shutil.rmtree(out, ignore_errors=True)
+    start = time.perf_counter()
+    result = convert(src, out, columns=COLUMNS, workers=workers, progress=False)
+    seconds = time.perf_counter() - start
+    assert result.samples > 0
+    return seconds
+
+
+def reference(src: Path, out: Path) -> float | None:
+    if not REFERENCE_PY.exists():
+        return None
+    shutil.rmtree(out, ignore_errors=True)
+    # Run outside the checkout so its `streaming` package is the reference's, not ours.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(REFERENCE_PY), "-c", REFERENCE_SCRIPT, str(src), str(out)],
+                          capture_output=True, text=True, timeout=3600, cwd=BENCH_DATA, env=env)
+    if done.returncode != 0:
+        print(f"reference run failed: {done.stderr.strip()[-500:]}")
+        return None
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="~100 MB instead of ~1 GB")
+    parser.add_argument("--samples", type=int, help="corpus samples (overrides --quick)")
+    args = parser.parse_args()
+    samples = args.samples or (16_000 if args.quick else 160_000)
+    src = make_jsonl(samples)
+    size = src.stat().st_size
+    print(f"input {src.name}: {size / MB:.0f} MB, {samples} samples, {os.cpu_count()} cpus")
+    work = BENCH_DATA / "convert-out"
+    one = ours(src, work / "w1", 1)
+    two = ours(src, work / "w2", 2)
+    print(f"ours, 1 worker     {size / MB / one:8.1f} MB/s  ({one:.1f} s)")
+    print(f"ours, 2 workers    {size / MB / two:8.1f} MB/s  ({two:.1f} s)")
+    print(f"scaling 2 vs 1     {one / two:8.2f}x  (target >= 1.8x)")
+    ref = reference(src, work / "ref")
+    if ref is None:
+        print("reference          skipped (no .bench-venvs/reference; see benchmarks/peers)")
+    else:
+        print(f"reference, 1 proc  {size / MB / ref:8.1f} MB/s  ({ref:.1f} s)")
+        print(f"ours 1 worker / reference  {ref / one:5.2f}x   ours 2 workers / reference  "
+              f"{ref / two:5.2f}x")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
