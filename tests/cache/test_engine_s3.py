@@ -1,0 +1,182 @@
+"""The cache engine against a real S3 server (moto, loopback), with real node plans: the limit
+holds on disk, too-small limits are refused, faults and corruption surface, and shards are
+downloaded once per node."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streaming.cache.engine import CacheEngine
+from streaming.cache.limit import reader_shards
+from streaming.errors import CacheLimitError, HashMismatchError, StorageError
+from streaming.plan import PlanConfig, World, plan_node
+from tests.cache._data import (
+    cache_bytes,
+    open_dataset,
+    read_in_order,
+    run_rank,
+    upload_dir,
+    write_dataset,
+)
+
+SAMPLES = 3000
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server, tmp_path_factory) -> tuple[str, Path]:
+    """A bucket holding one zstd MDS dataset under `ds/`; also returns the local copy."""
+    src = tmp_path_factory.mktemp("src")
+    write_dataset(src, SAMPLES, size_limit=32_000)
+    client = s3_server.client()
+    name = s3_server.make_bucket()
+    upload_dir(client, name, "ds", src)
+    return name, src
+
+
+def _node_plan(handle, ranks: int, workers: int) -> np.ndarray:
+    cfg = PlanConfig(samples_per_shard=handle.spanner.samples_per_shard,
+                     shards_per_stream=np.array([len(handle.spanner.samples_per_shard)]),
+                     shuffle=False, batch_size=8, num_canonical_nodes=1)
+    return plan_node(cfg, World(1, ranks, workers, 0, 0, 0, 1), epoch=0).ids
+
+
+@pytest.mark.slow
+def test_quarter_limit_holds_on_disk_across_processes_and_threads(s3_env, bucket, tmp_path):
+    name, _ = bucket
+    remote, local = f"s3://{name}/ds", tmp_path / "cache"
+    handle = open_dataset(remote, str(local))
+    total = int(handle.table.raw_bytes.sum() + handle.table.zip_bytes.sum())
+    limit = total // 4
+    owner = CacheEngine(handle.preparer, cache_limit=limit)  # keeps the node table alive
+    ids = _node_plan(handle, ranks=2, workers=2)
+    needed = owner.check_plan(ids, handle.spanner.shard_starts)
+    assert needed.bytes < limit
+
+    peak, stop = [0], threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], cache_bytes(local))
+            time.sleep(0.002)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    ctx = multiprocessing.get_context("spawn")
+    try:
+        with ProcessPoolExecutor(2, mp_context=ctx) as pool:
+            futures = [pool.submit(run_rank, s3_env.env(), remote, str(local), ids[r], limit,
+                                   0.0005) for r in range(2)]
+            results = [f.result(timeout=120) for f in futures]
+    finally:
+        stop.set()
+        poller.join()
+    assert sum(n for n, _ in results) == int((ids >= 0).sum())
+    assert 0 < peak[0] <= limit, (peak[0], limit)
+    stats = owner.stats()
+    assert stats.evictions > 0 and stats.downloads >= len(handle.table.raw_bytes)
+    assert stats.hits + stats.misses >= len(handle.table.raw_bytes)
+    owner.close()
+
+
+def test_too_small_limit_is_refused_with_the_minimum(s3_env, bucket, tmp_path):
+    name, _ = bucket
+    handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"))
+    ids = _node_plan(handle, ranks=2, workers=2)
+    probe = CacheEngine(handle.preparer, cache_limit="1tb")
+    minimum = probe.minimum_limit(ids, handle.spanner.shard_starts)
+    needed = minimum.bytes + probe.table.other_bytes
+    probe.close()
+    shards = reader_shards(ids, handle.spanner.shard_starts)
+    assert minimum.bytes >= handle.table.raw_bytes[shards[shards >= 0]].max()
+    small = CacheEngine(handle.preparer, cache_limit=needed - 1)
+    # the table remembers the smallest limit any user of these folders asked for
+    with pytest.raises(CacheLimitError, match=f"needs at least {needed} bytes"):
+        small.check_plan(ids, handle.spanner.shard_starts)
+    small.close()
+
+
+@pytest.mark.slow
+def test_faults_one_in_five_every_shard_arrives_intact(s3_env, bucket, fault_proxy, tmp_path,
+                                                       monkeypatch):
+    name, _ = bucket
+    proxy = fault_proxy(rate=0.2, seed=7, stall_seconds=2.0)
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"), retry=6, timeout=0.5,
+                          validate_hash="xxh64")
+    engine = CacheEngine(handle.preparer, predownload=200)
+    ids = np.arange(SAMPLES)
+    assert read_in_order(handle, engine, ids) == SAMPLES
+    assert sum(proxy.injected.values()) > 0
+    engine.close()
+
+
+@pytest.mark.slow
+def test_a_shard_that_never_arrives_raises_within_the_retry_budget(s3_env, bucket, fault_proxy,
+                                                                   tmp_path, monkeypatch):
+    name, _ = bucket
+    handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"), retry=1, timeout=0.5)
+    victim = handle.table.zip_basenames[3]
+    proxy = fault_proxy(fail_keys=[victim], fail_with="stall", stall_seconds=5.0)
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    engine = CacheEngine(handle.preparer, predownload=1)
+    engine.follow(np.arange(len(handle.table.raw_bytes)))
+    engine.acquire(0)
+    engine.release(0)
+    started = time.monotonic()
+    with pytest.raises(StorageError, match=victim):
+        engine.acquire(3)
+    elapsed = time.monotonic() - started
+    assert elapsed < 0.5 * (1 + 1) + 2.0, elapsed
+    engine.close()
+
+
+def test_a_corrupted_shard_raises_hash_mismatch_naming_it(s3_env, bucket, tmp_path):
+    name, src = bucket
+    client = s3_env.client()
+    upload_dir(client, name, "cds", src)
+    victim = sorted(p.name for p in src.iterdir() if p.name.endswith(".zstd"))[2]
+    data = bytearray((src / victim).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    client.put_object(Bucket=name, Key=f"cds/{victim}", Body=bytes(data))
+    handle = open_dataset(f"s3://{name}/cds", str(tmp_path / "cache"), validate_hash="xxh64")
+    engine = CacheEngine(handle.preparer)
+    shard = handle.table.zip_basenames.index(victim)
+    with pytest.raises(HashMismatchError, match=victim):
+        engine.acquire(shard)
+    assert not (tmp_path / "cache" / victim).exists()
+    assert engine.table.reserved.sum() == 0  # the failed preparation gave its space back
+    engine.close()
+
+
+def _read_all(env: dict, remote: str, local: str) -> int:
+    import os
+
+    os.environ.update(env)
+    handle = open_dataset(remote, local)
+    engine = CacheEngine(handle.preparer, predownload=500)
+    n = read_in_order(handle, engine, np.arange(SAMPLES))
+    engine.close()
+    return n
+
+
+@pytest.mark.slow
+def test_two_processes_sharing_a_cache_dir_download_each_shard_once(s3_env, bucket,
+                                                                     fault_proxy, tmp_path):
+    name, src = bucket
+    proxy = fault_proxy()
+    env = {**s3_env.env(), "S3_ENDPOINT_URL": proxy.endpoint}
+    remote, local = f"s3://{name}/ds", str(tmp_path / "shared")
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        futures = [pool.submit(_read_all, env, remote, local) for _ in range(2)]
+        assert [f.result(timeout=120) for f in futures] == [SAMPLES, SAMPLES]
+    shards = sorted(p.name for p in src.iterdir() if p.name.endswith(".zstd"))
+    gets = {s: proxy.count("GET", f"/{name}/ds/{s}") for s in shards}
+    assert set(gets.values()) == {1}, gets
