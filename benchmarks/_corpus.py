@@ -58,10 +58,14 @@ class Corpus:
         return (self.sample(i) for i in range(len(self)))
 
 
-def _lengths(rng: np.random.Generator, n: int, mean: float, sigma: float, low: int) -> np.ndarray:
-    # Lognormal with the requested mean: E[X] = exp(mu + sigma^2 / 2).
-    mu = np.log(mean) - sigma**2 / 2
-    return np.maximum(rng.lognormal(mu, sigma, n).astype(np.int64), low)
+def _layout(
+    rng: np.random.Generator, n: int, mean: float, sigma: float, low: int, dtype: type
+) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets of `n` lognormal lengths with the given mean, and an empty value array to fill."""
+    mu = np.log(mean) - sigma**2 / 2  # E[X] = exp(mu + sigma^2 / 2)
+    lengths = np.maximum(rng.lognormal(mu, sigma, n).astype(np.int64), low)
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    return offsets, np.empty(int(offsets[-1]), dtype=dtype)
 
 
 def _fill_tokens(rng: np.random.Generator, out: np.ndarray, vocab: int) -> None:
@@ -103,9 +107,7 @@ def token_corpus(
 
     def build():
         rng = np.random.default_rng(seed)
-        lengths = _lengths(rng, samples, mean_tokens, 0.6, 16)
-        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-        tokens = np.empty(int(offsets[-1]), dtype=np.int32)
+        offsets, tokens = _layout(rng, samples, mean_tokens, 0.6, 16, np.int32)
         _fill_tokens(rng, tokens, vocab)
         picks = rng.integers(0, len(_WORDS), (samples, 8))
         texts = [" ".join(row) for row in _WORDS[picks].tolist()]
@@ -120,9 +122,7 @@ def blob_corpus(samples: int = 10_000, mean_bytes: int = 100_000, seed: int = 0)
 
     def build():
         rng = np.random.default_rng(seed)
-        lengths = _lengths(rng, samples, mean_bytes, 0.3, 1)
-        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-        blobs = np.empty(int(offsets[-1]), dtype=np.uint8)
+        offsets, blobs = _layout(rng, samples, mean_bytes, 0.3, 1, np.uint8)
         _fill_blobs(rng, blobs, offsets)
         return blobs, offsets, None
 

@@ -105,6 +105,9 @@ class LocalDataset(Dataset):
             out.append(reader.get(row))
         return out
 
+    # DataLoader fetches a whole batch through this when the dataset defines it.
+    __getitems__ = get_many
+
     # -- shard files --------------------------------------------------------------------------
 
     def _open(self, shard: int) -> ShardReader:

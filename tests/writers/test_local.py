@@ -88,6 +88,8 @@ def test_picklable_and_works_in_dataloader_workers(ds: LocalDataset):
 def test_dataloader_with_worker_processes(ds: LocalDataset):
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
     assert sorted(s["id"] for s in loader) == list(range(500))
+    batched = torch.utils.data.DataLoader(ds, batch_size=64, num_workers=2, collate_fn=list)
+    assert sorted(s["id"] for batch in batched for s in batch) == list(range(500))
 
 
 def _compressed(tmp_path: Path, hashes=("md5",)) -> Path:
