@@ -139,6 +139,12 @@ class CacheEngine:
             self._table = table
         return self._table
 
+    def attach(self) -> CacheEngine:
+        """Join the node table now (the first process creates it and keeps it alive: call
+        this in the training process before DataLoader workers start)."""
+        _ = self.table
+        return self
+
     def effective_limit(self) -> int | None:
         """The node's limit: the smallest any process sharing these folders asked for."""
         value = int(self.table._globals[6])

@@ -130,3 +130,21 @@ def cache_bytes(folder: Path) -> int:
         except FileNotFoundError:
             pass
     return total
+
+
+def die_while_preparing(remote: str, local: str, shard: int) -> None:
+    """Child process: claim a reader slot, start 'preparing' `shard` with a half-written temp
+    file, then die without any clean-up (as a SIGKILLed DataLoader worker would)."""
+    from streaming.cache import table as tb
+
+    handle = open_dataset(remote, local)
+    engine = CacheEngine(handle.preparer, cache_limit="1gb")
+    table = engine.table
+    with table.locked():
+        table.state[shard] = tb.PREPARING
+        table.owner[shard] = engine._slot + 1
+        table.reserved[shard] = engine.footprint.download_cost(shard)
+    raw = handle.preparer.raw_path(shard)
+    zip_name = handle.table.zip_basenames[shard] or raw.name
+    (raw.parent / f".{zip_name}.{os.getpid()}.dead.tmp").write_bytes(b"x" * 1000)
+    os._exit(0)

@@ -1,0 +1,168 @@
+"""Engine behaviour that needs no network: pins, local-only data, recovery from a dead preparer,
+adopting and trimming an existing cache, keep_zip accounting, stats, pickling, failure flag."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streaming.cache import table as tb
+from streaming.cache.engine import CacheEngine
+from streaming.coord.flag import FailureFlag
+from streaming.errors import CoordinationError
+from tests.cache._data import die_while_preparing, open_dataset, read_in_order, write_dataset
+
+SAMPLES = 600
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    write_dataset(src, SAMPLES, size_limit=8_000)
+    return src
+
+
+def _open(source: Path, cache: Path, **kw):
+    return open_dataset(str(source), str(cache), **kw)
+
+
+def _cost(handle, shards) -> int:
+    return int(sum(handle.table.raw_bytes[s] + handle.table.zip_bytes[s] + 4096 for s in shards))
+
+
+def test_a_pinned_shard_survives_a_reader_that_needs_the_room(source, tmp_path):
+    handle = _open(source, tmp_path / "c")
+    n = len(handle.table.raw_bytes)
+    limit = _cost(handle, range(3)) + 4096
+    holder = CacheEngine(handle.preparer, cache_limit=limit)
+    path = holder.acquire(0)
+    other = CacheEngine(handle.preparer, cache_limit=limit)
+    ids = np.arange(handle.spanner.shard_starts[1], SAMPLES)
+    assert read_in_order(handle, other, ids) == len(ids)
+    assert path.exists() and holder.table.state[0] == tb.PRESENT
+    assert other.stats(node=False).evictions >= n - 4
+    holder.release(0)
+    other.acquire(n - 1)
+    other.release(n - 1)
+    holder.close()
+    other.close()
+
+
+def test_local_only_data_is_never_evicted_or_counted(source, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(source, data)
+    handle = open_dataset(None, str(data))  # remote=None: read in place
+    before = {p.name for p in data.iterdir()}
+    engine = CacheEngine(handle.preparer, cache_limit=1)
+    assert read_in_order(handle, engine, np.arange(SAMPLES)) == SAMPLES
+    after = {p.name for p in data.iterdir()}
+    assert before <= after  # decompressed next to the originals, nothing removed
+    assert after - before == set(handle.table.basenames)
+    assert engine.stats().downloads == 0 and engine.stats().evictions == 0
+    assert engine.check_plan(np.arange(SAMPLES)[None, None], handle.spanner.shard_starts) \
+        .bytes == 0
+    engine.close()
+
+
+def test_a_dead_preparers_shard_is_recovered(source, tmp_path):
+    cache = tmp_path / "c"
+    handle = _open(source, cache)
+    engine = CacheEngine(handle.preparer, cache_limit="1gb")
+    engine.attach()  # this process creates (and keeps) the node table
+    child = multiprocessing.get_context("spawn").Process(
+        target=die_while_preparing, args=(str(source), str(cache), 2))
+    child.start()
+    child.join(60)
+    assert engine.table.state[2] == tb.PREPARING
+    assert list(cache.glob(".*.dead.tmp"))
+    path = engine.acquire(2)
+    assert path.stat().st_size == handle.table.raw_bytes[2]
+    assert not list(cache.glob(".*.dead.tmp"))
+    assert engine.table.reserved.sum() == 0
+    engine.release(2)
+    engine.close()
+
+
+def test_existing_files_are_adopted_and_an_oversized_cache_is_trimmed(source, tmp_path):
+    cache = tmp_path / "c"
+    first = _open(source, cache)
+    warm = CacheEngine(first.preparer)
+    for shard in range(4):
+        warm.prepare(shard)
+    raw = first.table.raw_bytes
+    # Drop this process's mapping, so the next engine creates the table anew and scans the disk
+    # (what a new training run on a warm cache folder does).
+    from streaming.cache import engine as engine_module
+
+    warm.close()
+    for key in [k for k in engine_module._tables if k[1] == warm.token]:
+        engine_module._tables.pop(key).close()
+    second = _open(source, cache)
+    limit = int(raw[:2].sum() + 2 * 4096) + 4096 + (cache / "index.json").stat().st_size
+    engine = CacheEngine(second.preparer, cache_limit=limit)
+    assert engine.table.created
+    assert (engine.table.state[:4] == tb.PRESENT).all()
+    shards, _ = second.spanner.locate(np.arange(SAMPLES))
+    engine.follow(shards)  # trims to the limit, farthest next use first
+    engine.stop()
+    assert engine.table.used() <= limit
+    assert engine.table.state[0] == tb.PRESENT and engine.table.state[3] == tb.ABSENT
+    assert engine.stats().downloads == 0
+    engine.close()
+
+
+def test_keep_zip_keeps_and_counts_the_compressed_file(source, tmp_path):
+    cache = tmp_path / "c"
+    handle = _open(source, cache, keep_zip=True)
+    engine = CacheEngine(handle.preparer, cache_limit="1gb")
+    engine.prepare(1)
+    zipped = cache / handle.table.zip_basenames[1]
+    assert zipped.exists()
+    assert engine.table.disk[1] == handle.table.raw_bytes[1] + handle.table.zip_bytes[1]
+    engine.close()
+
+
+def test_hits_misses_and_bytes(source, tmp_path):
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer)
+    engine.acquire(0)
+    engine.release(0)
+    engine.acquire(0)
+    engine.release(0)
+    stats = engine.stats(node=False)
+    assert (stats.hits, stats.misses, stats.downloads) == (1, 1, 1)
+    assert stats.bytes_downloaded == handle.table.zip_bytes[0]
+    assert stats.wait_seconds > 0 and 0 < stats.hit_rate < 1
+    assert "1 hits" in str(stats)
+    engine.close()
+
+
+def test_engine_pickles_for_dataloader_workers(source, tmp_path):
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, cache_limit="10mb")
+    engine.prepare(0)
+    clone = pickle.loads(pickle.dumps(engine))
+    assert clone.acquire(0).exists()
+    clone.release(0)
+    assert clone.stats().hits == 1  # node-wide: it sees the same table
+    clone.close()
+    engine.close()
+
+
+def test_a_raised_failure_flag_stops_a_waiting_reader(source, tmp_path):
+    handle = _open(source, tmp_path / "c")
+    flag = FailureFlag(np.zeros(256, np.uint8))
+    engine = CacheEngine(handle.preparer, flag=flag)
+    with engine.table.locked():
+        engine.table.state[5] = tb.PREPARING  # someone (alive: us) is at it
+        engine.table.owner[5] = engine._slot + 1
+    flag.set("rank 3 died")
+    with pytest.raises(CoordinationError, match="rank 3 died"):
+        engine.acquire(5)
+    assert engine.table.pins[engine._slot].max() == -1  # the failed acquire left no pin
+    engine.close()
