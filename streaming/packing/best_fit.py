@@ -113,18 +113,20 @@ class BestFitPacker(BufferedPacker):
             open_packs = np.flatnonzero(room > 0)
             by_room = open_packs[np.argsort(-room[open_packs], kind="stable")]
             kept[by_room[: self.carry]] = True
-        # emitted packs sort first (by pack number), kept ones after; positions stay in order
-        keys = np.concatenate([self._pack_of, assign])
-        keys = keys + count * kept[keys]
-        order = np.argsort(keys, kind="stable")
-        grouped = np.concatenate([self._open_ids, ids])[order]
+        # relabel: emitted packs 0..e-1 first, kept ones after, each group in opening order
         emitted = count - int(kept.sum())
-        bounds = np.searchsorted(keys[order], np.arange(emitted + 1)).tolist()
+        label = np.empty(count, dtype=np.int64)
+        label[~kept] = np.arange(emitted)
+        label[kept] = np.arange(emitted, count)
+        keys = label[np.concatenate([self._pack_of, assign])]
+        order = np.argsort(keys, kind="stable")  # stable: positions stay in arrival order
+        keys = keys[order]
+        grouped = np.concatenate([self._open_ids, ids])[order]
+        bounds = np.searchsorted(keys, np.arange(emitted + 1)).tolist()
         out = [grouped[a:b] for a, b in pairwise(bounds)]
         rest = bounds[-1]
-        renumber = np.cumsum(kept) - 1
         self._open_ids = grouped[rest:]
-        self._pack_of = renumber[keys[order][rest:] - count]
+        self._pack_of = keys[rest:] - emitted
         self._room = room[kept].tolist()
         return out
 
