@@ -1,23 +1,8 @@
 """Converters: JSONL, CSV/TSV, Parquet, Hugging Face datasets, Spark and Python iterables -> MDS."""
 
-from __future__ import annotations
+from writers.convert.api import convert, detect_format
+from writers.convert.infer import infer_columns
+from writers.convert.spark import dataframe_to_mds
+from writers.convert.transforms import tokenize
 
-import importlib
-from typing import Any
-
-_LAZY = {
-    "convert": "writers.convert.api",
-    "detect_format": "writers.convert.api",
-    "infer_columns": "writers.convert.infer",
-    "dataframe_to_mds": "writers.convert.spark",
-    "tokenize": "writers.convert.transforms",
-}
-
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'writers.convert' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__ = ["convert", "dataframe_to_mds", "detect_format", "infer_columns", "tokenize"]

@@ -9,14 +9,20 @@ are found by parsing instead, so pieces are always whole records.
 from __future__ import annotations
 
 import csv
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from streaming.errors import FormatError
-from writers.convert.source import Cursor, Piece, even_bounds, ranges_to_pieces
+from writers.convert.source import (
+    Cursor,
+    Piece,
+    even_bounds,
+    file_fingerprint,
+    input_file,
+    ranges_to_pieces,
+)
 
 BLOCK = 16 << 20
 _NEWLINE = ord("\n")
@@ -97,9 +103,7 @@ class CsvSource:
     text_values = True
 
     def __init__(self, path: str | Path, *, delimiter: str = ",", quotechar: str = '"') -> None:
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise FileNotFoundError(f"CSV input {self.path} does not exist or is not a file")
+        self.path = input_file(path, "CSV")
         self.label = str(self.path)
         self.size = self.path.stat().st_size
         self.dialect = {"delimiter": delimiter, "quotechar": quotechar}
@@ -150,5 +154,4 @@ class CsvSource:
                 ) from exc
 
     def fingerprint(self) -> dict:
-        stat = os.stat(self.path)
-        return {"path": str(self.path.resolve()), "bytes": stat.st_size, "mtime": stat.st_mtime_ns}
+        return file_fingerprint(self.path)

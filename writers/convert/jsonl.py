@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from streaming.errors import FormatError
-from writers.convert.source import Cursor, Piece, even_bounds, ranges_to_pieces
+from writers.convert.source import (
+    Cursor,
+    Piece,
+    even_bounds,
+    file_fingerprint,
+    input_file,
+    ranges_to_pieces,
+)
 
 BLOCK = 8 << 20
 
@@ -60,9 +66,7 @@ class JsonlSource:
     text_values = False
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise FileNotFoundError(f"JSONL input {self.path} does not exist or is not a file")
+        self.path = input_file(path, "JSONL")
         self.label = str(self.path)
         self.size = self.path.stat().st_size
 
@@ -86,5 +90,4 @@ class JsonlSource:
             yield record
 
     def fingerprint(self) -> dict:
-        stat = os.stat(self.path)
-        return {"path": str(self.path.resolve()), "bytes": stat.st_size, "mtime": stat.st_mtime_ns}
+        return file_fingerprint(self.path)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from streaming.errors import FormatError, require
-from writers.convert.source import Cursor, Piece, ranges_to_pieces
+from writers.convert.source import (
+    Cursor,
+    Piece,
+    file_fingerprint,
+    input_file,
+    ranges_to_pieces,
+)
 
 BATCH_ROWS = 8192
 
@@ -53,9 +58,7 @@ class ParquetSource:
     text_values = False
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise FileNotFoundError(f"Parquet input {self.path} does not exist or is not a file")
+        self.path = input_file(path, "Parquet")
         self.label = str(self.path)
         try:
             meta = _pq().ParquetFile(self.path).metadata
@@ -91,5 +94,4 @@ class ParquetSource:
             cursor.done += batch.num_rows
 
     def fingerprint(self) -> dict:
-        stat = os.stat(self.path)
-        return {"path": str(self.path.resolve()), "bytes": stat.st_size, "mtime": stat.st_mtime_ns}
+        return file_fingerprint(self.path)

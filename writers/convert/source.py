@@ -7,8 +7,10 @@ reading a piece happens in the worker, next to the writer.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from streaming.errors import EncodeError
@@ -106,3 +108,17 @@ def first_samples(
             if len(found) >= limit:
                 return found[:limit]
     return found
+
+
+def input_file(path: str | os.PathLike, kind: str) -> Path:
+    """The path of an input file, or FileNotFoundError naming it and its expected kind."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{kind} input {path} does not exist or is not a file")
+    return path
+
+
+def file_fingerprint(path: Path) -> dict:
+    """Identity of an input file for resumption: where it is, its size and modification time."""
+    stat = os.stat(path)
+    return {"path": str(path.resolve()), "bytes": stat.st_size, "mtime": stat.st_mtime_ns}
