@@ -41,6 +41,14 @@ def test_best_fit_uses_the_tightest_pack_and_carries_the_emptiest():
     assert as_lists(packer.flush()) == [[1, 2, 4], [5, 6]]
 
 
+def test_best_fit_emits_later_packs_while_an_older_one_stays_open():
+    packer = BestFitPacker(2, buffer_size=1, carry=1)
+    assert as_lists(packer.push(0, 1)) == []  # pack A (room 1) is carried
+    assert as_lists(packer.push(1, 2)) == [[1]]  # pack B is full at once, A stays open
+    assert packer.state_dict()["open_ids"] == [[0]]
+    assert as_lists(packer.flush()) == [[0]]
+
+
 def test_best_fit_beats_first_fit_on_a_skewed_stream():
     rng = np.random.default_rng(0)
     lengths = np.minimum(rng.lognormal(np.log(600), 1.0, 20_000).astype(np.int64) + 1, 4096)
