@@ -6,6 +6,7 @@ import csv
 import io
 import itertools
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,14 @@ def test_csv_reads_like_dictreader_for_crlf(tmp_path: Path):
     path = tmp_path / "crlf.csv"
     path.write_bytes(buf.getvalue().encode())
     assert all_records(CsvSource(path), 2) == [{"a": "1", "b": "x\ny"}, {"a": "2", "b": "z"}]
+
+
+@pytest.mark.parametrize("orjson", [True, False])
+def test_jsonl_keeps_huge_ints_and_nan(tmp_path: Path, monkeypatch, orjson):
+    if not orjson:
+        monkeypatch.setitem(sys.modules, "orjson", None)
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"a": 123456789012345678901234567890, "b": NaN, "c": [1, 2]}\n')
+    (record,) = all_records(JsonlSource(path), 1)
+    assert record["a"] == 123456789012345678901234567890 and isinstance(record["a"], int)
+    assert record["b"] != record["b"] and record["c"] == [1, 2]

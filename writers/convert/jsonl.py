@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,24 @@ from writers.convert.source import (
 )
 
 BLOCK = 8 << 20
+
+
+# orjson turns integers beyond 64 bits into floats; lines with such digit runs go to json.
+_LONG_DIGITS = re.compile(rb"\d{20}")
+
+
+def _fast_loads():
+    """orjson's parser when installed (2-3x faster on token lists), else json's."""
+    try:
+        import orjson
+    except ImportError:
+        return json.loads
+    fast, search = orjson.loads, _LONG_DIGITS.search
+
+    def loads(line: bytes):
+        return json.loads(line) if search(line) else fast(line)
+
+    return loads
 
 
 def line_start_at_or_after(handle, offset: int) -> int:
@@ -74,14 +93,20 @@ class JsonlSource:
         return split_lines(self.path, count)
 
     def records(self, piece: Piece, cursor: Cursor) -> Iterator[dict]:
-        loads = json.loads
+        loads = _fast_loads()
         for offset, line in iter_lines(self.path, piece.start, piece.stop, cursor):
             if not line.strip():
                 continue
             try:
                 record = loads(line)
-            except ValueError as exc:
-                raise FormatError(f"{self.path}: invalid JSON at byte {offset}: {exc}") from exc
+            except ValueError:
+                # orjson refuses a few things json accepts (NaN, huge ints): let json decide.
+                try:
+                    record = json.loads(line)
+                except ValueError as exc:
+                    raise FormatError(
+                        f"{self.path}: invalid JSON at byte {offset}: {exc}"
+                    ) from exc
             if not isinstance(record, dict):
                 raise FormatError(
                     f"{self.path}: line at byte {offset} is a {type(record).__name__}, "
