@@ -254,3 +254,51 @@ def test_shard_access_order_lists_first_uses() -> None:
     cfg = PlanConfig(np.array([4, 4, 4]), np.array([3]), batch_size=2)
     plan = plan_node(cfg, World(1, 1, 2), 0)
     assert plan.shard_access_order().tolist() == [0, 1, 2]
+
+
+@given(streams(), st.sampled_from(ALGOS[1:]), st.integers(1, 2), st.integers(0, 200))
+def test_resume_on_a_different_node_count_continues_the_same_order(data, algo, k, start) -> None:
+    sizes, counts = data
+    cfg = PlanConfig(sizes, counts, batch_size=2, shuffle=True, shuffle_algo=algo,
+                     num_canonical_nodes=4 * k)
+    start = start % (cfg.epoch_size + 1)
+    before = assemble(cfg, World(4, 2, 2), 1, start)
+    after = assemble(cfg, World(2, 4, 3), 1, start)
+    assert np.array_equal(before, after)
+    assert np.array_equal(after, global_order(cfg, 1, World(1, 8), start))
+
+
+@given(setups(weighted=True, method="random"))
+def test_replication_across_whole_nodes(setup) -> None:
+    cfg, world, epoch = setup
+    world = World(2 * world.num_nodes, world.ranks_per_node, world.workers_per_rank,
+                  replication=2 * world.ranks_per_node)
+    plans = node_plans(cfg, world, epoch)
+    for n in range(0, world.num_nodes, 2):
+        assert np.array_equal(plans[n].ids, plans[n + 1].ids)
+        assert all(np.array_equal(plans[n].ids[0], row) for row in plans[n].ids)
+    assemble(cfg, world, epoch)
+
+
+@given(streams(max_shards=8), st.sampled_from((None, *ALGOS[1:])), st.integers(1, 4),
+       st.integers(1, 3))
+def test_a_node_materialises_only_its_own_canonical_nodes(data, algo, nodes, k) -> None:
+    sizes, counts = data
+    cfg = PlanConfig(sizes, counts, shuffle=algo is not None, shuffle_algo=algo or "py1e",
+                     num_canonical_nodes=nodes * k, batch_size=2)
+    world = World(nodes, 2, 2)
+    for n in range(nodes):
+        asked: set[int] = set()
+        original = EpochOrder.sequence
+
+        def spy(self, c, asked=asked, original=original):
+            asked.add(c)
+            return original(self, c)
+
+        EpochOrder.sequence = spy
+        try:
+            plan_node(cfg, world.with_position(n), 0)
+        finally:
+            EpochOrder.sequence = original
+        source = EpochOrder(cfg, nodes * k, 0).source
+        assert asked == {int(source[c]) for c in range(nodes * k) if c % nodes == n}
