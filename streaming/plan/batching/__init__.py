@@ -91,3 +91,10 @@ def group_share(sequence: np.ndarray, world: World, batch: int) -> np.ndarray:
     span = world.num_groups * rd * batch
     grid = sequence.reshape(-1, span)
     return grid[:, world.group * rd * batch:(world.group + 1) * rd * batch].reshape(-1, rd, batch)
+
+
+def sequence_share(global_sequence: Callable, order: EpochOrder, world: World, batch: int,
+                   start: int) -> tuple[np.ndarray, int]:
+    """group_batches for methods that build the whole global sequence first."""
+    ids, _, start = global_sequence(order, world, batch, start)
+    return group_share(ids, world, batch), start

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.plan.batching import chunked, group_share, round_to_batch, stream_orders
+from streaming.plan.batching import chunked, round_to_batch, sequence_share, stream_orders
 from streaming.plan.order import EpochOrder
 from streaming.plan.world import World
 
@@ -32,5 +32,4 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
 
 def group_batches(order: EpochOrder, world: World, batch: int, start: int):
     """[batches, group ranks, batch] ids for the asking group."""
-    ids, _, start = global_sequence(order, world, batch, start)
-    return group_share(ids, world, batch), start
+    return sequence_share(global_sequence, order, world, batch, start)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.plan.shuffle import shuffle_segments, shuffled_pieces
+from streaming.plan.shuffle import py1s, shuffle_segments
 
 
 def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
             block_size: int) -> np.ndarray:
     """Two-level shard shuffle; windows are the mean piece length."""
-    values, bounds = shuffled_pieces(values, bounds, rng)
-    shuffle_segments(values, bounds, rng)
+    values = py1s.shuffle(values, bounds, rng, block_size)
     total = len(values)
     if total == 0:
         return values
