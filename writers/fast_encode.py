@@ -62,7 +62,7 @@ def _ndarray(encoding: NDArrayEncoding) -> ColumnEncoder | None:
 
         def fixed(value: Any) -> Payload | None:
             if (
-                type(value) is np.ndarray
+                isinstance(value, np.ndarray)
                 and value.dtype is dtype
                 and value.shape == shape
                 and value.flags.c_contiguous
@@ -74,7 +74,7 @@ def _ndarray(encoding: NDArrayEncoding) -> ColumnEncoder | None:
 
     def flat(value: Any) -> Payload | None:
         if (
-            type(value) is np.ndarray
+            isinstance(value, np.ndarray)
             and value.dtype is dtype
             and value.ndim == 1
             and value.shape[0] > 0

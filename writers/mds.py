@@ -113,11 +113,11 @@ class MDSWriter:
 
     def _flush(self) -> None:
         """Hand the current shard (possibly empty, as the reference writer does) to the pool."""
-        header, data, samples = self._builder.take()
+        raw, buf, samples = self._builder.take()
         basename = f"shard.{len(self._futures):05d}.mds"
         self._acquire_slot()
         try:
-            future = self._pool.submit(self._write_shard, basename, header, data, samples)
+            future = self._pool.submit(self._write_shard, basename, raw, buf, samples)
         except BaseException:
             self._slots.release()
             raise
@@ -126,9 +126,11 @@ class MDSWriter:
         if self._progress is not None:
             self._progress.update(samples)
 
-    def _write_shard(self, basename: str, header: bytes, data: bytearray, samples: int) -> dict:
+    def _write_shard(self, basename: str, raw: memoryview, buf: bytearray, samples: int) -> dict:
         try:
-            entry = write_shard(self.directory, basename, header, data, samples, self._config)
+            entry = write_shard(self.directory, basename, raw, samples, self._config)
+            raw.release()
+            self._builder.recycle(buf)
             self._shard_written(entry)
             return entry
         finally:

@@ -1,12 +1,18 @@
-"""Accumulate one MDS shard's encoded samples in a growing buffer and apply the flush rule.
+"""Accumulate one MDS shard's encoded samples in a reusable buffer and apply the flush rule.
 
 The running size counts what the finished raw file will hold: the sample count, the first offset
 and the config JSON once, then four offset bytes plus the encoded bytes per sample.
+
+Samples are copied into a preallocated bytearray after a reserved gap, and the header (whose
+length depends on the sample count) is written into that gap at the end, so a finished shard is
+one contiguous view with no further copy. Buffers come back through `recycle()` once written, so
+their pages are already mapped when reused.
 """
 
 from __future__ import annotations
 
 from array import array
+from collections import deque
 
 import numpy as np
 
@@ -14,20 +20,27 @@ from streaming.errors import EncodeError
 
 # Offsets are u32, so no raw shard may reach 4 GiB whatever size_limit says.
 MAX_SHARD_BYTES = (1 << 32) - 1
+_FIRST_CAPACITY = 1 << 26
 
 
 class ShardBuilder:
-    """The shard being filled: one bytearray of sample bytes plus their end offsets."""
-
-    __slots__ = ("_config", "_data", "_ends", "_limit", "size")
+    """The shard being filled: sample bytes in a bytearray plus their end offsets."""
 
     def __init__(self, config_json: bytes, size_limit: int | None) -> None:
         self._config = config_json
         self._limit = MAX_SHARD_BYTES if size_limit is None else min(size_limit, MAX_SHARD_BYTES)
-        self._reset()
+        self._capacity = min(self._limit, _FIRST_CAPACITY)
+        self._reserve = 8 + len(config_json) + 4096  # grows with the samples per shard
+        self._free: deque[bytearray] = deque()
+        self._start_shard()
 
-    def _reset(self) -> None:
-        self._data = bytearray()
+    def _start_shard(self) -> None:
+        want = self._reserve + self._capacity
+        buf = self._free.pop() if self._free else None
+        if buf is None or len(buf) < want:
+            buf = bytearray(want)
+        self._buf = buf
+        self._pos = self._reserve
         self._ends = array("q")
         self.size = 8 + len(self._config)
 
@@ -42,25 +55,48 @@ class ShardBuilder:
 
     def add(self, encoded: bytes | bytearray | memoryview) -> None:
         """Append one encoded sample (callers check fits() first, except for an oversize one)."""
-        self._data += encoded
-        self._ends.append(len(self._data))
-        self.size += len(encoded) + 4
+        n = len(encoded)
+        self.size += n + 4
         if self.size > MAX_SHARD_BYTES:
             raise EncodeError(
-                f"a sample of {len(encoded)} bytes does not fit in an MDS shard "
+                f"a sample of {n} bytes does not fit in an MDS shard "
                 f"(u32 offsets cap a raw shard at {MAX_SHARD_BYTES} bytes)"
             )
+        end = self._pos + n
+        if end > len(self._buf):
+            self._grow(end)
+        self._buf[self._pos : end] = encoded
+        self._pos = end
+        self._ends.append(end)
 
-    def take(self) -> tuple[bytes, bytearray, int]:
-        """Return (header, data, samples) of the finished shard and start an empty one."""
+    def _grow(self, needed: int) -> None:
+        bigger = bytearray(max(needed, 2 * len(self._buf)))
+        bigger[: self._pos] = memoryview(self._buf)[: self._pos]
+        self._buf = bigger
+
+    def take(self) -> tuple[memoryview, bytearray, int]:
+        """Finish the shard: (its raw bytes, the buffer to recycle() once written, samples)."""
         count = len(self._ends)
-        base = 4 + 4 * (count + 1) + len(self._config)
+        header_len = 4 + 4 * (count + 1) + len(self._config)
+        shift = header_len - self._reserve  # file offset = buffer offset + shift
         offsets = np.empty(count + 2, dtype="<u4")
         offsets[0] = count
-        offsets[1] = base
+        offsets[1] = header_len
         if count:
-            offsets[2:] = np.frombuffer(self._ends, dtype=np.int64) + base
+            offsets[2:] = np.frombuffer(self._ends, dtype=np.int64) + shift
         header = offsets.tobytes() + self._config
-        data = self._data
-        self._reset()
-        return header, data, count
+        buf, pos = self._buf, self._pos
+        if header_len <= self._reserve:
+            start = self._reserve - header_len
+            buf[start : self._reserve] = header
+            raw = memoryview(buf)[start:pos]
+        else:  # more samples than the gap was sized for: one copy, and a larger gap next time
+            raw = memoryview(header + memoryview(buf)[self._reserve : pos])
+        self._reserve = max(self._reserve, header_len + header_len // 4)
+        self._start_shard()
+        return raw, buf, count
+
+    def recycle(self, buf: bytearray) -> None:
+        """Give back a buffer from take() once nothing reads it any more (thread-safe)."""
+        if len(self._free) < 2:
+            self._free.append(buf)

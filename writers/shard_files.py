@@ -50,20 +50,19 @@ def zip_basename(basename: str, compression: str) -> str:
     return f"{basename}.{extension(compression)}"
 
 
-def write_file_atomic(path: Path, *parts: bytes | bytearray | memoryview) -> None:
-    """Write `parts` to a temporary sibling, then rename it to `path`."""
+def write_file_atomic(path: Path, data: bytes | memoryview) -> None:
+    """Write `data` to a temporary sibling, then rename it to `path` (no fsync: see docs)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
     try:
         with open(tmp, "wb") as f:
-            for part in parts:
-                f.write(part)
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def _file_info(basename: str, data: bytes, hashes: Sequence[str]) -> dict[str, Any]:
+def _file_info(basename: str, data: bytes | memoryview, hashes: Sequence[str]) -> dict[str, Any]:
     return {
         "basename": basename,
         "bytes": len(data),
@@ -72,29 +71,18 @@ def _file_info(basename: str, data: bytes, hashes: Sequence[str]) -> dict[str, A
 
 
 def write_shard(
-    directory: Path,
-    basename: str,
-    header: bytes,
-    data: bytearray,
-    samples: int,
-    config: dict[str, Any],
+    directory: Path, basename: str, raw: memoryview, samples: int, config: dict[str, Any]
 ) -> dict[str, Any]:
     """Write one shard (compressed if the config says so) and return its index.json entry."""
     compression = config["compression"]
     hashes = config["hashes"]
+    raw_info = _file_info(basename, raw, hashes)
     zip_info = None
-    if compression is None and not hashes:
-        write_file_atomic(directory / basename, header, data)
-        raw_info = {"basename": basename, "bytes": len(header) + len(data), "hashes": {}}
+    if compression is None:
+        write_file_atomic(directory / basename, raw)
     else:
-        raw = header + data
-        raw_info = _file_info(basename, raw, hashes)
-        if compression is None:
-            write_file_atomic(directory / basename, raw)
-        else:
-            packed = compress(compression, raw)
-            del raw
-            name = zip_basename(basename, compression)
-            write_file_atomic(directory / name, packed)
-            zip_info = _file_info(name, packed, hashes)
+        packed = compress(compression, raw)
+        name = zip_basename(basename, compression)
+        write_file_atomic(directory / name, packed)
+        zip_info = _file_info(name, packed, hashes)
     return {**config, "raw_data": raw_info, "samples": samples, "zip_data": zip_info}
