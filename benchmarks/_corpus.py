@@ -57,6 +57,18 @@ class Corpus:
     def __iter__(self) -> Iterator[dict]:
         return (self.sample(i) for i in range(len(self)))
 
+    def samples_in_memory(self) -> list[dict]:
+        """Every sample as a dict, built up front (arrays are plain ndarray views, not memmaps)."""
+        values = np.asarray(self.values)
+        if self.texts is None:
+            return [{"id": i, "blob": values[a:b].tobytes()} for i, (a, b) in self._spans()]
+        return [
+            {"id": i, "text": self.texts[i], "tokens": values[a:b]} for i, (a, b) in self._spans()
+        ]
+
+    def _spans(self):
+        return enumerate(zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist()))
+
 
 def _layout(
     rng: np.random.Generator, n: int, mean: float, sigma: float, low: int, dtype: type
