@@ -79,11 +79,15 @@ def _to_node(batches: np.ndarray, world: World) -> np.ndarray:
     return grid[local]
 
 
-def plan_node(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int = 0) -> NodePlan:
-    """The asking node's plan for `epoch`, resuming after `sample_in_epoch` global samples."""
+def _group_batches(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int):
     order, method, batch = _setup(cfg, world, epoch, sample_in_epoch)
     batches, start = method.group_batches(order, world, batch, int(sample_in_epoch))
-    del order  # frees the cached canonical sequences before the final copy
+    return batches, start, batch
+
+
+def plan_node(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int = 0) -> NodePlan:
+    """The asking node's plan for `epoch`, resuming after `sample_in_epoch` global samples."""
+    batches, start, batch = _group_batches(cfg, world, epoch, sample_in_epoch)
     return NodePlan(
         ids=_to_node(batches, world),
         batch_size=batch,
@@ -96,9 +100,17 @@ def plan_node(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int = 
 
 def plan_worker(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int = 0
                 ) -> np.ndarray:
-    """The asking worker's ordered ids (trailing -1 where it has fewer than its peers)."""
-    return plan_node(cfg, world, epoch, sample_in_epoch).worker_ids(world.rank_in_node,
-                                                                    world.worker)
+    """The asking worker's ordered ids (trailing -1 where it has fewer than its peers).
+
+    Same ids as `plan_node(...).worker_ids(...)` without building the other workers' rows.
+    """
+    batches, _, batch = _group_batches(cfg, world, epoch, sample_in_epoch)
+    workers = world.workers_per_rank
+    local = world.data_parallel_rank - world.group * world.group_ranks
+    mine = batches[world.worker::workers, local].reshape(-1)
+    out = np.full(-(-len(batches) // workers) * batch, -1, dtype=np.int64)
+    out[:len(mine)] = mine
+    return out
 
 
 def global_order(

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from streaming.plan import PlanConfig, World, global_order, plan_node
+from streaming.plan import PlanConfig, World, global_order, plan_node, plan_worker
 from streaming.plan.order import EpochOrder
 from tests.plan.helpers import (
     ALGOS,
@@ -302,3 +302,14 @@ def test_a_node_materialises_only_its_own_canonical_nodes(data, algo, nodes, k) 
             EpochOrder.sequence = original
         source = EpochOrder(cfg, nodes * k, 0).source
         assert asked == {int(source[c]) for c in range(nodes * k) if c % nodes == n}
+
+
+@given(setups(weighted=True))
+def test_plan_worker_matches_the_node_plan(setup) -> None:
+    cfg, world, epoch = setup
+    for n in range(world.num_nodes):
+        plan = plan_node(cfg, world.with_position(n), epoch)
+        for r in range(world.ranks_per_node):
+            for w in range(world.workers_per_rank):
+                here = world.with_position(n, r, w)
+                assert np.array_equal(plan_worker(cfg, here, epoch), plan.worker_ids(r, w))
