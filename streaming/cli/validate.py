@@ -70,18 +70,21 @@ class ShardChecker:
         algos = list(shard.get("hashes") or [])
         cleanup: list[Path] = []
         try:
-            raw = Path(self.root) / raw_entry["basename"] if not self.remote else None
-            if zip_entry and (raw is None or not raw.is_file()):
+            raw = None if self.remote else Path(self.root) / raw_entry["basename"]
+            packed = None
+            if zip_entry and (self.remote or (Path(self.root) / zip_entry["basename"]).is_file()):
                 packed = self._local(zip_entry["basename"], zip_entry)
                 if self.remote:
                     cleanup.append(packed)
                 validate_file(packed, zip_entry["bytes"], zip_entry.get("hashes") or {}, algos)
-                raw = self.scratch / f"{i:08d}.mds"
-                decompress_file(packed, raw, shard["compression"])
-                cleanup.append(raw)
-            elif raw is None:
-                raw = self._local(raw_entry["basename"], raw_entry)
-                cleanup.append(raw)
+            if raw is None or not raw.is_file():
+                if packed is not None:
+                    raw = self.scratch / f"{i:08d}.mds"
+                    decompress_file(packed, raw, shard["compression"])
+                    cleanup.append(raw)
+                elif self.remote:
+                    raw = self._local(raw_entry["basename"], raw_entry)
+                    cleanup.append(raw)
             validate_file(raw, raw_entry["bytes"], raw_entry.get("hashes") or {}, algos)
             with ShardReader(raw, self.codec, expected_samples=int(shard["samples"]),
                              expected_bytes=int(raw_entry["bytes"])) as reader:
