@@ -71,8 +71,10 @@ def best_fit_decreasing(
 class BestFitPacker(BufferedPacker):
     """Buffer `buffer_size` samples, best-fit them (decreasing) into open packs, emit full packs.
 
-    After each buffer, the `carry` packs with the most free room stay open for the next buffer
-    (packs with no room left are always emitted); every other pack is emitted in opening order.
+    After each buffer, the `carry` packs with the most free room stay open for the next buffer;
+    every other pack is emitted, in opening order. Full packs, and carried packs that the whole
+    buffer could not add to, are never kept, so no sample is held back for more than a few
+    buffers.
     """
 
     name = "best_fit"
@@ -110,7 +112,11 @@ class BestFitPacker(BufferedPacker):
         count = room.size
         kept = np.zeros(count, dtype=bool)
         if not final and self.carry:
-            open_packs = np.flatnonzero(room > 0)
+            # a carried pack that this whole buffer could not add to is emitted, not kept forever
+            touched = np.zeros(count, dtype=bool)
+            touched[assign] = True
+            touched[len(self._room) :] = True
+            open_packs = np.flatnonzero((room > 0) & touched)
             by_room = open_packs[np.argsort(-room[open_packs], kind="stable")]
             kept[by_room[: self.carry]] = True
         # relabel: emitted packs 0..e-1 first, kept ones after, each group in opening order

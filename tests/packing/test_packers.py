@@ -42,11 +42,21 @@ def test_best_fit_uses_the_tightest_pack_and_carries_the_emptiest():
 
 
 def test_best_fit_emits_later_packs_while_an_older_one_stays_open():
-    packer = BestFitPacker(2, buffer_size=1, carry=1)
-    assert as_lists(packer.push(0, 1)) == []  # pack A (room 1) is carried
-    assert as_lists(packer.push(1, 2)) == [[1]]  # pack B is full at once, A stays open
-    assert packer.state_dict()["open_ids"] == [[0]]
-    assert as_lists(packer.flush()) == [[0]]
+    packer = BestFitPacker(4, buffer_size=2, carry=1)
+    assert as_lists(packer.push_many([0, 1], [1, 1])) == []  # pack A = [0, 1], room 2, carried
+    # next buffer: 4 opens pack B (full, emitted); 1 goes to A, which stays open ahead of B
+    assert as_lists(packer.push_many([2, 3], [4, 1])) == [[2]]
+    assert packer.state_dict()["open_ids"] == [[0, 1, 3]]
+    assert as_lists(packer.flush()) == [[0, 1, 3]]
+
+
+def test_best_fit_does_not_hold_packs_that_nothing_fits_into():
+    packer = BestFitPacker(4096, buffer_size=10, carry=2)
+    emitted: set[int] = set()
+    for i in range(500):
+        for pack in packer.push(i, 3000):
+            emitted.update(pack.tolist())
+    assert set(range(500 - 2 * 10)) <= emitted  # nothing waits more than two buffers
 
 
 def test_best_fit_beats_first_fit_on_a_skewed_stream():
