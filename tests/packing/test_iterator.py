@@ -96,6 +96,13 @@ def test_unbatched_iteration_yields_one_dimensional_packs():
     assert sum(int(p["pack_lengths"].sum()) for p in packs) == 46
 
 
+def test_drop_last_keeps_only_full_batches():
+    source = make_source([20] * 7)  # one sample per pack: 7 packs
+    sizes = [b["input_ids"].shape[0] for b in build(source, batch_size=3)]
+    assert sizes == [3, 3, 1]
+    assert [b["input_ids"].shape[0] for b in build(source, batch_size=3, drop_last=True)] == [3, 3]
+
+
 def test_bad_input_is_named():
     with pytest.raises(PlanError, match="column 'tokens'"):
         list(PackedIterator([(3, {"text": "hi"})], packing_length=8))

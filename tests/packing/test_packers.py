@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
@@ -186,3 +188,11 @@ def test_state_from_another_configuration_is_refused():
            "pending_lengths": [1, 1, 1, 1, 1]}
     with pytest.raises(StateMismatchError, match="window"):
         make_packer("window_4", 16).load_state_dict(bad)
+
+
+def test_planner_modules_do_not_import_torch():
+    code = (
+        "import sys, streaming.packing, streaming.packing.planner, streaming.packing.mixing;"
+        "sys.exit('torch' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
