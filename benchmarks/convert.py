@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -67,13 +68,21 @@ def make_jsonl(samples: int) -> Path:
     return path
 
 
-def ours(src: Path, out: Path, workers: int) -> float:
+def cpu_seconds() -> float:
+    """CPU time of this process plus its finished children (the pool's workers)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def ours(src: Path, out: Path, workers: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one conversion."""
     shutil.rmtree(out, ignore_errors=True)
-    start = time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     result = convert(src, out, columns=COLUMNS, workers=workers, progress=False)
     seconds = time.perf_counter() - start
     assert result.samples > 0
-    return seconds
+    return seconds, cpu_seconds() - cpu
 
 
 def reference(src: Path, out: Path) -> float | None:
@@ -100,11 +109,18 @@ def main() -> None:
     size = src.stat().st_size
     print(f"input {src.name}: {size / MB:.0f} MB, {samples} samples, {os.cpu_count()} cpus")
     work = BENCH_DATA / "convert-out"
-    one = ours(src, work / "w1", 1)
-    two = ours(src, work / "w2", 2)
-    print(f"ours, 1 worker     {size / MB / one:8.1f} MB/s  ({one:.1f} s)")
-    print(f"ours, 2 workers    {size / MB / two:8.1f} MB/s  ({two:.1f} s)")
-    print(f"scaling 2 vs 1     {one / two:8.2f}x  (target >= 1.8x)")
+    print(f"load average before: {os.getloadavg()[0]:.1f} (other work on the machine skews MB/s;"
+          " CPU-s per GB does not depend on it)")
+    one, one_cpu = ours(src, work / "w1", 1)
+    two, two_cpu = ours(src, work / "w2", 2)
+    gb = size / (1 << 30)
+    print(f"ours, 1 worker     {size / MB / one:8.1f} MB/s  ({one:.1f} s, "
+          f"{one_cpu / gb:.0f} CPU-s/GB)")
+    print(f"ours, 2 workers    {size / MB / two:8.1f} MB/s  ({two:.1f} s, "
+          f"{two_cpu / gb:.0f} CPU-s/GB)")
+    print(f"scaling 2 vs 1     {one / two:8.2f}x  (target >= 1.8x; work overhead of the split "
+          f"{two_cpu / one_cpu:.2f}x)")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
     ref = reference(src, work / "ref")
     if ref is None:
         print("reference          skipped (no .bench-venvs/reference; see benchmarks/peers)")

@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if not args.quiet:
         reused = f", {result.skipped_parts} reused" if result.skipped_parts else ""
-        print(f"wrote {result.samples} samples in {result.parts} parts{reused} to {result.out} "
+        parts = f"{result.parts} part" + ("s" if result.parts != 1 else "")
+        print(f"wrote {result.samples} samples in {parts}{reused} to {result.out} "
               f"in {result.seconds:.1f}s")
     return 0
