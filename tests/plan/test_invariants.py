@@ -313,3 +313,12 @@ def test_plan_worker_matches_the_node_plan(setup) -> None:
             for w in range(world.workers_per_rank):
                 here = world.with_position(n, r, w)
                 assert np.array_equal(plan_worker(cfg, here, epoch), plan.worker_ids(r, w))
+
+
+@given(setups(method="random"))
+def test_padding_is_bounded(setup) -> None:
+    cfg, world, epoch = setup
+    _, pad = global_order(cfg, epoch, world, with_padding=True)
+    canonical = cfg.canonical_nodes(world)
+    global_batch = cfg.device_batch() * world.data_parallel_ranks
+    assert pad.sum() < canonical + global_batch
