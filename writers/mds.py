@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
+import mmap
 import os
 import re
 import threading
@@ -126,7 +127,7 @@ class MDSWriter:
         if self._progress is not None:
             self._progress.update(samples)
 
-    def _write_shard(self, basename: str, raw: memoryview, buf: bytearray, samples: int) -> dict:
+    def _write_shard(self, basename: str, raw: memoryview, buf: mmap.mmap, samples: int) -> dict:
         try:
             entry = write_shard(self.directory, basename, raw, samples, self._config)
             raw.release()

@@ -3,7 +3,8 @@
 The running size counts what the finished raw file will hold: the sample count, the first offset
 and the config JSON once, then four offset bytes plus the encoded bytes per sample.
 
-Samples are copied into a preallocated bytearray after a reserved gap, and the header (whose
+Samples are copied into an anonymous memory map (pages are only committed when touched, with no
+up-front zeroing) after a reserved gap, and the header (whose
 length depends on the sample count) is written into that gap at the end, so a finished shard is
 one contiguous view with no further copy. Buffers come back through `recycle()` once written, so
 their pages are already mapped when reused.
@@ -11,6 +12,7 @@ their pages are already mapped when reused.
 
 from __future__ import annotations
 
+import mmap
 from array import array
 from collections import deque
 
@@ -24,21 +26,21 @@ _FIRST_CAPACITY = 1 << 26
 
 
 class ShardBuilder:
-    """The shard being filled: sample bytes in a bytearray plus their end offsets."""
+    """The shard being filled: sample bytes in a memory buffer plus their end offsets."""
 
     def __init__(self, config_json: bytes, size_limit: int | None) -> None:
         self._config = config_json
         self._limit = MAX_SHARD_BYTES if size_limit is None else min(size_limit, MAX_SHARD_BYTES)
         self._capacity = min(self._limit, _FIRST_CAPACITY)
         self._reserve = 8 + len(config_json) + 4096  # grows with the samples per shard
-        self._free: deque[bytearray] = deque()
+        self._free: deque[mmap.mmap] = deque()
         self._start_shard()
 
     def _start_shard(self) -> None:
         want = self._reserve + self._capacity
         buf = self._free.pop() if self._free else None
         if buf is None or len(buf) < want:
-            buf = bytearray(want)
+            buf = mmap.mmap(-1, want)
         self._buf = buf
         self._pos = self._reserve
         self._ends = array("q")
@@ -70,11 +72,11 @@ class ShardBuilder:
         self._ends.append(end)
 
     def _grow(self, needed: int) -> None:
-        bigger = bytearray(max(needed, 2 * len(self._buf)))
+        bigger = mmap.mmap(-1, max(needed, 2 * len(self._buf)))
         bigger[: self._pos] = memoryview(self._buf)[: self._pos]
         self._buf = bigger
 
-    def take(self) -> tuple[memoryview, bytearray, int]:
+    def take(self) -> tuple[memoryview, mmap.mmap, int]:
         """Finish the shard: (its raw bytes, the buffer to recycle() once written, samples)."""
         count = len(self._ends)
         header_len = 4 + 4 * (count + 1) + len(self._config)
@@ -96,7 +98,7 @@ class ShardBuilder:
         self._start_shard()
         return raw, buf, count
 
-    def recycle(self, buf: bytearray) -> None:
+    def recycle(self, buf: mmap.mmap) -> None:
         """Give back a buffer from take() once nothing reads it any more (thread-safe)."""
         if len(self._free) < 2:
             self._free.append(buf)
