@@ -39,7 +39,7 @@ import json, sys, time
 import numpy as np
 from streaming import MDSWriter
 src, out = sys.argv[1], sys.argv[2]
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 with MDSWriter(columns={"id": "int", "text": "str", "tokens": "ndarray:int32"}, out=out,
                compression="zstd") as writer:
     with open(src, "rb") as handle:
@@ -47,7 +47,7 @@ with MDSWriter(columns={"id": "int", "text": "str", "tokens": "ndarray:int32"}, 
             row = json.loads(line)
             row["tokens"] = np.asarray(row["tokens"], dtype=np.int32)
             writer.write(row)
-print(time.perf_counter() - start)
+print(time.perf_counter() - start, time.process_time() - cpu)
 """
 
 
@@ -85,7 +85,7 @@ def ours(src: Path, out: Path, workers: int) -> tuple[float, float]:
     return seconds, cpu_seconds() - cpu
 
 
-def reference(src: Path, out: Path) -> float | None:
+def reference(src: Path, out: Path) -> tuple[float, float] | None:
     if not REFERENCE_PY.exists():
         return None
     shutil.rmtree(out, ignore_errors=True)
@@ -96,7 +96,8 @@ def reference(src: Path, out: Path) -> float | None:
     if done.returncode != 0:
         print(f"reference run failed: {done.stderr.strip()[-500:]}")
         return None
-    return float(done.stdout.strip().splitlines()[-1])
+    wall, cpu = done.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def main() -> None:
@@ -125,9 +126,11 @@ def main() -> None:
     if ref is None:
         print("reference          skipped (no .bench-venvs/reference; see benchmarks/peers)")
     else:
-        print(f"reference, 1 proc  {size / MB / ref:8.1f} MB/s  ({ref:.1f} s)")
-        print(f"ours 1 worker / reference  {ref / one:5.2f}x   ours 2 workers / reference  "
-              f"{ref / two:5.2f}x")
+        ref_wall, ref_cpu = ref
+        print(f"reference, 1 proc  {size / MB / ref_wall:8.1f} MB/s  ({ref_wall:.1f} s, "
+              f"{ref_cpu / gb:.0f} CPU-s/GB)")
+        print(f"speed vs reference: 1 worker {ref_wall / one:.2f}x, 2 workers "
+              f"{ref_wall / two:.2f}x; CPU per GB vs reference {one_cpu / ref_cpu:.2f}x")
     shutil.rmtree(work, ignore_errors=True)
 
 
