@@ -32,7 +32,7 @@ from streaming.cache.limit import (
 from streaming.cache.stats import CacheStats
 from streaming.coord.names import Namespace
 from streaming.coord.wait import Deadline, Flag
-from streaming.errors import CoordinationError, DownloadTimeoutError
+from streaming.errors import CacheLimitError, CoordinationError, DownloadTimeoutError
 from streaming.storage.retry import RetryPolicy
 from streaming.util.units import parse_bytes
 
@@ -308,6 +308,12 @@ class CacheEngine:
             state = int(table.state[shard])
             if state != tb.ABSENT:
                 return READY if state == tb.PRESENT else BUSY
+            limit = self.effective_limit()
+            if limit is not None and cost > limit - table.other_bytes:
+                raise CacheLimitError(
+                    f"{self._name(shard)} needs {cost} bytes in the cache while it is prepared, "
+                    f"more than cache_limit={limit} leaves beside {table.other_bytes} bytes "
+                    f"of other files in {', '.join(self.dirs)}")
             slots = int(table._globals[7])
             if slots > 0 and int((table.state == tb.PREPARING).sum()) >= slots:
                 return WAIT
