@@ -49,9 +49,10 @@ def write(corpus: Corpus, out: Path, compression: str | None) -> tuple[float, fl
 
 
 def sequential_read(ds: LocalDataset) -> float:
+    """Seconds to iterate over every sample in order (decoding every column)."""
     start = time.perf_counter()
-    for i in range(len(ds)):
-        ds[i]
+    for _ in ds:
+        pass
     return time.perf_counter() - start
 
 

@@ -11,7 +11,7 @@ import operator
 import os
 import tempfile
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,14 @@ class LocalDataset(Dataset):
         if isinstance(index, (list, tuple, np.ndarray)):
             return self.get_many(index)
         return self.get_item(index)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """Every sample in order, shard by shard (skips the per-sample shard lookup)."""
+        for shard, count in enumerate(self.samples_per_shard.tolist()):
+            if count:
+                reader = self._readers[shard] or self._open(shard)
+                for row in range(count):
+                    yield reader.get(row)
 
     def get_item(self, index: int) -> dict[str, Any]:
         """One sample by global index (negative counts from the end)."""

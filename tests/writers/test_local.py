@@ -63,6 +63,13 @@ def test_every_shard_boundary(ds: LocalDataset):
                 assert ds[int(i)]["id"] == i
 
 
+def test_iteration_in_order(ds: LocalDataset, reference_fixtures: Path, tmp_path: Path):
+    assert [s["id"] for s in ds] == list(range(500))
+    oversize = LocalDataset(reference_fixtures / "oversize")  # starts with an empty shard
+    assert [s["id"] for s in oversize] == [s["id"] for s in oversize[:]]
+    assert len(list(oversize)) == 12
+
+
 def test_slices_and_arrays(ds: LocalDataset):
     assert [s["id"] for s in ds[10:20]] == list(range(10, 20))
     assert [s["id"] for s in ds[::-97]] == list(range(499, -1, -97))
