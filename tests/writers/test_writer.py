@@ -237,3 +237,36 @@ def test_progress_bar_and_single_worker(tmp_path: Path, capsys):
     out = _write(tmp_path / "ds", [{"a": i} for i in range(100)], {"a": "int"},
                  progress_bar=True, max_workers=1, size_limit=400)
     assert len(LocalDataset(out)) == 100
+
+
+def test_image_encodings_round_trip(tmp_path: Path):
+    image_module = pytest.importorskip("PIL.Image")
+    rng = np.random.default_rng(1)
+
+    def image(mode: str, w: int, h: int):
+        channels = {"L": 1, "RGB": 3, "RGBA": 4}[mode]
+        pixels = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
+        return image_module.fromarray(pixels.squeeze(-1) if channels == 1 else pixels, mode)
+
+    columns = {"pil": "pil", "png": "png", "jpeg": "jpeg", "jarr": "jpeg_array",
+               "pils": "list[pil]", "pngs": "list[png]", "jpegs": "list[jpeg]"}
+    samples = [
+        {
+            "pil": image("RGBA", 5 + i, 3), "png": image("L", 4, 4 + i),
+            "jpeg": image("RGB", 8, 8), "jarr": [image("RGB", 8, 8)] * (1 + i % 2),
+            "pils": [image("RGB", 2, 2), image("L", 3, 1)], "pngs": [image("RGB", 6, 2)],
+            "jpegs": [image("L", 8, 8)] * (i % 3),
+        }
+        for i in range(6)
+    ]
+    out = _write(tmp_path / "ds", samples, columns, compression="zstd", size_limit=4096)
+    ds = LocalDataset(out)
+    for sample, got in zip(samples, ds):
+        for key in ("pil", "png"):  # lossless
+            assert got[key].mode == sample[key].mode
+            assert got[key].tobytes() == sample[key].tobytes()
+        for key in ("pils", "pngs"):
+            assert [g.tobytes() for g in got[key]] == [s.tobytes() for s in sample[key]]
+        assert got["jpeg"].size == sample["jpeg"].size  # lossy: shape and mode only
+        assert [g.size for g in got["jarr"]] == [s.size for s in sample["jarr"]]
+        assert [g.mode for g in got["jpegs"]] == [s.mode for s in sample["jpegs"]]
