@@ -27,7 +27,6 @@ from streaming.cache.limit import (
     MinimumLimit,
     check_limit,
     minimum_limit,
-    reader_shards,
 )
 from streaming.cache.stats import CacheStats
 from streaming.coord.names import Namespace
@@ -168,6 +167,9 @@ class CacheEngine:
         """Start prefetching for a reader that will read one sample of `shards[i]` per step i."""
         self.stop()
         seq = np.asarray(shards, np.int64).reshape(-1)
+        if len(seq) and (int(seq.min()) < 0 or int(seq.max()) >= len(self.cached)):
+            raise ValueError(f"follow() needs shard ids in [0, {len(self.cached)}) (drop the -1 "
+                             "padding of a plan before mapping ids to shards)")
         starts = np.flatnonzero(np.diff(seq) != 0) + 1 if len(seq) else seq
         self._run_start = np.concatenate([[0], starts]).astype(np.int64) if len(seq) else seq
         self._run_shard = seq[self._run_start]
@@ -459,8 +461,7 @@ class CacheEngine:
     # ----- limits and stats --------------------------------------------------------------
     def minimum_limit(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit:
         """Smallest cache_limit under which the node plan `node_ids` [ranks, workers, n] runs."""
-        shards = reader_shards(node_ids, shard_starts)
-        return minimum_limit(shards.reshape(-1, shards.shape[-1]), self.footprint)
+        return minimum_limit(node_ids, self.footprint, shard_starts)
 
     def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit | None:
         """Refuse (CacheLimitError with the number) a cache_limit the node plan cannot run in."""

@@ -62,8 +62,13 @@ def reader_shards(ids: np.ndarray, shard_starts: np.ndarray) -> np.ndarray:
     return np.where(ids >= 0, shards, -1)
 
 
-def minimum_limit(shards: np.ndarray, footprint: Footprint) -> MinimumLimit:
-    """Minimum limit for readers reading `shards[reader, step]` (-1 = idle) in lock-step."""
+def minimum_limit(shards: np.ndarray, footprint: Footprint,
+                  shard_starts: np.ndarray | None = None) -> MinimumLimit:
+    """Minimum limit for readers reading `shards[..., reader, step]` (-1 = idle) in lock-step.
+
+    With `shard_starts`, the array holds global sample ids instead (a NodePlan's `ids`); they
+    are mapped to shards a block of steps at a time, so memory stays bounded for huge plans.
+    """
     best = MinimumLimit(0, 0, ())
     arr = np.asarray(shards, np.int64)
     if not arr.size:
@@ -72,7 +77,10 @@ def minimum_limit(shards: np.ndarray, footprint: Footprint) -> MinimumLimit:
     resident = np.append(footprint.resident, 0)  # index -1 -> the appended zero
     transient = np.append(footprint.transient, 0)
     for start in range(0, grid.shape[1], CHUNK):
-        block = np.sort(grid[:, start:start + CHUNK].T, axis=1)  # [steps, readers]
+        block = grid[:, start:start + CHUNK]
+        if shard_starts is not None:
+            block = reader_shards(block, shard_starts)
+        block = np.sort(block.T, axis=1)  # [steps, readers]
         repeat = np.zeros_like(block, bool)
         repeat[:, 1:] = block[:, 1:] == block[:, :-1]
         kept = np.where(repeat, -1, block)

@@ -121,3 +121,15 @@ def test_real_node_plan_with_shuffle_runs_at_its_minimum():
     m = minimum_limit(shards, fp)
     assert m.bytes <= 4 * raw.max() + raw.max() // 2
     simulate(shards, fp, m.bytes)
+
+
+def test_ids_are_mapped_per_block_with_the_same_result(monkeypatch):
+    import streaming.cache.limit as limit_module
+
+    monkeypatch.setattr(limit_module, "CHUNK", 7)
+    rng = np.random.default_rng(5)
+    starts = np.array([0, 10, 25, 40, 41])
+    ids = rng.integers(-1, 60, (3, 50))
+    fp = _footprint(rng.integers(1, 100, 5), rng.integers(1, 50, 5))
+    by_ids = minimum_limit(ids, fp, starts)
+    assert by_ids == minimum_limit(reader_shards(ids, starts), fp)
