@@ -92,7 +92,7 @@ def assemble(cfg: PlanConfig, world: World, epoch: int, start: int = 0) -> np.nd
                 groups = dp // max(ranks // world.replication, 1)
                 per_group = max(ranks // world.replication, 1)
                 local = (np.arange(nb)[:, None] * per_group + rd) * b + np.arange(b)
-                pos = q + groups * local
+                pos = (q - start) % groups + groups * local
             else:
                 pos = np.arange(nb)[:, None] * b * dp + d * b + np.arange(b)
             previous = out[pos]

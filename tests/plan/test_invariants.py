@@ -281,8 +281,9 @@ def test_replication_across_whole_nodes(setup) -> None:
 
 
 @given(streams(max_shards=8), st.sampled_from((None, *ALGOS[1:])), st.integers(1, 4),
-       st.integers(1, 3))
-def test_a_node_materialises_only_its_own_canonical_nodes(data, algo, nodes, k) -> None:
+       st.integers(1, 3), st.integers(0, 100))
+def test_a_node_materialises_only_its_own_canonical_nodes(data, algo, nodes, k, start) -> None:
+    """Also after a resume at any position: the node keeps its canonical nodes (warm cache)."""
     sizes, counts = data
     cfg = PlanConfig(sizes, counts, shuffle=algo is not None, shuffle_algo=algo or "py1e",
                      num_canonical_nodes=nodes * k, batch_size=2)
@@ -297,7 +298,7 @@ def test_a_node_materialises_only_its_own_canonical_nodes(data, algo, nodes, k) 
 
         EpochOrder.sequence = spy
         try:
-            plan_node(cfg, world.with_position(n), 0)
+            plan_node(cfg, world.with_position(n), 0, start % cfg.epoch_size)
         finally:
             EpochOrder.sequence = original
         source = EpochOrder(cfg, nodes * k, 0).source

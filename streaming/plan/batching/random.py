@@ -1,7 +1,7 @@
 """random: global batches are consecutive stretches of the shuffled global order.
 
-Stream mix holds in expectation. Node groups own positions p = s + q (mod groups), so a node
-reads only the canonical nodes congruent to it: canonical-node locality is exact.
+Stream mix holds in expectation. Node group q owns the positions p = q (mod groups), also after
+a resume, so a node reads only the canonical nodes congruent to it: locality is exact.
 """
 
 from __future__ import annotations
@@ -29,5 +29,8 @@ def group_batches(order: EpochOrder, world: World, batch: int, start: int):
     """[batches, group ranks, batch] ids for the asking group (any resume position works)."""
     groups = world.num_groups
     local = _positions(order, world, batch, start) // groups
-    ids = order.take_progression(start + world.group, groups, local)
+    # Keep serving the residue class p = group (mod groups) after a resume: same canonical
+    # nodes, warm caches. Any window of B positions holds B / groups of each residue.
+    first = start + (world.group - start) % groups
+    ids = order.take_progression(first, groups, local)
     return ids.reshape(-1, world.group_ranks, batch), start
