@@ -14,6 +14,7 @@ from streaming.errors import PlanError, StateMismatchError
 from streaming.packing.base import BufferedPacker, as_int64, split_packs
 
 DEFAULT_BUFFER = 1000
+DEFAULT_MAX_AGE = 8
 
 
 def best_fit_decreasing(
@@ -72,9 +73,8 @@ class BestFitPacker(BufferedPacker):
     """Buffer `buffer_size` samples, best-fit them (decreasing) into open packs, emit full packs.
 
     After each buffer, the `carry` packs with the most free room stay open for the next buffer;
-    every other pack is emitted, in opening order. Full packs, and carried packs that the whole
-    buffer could not add to, are never kept, so no sample is held back for more than a few
-    buffers.
+    every other pack is emitted, in opening order. Full packs, and packs already carried over
+    `max_age` buffers, are never kept, so no sample waits more than `max_age` buffers.
     """
 
     name = "best_fit"
@@ -84,6 +84,7 @@ class BestFitPacker(BufferedPacker):
         packing_length: int,
         buffer_size: int | None = None,
         carry: int | None = None,
+        max_age: int = DEFAULT_MAX_AGE,
         **options: Any,
     ) -> None:
         buffer_size = DEFAULT_BUFFER if buffer_size is None else buffer_size
@@ -92,9 +93,13 @@ class BestFitPacker(BufferedPacker):
         self.carry = max(1, self.buffer_size // 8) if carry is None else int(carry)
         if self.carry < 0:
             raise PlanError(f"carry must be >= 0, got {carry}")
+        if max_age < 1:
+            raise PlanError(f"max_age must be >= 1, got {max_age}")
+        self.max_age = int(max_age)
         self._open_ids = np.empty(0, np.int64)  # ids held by carried packs, by pack then position
         self._pack_of = np.empty(0, np.int64)  # carried pack (0, 1, ... in opening order) of each
         self._room: list[int] = []  # free room of each carried pack
+        self._age = np.empty(0, np.int64)  # buffers each carried pack has been carried over
 
     def _pack_groups(self, ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
         size = self.buffer_size
@@ -111,12 +116,10 @@ class BestFitPacker(BufferedPacker):
         room = np.asarray(room_list, dtype=np.int64)
         count = room.size
         kept = np.zeros(count, dtype=bool)
+        age = np.concatenate([self._age, np.zeros(count - self._age.size, np.int64)])
         if not final and self.carry:
-            # a carried pack that this whole buffer could not add to is emitted, not kept forever
-            touched = np.zeros(count, dtype=bool)
-            touched[assign] = True
-            touched[len(self._room) :] = True
-            open_packs = np.flatnonzero((room > 0) & touched)
+            # a pack carried over `max_age` buffers is emitted: no sample waits forever
+            open_packs = np.flatnonzero((room > 0) & (age < self.max_age))
             by_room = open_packs[np.argsort(-room[open_packs], kind="stable")]
             kept[by_room[: self.carry]] = True
         # relabel: emitted packs 0..e-1 first, kept ones after, each group in opening order
@@ -134,24 +137,27 @@ class BestFitPacker(BufferedPacker):
         self._open_ids = grouped[rest:]
         self._pack_of = keys[rest:] - emitted
         self._room = room[kept].tolist()
+        self._age = age[kept] + 1
         return out
 
     def _config(self) -> dict[str, Any]:
-        return {"buffer_size": self.buffer_size, "carry": self.carry}
+        return {"buffer_size": self.buffer_size, "carry": self.carry, "max_age": self.max_age}
 
     def _state(self) -> dict[str, Any]:
         return {
             **super()._state(),
             "open_ids": [p.tolist() for p in split_packs(self._open_ids, self._pack_of)],
             "open_room": list(self._room),
+            "open_age": self._age.tolist(),
         }
 
     def _load(self, state: dict[str, Any]) -> None:
         super()._load(state)
         open_ids = state.get("open_ids", [])
         room = as_int64(state.get("open_room", []), "open_room").tolist()
-        if len(open_ids) != len(room):
-            raise StateMismatchError("best_fit state: open_ids and open_room differ in size")
+        age = as_int64(state.get("open_age", []), "open_age")
+        if not len(open_ids) == len(room) == age.size:
+            raise StateMismatchError("best_fit state: open_ids, open_room, open_age differ in size")
         if any(r > self.packing_length for r in room):
             raise StateMismatchError("best_fit state: an open pack has more room than capacity")
         packs = [np.asarray(p, dtype=np.int64).reshape(-1) for p in open_ids]
@@ -160,3 +166,4 @@ class BestFitPacker(BufferedPacker):
         self._open_ids = np.concatenate(packs) if packs else np.empty(0, np.int64)
         self._pack_of = np.repeat(np.arange(len(packs)), [p.size for p in packs]).astype(np.int64)
         self._room = room
+        self._age = age

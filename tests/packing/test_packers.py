@@ -52,13 +52,15 @@ def test_best_fit_emits_later_packs_while_an_older_one_stays_open():
     assert as_lists(packer.flush()) == [[0, 1, 3]]
 
 
-def test_best_fit_does_not_hold_packs_that_nothing_fits_into():
-    packer = BestFitPacker(4096, buffer_size=10, carry=2)
+def test_best_fit_emits_packs_carried_longer_than_max_age():
+    # every pack has the same room and nothing fits it: without the age limit the two oldest
+    # packs would be carried until flush
+    packer = BestFitPacker(4096, buffer_size=10, carry=2, max_age=2)
     emitted: set[int] = set()
     for i in range(500):
         for pack in packer.push(i, 3000):
             emitted.update(pack.tolist())
-    assert set(range(500 - 2 * 10)) <= emitted  # nothing waits more than two buffers
+    assert set(range(500 - 3 * 10)) <= emitted  # kept twice at most, emitted by the third
 
 
 def test_best_fit_beats_first_fit_on_a_skewed_stream():
@@ -196,3 +198,29 @@ def test_planner_modules_do_not_import_torch():
         "sys.exit('torch' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+@given(
+    st.lists(st.integers(0, 32), max_size=150),
+    st.integers(1, 12),
+    st.integers(0, 6),
+    st.integers(1, 4),
+    st.data(),
+)
+def test_best_fit_knobs_keep_bulk_stream_and_resume_identical(lengths, buffer, carry, age, data):
+    def packer():
+        return BestFitPacker(32, buffer_size=buffer, carry=carry, max_age=age)
+
+    one = packer()
+    expected = [p.tolist() for i, n in enumerate(lengths) for p in one.push(i, n)]
+    expected += as_lists(one.flush())
+    bulk = packer()
+    assert as_lists(bulk.push_many(np.arange(len(lengths)), lengths) + bulk.flush()) == expected
+    cut = data.draw(st.integers(0, len(lengths)))
+    first = packer()
+    out = first.push_many(np.arange(cut), lengths[:cut])
+    second = packer()
+    second.load_state_dict(first.state_dict())
+    out += second.push_many(np.arange(cut, len(lengths)), lengths[cut:]) + second.flush()
+    assert as_lists(out) == expected
+    assert sorted(i for p in expected for i in p) == list(range(len(lengths)))
