@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,19 @@ def test_unordered_output_has_every_sample(tmp_path: Path, small_parts):
     convert(src, tmp_path / "out", workers=2, ordered=False, progress=False)
     ids = sorted(s["id"] for s in read_samples(tmp_path / "out"))
     assert ids == list(range(800))
+
+
+@pytest.mark.slow
+def test_deadline_stops_workers_promptly(tmp_path: Path, small_parts):
+    src = make_jsonl(tmp_path / "in.jsonl", 400)
+
+    def slow(record):
+        if record["id"] >= 300:  # the last part would take 20 s; column inference stays fast
+            time.sleep(0.2)
+        return record
+
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="deadline"):
+        convert(src, tmp_path / "out", workers=2, transform=slow, timeout=0.5, progress=False)
+    assert time.monotonic() - started < 10
+    assert not (tmp_path / "out" / "index.json").exists()

@@ -40,7 +40,7 @@ _EXTENSIONS = {
 # that each part's last partial shard stays a small fraction.
 PART_BYTES = 256 << 20
 PART_ROWS = 1 << 20
-INFER_SAMPLES = 1000
+INFER_SAMPLES = 200  # transformed in the driver too, so keep it modest
 DEFAULT_SIZE_LIMIT = 1 << 26
 
 

@@ -175,6 +175,20 @@ def _context() -> mp.context.BaseContext:
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
+def _stop(pool: ProcessPoolExecutor, graceful: bool) -> None:
+    """Shut the pool down; after a failure, end its workers now (their parts are redone)."""
+    if graceful:
+        pool.shutdown(wait=True)
+        return
+    # No public API ends running workers before Python 3.14; _processes is the pool's own map.
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(10)
+
+
 def run_parts(job: Job, pieces: list[Piece], workers: int, bar: Any,
               timeout: float | None = None) -> dict[int, int]:
     """Convert every piece (in-process for one worker, else a pool); piece index -> samples."""
@@ -187,29 +201,28 @@ def run_parts(job: Job, pieces: list[Piece], workers: int, bar: Any,
     job.counters = ctx.Array("q", 2)
     deadline = None if timeout is None else time.monotonic() + timeout
     done: dict[int, int] = {}
-    with ProcessPoolExecutor(min(workers, len(pieces)), mp_context=ctx,
-                             initializer=_install, initargs=(job,)) as pool:
-        pending = {pool.submit(_pool_task, p) for p in pieces}
-        seen = [0, 0]
-        try:
-            while pending:
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"conversion to {job.out} passed its {timeout}s deadline")
-                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-                now = list(job.counters[:])
-                bar.update(now[0] - seen[0], now[1] - seen[1])
-                seen = now
-                for future in finished:
-                    index, samples = future.result()
-                    done[index] = samples
-        except BrokenProcessPool as exc:
-            raise CoordinationError(
-                f"a conversion worker died while writing {job.out}; finished parts are kept, "
-                "run the same conversion again to resume"
-            ) from exc
-        finally:
-            for future in pending:
-                future.cancel()
+    pool = ProcessPoolExecutor(min(workers, len(pieces)), mp_context=ctx,
+                               initializer=_install, initargs=(job,))
+    pending = {pool.submit(_pool_task, p) for p in pieces}
+    seen = [0, 0]
+    try:
+        while pending:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"conversion to {job.out} passed its {timeout}s deadline")
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            now = list(job.counters[:])
+            bar.update(now[0] - seen[0], now[1] - seen[1])
+            seen = now
+            for future in finished:
+                index, samples = future.result()
+                done[index] = samples
+    except BrokenProcessPool as exc:
+        raise CoordinationError(
+            f"a conversion worker died while writing {job.out}; finished parts are kept, "
+            "run the same conversion again to resume"
+        ) from exc
+    finally:
+        _stop(pool, graceful=not pending)
     return done
 
 
