@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/remote.py --quick    # ~80 MB
     .venv/bin/python benchmarks/remote.py --no-peers
 
-Prints, in one run on the same bucket: the ceiling (parallel ranged GETs of the same objects),
+Prints, in one run on the same bucket: the ceilings (parallel ranged GETs of the same objects;
+fetching and decompressing them with a thread pool and nothing else),
 the engine's throughput and time to first sample without and with cache_limit at 25% of the
 dataset, StreamingDataset's, and mosaicml-streaming's (.bench-venvs/reference) when present.
 Absolute numbers vary between machines; read the ratios to the ceiling.
@@ -82,6 +83,30 @@ def ceiling(client, bucket: str, keys: list[tuple[str, int]], threads: int = 8) 
     with ThreadPoolExecutor(threads) as pool:
         total = sum(pool.map(get, ranges))
     return total / MB / (time.perf_counter() - start)
+
+
+def prepare_ceiling(remote: str, keys: list[tuple[str, int]], threads: int = 4) -> float:
+    """MB/s (compressed) of fetching and decompressing every shard to disk with `threads`
+    threads and no reader: the work the engine must do, without the engine."""
+    from streaming.format.compression import decompress_file
+    from streaming.storage import fetch
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-prep-"))
+
+    def prepare(item: tuple[str, int]) -> int:
+        key, size = item
+        name = key.rsplit("/", 1)[-1]
+        zipped = fetch(f"{remote}/{name}", folder / name, expected_size=size)
+        decompress_file(zipped, folder / name.removesuffix(".zstd"), "zstd")
+        zipped.unlink()
+        return size
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        total = sum(pool.map(prepare, keys))
+    seconds = time.perf_counter() - start
+    shutil.rmtree(folder, ignore_errors=True)
+    return total / MB / seconds
 
 
 def engine_epoch(remote: str, limit: int | None, predownload: int) -> dict:
@@ -171,10 +196,11 @@ def peer_epoch(python: Path, remote: str, env: dict) -> dict | str:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _row(name: str, run: dict, zip_mb: float, top: float) -> str:
+def _row(name: str, run: dict, zip_mb: float, top: float, work: float) -> str:
     mbs = zip_mb / run["seconds"]
     return (f"{name:<34} {run['samples'] / run['seconds']:>10,.0f} samples/s {mbs:>8.1f} MB/s "
-            f"(x{mbs / top:.2f} of ceiling)  first sample {run['first'] * 1000:>7.0f} ms")
+            f"(x{mbs / top:.2f} of GETs, x{mbs / work:.2f} of fetch+decompress)  "
+            f"first sample {run['first'] * 1000:>6.0f} ms")
 
 
 def main() -> None:
@@ -198,20 +224,23 @@ def main() -> None:
         top = ceiling(client, "bench", keys)
         print(f"{'ceiling: 8 parallel range GETs':<34} {'':>20} {top:>8.1f} MB/s")
         remote = "s3://bench/ds"
+        work = prepare_ceiling(remote, keys)
+        print(f"{'ceiling: fetch+decompress, 4 threads':<34} {'':>20} {work:>8.1f} MB/s "
+              f"(x{work / top:.2f} of GETs: CPU-bound on {os.cpu_count()} cores)")
         full = engine_epoch(remote, None, args.predownload)
-        print(_row("engine, no cache_limit", full, zip_mb, top))
+        print(_row("engine, no cache_limit", full, zip_mb, top, work))
         print(f"{'':<34} {full['stats']}")
         limit = int((raw_mb + zip_mb) * MB) // 4
         quarter = engine_epoch(remote, limit, args.predownload)
-        print(_row("engine, cache_limit 25%", quarter, zip_mb, top))
+        print(_row("engine, cache_limit 25%", quarter, zip_mb, top, work))
         print(f"{'':<34} {quarter['stats']}")
         ours = dataset_epoch(remote)
         if ours is not None:
-            print(_row("StreamingDataset (this project)", ours, zip_mb, top))
+            print(_row("StreamingDataset (this project)", ours, zip_mb, top, work))
         if not args.no_peers:
             peer = peer_epoch(ROOT / ".bench-venvs/reference/bin/python", remote, env)
             if isinstance(peer, dict):
-                print(_row("mosaicml-streaming 0.13", peer, zip_mb, top))
+                print(_row("mosaicml-streaming 0.13", peer, zip_mb, top, work))
             else:
                 print(f"mosaicml-streaming 0.13: {peer}")
         print("litdata: not run (it needs its own optimized format, not MDS, on the bucket)")
