@@ -38,6 +38,7 @@ class Corpus:
     values: np.ndarray  # flat tokens (int32) or bytes (uint8), memory-mapped
     offsets: np.ndarray  # int64, len(samples) + 1
     texts: list[str] | None = None
+    folder: Path | None = None  # where the cached .npy files live (for out-of-process readers)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -97,8 +98,12 @@ def _fill_blobs(rng: np.random.Generator, out: np.ndarray, offsets: np.ndarray) 
         out[mid:hi] = np.resize(motif, hi - mid)
 
 
+def _folder(name: str) -> Path:
+    return BENCH_DATA / "corpus" / name
+
+
 def _cached(name: str, build) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
-    folder = BENCH_DATA / "corpus" / name
+    folder = _folder(name)
     done = folder / "done.json"
     if not done.exists():
         folder.mkdir(parents=True, exist_ok=True)
@@ -125,8 +130,9 @@ def token_corpus(
         texts = [" ".join(row) for row in _WORDS[picks].tolist()]
         return tokens, offsets, texts
 
-    values, offsets, texts = _cached(f"tokens-{samples}-{mean_tokens}-{vocab}-{seed}", build)
-    return Corpus(TOKEN_COLUMNS, values, offsets, texts)
+    name = f"tokens-{samples}-{mean_tokens}-{vocab}-{seed}"
+    values, offsets, texts = _cached(name, build)
+    return Corpus(TOKEN_COLUMNS, values, offsets, texts, _folder(name))
 
 
 def blob_corpus(samples: int = 10_000, mean_bytes: int = 100_000, seed: int = 0) -> Corpus:
@@ -138,5 +144,6 @@ def blob_corpus(samples: int = 10_000, mean_bytes: int = 100_000, seed: int = 0)
         _fill_blobs(rng, blobs, offsets)
         return blobs, offsets, None
 
-    values, offsets, _ = _cached(f"blobs-{samples}-{mean_bytes}-{seed}", build)
-    return Corpus(BLOB_COLUMNS, values, offsets, None)
+    name = f"blobs-{samples}-{mean_bytes}-{seed}"
+    values, offsets, _ = _cached(name, build)
+    return Corpus(BLOB_COLUMNS, values, offsets, None, _folder(name))

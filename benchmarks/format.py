@@ -12,9 +12,11 @@ ratios against the reference implementation's figures measured on this machine.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,9 +33,43 @@ from streaming.format.index import read_index
 from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
-# mosaicml-streaming 0.13 on this machine, same corpus (see docs/performance.md).
+# mosaicml-streaming 0.13's published figures on this machine (see docs/performance.md).
 REFERENCE = {"raw_write_mbs": 170.0, "zstd_write_mbs": 75.0, "random_p50_us": 24.0}
 MB = 1 << 20
+REFERENCE_PY = Path(__file__).resolve().parent.parent / ".bench-venvs/reference/bin/python"
+
+# Runs inside the reference venv on the same cached corpus: its writer, then its LocalDataset.
+REFERENCE_RUN = """
+import json, random, shutil, sys, time
+import numpy as np
+from streaming import LocalDataset, MDSWriter
+corpus, out, reads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+values = np.asarray(np.load(corpus + "/values.npy", mmap_mode="r"))
+offsets = np.load(corpus + "/offsets.npy").tolist()
+texts = json.load(open(corpus + "/texts.json"))
+samples = [{"id": i, "text": texts[i], "tokens": values[offsets[i]:offsets[i + 1]]}
+           for i in range(len(texts))]
+result = {}
+for name in ("raw", "zstd"):
+    shutil.rmtree(out + name, ignore_errors=True)
+    start, cpu = time.perf_counter(), time.process_time()
+    with MDSWriter(columns={"id": "int", "text": "str", "tokens": "ndarray:int32"},
+                   out=out + name, compression=None if name == "raw" else "zstd") as writer:
+        for sample in samples:
+            writer.write(sample)
+    result[name] = [time.perf_counter() - start, time.process_time() - cpu]
+ds = LocalDataset(out + "raw")
+for i in range(len(ds)):
+    ds[i]
+ids = random.Random(0).choices(range(len(ds)), k=reads)
+lat = []
+for i in ids:
+    t = time.perf_counter_ns()
+    ds[i]
+    lat.append(time.perf_counter_ns() - t)
+result["random_us"] = [float(np.percentile(lat, 50)) / 1000, float(np.percentile(lat, 99)) / 1000]
+print(json.dumps(result))
+"""
 
 
 def write(corpus: Corpus, out: Path, compression: str | None) -> tuple[float, float, int]:
@@ -99,11 +135,28 @@ def zstd_ceilings(raw_paths: list[Path], level: int = 3) -> tuple[float, float]:
     return compress, size / (time.perf_counter() - start)
 
 
+def reference_run(corpus: Corpus, out: Path, reads: int) -> dict | None:
+    """The reference implementation on the same corpus in the same run, or None if absent."""
+    if not REFERENCE_PY.exists() or corpus.texts is None or corpus.folder is None:
+        return None
+    # Outside the checkout, with no PYTHONPATH, so `streaming` is the reference's package.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    args = [str(REFERENCE_PY), "-c", REFERENCE_RUN, str(corpus.folder), str(out), str(reads)]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=out.parent,
+                          timeout=3600)
+    if done.returncode:
+        print(f"reference run failed: {done.stderr.strip()[-400:]}")
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small corpus (~80 MB)")
     parser.add_argument("--corpus", choices=["tokens", "blobs"], default="tokens")
     parser.add_argument("--random-reads", type=int, default=100_000)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="skip the same-run reference measurement (.bench-venvs/reference)")
     args = parser.parse_args()
 
     if args.corpus == "tokens":
@@ -166,8 +219,32 @@ def main() -> None:
         ),
         ("ceiling: zstd decompress", f"{zd:8.0f} MB/s", "one thread"),
     ]
+    ref = None if args.no_reference else reference_run(corpus, root / "reference-", len(lat))
+    if ref is not None:
+        rows += _reference_rows(ref, raw_bytes, raw_mbs, zstd_mbs, p50)
     for name, value, note in rows:
         print(f"{name:<26}{value:<22}{note}")
+
+
+def _reference_rows(
+    ref: dict, raw_bytes: int, raw_mbs: float, zstd_mbs: float, p50: float
+) -> list[tuple[str, str, str]]:
+    """Rows comparing this run with the reference measured on the same corpus just after."""
+    ref_raw, ref_zstd = (raw_bytes / MB / ref[k][0] for k in ("raw", "zstd"))
+    ref_p50, ref_p99 = ref["random_us"]
+    return [
+        ("reference: write raw", f"{ref_raw:8.1f} MB/s", f"ours x{raw_mbs / ref_raw:.2f}"),
+        (
+            "reference: write zstd",
+            f"{ref_zstd:8.1f} MB/s",
+            f"ours x{zstd_mbs / ref_zstd:.2f} (target x2.00)",
+        ),
+        (
+            "reference: ds[i] p50/p99",
+            f"{ref_p50:8.2f} us",
+            f"p99 {ref_p99:.2f} us; ours x{p50 / ref_p50:.2f} of its p50 (target <= x0.33)",
+        ),
+    ]
 
 
 if __name__ == "__main__":

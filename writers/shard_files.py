@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from streaming.format.compression import compress, extension
+import zstandard
+
+from streaming.format.compression import compress, extension, parse_compression
 from streaming.format.encodings import encoding_size
 from streaming.format.hashing import hexdigest
 
@@ -70,6 +72,15 @@ def _file_info(basename: str, data: bytes | memoryview, hashes: Sequence[str]) -
     }
 
 
+def _compress(compression: str, raw: memoryview) -> bytes:
+    codec, level = parse_compression(compression)
+    if codec == "zstd":
+        # One thread per shard: the writer already compresses shards in parallel, and zstd's
+        # own threads would cost ~15% more CPU and change the bytes versus the reference writer.
+        return zstandard.ZstdCompressor(level=level).compress(raw)
+    return compress(compression, raw)
+
+
 def write_shard(
     directory: Path, basename: str, raw: memoryview, samples: int, config: dict[str, Any]
 ) -> dict[str, Any]:
@@ -81,7 +92,7 @@ def write_shard(
     if compression is None:
         write_file_atomic(directory / basename, raw)
     else:
-        packed = compress(compression, raw)
+        packed = _compress(compression, raw)
         name = zip_basename(basename, compression)
         write_file_atomic(directory / name, packed)
         zip_info = _file_info(name, packed, hashes)
