@@ -166,3 +166,25 @@ def test_a_raised_failure_flag_stops_a_waiting_reader(source, tmp_path):
         engine.acquire(5)
     assert engine.table.pins[engine._slot].max() == -1  # the failed acquire left no pin
     engine.close()
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_four_readers_finish_at_exactly_the_minimum_limit(source, tmp_path, shuffle):
+    from streaming.cache.limit import minimum_limit
+    from streaming.plan import PlanConfig, World, plan_node
+    from tests.cache._data import cache_bytes, run_rank
+
+    cache = tmp_path / "c"
+    handle = _open(source, cache)
+    samples = handle.spanner.samples_per_shard
+    cfg = PlanConfig(samples_per_shard=samples, shards_per_stream=np.array([len(samples)]),
+                     shuffle=shuffle, shuffle_algo="py1s", shuffle_seed=1, batch_size=4,
+                     num_canonical_nodes=1)
+    ids = plan_node(cfg, World(1, 1, 4, 0, 0, 0, 1), epoch=0).ids
+    owner = CacheEngine(handle.preparer, cache_limit="1tb").attach()
+    limit = minimum_limit(ids, owner.footprint, handle.spanner.shard_starts).bytes \
+        + owner.table.other_bytes
+    read, _ = run_rank({}, str(source), str(cache), ids[0], limit, 0.0)
+    assert read == int((ids >= 0).sum())
+    assert cache_bytes(cache) <= limit
+    owner.close()
