@@ -38,12 +38,11 @@ def best_fit_decreasing(
                 heaps[room] = [pack]
                 rooms.append(room)
     rooms.sort()
-    order = np.argsort(-lengths, kind="stable").tolist()
-    sizes = lengths.tolist()
-    assign = [0] * len(sizes)
+    order = np.argsort(-lengths, kind="stable")
+    placed: list[int] = []  # pack of each item in sorted order: sequential, cache-friendly
+    put = placed.append
     find, add, take, give, lookup = bisect_left, insort, heappop, heappush, heaps.get
-    for item in order:
-        size = sizes[item]
+    for size in lengths[order].tolist():
         slot = find(rooms, size)
         if slot == len(rooms):
             pack = len(remaining)
@@ -58,7 +57,7 @@ def best_fit_decreasing(
                 del heaps[old]
             room = old - size
             remaining[pack] = room
-        assign[item] = pack
+        put(pack)
         if room > 0:
             heap = lookup(room)
             if heap is None:
@@ -66,7 +65,9 @@ def best_fit_decreasing(
                 add(rooms, room)
             else:
                 give(heap, pack)
-    return np.asarray(assign, dtype=np.int64), remaining
+    assign = np.empty(lengths.size, dtype=np.int64)
+    assign[order] = placed
+    return assign, remaining
 
 
 class BestFitPacker(BufferedPacker):
