@@ -108,26 +108,11 @@ class Packer(ABC):
 
     def state_dict(self) -> dict[str, Any]:
         """Plain-data state: configuration (to detect mismatch) plus the carried samples."""
-        return {
-            "strategy": self.name,
-            "packing_length": self.packing_length,
-            "filter_overlong": self.filter_overlong,
-            "overlong": self.overlong,
-            "dropped": self.dropped,
-            **self._config(),
-            **self._state(),
-        }
+        return {**self._identity(), "dropped": self.dropped, **self._state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state produced by `state_dict` of an identically configured packer."""
-        expected = {
-            "strategy": self.name,
-            "packing_length": self.packing_length,
-            "filter_overlong": self.filter_overlong,
-            "overlong": self.overlong,
-            **self._config(),
-        }
-        for key, value in expected.items():
+        for key, value in self._identity().items():
             if key not in state:
                 raise StateMismatchError(f"packer state lacks {key!r}")
             if state[key] != value:
@@ -158,6 +143,15 @@ class Packer(ABC):
     def _config(self) -> dict[str, Any]:
         """Strategy parameters that a loaded state must agree with."""
         return {}
+
+    def _identity(self) -> dict[str, Any]:
+        return {
+            "strategy": self.name,
+            "packing_length": self.packing_length,
+            "filter_overlong": self.filter_overlong,
+            "overlong": self.overlong,
+            **self._config(),
+        }
 
     # ---- overlong samples ---------------------------------------------------------------
 
