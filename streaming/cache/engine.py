@@ -29,6 +29,7 @@ from streaming.cache.limit import (
     minimum_limit,
 )
 from streaming.cache.stats import CacheStats
+from streaming.coord.flag import FailureFlag
 from streaming.coord.names import Namespace
 from streaming.coord.wait import Deadline, Flag
 from streaming.errors import CacheLimitError, CoordinationError, DownloadTimeoutError
@@ -85,9 +86,11 @@ class CacheEngine:
 
     # ----- set-up ------------------------------------------------------------------------
     def _default_wait(self) -> float:
-        budgets = [RetryPolicy(attempts=int(s.download_retry or 0) + 1,
-                               timeout=float(s.download_timeout or 60)).budget()
-                   for s in self.preparer.streams]
+        budgets = []
+        for stream in self.preparer.streams:
+            retry = 2 if stream.download_retry is None else int(stream.download_retry)
+            timeout = float(stream.download_timeout or 60)
+            budgets.append(RetryPolicy(attempts=retry + 1, timeout=timeout).budget())
         return 2 * max(budgets) + 10.0
 
     def _token(self) -> str:
@@ -115,6 +118,10 @@ class CacheEngine:
 
     def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        if isinstance(state.get("flag"), FailureFlag):
+            # A pickled copy would be a private snapshot; the new process sets `engine.flag`
+            # from its own attachment to the node (NodeCoordinator.flag).
+            state["flag"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
