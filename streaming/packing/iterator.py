@@ -129,14 +129,11 @@ class PackedIterator:
         for position in pack.tolist():
             tokens = self._tokens[position]
             if tokens.size > cap and self._options["overlong"] == "split":
-                start = self._offset.get(position, 0)
-                piece = tokens[start : start + cap]
-                self._offset[position] = start + piece.size
-                if self._offset[position] < tokens.size:
-                    out.append(piece)
+                start = self._offset.pop(position, 0)
+                out.append(tokens[start : start + cap])
+                if start + cap < tokens.size:  # more pieces to come: keep the sample
+                    self._offset[position] = start + cap
                     continue
-                del self._offset[position]
-                out.append(piece)
             else:
                 out.append(tokens)
             del self._tokens[position]
