@@ -39,6 +39,7 @@ from streaming.util.units import parse_bytes
 log = logging.getLogger(__name__)
 
 LOCK_SLACK = 4096  # bytes reserved per preparation for the small lock files it creates
+REFRESH_STEPS = 8  # a reader rewrites its horizon at most this often (in samples)
 STALE_TEMP = 120.0  # seconds after which an orphaned temp file of a shard may be removed
 READY, BUSY, WAIT = "ready", "busy", "wait"  # outcomes of CacheEngine._bring
 _tables: dict[tuple[int, str], tb.CacheTable] = {}
@@ -202,7 +203,8 @@ class CacheEngine:
         self._wake.set()
 
     def _publish(self, position: int, window: int = 16) -> None:
-        """Write this reader's next distinct shards and their first steps into its slot."""
+        """Write this reader's next distinct shards, and the steps at which it starts and stops
+        reading each, into its slot."""
         table = self.table
         h = table.horizon
         r0 = max(int(np.searchsorted(self._run_start, position, side="right")) - 1, 0)
@@ -218,9 +220,10 @@ class CacheEngine:
         table.horizon_ends[slot, :len(keep)] = ends[keep]
         table.horizon_shards[slot] = row
         table.progress[slot] = position
-        # Refresh once half of the entries are behind the reader.
-        later = ends[keep[min(len(keep) - 1, h // 2)]] if len(keep) else position
-        self._refresh_at = max(int(later), position + 1)
+        # Refresh when the current run ends (a shard read again later then shows its next use
+        # instead of looking finished), but at most every REFRESH_STEPS steps.
+        later = ends[keep[0]] if len(keep) else self._length
+        self._refresh_at = max(int(later), position + REFRESH_STEPS)
 
     # ----- the reader side ---------------------------------------------------------------
     def acquire(self, shard: int) -> Path:

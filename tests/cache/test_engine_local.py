@@ -188,3 +188,27 @@ def test_four_readers_finish_at_exactly_the_minimum_limit(source, tmp_path, shuf
     assert read == int((ids >= 0).sum())
     assert cache_bytes(cache) <= limit
     owner.close()
+
+
+def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
+    from streaming.cache.evict import NEVER, next_use
+
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, predownload=1, prefetch_threads=1)
+    seq = np.array([0] * 3 + [1] * 10 + [0] * 3 + [2] * 3)
+    engine.follow(seq)
+    engine.stop()
+    table, slot = engine.table, engine._slot
+
+    def distances() -> list[int]:
+        rows = slice(slot, slot + 1)
+        d = next_use(table.horizon_shards[rows], table.horizon_starts[rows],
+                     table.horizon_ends[rows], table.progress[rows], table.num_shards)
+        return d[:4].tolist()
+
+    assert distances() == [0, 3, 16, NEVER]
+    engine.advance(10)  # inside shard 1's run; shard 0 comes back at 13
+    assert distances() == [3, 0, 6, NEVER]
+    engine.advance(17)
+    assert distances() == [NEVER, NEVER, 0, NEVER]
+    engine.close()
