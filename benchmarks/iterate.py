@@ -1,10 +1,15 @@
-"""One shuffled epoch through a DataLoader (batch 64, 0 and 2 workers): samples/s, MB/s, time to
-first batch and peak RSS of the process tree, against the page-cache read ceiling and, when its
-venv exists (bash benchmarks/peers/setup.sh), mosaicml-streaming reading the same MDS files.
+"""One shuffled epoch through a DataLoader (batch 64, 0 and 2 workers) for us and every peer
+on the same samples: samples/s, MB/s, time to first batch and peak RSS of the process tree,
+against the page-cache read ceiling.
 
-    .venv/bin/python benchmarks/iterate.py [--quick] [--corpus tokens|blobs]
+    .venv/bin/python benchmarks/iterate.py [--quick] [--corpus tokens|blobs|both] [--json F]
 
-Prints only; nothing is asserted (absolute timings are not stable on shared machines).
+Peers run from their own venvs (bash benchmarks/peers/setup.sh): mosaicml-streaming reads our
+MDS files directly; LitData reads the same samples converted once with `litdata.optimize`
+(benchmarks/peers/litdata_convert.py, cached under bench-data/peers/). Each library uses its
+natural collate: ours the StreamingDataLoader default (streaming.collate: stacked / ragged
+tensors in shared memory), the peers a list of sample dicts (torch's default collate cannot
+batch ragged arrays). Prints only; nothing is asserted (timings vary on shared machines).
 """
 
 from __future__ import annotations
@@ -20,17 +25,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]
 MB = 1e6
-PEER_PYTHON = {"reference": REPO / ".bench-venvs" / "reference" / "bin" / "python"}
+VENVS = REPO / ".bench-venvs"
+COLLATE = {"ours": "streaming.collate (tensors + Ragged)", "reference": "list of samples",
+           "litdata": "list of samples"}
 
 # Runs inside a child interpreter (ours or a peer's); prints one JSON line.
 CHILD = r"""
 import json, os, sys, threading, time
 import torch
 def tree_rss():
-    total, pids = 0, [os.getpid()]
+    me, total = os.getpid(), 0
+    pids = [me]
     try:
-        kids = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
-        pids += [int(k) for k in kids]
+        pids += [int(k) for k in open(f"/proc/{me}/task/{me}/children").read().split()]
     except OSError:
         pass
     for pid in pids:
@@ -40,37 +47,56 @@ def tree_rss():
             pass
     return total
 peak = [0]
-def sample():
+def poll():
     while True:
-        peak[0] = max(peak[0], tree_rss()); time.sleep(0.05)
-threading.Thread(target=sample, daemon=True).start()
-local, workers, column = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-from streaming import StreamingDataset
-t0 = time.perf_counter()
-ds = StreamingDataset(local=local, batch_size=64, shuffle=True)
-def collate(batch):
-    return [s[column] for s in batch]
-loader = torch.utils.data.DataLoader(ds, batch_size=64, num_workers=workers, collate_fn=collate)
-n = nbytes = 0
+        peak[0] = max(peak[0], tree_rss()); time.sleep(0.02)
+threading.Thread(target=poll, daemon=True).start()
+lib, data, workers, column = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+def nbytes(x):
+    return x.nbytes if hasattr(x, "nbytes") else len(x)
+if lib == "ours":
+    from streaming import StreamingDataLoader, StreamingDataset
+    t0 = time.perf_counter()
+    ds = StreamingDataset(local=data, batch_size=64, shuffle=True)
+    loader = StreamingDataLoader(ds, batch_size=64, num_workers=workers)
+    def count(batch):
+        col = batch[column]
+        size = nbytes(col.values) if hasattr(col, "values") else (
+            nbytes(col) if hasattr(col, "nbytes") else sum(map(nbytes, col)))
+        return len(batch["id"]), size
+else:
+    if lib == "reference":
+        from streaming import StreamingDataset
+        t0 = time.perf_counter()
+        ds = StreamingDataset(local=data, batch_size=64, shuffle=True)
+        Loader = torch.utils.data.DataLoader
+    else:
+        import litdata
+        t0 = time.perf_counter()
+        ds = litdata.StreamingDataset(data, shuffle=True)
+        Loader = litdata.StreamingDataLoader
+    loader = Loader(ds, batch_size=64, num_workers=workers, collate_fn=lambda b: b)
+    def count(batch):
+        return len(batch), sum(nbytes(s[column]) for s in batch)
+n = size = 0
 first = None
 for batch in loader:
     if first is None:
         first = time.perf_counter() - t0
-    n += len(batch)
-    nbytes += sum(len(x) * getattr(x, "itemsize", 1) for x in batch)
+    k, b = count(batch)
+    n += k; size += b
 total = time.perf_counter() - t0
-print(json.dumps({"samples": n, "bytes": nbytes, "seconds": total, "first": first,
+print(json.dumps({"samples": n, "bytes": size, "seconds": total, "first": first,
                   "rss": peak[0]}))
 """
 
 
-def run(python: Path, local: Path, workers: int, column: str, env_path: str | None) -> dict:
+def run(lib: str, python: Path, data: Path, workers: int, column: str) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    if env_path:
-        env["PYTHONPATH"] = env_path
-    else:
-        env.pop("PYTHONPATH", None)
-    out = subprocess.run([str(python), "-c", CHILD, str(local), str(workers), column],
+    env.pop("PYTHONPATH", None)
+    if lib == "ours":
+        env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run([str(python), "-c", CHILD, lib, str(data), str(workers), column],
                          capture_output=True, text=True, env=env, cwd="/tmp", timeout=3600)
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
@@ -78,60 +104,92 @@ def run(python: Path, local: Path, workers: int, column: str, env_path: str | No
 
 
 def page_cache_ceiling(local: Path) -> float:
-    """MB/s of reading every shard file once (already in the page cache)."""
+    """MB/s of reading every shard file once (after a first read puts them in the page cache)."""
     files = sorted(local.glob("shard.*.mds"))
     buf = bytearray(1 << 24)
-    start, total = time.perf_counter(), 0
-    for path in files:
-        with open(path, "rb", buffering=0) as f:
-            while n := f.readinto(buf):
-                total += n
-    return total / MB / (time.perf_counter() - start)
+    best = 0.0
+    for _ in range(2):
+        start, total = time.perf_counter(), 0
+        for path in files:
+            with open(path, "rb", buffering=0) as f:
+                while n := f.readinto(buf):
+                    total += n
+        best = max(best, total / MB / (time.perf_counter() - start))
+    return best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="small corpus (~80 MB)")
-    parser.add_argument("--corpus", choices=["tokens", "blobs"], default="tokens")
-    args = parser.parse_args()
+def prepare(kind: str, quick: bool) -> tuple[object, Path, str, Path | None]:
+    """The corpus, its MDS copy, the payload column and its LitData copy (None if no venv)."""
     from _corpus import BENCH_DATA, blob_corpus, token_corpus
 
     from writers.mds import MDSWriter
 
-    if args.corpus == "tokens":
-        corpus, column = token_corpus(samples=20_000 if args.quick else 250_000), "tokens"
+    if kind == "tokens":
+        corpus, column = token_corpus(samples=20_000 if quick else 250_000), "tokens"
+        name = f"tokens-{len(corpus)}-1000-50257-0"
     else:
-        corpus, column = blob_corpus(samples=800 if args.quick else 10_000), "blob"
-    local = BENCH_DATA / "iterate" / f"{args.corpus}-{len(corpus)}"
+        corpus, column = blob_corpus(samples=800 if quick else 10_000), "blob"
+        name = f"blobs-{len(corpus)}-100000-0"
+    local = BENCH_DATA / "iterate" / f"{kind}-{len(corpus)}"
     if not (local / "index.json").exists():
         with MDSWriter(columns=corpus.columns, out=local, exist_ok=True) as writer:
             for sample in corpus:
                 writer.write(sample)
+    lit = None
+    if (VENVS / "litdata" / "bin" / "python").exists():
+        lit = BENCH_DATA / "peers" / "litdata" / f"{kind}-{len(corpus)}"
+        subprocess.run([str(VENVS / "litdata" / "bin" / "python"),
+                        str(REPO / "benchmarks" / "peers" / "litdata_convert.py"),
+                        str(BENCH_DATA / "corpus" / name), str(lit)], check=True, cwd="/tmp")
+    return corpus, local, column, lit
+
+
+def bench(kind: str, quick: bool) -> dict:
+    corpus, local, column, lit = prepare(kind, quick)
     ceiling = page_cache_ceiling(local)
-    print(f"corpus: {len(corpus):,} {args.corpus} samples, {corpus.nbytes / MB:,.0f} MB; "
+    print(f"{kind}: {len(corpus):,} samples, {corpus.nbytes / MB:,.0f} MB payload; "
           f"page-cache read ceiling {ceiling:,.0f} MB/s")
-    contenders = {"ours": (Path(sys.executable), str(REPO))}
-    contenders.update({name: (py, None) for name, py in PEER_PYTHON.items() if py.exists()})
+    contenders = {"ours": (Path(sys.executable), local)}
+    if (VENVS / "reference" / "bin" / "python").exists():
+        contenders["reference"] = (VENVS / "reference" / "bin" / "python", local)
+    if lit is not None:
+        contenders["litdata"] = (VENVS / "litdata" / "bin" / "python", lit)
+    report: dict = {"samples": len(corpus), "ceiling_mb_s": ceiling, "runs": {}}
     for workers in (0, 2):
         results = {}
-        for name, (python, path) in contenders.items():
+        for lib, (python, data) in contenders.items():
             try:
-                results[name] = r = run(python, local, workers, column, path)
+                results[lib] = r = run(lib, python, data, workers, column)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                print(f"  {name:10s} workers={workers}: failed: {str(exc)[-300:]}")
+                print(f"  {lib:10s} workers={workers}: failed: {str(exc)[-300:]}")
                 continue
-            print(f"  {name:10s} workers={workers}: {r['samples'] / r['seconds']:>10,.0f} "
-                  f"samples/s {r['bytes'] / MB / r['seconds']:>8,.0f} MB/s  first batch "
-                  f"{r['first']:.2f} s  peak RSS {r['rss'] / MB:,.0f} MB")
-        if "ours" in results:
-            ours = results["ours"]
-            for name, r in results.items():
-                if name != "ours":
-                    print(f"    ours / {name}: speed x{r['seconds'] / ours['seconds']:.2f}, "
-                          f"first batch x{r['first'] / ours['first']:.2f} faster, "
-                          f"RSS {ours['rss'] / max(r['rss'], 1):.2f} of theirs")
-            print(f"    ours vs page-cache ceiling: "
-                  f"{ours['bytes'] / MB / ours['seconds'] / ceiling:.2f}")
+            r["samples_s"], r["mb_s"] = r["samples"] / r["seconds"], r["bytes"] / MB / r["seconds"]
+            print(f"  {lib:10s} workers={workers}: {r['samples_s']:>9,.0f} samples/s "
+                  f"{r['mb_s']:>7,.0f} MB/s  first batch {r['first']:5.2f} s  peak RSS "
+                  f"{r['rss'] / MB:>6,.0f} MB  collate: {COLLATE[lib]}")
+        report["runs"][workers] = results
+        ours = results.get("ours")
+        if ours is None:
+            continue
+        for lib, r in results.items():
+            if lib != "ours":
+                print(f"    ours / {lib}: speed x{ours['samples_s'] / r['samples_s']:.2f}, "
+                      f"first batch {ours['first'] / r['first']:.2f} of theirs, "
+                      f"RSS {ours['rss'] / max(r['rss'], 1):.2f} of theirs")
+        print(f"    ours / page-cache ceiling: {ours['mb_s'] / ceiling:.2f}")
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="small corpora (~80 MB each)")
+    parser.add_argument("--corpus", choices=["tokens", "blobs", "both"], default="both")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args()
+    kinds = ["tokens", "blobs"] if args.corpus == "both" else [args.corpus]
+    report = {kind: bench(kind, args.quick) for kind in kinds}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

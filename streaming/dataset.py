@@ -20,7 +20,7 @@ from streaming.epochs import EpochCounter
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
-from streaming.iterate import PlanBoard, iter_ids
+from streaming.iterate import PlanBoard, iter_chunks
 from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
 from streaming.state import ResumeState
@@ -231,13 +231,14 @@ class StreamingDataset(IterableDataset):
         with self._node.failing_on_error():
             ids = self.worker_sample_ids(epoch, sample_in_epoch, world)
         item = self.__getitem__ if self._overridden() else None
-        samples = iter_ids(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                           self.predownload, item)
+        chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
+                             self.predownload, item)
         self._yielded = 0
         try:
-            for sample in samples:
-                self._yielded += 1
-                yield sample
+            for chunk in chunks:
+                for sample in chunk:
+                    self._yielded += 1
+                    yield sample
         except Exception as exc:
             self._node.fail(f"rank {world.rank} worker {world.worker}: "
                             f"{type(exc).__name__}: {exc}")

@@ -108,17 +108,24 @@ class Prefetcher(threading.Thread):
             self._wake.notify()
 
 
-def iter_ids(
+CHUNK = 128  # samples decoded per vectorised step (bounds the copies held at once)
+RELEASE_BYTES = 32 << 20  # decoded bytes after which readers drop their mapped pages
+
+
+def iter_chunks(
     ids: np.ndarray,
     locate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
     open_shard: Callable[[int], Any],
     prepare: Callable[[int], Any],
     ahead: int,
     item: Callable[[int], Any] | None = None,
-) -> Iterator[Any]:
-    """Yield decoded rows for planned ids (skipping -1 padding), preparing shards ahead.
+) -> Iterator[list[Any]]:
+    """Yield the decoded rows of planned ids (skipping -1 padding) in lists of up to CHUNK,
+    preparing shards ahead in a background thread.
 
-    `item(i)`, when given, replaces the direct read (a user's `__getitem__` override).
+    Each chunk is one vectorised `get_many` per shard it touches (lists, not a generator per
+    sample, keep the per-sample overhead low). `item(i)`, when given, replaces the direct read
+    (a user's `__getitem__` override).
     """
     ids = ids[ids >= 0]
     if not len(ids):
@@ -127,16 +134,55 @@ def iter_ids(
     prefetch = Prefetcher(prepare, shards, ahead)
     prefetch.start()
     readers: dict[int, Any] = {}
+    released = 0
     try:
-        step = max(min(ahead // 4, 1024), 1)
-        for k, (shard, row) in enumerate(zip(shards.tolist(), rows.tolist())):
-            reader = readers.get(shard)
-            if reader is None:
-                prefetch.check()
-                reader = readers[shard] = open_shard(shard)
-            if k % step == 0:
-                prefetch.advance(k)
-            yield reader.get(row) if item is None else item(int(ids[k]))
+        for lo in range(0, len(ids), CHUNK):
+            prefetch.advance(lo)
+            hi = min(lo + CHUNK, len(ids))
+            if item is None:
+                yield _read_chunk(shards[lo:hi], rows[lo:hi], readers, open_shard, prefetch)
+                released = _release(readers, released)
+                continue
+            for shard in np.unique(shards[lo:hi]).tolist():
+                _open(readers, shard, open_shard, prefetch)
+            yield [item(i) for i in ids[lo:hi].tolist()]
         prefetch.check()
     finally:
         prefetch.stop()
+
+
+def _open(readers: dict[int, Any], shard: int, open_shard: Callable[[int], Any],
+          prefetch: Prefetcher) -> Any:
+    reader = readers.get(shard)
+    if reader is None:
+        prefetch.check()
+        reader = readers[shard] = open_shard(shard)
+    return reader
+
+
+def _release(readers: dict[int, Any], released: int) -> int:
+    """Every RELEASE_BYTES decoded, unmap the readers' pages (bounds RSS, see release_pages)."""
+    decoded = sum(getattr(r, "decoded_bytes", 0) for r in readers.values())
+    if decoded - released < RELEASE_BYTES:
+        return released
+    for reader in readers.values():
+        if hasattr(reader, "release_pages"):
+            reader.release_pages()
+    return decoded
+
+
+def _read_chunk(shards: np.ndarray, rows: np.ndarray, readers: dict[int, Any],
+                open_shard: Callable[[int], Any], prefetch: Prefetcher) -> list[Any]:
+    """Samples of one chunk in plan order, decoded shard by shard."""
+    first = int(shards[0])
+    if (shards == first).all():
+        return _open(readers, first, open_shard, prefetch).get_many(rows)
+    order = np.argsort(shards, kind="stable")
+    grouped = shards[order]
+    cuts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
+    out: list[Any] = [None] * len(rows)
+    for part in np.split(order, cuts):
+        reader = _open(readers, int(shards[part[0]]), open_shard, prefetch)
+        for k, sample in zip(part.tolist(), reader.get_many(rows[part])):
+            out[k] = sample
+    return out

@@ -9,9 +9,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from streaming.collate import Ragged, collate
+
 
 def batch_length(batch: Any) -> int | None:
     """Number of samples in a collated batch: the leading size of its first array-like leaf."""
+    if isinstance(batch, Ragged):
+        return len(batch)
     if isinstance(batch, torch.Tensor | np.ndarray):
         return int(batch.shape[0]) if batch.ndim else None
     if isinstance(batch, dict):
@@ -30,11 +34,15 @@ class StreamingDataLoader(DataLoader):
 
     Samples that workers prefetched but the loop never received are not counted, so a resume
     neither skips nor repeats them. Works with any dataset that has the StreamingDataset
-    `state_dict(num_samples, from_beginning)` / `load_state_dict(obj)` methods.
+    `state_dict(num_samples, from_beginning)` / `load_state_dict(obj)` methods. Batches are
+    collated by `streaming.collate.collate` unless a `collate_fn` is given (docs/dataset.md).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        default_collate = kwargs.get("collate_fn") is None and len(args) < 7
         super().__init__(*args, **kwargs)
+        if default_collate and self.batch_sampler is not None:
+            self.collate_fn = collate
         self.num_samples_yielded = 0
 
     def __iter__(self) -> Iterator[Any]:

@@ -11,13 +11,14 @@ import json
 import mmap
 import os
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from streaming.errors import HashMismatchError, IndexFileError, ShardCorruptError
+from streaming.format.encodings.base import FileBytes
 from streaming.format.hashing import file_hexdigests
 from streaming.format.sample import SampleCodec
 
@@ -48,6 +49,8 @@ class ShardReader:
         self.expected_bytes = expected_bytes
         self.allow_unsafe_types = allow_unsafe_types
         self._mmap: mmap.mmap | None = None
+        self._file: FileBytes | None = None
+        self.decoded_bytes = 0  # sample bytes decoded by get_columns, for `release_pages`
         self._offsets: np.ndarray | None = None
         self._config: dict[str, Any] = {}
         self._num_samples = 0
@@ -73,6 +76,7 @@ class ShardReader:
                 mapped.close()
             raise
         self._mmap = mapped
+        self._file = FileBytes(mapped)
 
     def _validate(self, mapped: mmap.mmap, size: int) -> None:
         (count,) = _U32.unpack_from(mapped, 0)
@@ -177,6 +181,39 @@ class ShardReader:
             raise self._corrupt(f"sample {index} does not decode: {type(exc).__name__}: {exc}") \
                 from exc
 
+    def get_columns(self, rows: np.ndarray) -> list[Sequence[Any]]:
+        """Decode many samples at once, column by column (codec column order): the batch path.
+
+        Equivalent to `get` on each row; a corrupt sample raises the same error `get` would.
+        """
+        self._ensure_open()
+        rows = np.asarray(rows, dtype=np.int64)
+        n = self._num_samples
+        if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= n):
+            bad = int(rows[(rows < 0) | (rows >= n)][0])
+            raise IndexError(f"{self.path}: sample {bad} out of range [0, {n})")
+        offsets = self._offsets
+        starts = offsets[rows].astype(np.int64)
+        ends = offsets[rows + 1].astype(np.int64)
+        self.decoded_bytes += int(ends.sum() - starts.sum())
+        try:
+            return self.codec.decode_columns(self._file, starts, ends)  # type: ignore
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            for row in rows.tolist():  # finds the culprit and raises get's precise error
+                self.get(row)
+            raise self._corrupt(f"samples do not decode: {type(exc).__name__}: {exc}") from exc
+
+    def get_many(self, rows: np.ndarray | Sequence[int]) -> list[dict[str, Any]]:
+        """Decoded samples for many rows (what `[get(r) for r in rows]` returns, faster)."""
+        columns = self.get_columns(np.asarray(rows))
+        samples: list[dict[str, Any]] = [{} for _ in range(len(rows))]
+        for name, values in zip(self.codec.column_names, columns):  # type: ignore[union-attr]
+            for sample, value in zip(samples, values):
+                sample[name] = value
+        return samples
+
     def get_column(self, index: int, name: str) -> Any:
         """Decode only column `name` of sample `index`."""
         data = self.sample_bytes(index)
@@ -194,9 +231,16 @@ class ShardReader:
         for index in range(self._num_samples):
             yield self.get(index)
 
+    def release_pages(self) -> None:
+        """Drop this process's mappings of the file's pages (they stay in the page cache and
+        fault back in on the next read), so a long epoch over mmapped shards keeps a small
+        RSS. Views handed out stay valid: the mapping is read-only and file-backed."""
+        if self._mmap is not None and hasattr(self._mmap, "madvise"):
+            self._mmap.madvise(mmap.MADV_DONTNEED)
+
     def close(self) -> None:
         """Unmap the file. Views still held by the caller keep the mapping alive until dropped."""
-        mapped, self._mmap, self._offsets = self._mmap, None, None
+        mapped, self._mmap, self._offsets, self._file = self._mmap, None, None, None
         if mapped is not None:
             # Exported views outlive us; the mapping is then freed with the last of them.
             with contextlib.suppress(BufferError):
@@ -210,7 +254,7 @@ class ShardReader:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_mmap=None, _offsets=None)
+        state.update(_mmap=None, _offsets=None, _file=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -7,7 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from streaming.format.encodings.base import Encoding
+from streaming.format.encodings.base import Encoding, FileBytes
+
+_INT64 = np.dtype("<i8")
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -32,6 +34,9 @@ class IntEncoding(Encoding):
 
     def decode(self, data: memoryview | bytes) -> int:
         return int.from_bytes(data, "little", signed=True)
+
+    def decode_many(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray) -> list[int]:
+        return file.gather(starts, 8).view(_INT64).ravel().tolist()
 
 
 class NumpyScalarEncoding(Encoding):
@@ -60,6 +65,10 @@ class NumpyScalarEncoding(Encoding):
 
     def decode(self, data: memoryview | bytes) -> np.generic:
         return np.frombuffer(data, self.dtype, 1)[0]
+
+    def decode_many(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        # Iterating the array yields numpy scalars, exactly what `decode` returns.
+        return file.gather(starts, self.size).view(self.dtype).ravel()
 
 
 SCALAR_NAMES = (

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.format.encodings.base import Encoding
+from streaming.format.encodings.base import Encoding, FileBytes
 
 
 class BytesEncoding(Encoding):
@@ -24,6 +24,10 @@ class BytesEncoding(Encoding):
 
     def decode(self, data: memoryview | bytes) -> bytes:
         return bytes(data)
+
+    def decode_many(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
+        buf = file.buffer  # slicing an mmap or bytes already yields bytes
+        return [bytes(buf[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
 
 
 class StrEncoding(Encoding):
@@ -41,6 +45,10 @@ class StrEncoding(Encoding):
 
     def decode(self, data: memoryview | bytes) -> str:
         return str(data, "utf-8")
+
+    def decode_many(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray) -> list[str]:
+        buf = file.buffer
+        return [str(buf[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
 
 
 class NumberTextEncoding(Encoding):

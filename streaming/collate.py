@@ -1,0 +1,129 @@
+"""Default collate of StreamingDataLoader: a list of samples -> a few large tensors per batch.
+
+Each column is copied once, straight into the batch buffer (allocated in shared memory inside a
+DataLoader worker, so torch passes it to the main process without another copy or a pickle):
+equal-shape arrays are stacked, ragged arrays become one concatenated tensor plus offsets
+(`Ragged`), numbers become one tensor, strings and bytes stay lists. The copy also makes the
+batch writable, so torch never warns about the read-only zero-copy arrays a sample holds.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import get_worker_info
+
+__all__ = ["Ragged", "collate"]
+
+_TORCH_DTYPES: dict[np.dtype, torch.dtype] = {}
+
+
+@dataclass
+class Ragged:
+    """Variable-length arrays of one column: `values` holds them concatenated along the first
+    axis and sample i is `values[offsets[i]:offsets[i + 1]]` (`offsets` is int64, n + 1 long)."""
+
+    values: torch.Tensor
+    offsets: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        """Sample i's array, a view of `values`."""
+        return self.values[int(self.offsets[i]):int(self.offsets[i + 1])]
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """First-axis length of every sample (int64)."""
+        return self.offsets[1:] - self.offsets[:-1]
+
+    def split(self) -> list[torch.Tensor]:
+        """Every sample's array, as views of `values`."""
+        return list(self.values.split(self.lengths.tolist()))
+
+    def padded(self, value: float = 0) -> torch.Tensor:
+        """An [n, longest, ...] tensor, short samples filled with `value`."""
+        return torch.nn.utils.rnn.pad_sequence(self.split(), batch_first=True,
+                                               padding_value=value)
+
+    def to(self, *args: Any, **kwargs: Any) -> Ragged:
+        """Both tensors moved/cast like `Tensor.to` (offsets keep their int64 dtype)."""
+        offsets = self.offsets.to(*[a for a in args if not isinstance(a, torch.dtype)],
+                                  **{k: v for k, v in kwargs.items() if k != "dtype"})
+        return Ragged(self.values.to(*args, **kwargs), offsets)
+
+    def pin_memory(self) -> Ragged:
+        """Pinned copy (called by DataLoader(pin_memory=True))."""
+        return Ragged(self.values.pin_memory(), self.offsets.pin_memory())
+
+
+def collate(batch: Sequence[Any]) -> Any:
+    """Collate a list of samples (dicts are collated column by column, see the module doc)."""
+    if not len(batch):
+        return []
+    first = batch[0]
+    if isinstance(first, Mapping):
+        return {key: collate_column([sample[key] for sample in batch]) for key in first}
+    return collate_column(list(batch))
+
+
+def collate_column(values: list[Any]) -> Any:
+    """One column of a batch: a tensor, a `Ragged`, or the list itself (str, bytes, other)."""
+    first = values[0]
+    if isinstance(first, np.ndarray):
+        return _arrays(values)
+    if isinstance(first, torch.Tensor):
+        return _arrays([v.numpy(force=True) for v in values])
+    if isinstance(first, (str, bytes, bytearray, memoryview)):
+        return values
+    if isinstance(first, Mapping):
+        return collate(values)
+    if isinstance(first, (np.generic, numbers.Number)) and _all(values, type(first)):
+        array = np.array(values)
+        if array.dtype.kind in "biuf":
+            return torch.from_numpy(array)
+    return values
+
+
+def _all(values: list[Any], kind: type) -> bool:
+    return all(type(v) is kind for v in values)
+
+
+def _arrays(arrays: list[Any]) -> Any:
+    if not all(isinstance(a, np.ndarray) for a in arrays):
+        return arrays
+    dtype, shape = arrays[0].dtype, arrays[0].shape
+    if dtype.kind not in "biuf" or any(a.dtype != dtype for a in arrays):
+        return arrays
+    if all(a.shape == shape for a in arrays):
+        out, view = _empty((len(arrays), *shape), dtype)
+        np.stack(arrays, out=view)
+        return out
+    if not shape or any(a.ndim != len(shape) or a.shape[1:] != shape[1:] for a in arrays):
+        return arrays
+    lengths = np.fromiter((len(a) for a in arrays), np.int64, len(arrays))
+    offsets = np.zeros(len(arrays) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    out, view = _empty((int(offsets[-1]), *shape[1:]), dtype)
+    np.concatenate(arrays, out=view)
+    return Ragged(out, torch.from_numpy(offsets))
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype) -> tuple[torch.Tensor, np.ndarray]:
+    """A new tensor and its numpy view; in shared memory when running in a DataLoader worker."""
+    tdtype = _TORCH_DTYPES.get(dtype)
+    if tdtype is None:
+        tdtype = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if get_worker_info() is not None and nbytes:
+        storage = torch.UntypedStorage._new_shared(nbytes)
+        out = torch.empty(0, dtype=tdtype).set_(storage, 0, shape)
+    else:
+        out = torch.empty(shape, dtype=tdtype)
+    return out, out.numpy()
