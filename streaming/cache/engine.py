@@ -9,7 +9,6 @@ evicted. Actual copying, decompression and verification is the `ShardPreparer`'s
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from streaming.cache import disk
 from streaming.cache import table as tb
 from streaming.cache.evict import choose_victims, next_use
 from streaming.cache.limit import (
@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 
 LOCK_SLACK = 4096  # bytes reserved per preparation for the small lock files it creates
 REFRESH_STEPS = 8  # a reader rewrites its horizon at most this often (in samples)
-STALE_TEMP = 120.0  # seconds after which an orphaned temp file of a shard may be removed
 READY, BUSY, WAIT = "ready", "busy", "wait"  # outcomes of CacheEngine._bring
 _tables: dict[tuple[int, str], tb.CacheTable] = {}
 _tables_lock = threading.Lock()
@@ -162,13 +161,13 @@ class CacheEngine:
         every other file in the folders against the limit."""
         for shard in np.flatnonzero(self.cached):
             raw, zipped = self._paths(int(shard))
-            self._remove_orphan_temps(int(shard), stale_only=True)
-            if _size(raw) == int(self.preparer.table.raw_bytes[shard]):
+            disk.remove_leftovers(filter(None, self._paths(int(shard))), stale_only=True)
+            if disk.size(raw) == int(self.preparer.table.raw_bytes[shard]):
                 table.state[shard] = tb.PRESENT
-                table.disk[shard] = _size(raw) + (_size(zipped) if zipped else 0)
+                table.disk[shard] = disk.size(raw) + (disk.size(zipped) if zipped else 0)
             elif zipped is not None:
-                _unlink(zipped)
-        table.other_bytes = max(_folder_bytes(self.dirs) - int(table.disk.sum()), 0)
+                disk.unlink(zipped)
+        table.other_bytes = max(disk.folder_bytes(self.dirs) - int(table.disk.sum()), 0)
 
     # ----- the reader's plan -------------------------------------------------------------
     def follow(self, shards: np.ndarray) -> None:
@@ -334,7 +333,7 @@ class CacheEngine:
             table.state[shard] = tb.PREPARING
             table.owner[shard] = self._slot + 1
             table.reserved[shard] = cost
-        fetched = _size(raw) != int(self.preparer.table.raw_bytes[shard])
+        fetched = disk.size(raw) != int(self.preparer.table.raw_bytes[shard])
         try:
             _forget(self.preparer, shard)
             self.preparer.prepare(shard)
@@ -345,7 +344,7 @@ class CacheEngine:
             raise
         with table.locked():
             raw, zipped = self._paths(shard)
-            table.disk[shard] = _size(raw) + (_size(zipped) if zipped else 0)
+            table.disk[shard] = disk.size(raw) + (disk.size(zipped) if zipped else 0)
             table.reserved[shard] = 0
             table.owner[shard] = 0
             table.state[shard] = tb.PRESENT
@@ -381,7 +380,7 @@ class CacheEngine:
         for victim in victims[~taken].tolist():
             for path in self._paths(victim):
                 if path is not None:
-                    _unlink(path)
+                    disk.unlink(path)
             table.disk[victim] = 0
             table.state[victim] = tb.ABSENT
             self._count(tb.EVICTIONS)
@@ -412,20 +411,7 @@ class CacheEngine:
         table.state[shard] = tb.ABSENT
         table.reserved[shard] = 0
         table.owner[shard] = 0
-        self._remove_orphan_temps(shard, stale_only=False)
-
-    def _remove_orphan_temps(self, shard: int, *, stale_only: bool) -> None:
-        now = time.time()
-        for path in filter(None, self._paths(shard)):
-            if not path.parent.is_dir():
-                continue
-            for entry in os.scandir(path.parent):
-                name = entry.name
-                if not (name.startswith(f".{path.name}.") and name.endswith((".tmp", ".lock"))):
-                    continue
-                if stale_only and now - entry.stat().st_mtime < STALE_TEMP:
-                    continue
-                _unlink(Path(entry.path))
+        disk.remove_leftovers(filter(None, self._paths(shard)), stale_only=False)
 
     # ----- prefetching -------------------------------------------------------------------
     def _prefetch(self) -> None:
@@ -524,25 +510,3 @@ def _forget(preparer: Any, shard: int) -> None:
         forget(shard)
     else:
         preparer._ready[shard] = False
-
-
-def _size(path: Path | None) -> int:
-    try:
-        return path.stat().st_size if path is not None else 0
-    except FileNotFoundError:
-        return 0
-
-
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def _folder_bytes(dirs: list[str]) -> int:
-    total = 0
-    for top in dirs:
-        for root, _, files in os.walk(top):
-            for name in files:
-                with contextlib.suppress(FileNotFoundError):
-                    total += os.stat(os.path.join(root, name)).st_size
-    return total

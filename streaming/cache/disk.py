@@ -1,0 +1,54 @@
+"""The few file-system facts the cache engine needs: sizes, removal, folder totals, and the
+temporary files a dead or failed preparation leaves beside a shard."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+STALE_TEMP = 120.0  # seconds after which an orphaned temp file of a shard may be removed
+
+
+def size(path: Path | None) -> int:
+    """Bytes of `path`, 0 when it is missing (or None)."""
+    try:
+        return path.stat().st_size if path is not None else 0
+    except FileNotFoundError:
+        return 0
+
+
+def unlink(path: Path) -> None:
+    """Remove `path` if it is there."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def folder_bytes(dirs: Iterable[str]) -> int:
+    """Total size of every file below `dirs` (what `du --apparent-size` would count)."""
+    total = 0
+    for top in dirs:
+        for root, _, files in os.walk(top):
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):
+                    total += os.stat(os.path.join(root, name)).st_size
+    return total
+
+
+def remove_leftovers(paths: Iterable[Path], *, stale_only: bool) -> None:
+    """Delete the hidden temp and lock files of `paths` (`.<name>.*.tmp`, `.<name>.*lock`);
+    with `stale_only`, only those untouched for STALE_TEMP seconds."""
+    now = time.time()
+    for path in paths:
+        if not path.parent.is_dir():
+            continue
+        for entry in os.scandir(path.parent):
+            name = entry.name
+            if not (name.startswith(f".{path.name}.") and name.endswith((".tmp", ".lock"))):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if stale_only and now - entry.stat().st_mtime < STALE_TEMP:
+                    continue
+                unlink(Path(entry.path))
