@@ -26,7 +26,13 @@ lint: $(STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
 
 bench: $(STAMP)
+	bash benchmarks/peers/setup.sh
 	$(PY) benchmarks/format.py
+	$(PY) benchmarks/plan.py
+	$(PY) benchmarks/iterate.py
+	$(PY) benchmarks/remote.py
+	$(PY) benchmarks/packing.py
+	$(PY) benchmarks/convert.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
