@@ -165,14 +165,18 @@ class MDSWriter:
         """Flush the last shard, wait for every shard file, then write index.json atomically."""
         if self._closed:
             return
+        hung = False
         try:
             self._check_usable()
             if self._builder.samples:
                 self._flush()
             entries = self._wait_all()
             write_index(self.directory, entries)
+        except DeadlineExceeded:
+            hung = True
+            raise
         finally:
-            self._shutdown()
+            self._shutdown(wait=not hung)
 
     def _wait_all(self) -> list[dict[str, Any]]:
         deadline = time.monotonic() + self.timeout
@@ -189,9 +193,10 @@ class MDSWriter:
                 ) from exc
         return entries
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, wait: bool = True) -> None:
+        """Stop the shard threads; wait=False leaves a hung one behind instead of hanging too."""
         self._closed = True
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown(wait=wait, cancel_futures=True)
         if self._progress is not None:
             self._progress.close()
 
@@ -208,7 +213,7 @@ class MDSWriter:
             self.finish()
         elif not self._closed:
             log.warning("MDSWriter for %s aborted, no index written: %s", self.directory, exc)
-            self._shutdown()
+            self._shutdown(wait=not isinstance(exc, DeadlineExceeded))
 
 
 def _local_directory(out: str | Path) -> Path:

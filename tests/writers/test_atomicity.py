@@ -8,12 +8,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 import writers.mds
+from streaming.errors import DeadlineExceeded
 from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
@@ -123,3 +125,23 @@ def test_sigkill_never_leaves_a_dangling_index(tmp_path: Path, delay: float):
         proc.wait(timeout=30)
     if (out / "index.json").exists():
         assert _assert_index_consistent(out) in {200 + 37 * (r % 5) for r in range(5)}
+
+
+def test_a_hung_shard_thread_hits_the_deadline(tmp_path: Path, monkeypatch):
+    release = threading.Event()
+
+    def hang(*args):
+        release.wait(30)
+        raise OSError("stuck disk")
+
+    monkeypatch.setattr(writers.mds, "write_shard", hang)
+    writer = MDSWriter(columns=COLUMNS, out=tmp_path / "ds", timeout=0.5)
+    writer.write({"id": 1, "blob": b"x"})
+    start = time.monotonic()
+    try:
+        with pytest.raises(DeadlineExceeded, match="not all written"):
+            writer.finish()
+        assert time.monotonic() - start < 5
+    finally:
+        release.set()
+    assert not (tmp_path / "ds" / "index.json").exists()
