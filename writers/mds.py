@@ -33,6 +33,7 @@ from streaming.format.index import write_index
 from streaming.format.sample import SampleCodec
 from streaming.util.units import parse_bytes
 from writers.fast_encode import sample_encoder
+from writers.lengths import LengthRecorder
 from writers.shard_builder import ShardBuilder
 from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
 
@@ -66,12 +67,14 @@ class MDSWriter:
         **kwargs: Any,
     ) -> None:
         self.retry = int(kwargs.pop("retry", 2))
+        lengths = kwargs.pop("lengths", None)  # column name or callable: see docs/packing.md
         if kwargs:
             raise TypeError(f"MDSWriter got unexpected arguments: {', '.join(sorted(kwargs))}")
         if not columns:
             raise FormatError("MDSWriter needs at least one column in `columns`")
         self.directory = _local_directory(out)
         self.columns = dict(sorted(columns.items()))
+        self._lengths = LengthRecorder.create(lengths, self.columns)
         names, encodings = list(self.columns), list(self.columns.values())
         # Writing pickles is harmless; only reading them is gated by allow_unsafe_types.
         self._codec = SampleCodec(names, encodings, allow_unsafe_types=True)
@@ -109,16 +112,19 @@ class MDSWriter:
         if not builder.fits(len(encoded)):
             self._flush()
         builder.add(encoded)
+        if self._lengths is not None:
+            self._lengths.add(sample)
 
     # -- shard hand-off -----------------------------------------------------------------------
 
     def _flush(self) -> None:
         """Hand the current shard (possibly empty, as the reference writer does) to the pool."""
         raw, buf, samples = self._builder.take()
+        lengths = self._lengths.take() if self._lengths is not None else None
         basename = f"shard.{len(self._futures):05d}.mds"
         self._acquire_slot()
         try:
-            future = self._pool.submit(self._write_shard, basename, raw, buf, samples)
+            future = self._pool.submit(self._write_shard, basename, raw, buf, samples, lengths)
         except BaseException:
             self._slots.release()
             raise
@@ -127,9 +133,12 @@ class MDSWriter:
         if self._progress is not None:
             self._progress.update(samples)
 
-    def _write_shard(self, basename: str, raw: memoryview, buf: mmap.mmap, samples: int) -> dict:
+    def _write_shard(self, basename: str, raw: memoryview, buf: mmap.mmap, samples: int,
+                     lengths: Any = None) -> dict:
         try:
             entry = write_shard(self.directory, basename, raw, samples, self._config)
+            if self._lengths is not None:
+                self._lengths.write(self.directory, basename, lengths, self.hashes)
             raw.release()
             self._builder.recycle(buf)
             self._shard_written(entry)
@@ -171,7 +180,8 @@ class MDSWriter:
             if self._builder.samples:
                 self._flush()
             entries = self._wait_all()
-            write_index(self.directory, entries)
+            extra = self._lengths.index_extra(entries) if self._lengths is not None else None
+            write_index(self.directory, entries, extra)
         except DeadlineExceeded:
             hung = True
             raise

@@ -26,6 +26,10 @@ from streaming.format.sample import SampleCodec
 
 INDEX_NAME = "index.json"
 INDEX_VERSION = 2
+# Top-level key describing per-shard token-count side files (old readers ignore top-level keys).
+LENGTHS_KEY = "sample_lengths"
+LENGTHS_SUFFIX = ".lengths"
+LENGTHS_DTYPE = "<u4"
 SUPPORTED_FORMATS = ("mds",)
 _SCHEMA_KEYS = ("column_names", "column_encodings", "column_sizes")
 _REQUIRED = {
@@ -335,6 +339,7 @@ def merge_index(
     if not folders:
         raise IndexNotFoundError(f"{out}: no sub-dataset index.json files to merge")
     merged: list[dict] = []
+    lengths: list[dict | None] = []
     for folder in folders:
         try:
             prefix = folder.resolve().relative_to(out.resolve()).as_posix()
@@ -348,7 +353,24 @@ def merge_index(
             shard["raw_data"] = _prefixed(shard["raw_data"], prefix)
             shard["zip_data"] = _prefixed(shard["zip_data"], prefix)
             merged.append(shard)
+        spec = part.extra.get(LENGTHS_KEY)
+        ok = isinstance(spec, dict) and isinstance(spec.get("files"), list) and all(
+            isinstance(f, dict) and "basename" in f for f in spec["files"])
+        lengths.append({**spec, "files": [_prefixed(f, prefix) for f in spec["files"]]}
+                       if ok else None)
     parse_index({"shards": merged, "version": INDEX_VERSION}, source=str(out / INDEX_NAME))
     # The reference merger puts "version" first; keep that so merged files match byte for byte.
-    text = json.dumps({"version": INDEX_VERSION, "shards": merged}).encode()
+    document: dict[str, Any] = {"version": INDEX_VERSION, "shards": merged}
+    document.update(_merged_lengths(lengths))
+    text = json.dumps(document).encode()
     return atomic_write_bytes(out / INDEX_NAME, text)
+
+
+def _merged_lengths(specs: list[dict | None]) -> dict[str, Any]:
+    """The lengths key of a merged index: kept only when every part has one and they agree."""
+    if not specs or any(s is None for s in specs):
+        return {}
+    head = {k: v for k, v in specs[0].items() if k != "files"}  # type: ignore[union-attr]
+    if any({k: v for k, v in s.items() if k != "files"} != head for s in specs):  # type: ignore
+        return {}
+    return {LENGTHS_KEY: {**head, "files": [f for s in specs for f in s["files"]]}}  # type: ignore
