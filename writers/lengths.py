@@ -16,22 +16,11 @@ import numpy as np
 
 from streaming.errors import EncodeError, FormatError
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, LENGTHS_SUFFIX
+from streaming.packing.lengths import value_length
 from writers.shard_files import _file_info, write_file_atomic
 
 LengthSpec = str | Callable[[Mapping[str, Any]], int]
 _U32_MAX = (1 << 32) - 1
-
-
-def value_length(value: Any) -> int:
-    """Token count of one column value: an integer is a count itself, text counts UTF-8 bytes,
-    anything array-like counts its elements (the same rule the header scan applies)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8"))
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    return int(np.asarray(value).size)
 
 
 class LengthRecorder:

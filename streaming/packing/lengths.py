@@ -1,0 +1,299 @@
+"""Per-sample token counts of a dataset without decoding samples: the writer's side files when
+the index has them, else a vectorised scan of the shards' per-sample size headers, cached once.
+
+`load_lengths(source, column)` accepts a dataset directory, a LocalDataset or a StreamingDataset
+and returns one int64 count per global sample id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streaming.errors import FormatError, IndexFileError, PlanError, ShardCorruptError
+from streaming.format.atomic import atomic_write_bytes
+from streaming.format.encodings.ndarray import parse_ndarray_name
+from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
+from streaming.format.shard import ShardReader
+
+LengthFn = Callable[[Mapping[str, Any]], int]
+_DECODE_CHUNK = 4096
+
+
+def value_length(value: Any) -> int:
+    """Token count of one column value: an integer is a count itself, text counts UTF-8 bytes,
+    anything array-like counts its elements (the rule the header scan follows too)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    return int(np.asarray(value).size)
+
+
+def _scalar_dtype(encoding: str) -> np.dtype | None:
+    """Little-endian dtype of an integer scalar encoding (`int`, `int32`, `uint16`, ...)."""
+    if encoding == "int":
+        return np.dtype("<i8")
+    if encoding.startswith(("int", "uint")) and encoding[-1].isdigit():
+        return np.dtype(encoding).newbyteorder("<")
+    return None
+
+
+# ---- one shard -------------------------------------------------------------------------------
+
+def header_lengths(reader: ShardReader, column: str) -> np.ndarray | None:
+    """Lengths of `column` for every sample of one shard from the byte layout alone, or None
+    when the column's encoding needs decoding (json, pkl, ...).
+
+    ndarray columns count elements (payload bytes minus the dtype/shape header, over itemsize),
+    bytes/str count bytes, integer scalars are read as the count itself.
+    """
+    codec = reader.codec
+    assert codec is not None
+    if column not in codec.column_names:
+        raise PlanError(f"{reader.path}: no column {column!r} (columns: {codec.column_names})")
+    encoding = codec.column_encodings[codec.column_names.index(column)]
+    n = len(reader)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    u8 = np.memmap(reader.path, np.uint8, mode="r")
+    starts = reader.offsets[:-1].astype(np.int64)
+    num_var = sum(size is None for size in codec.column_sizes)
+    heads = _gather(u8, starts, 4 * num_var).view("<u4").reshape(n, num_var).astype(np.int64)
+    pos, k = starts + 4 * num_var, 0
+    span = None
+    for name, size in zip(codec.column_names, codec.column_sizes):
+        span = heads[:, k] if size is None else np.full(n, size, np.int64)
+        k += size is None
+        if name == column:
+            break
+        pos = pos + span
+    return _decode_counts(u8, encoding, pos, span, reader)
+
+
+def _gather(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    if width == 0:
+        return np.zeros((len(starts), 0), np.uint8)
+    index = starts[:, None] + np.arange(width)
+    return np.ascontiguousarray(u8[np.minimum(index, len(u8) - 1)])
+
+
+def _decode_counts(u8: np.ndarray, encoding: str, pos: np.ndarray, span: np.ndarray,
+                   reader: ShardReader) -> np.ndarray | None:
+    if encoding in ("bytes", "str"):
+        return span.astype(np.int64)
+    scalar = _scalar_dtype(encoding)
+    if scalar is not None:
+        return _gather(u8, pos, scalar.itemsize).view(scalar).reshape(-1).astype(np.int64)
+    if not encoding.startswith("ndarray"):
+        return None
+    enc = parse_ndarray_name(encoding)
+    if enc.shape is not None:
+        return np.full(len(pos), int(np.prod(enc.shape)), np.int64)
+    if enc.dtype is None:
+        itemsize = (u8[pos].astype(np.int64) >> 3)
+        head, extra = u8[pos + 1].astype(np.int64), 2
+    else:
+        itemsize = np.int64(enc.dtype.itemsize)
+        head, extra = u8[pos].astype(np.int64), 1
+    header = extra + (head >> 2) * (1 << (head & 3))
+    payload = span - header
+    if (payload < 0).any() or (payload % itemsize).any():
+        bad = int(np.flatnonzero((payload < 0) | (payload % itemsize != 0))[0])
+        raise ShardCorruptError(f"{reader.path}: sample {bad}: {encoding} payload does not match "
+                                "its shape header")
+    return payload // itemsize
+
+
+def decoded_lengths(reader: ShardReader, column: str | None = None,
+                    fn: LengthFn | None = None) -> np.ndarray:
+    """Lengths by decoding: `fn(sample)` for every sample, else `value_length(sample[column])`."""
+    n = len(reader)
+    out = np.zeros(n, np.int64)
+    for lo in range(0, n, _DECODE_CHUNK):
+        rows = np.arange(lo, min(lo + _DECODE_CHUNK, n))
+        if fn is not None:
+            out[rows] = [int(fn(s)) for s in reader.get_many(rows)]
+        else:
+            out[rows] = [value_length(reader.get_column(r, column)) for r in rows.tolist()]
+    return out
+
+
+def shard_lengths(reader: ShardReader, column: str | None = None,
+                  fn: LengthFn | None = None) -> np.ndarray:
+    """One shard's lengths: the header scan where the encoding allows it, else decoding."""
+    if fn is None:
+        assert column is not None
+        counts = header_lengths(reader, column)
+        if counts is not None:
+            return counts
+    return decoded_lengths(reader, column, fn)
+
+
+# ---- one stream (an index plus how to reach its files) -------------------------------------
+
+@dataclass
+class LengthSource:
+    """Everything load_lengths needs from one stream: its index, where its local files go,
+    how to make a raw shard ready, and how to fetch a side file that is not local yet."""
+
+    index: DatasetIndex
+    root: Path
+    shard_path: Callable[[int], Path]
+    fetch: Callable[[dict[str, Any], Path], None] | None = None
+
+
+def recorded_spec(index: DatasetIndex) -> dict[str, Any] | None:
+    """The index's lengths key, validated against its shards (None when absent)."""
+    spec = index.extra.get(LENGTHS_KEY)
+    if spec is None:
+        return None
+    files = spec.get("files") if isinstance(spec, dict) else None
+    if not isinstance(files, list) or len(files) != index.num_shards:
+        raise IndexFileError(f"{index.source}: {LENGTHS_KEY!r} must list one file per shard")
+    if spec.get("dtype") != LENGTHS_DTYPE:
+        raise IndexFileError(f"{index.source}: {LENGTHS_KEY!r} dtype {spec.get('dtype')!r} "
+                             f"is not {LENGTHS_DTYPE!r}")
+    for i, (entry, count) in enumerate(zip(files, index.samples_per_shard.tolist())):
+        if not isinstance(entry, dict) or entry.get("bytes") != 4 * count:
+            raise IndexFileError(f"{index.source}: {LENGTHS_KEY!r} file {i} should hold "
+                                 f"{count} uint32 values: {entry!r}")
+    return spec
+
+
+def _recorded(source: LengthSource, spec: dict[str, Any]) -> np.ndarray:
+    parts = []
+    for entry, count in zip(spec["files"], source.index.samples_per_shard.tolist()):
+        path = source.root.joinpath(*str(entry["basename"]).split("/"))
+        if not _has_size(path, 4 * count) and source.fetch is not None:
+            source.fetch(entry, path)
+        if not _has_size(path, 4 * count):
+            raise ShardCorruptError(f"{path}: lengths file missing or not {4 * count} bytes")
+        parts.append(np.fromfile(path, LENGTHS_DTYPE))
+    return _concat(parts)
+
+
+def _computed(source: LengthSource, column: str | None, fn: LengthFn | None) -> np.ndarray:
+    codec = source.index.codec(allow_unsafe_types=fn is not None)
+    if column is not None and column not in codec.column_names:
+        raise PlanError(f"{source.index.source}: no column {column!r} to measure "
+                        f"(columns: {codec.column_names})")
+    parts = []
+    for shard, count in enumerate(source.index.samples_per_shard.tolist()):
+        if count == 0:
+            continue
+        with ShardReader(source.shard_path(shard), codec, expected_samples=count,
+                         expected_bytes=int(source.index.raw_bytes[shard])) as reader:
+            parts.append(shard_lengths(reader, column, fn))
+    return _concat(parts)
+
+
+def stream_lengths(source: LengthSource, column: str | None = None,
+                   fn: LengthFn | None = None) -> np.ndarray:
+    """int64 lengths of one stream's samples, from side files, the cache, or a scan."""
+    spec = recorded_spec(source.index)
+    if fn is None and spec is not None and (column is None or spec.get("column") == column):
+        return _recorded(source, spec)
+    if fn is not None:
+        return _computed(source, None, fn)
+    if column is None:
+        raise PlanError(f"{source.index.source} records no sample lengths: pass column= "
+                        "(the token column) or fn= to compute them")
+    cache = _cache_path(source, column)
+    count = source.index.num_samples
+    if _has_size(cache, 4 * count):
+        return np.fromfile(cache, LENGTHS_DTYPE).astype(np.int64)
+    lengths = _computed(source, column, None)
+    if lengths.size and (lengths.min() < 0 or lengths.max() >= 1 << 32):
+        raise FormatError(f"{source.index.source}: column {column!r} lengths do not fit uint32")
+    _write_cache(cache, lengths)
+    return lengths
+
+
+def _cache_path(source: LengthSource, column: str) -> Path:
+    """Cache file of computed lengths, keyed by the index contents and the column."""
+    key = hashlib.blake2b(digest_size=8)
+    for shard in source.index.shards:
+        key.update(repr(sorted((shard.get("raw_data") or {}).items())).encode())
+    key.update(column.encode())
+    try:  # a rewritten dataset with identical shard sizes must not reuse old lengths
+        stat = os.stat(source.index.source)
+        key.update(f"{stat.st_mtime_ns}:{stat.st_size}".encode())
+    except OSError:
+        pass
+    name = f".lengths.{key.hexdigest()}.u32"
+    if os.access(source.root, os.W_OK):
+        return source.root / name
+    user = f"mds-streaming-{os.getuid()}" if hasattr(os, "getuid") else "mds-streaming"
+    return Path(tempfile.gettempdir()) / user / "lengths" / name
+
+
+def _write_cache(path: Path, lengths: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, lengths.astype(LENGTHS_DTYPE).tobytes())
+
+
+def _has_size(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except FileNotFoundError:
+        return False
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+# ---- datasets --------------------------------------------------------------------------------
+
+def sources_of(dataset: Any) -> list[LengthSource]:
+    """One LengthSource per stream of a directory path, LocalDataset or StreamingDataset."""
+    if isinstance(dataset, (str, os.PathLike)):
+        from streaming.local import LocalDataset
+
+        dataset = LocalDataset(dataset)
+    if hasattr(dataset, "streams") and hasattr(dataset, "preparer"):
+        return [_stream_source(dataset, s) for s in range(len(dataset.streams))]
+    if hasattr(dataset, "index") and hasattr(dataset, "root"):
+        # LocalDataset: its raw-path helper decompresses a zipped shard once when needed.
+        return [LengthSource(dataset.index, dataset.root, dataset._raw_path)]
+    raise PlanError(f"cannot read sample lengths from {type(dataset).__name__}: pass a dataset "
+                    "directory, a LocalDataset or a StreamingDataset")
+
+
+def _stream_source(dataset: Any, s: int) -> LengthSource:
+    from streaming.format.index import read_index
+
+    stream = dataset.streams[s]
+    offset = int(dataset.shard_offset_per_stream[s])
+    index = read_index(stream.local_dir / "index.json")
+
+    def fetch(entry: dict[str, Any], dest: Path) -> None:
+        if stream.remote_dir is not None:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            stream.fetch(entry["basename"], dest, expected_size=entry.get("bytes"),
+                         expected_hashes=entry.get("hashes") or None)
+
+    return LengthSource(index, stream.local_dir,
+                        lambda shard: dataset.preparer.prepare(offset + shard), fetch)
+
+
+def load_lengths(dataset: Any, column: str | None = None, *,
+                 fn: LengthFn | None = None) -> np.ndarray:
+    """int64 token count of every sample (global ids, streams concatenated in order).
+
+    Uses the lengths the writer recorded (`MDSWriter(lengths=...)`) when they match `column`
+    (or whenever `column` is None); otherwise scans the shards' size headers for `column` and
+    caches the result next to the data; `fn(sample)` decodes every sample and is not cached.
+    """
+    sources = sources_of(dataset)
+    return _concat([stream_lengths(src, column, fn) for src in sources])
