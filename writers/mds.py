@@ -25,7 +25,6 @@ from streaming.errors import (
     FormatError,
     OutputExistsError,
     StreamingError,
-    UnsupportedFeatureError,
 )
 from streaming.format.compression import parse_compression
 from streaming.format.hashing import is_supported_hash
@@ -36,6 +35,7 @@ from writers.fast_encode import sample_encoder
 from writers.lengths import LengthRecorder
 from writers.shard_builder import ShardBuilder
 from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
+from writers.upload import make_uploader, resolve_output, shard_files
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +55,11 @@ class MDSWriter:
         self,
         *,
         columns: Mapping[str, str],
-        out: str | Path,
+        out: str | Path | tuple[str | Path | None, str | None],
         compression: str | None = None,
         hashes: list[str] | None = None,
         size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
-        keep_local: bool = False,
+        keep_local: bool | None = None,
         progress_bar: bool = False,
         exist_ok: bool = False,
         max_workers: int | None = None,
@@ -72,7 +72,8 @@ class MDSWriter:
             raise TypeError(f"MDSWriter got unexpected arguments: {', '.join(sorted(kwargs))}")
         if not columns:
             raise FormatError("MDSWriter needs at least one column in `columns`")
-        self.directory = _local_directory(out)
+        self.output = resolve_output(out)
+        self.directory = self.output.local
         self.columns = dict(sorted(columns.items()))
         self._lengths = LengthRecorder.create(lengths, self.columns)
         names, encodings = list(self.columns), list(self.columns.values())
@@ -88,6 +89,10 @@ class MDSWriter:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
 
         _prepare_directory(self.directory, exist_ok)
+        self._uploader = make_uploader(
+            self.output, exist_ok=exist_ok, keep_local=keep_local, retry=self.retry,
+            timeout=self.timeout, max_workers=max(4, self.max_workers),
+        )
         self._config = shard_config(
             names, encodings, self.compression, self.hashes, self.size_limit
         )
@@ -148,6 +153,10 @@ class MDSWriter:
 
     def _shard_written(self, entry: dict[str, Any]) -> None:
         """Called on a worker thread once a shard's files are complete: the upload hook."""
+        if self._uploader is not None:
+            files = shard_files(self.directory, entry)
+            upload = self._uploader.submit(entry["raw_data"]["basename"], files)
+            upload.add_done_callback(self._record_error)
 
     def _record_error(self, future: Future) -> None:
         if self._error is None and not future.cancelled() and future.exception() is not None:
@@ -182,6 +191,8 @@ class MDSWriter:
             entries = self._wait_all()
             extra = self._lengths.index_extra(entries) if self._lengths is not None else None
             write_index(self.directory, entries, extra)
+            if self._uploader is not None:
+                self._uploader.publish()
         except DeadlineExceeded:
             hung = True
             raise
@@ -207,6 +218,8 @@ class MDSWriter:
         """Stop the shard threads; wait=False leaves a hung one behind instead of hanging too."""
         self._closed = True
         self._pool.shutdown(wait=wait, cancel_futures=True)
+        if self._uploader is not None:
+            self._uploader.close(wait=wait)
         if self._progress is not None:
             self._progress.close()
 
@@ -224,18 +237,6 @@ class MDSWriter:
         elif not self._closed:
             log.warning("MDSWriter for %s aborted, no index written: %s", self.directory, exc)
             self._shutdown(wait=not isinstance(exc, DeadlineExceeded))
-
-
-def _local_directory(out: str | Path) -> Path:
-    text = os.fspath(out)
-    if "://" in text:
-        scheme, _, rest = text.partition("://")
-        if scheme != "file":
-            raise UnsupportedFeatureError(
-                f"MDSWriter cannot write to {text!r} yet: only local directories are supported"
-            )
-        text = rest
-    return Path(text)
 
 
 def _check_compression(compression: str | None) -> str | None:

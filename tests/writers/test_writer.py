@@ -16,8 +16,8 @@ from streaming.errors import (
     EncodeError,
     FormatError,
     OutputExistsError,
+    StorageError,
     UnknownEncodingError,
-    UnsupportedFeatureError,
 )
 from streaming.format.hashing import file_hexdigest
 from streaming.format.sample import SampleCodec
@@ -202,8 +202,8 @@ def test_exist_ok(tmp_path: Path):
 
 
 def test_bad_arguments_name_the_culprit(tmp_path: Path):
-    with pytest.raises(UnsupportedFeatureError, match="s3://bucket/x"):
-        MDSWriter(columns={"a": "int"}, out="s3://bucket/x")
+    with pytest.raises(StorageError, match="ftp://bucket/x"):
+        MDSWriter(columns={"a": "int"}, out="ftp://bucket/x")
     with pytest.raises(UnknownEncodingError, match="nope"):
         MDSWriter(columns={"a": "nope"}, out=tmp_path / "a")
     with pytest.raises(ValueError, match="lz4"):
