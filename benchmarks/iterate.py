@@ -31,8 +31,12 @@ COLLATE = {"ours": "streaming.collate (tensors + Ragged)", "reference": "list of
 
 # Runs inside a child interpreter (ours or a peer's); prints one JSON line.
 CHILD = r"""
-import json, os, sys, threading, time
+import json, os, resource, sys, threading, time
 import torch
+def cpu():
+    return sum(r.ru_utime + r.ru_stime for r in
+               (resource.getrusage(resource.RUSAGE_SELF),
+                resource.getrusage(resource.RUSAGE_CHILDREN)))
 def tree_rss():
     me, total = os.getpid(), 0
     pids = [me]
@@ -78,6 +82,7 @@ else:
     loader = Loader(ds, batch_size=64, num_workers=workers, collate_fn=lambda b: b)
     def count(batch):
         return len(batch), sum(nbytes(s[column]) for s in batch)
+c0 = cpu()
 n = size = 0
 first = None
 for batch in loader:
@@ -86,8 +91,9 @@ for batch in loader:
     k, b = count(batch)
     n += k; size += b
 total = time.perf_counter() - t0
+del loader, batch  # joins the workers, so their CPU time is counted
 print(json.dumps({"samples": n, "bytes": size, "seconds": total, "first": first,
-                  "rss": peak[0]}))
+                  "rss": peak[0], "cpu": cpu() - c0}))
 """
 
 
@@ -166,7 +172,8 @@ def bench(kind: str, quick: bool) -> dict:
             r["samples_s"], r["mb_s"] = r["samples"] / r["seconds"], r["bytes"] / MB / r["seconds"]
             print(f"  {lib:10s} workers={workers}: {r['samples_s']:>9,.0f} samples/s "
                   f"{r['mb_s']:>7,.0f} MB/s  first batch {r['first']:5.2f} s  peak RSS "
-                  f"{r['rss'] / MB:>6,.0f} MB  collate: {COLLATE[lib]}")
+                  f"{r['rss'] / MB:>6,.0f} MB  CPU {r['cpu'] / r['samples'] * 1e6:5.1f} us/sample  "
+                  f"collate: {COLLATE[lib]}")
         report["runs"][workers] = results
         ours = results.get("ours")
         if ours is None:

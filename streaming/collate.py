@@ -10,6 +10,7 @@ batch writable, so torch never warns about the read-only zero-copy arrays a samp
 from __future__ import annotations
 
 import numbers
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-__all__ = ["Ragged", "collate"]
+__all__ = ["Ragged", "collate", "collate_column", "convert"]
 
 _TORCH_DTYPES: dict[np.dtype, torch.dtype] = {}
 
@@ -73,8 +74,20 @@ def collate(batch: Sequence[Any]) -> Any:
     return collate_column(list(batch))
 
 
-def collate_column(values: list[Any]) -> Any:
+def convert(sample: Any) -> Any:
+    """One unbatched sample (DataLoader batch_size=None): numeric arrays become tensors, copied
+    when read-only (zero-copy shard views) so torch does not warn; other values are kept."""
+    if isinstance(sample, Mapping):
+        return {key: convert(value) for key, value in sample.items()}
+    if isinstance(sample, np.ndarray) and sample.dtype.kind in "biuf":
+        return torch.from_numpy(sample if sample.flags.writeable else sample.copy())
+    return sample
+
+
+def collate_column(values: list[Any] | np.ndarray) -> Any:
     """One column of a batch: a tensor, a `Ragged`, or the list itself (str, bytes, other)."""
+    if isinstance(values, np.ndarray):  # numpy scalars already decoded into one array
+        return torch.from_numpy(values.copy()) if values.dtype.kind in "biuf" else list(values)
     first = values[0]
     if isinstance(first, np.ndarray):
         return _arrays(values)
@@ -98,21 +111,27 @@ def _all(values: list[Any], kind: type) -> bool:
 def _arrays(arrays: list[Any]) -> Any:
     if not all(isinstance(a, np.ndarray) for a in arrays):
         return arrays
-    dtype, shape = arrays[0].dtype, arrays[0].shape
-    if dtype.kind not in "biuf" or any(a.dtype != dtype for a in arrays):
+    dtypes = set(map(_dtype_of, arrays))
+    dtype = arrays[0].dtype
+    if len(dtypes) != 1 or dtype.kind not in "biuf":
         return arrays
-    if all(a.shape == shape for a in arrays):
-        out, view = _empty((len(arrays), *shape), dtype)
+    shapes = list(map(_shape_of, arrays))
+    if shapes.count(shapes[0]) == len(shapes):
+        out, view = _empty((len(arrays), *shapes[0]), dtype)
         np.stack(arrays, out=view)
         return out
-    if not shape or any(a.ndim != len(shape) or a.shape[1:] != shape[1:] for a in arrays):
+    trailing = shapes[0][1:]
+    if not shapes[0] or any(s[1:] != trailing or not s for s in shapes):
         return arrays
-    lengths = np.fromiter((len(a) for a in arrays), np.int64, len(arrays))
     offsets = np.zeros(len(arrays) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    out, view = _empty((int(offsets[-1]), *shape[1:]), dtype)
+    np.cumsum(list(map(len, arrays)), out=offsets[1:])
+    out, view = _empty((int(offsets[-1]), *trailing), dtype)
     np.concatenate(arrays, out=view)
     return Ragged(out, torch.from_numpy(offsets))
+
+
+_dtype_of = operator.attrgetter("dtype")
+_shape_of = operator.attrgetter("shape")
 
 
 def _empty(shape: tuple[int, ...], dtype: np.dtype) -> tuple[torch.Tensor, np.ndarray]:

@@ -13,6 +13,7 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.collate import collate_column
 from streaming.coord.names import Namespace
 from streaming.coord.node import NodeCoordinator
 from streaming.coord.shm import clean_stale_shared_memory
@@ -20,7 +21,7 @@ from streaming.epochs import EpochCounter
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
-from streaming.iterate import PlanBoard, iter_chunks
+from streaming.iterate import PlanBoard, iter_chunks, read_size
 from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
 from streaming.state import ResumeState
@@ -69,11 +70,19 @@ class StreamingDataset(IterableDataset):
         stream_name: str = "stream",
         stream_config: dict[str, Any] | None = None,
         world: World | None = None,
+        mix_unit: str = "samples",
+        lengths_column: str = "tokens",
     ) -> None:
         self.streams = _build_streams(streams, remote, local, split, stream_name, stream_config)
         for stream in self.streams:
             stream.apply_defaults(download_retry=download_retry, download_timeout=download_timeout,
                                   validate_hash=validate_hash, keep_zip=keep_zip)
+        self.lengths_column = lengths_column
+        if mix_unit != "samples":  # proportions are token shares: see docs/packing.md
+            from streaming.packing.token_mix import mix_by_tokens
+
+            self.streams, epoch_size = mix_by_tokens(self.streams, mix_unit, lengths_column,
+                                                     epoch_size)
         if predownload is not None and predownload < 0:
             raise PlanError(f"predownload must be >= 0, got {predownload}")
         self.predownload = predownload if predownload is not None else 8 * (batch_size or 8)
@@ -103,6 +112,8 @@ class StreamingDataset(IterableDataset):
         self.num_samples = int(self.samples_per_stream.sum())
         self.spanner = Spanner(self.samples_per_shard)
         self.preparer = ShardPreparer(self.streams, ShardTable.from_indexes(indexes))
+        raw_bytes = float(np.sum(self.preparer.table.raw_bytes))
+        self._mean_sample_bytes = raw_bytes / max(self.num_samples, 1)
 
         weighted = [s.weighted for s in self.streams]
         if any(weighted) and not all(weighted):
@@ -138,6 +149,12 @@ class StreamingDataset(IterableDataset):
     def epoch_size(self) -> int:
         """Samples in one epoch over all ranks, after mixing (before padding to whole batches)."""
         return int(self.config.epoch_size)
+
+    def token_shares(self, epoch: int = 0) -> np.ndarray:
+        """Share of tokens each stream contributes to `epoch` (of `lengths_column`)."""
+        from streaming.packing.token_mix import token_shares
+
+        return token_shares(self, epoch)
 
     @property
     def data_parallel_ranks(self) -> int:
@@ -225,14 +242,10 @@ class StreamingDataset(IterableDataset):
                                  world.rank_in_node, world.worker)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        world = self._worker_world()
-        self._node.check()
-        epoch, sample_in_epoch = self._epochs.begin(world.worker, world.workers_per_rank)
-        with self._node.failing_on_error():
-            ids = self.worker_sample_ids(epoch, sample_in_epoch, world)
+        world, ids = self._begin()
         item = self.__getitem__ if self._overridden() else None
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                             self.predownload, item)
+                             self.predownload, item, chunk=read_size(self._mean_sample_bytes))
         self._yielded = 0
         try:
             for chunk in chunks:
@@ -240,9 +253,48 @@ class StreamingDataset(IterableDataset):
                     self._yielded += 1
                     yield sample
         except Exception as exc:
-            self._node.fail(f"rank {world.rank} worker {world.worker}: "
-                            f"{type(exc).__name__}: {exc}")
+            self._fail(world, exc)
             raise
+
+    def batches_supported(self) -> bool:
+        """Whether `iter_batches` reads what `__iter__` would (no subclass override)."""
+        cls = type(self)
+        same_schema = all(codec == self._codecs[0] for codec in self._codecs)
+        return cls.__iter__ is StreamingDataset.__iter__ and not self._overridden() and same_schema
+
+    def iter_batches(self, batch_size: int, drop_last: bool = False) -> Iterator[dict[str, Any]]:
+        """This worker's share of the epoch as collated batches of `batch_size`: the batches a
+        DataLoader would build from `__iter__` with `streaming.collate.collate`, read column by
+        column without per-sample dicts (StreamingDataLoader's fast path)."""
+        world, ids = self._begin()
+        names = self._codecs[0].column_names
+        rows = read_size(self._mean_sample_bytes, batch_size)
+        chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
+                             self.predownload, chunk=rows, columns=True)
+        self._yielded = 0
+        try:
+            for columns in chunks:
+                for lo in range(0, len(columns[0]) if columns else 0, batch_size):
+                    part = [values[lo:lo + batch_size] for values in columns]
+                    size = len(part[0])
+                    if drop_last and size < batch_size:
+                        break
+                    self._yielded += size
+                    yield {name: collate_column(values) for name, values in zip(names, part)}
+        except Exception as exc:
+            self._fail(world, exc)
+            raise
+
+    def _begin(self) -> tuple[World, np.ndarray]:
+        """Register this worker's iteration and fetch its planned ids."""
+        world = self._worker_world()
+        self._node.check()
+        epoch, sample_in_epoch = self._epochs.begin(world.worker, world.workers_per_rank)
+        with self._node.failing_on_error():
+            return world, self.worker_sample_ids(epoch, sample_in_epoch, world)
+
+    def _fail(self, world: World, exc: BaseException) -> None:
+        self._node.fail(f"rank {world.rank} worker {world.worker}: {type(exc).__name__}: {exc}")
 
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False

@@ -108,7 +108,8 @@ class Prefetcher(threading.Thread):
             self._wake.notify()
 
 
-CHUNK = 128  # samples decoded per vectorised step (bounds the copies held at once)
+READ_BYTES = 16 << 20  # sample bytes decoded per vectorised read (bounds the copies held)
+MAX_READ = 1024  # rows per read: enough that a shuffled read still has many rows per shard
 RELEASE_BYTES = 32 << 20  # decoded bytes after which readers drop their mapped pages
 
 
@@ -119,13 +120,16 @@ def iter_chunks(
     prepare: Callable[[int], Any],
     ahead: int,
     item: Callable[[int], Any] | None = None,
+    *,
+    chunk: int = MAX_READ,
+    columns: bool = False,
 ) -> Iterator[list[Any]]:
-    """Yield the decoded rows of planned ids (skipping -1 padding) in lists of up to CHUNK,
-    preparing shards ahead in a background thread.
+    """Yield the decoded rows of planned ids (skipping -1 padding) `chunk` at a time, preparing
+    shards ahead in a background thread.
 
-    Each chunk is one vectorised `get_many` per shard it touches (lists, not a generator per
-    sample, keep the per-sample overhead low). `item(i)`, when given, replaces the direct read
-    (a user's `__getitem__` override).
+    A chunk is a list of samples, or with `columns` a list of per-column value lists (one
+    batch, no per-sample dicts). Each is one vectorised read per shard it touches. `item(i)`,
+    when given, replaces the direct read (a user's `__getitem__` override; samples only).
     """
     ids = ids[ids >= 0]
     if not len(ids):
@@ -136,11 +140,12 @@ def iter_chunks(
     readers: dict[int, Any] = {}
     released = 0
     try:
-        for lo in range(0, len(ids), CHUNK):
+        for lo in range(0, len(ids), chunk):
             prefetch.advance(lo)
-            hi = min(lo + CHUNK, len(ids))
+            hi = min(lo + chunk, len(ids))
             if item is None:
-                yield _read_chunk(shards[lo:hi], rows[lo:hi], readers, open_shard, prefetch)
+                yield _read_chunk(shards[lo:hi], rows[lo:hi], readers, open_shard, prefetch,
+                                  columns)
                 released = _release(readers, released)
                 continue
             for shard in np.unique(shards[lo:hi]).tolist():
@@ -149,6 +154,13 @@ def iter_chunks(
         prefetch.check()
     finally:
         prefetch.stop()
+
+
+def read_size(mean_sample_bytes: float, multiple: int = 1) -> int:
+    """Rows per vectorised read: about READ_BYTES of samples, at most MAX_READ (or one
+    `multiple`), rounded down to a multiple of `multiple` (a batch size)."""
+    rows = min(int(READ_BYTES // max(mean_sample_bytes, 1)), MAX_READ)
+    return max(rows // multiple, 1) * multiple
 
 
 def _open(readers: dict[int, Any], shard: int, open_shard: Callable[[int], Any],
@@ -172,17 +184,31 @@ def _release(readers: dict[int, Any], released: int) -> int:
 
 
 def _read_chunk(shards: np.ndarray, rows: np.ndarray, readers: dict[int, Any],
-                open_shard: Callable[[int], Any], prefetch: Prefetcher) -> list[Any]:
-    """Samples of one chunk in plan order, decoded shard by shard."""
+                open_shard: Callable[[int], Any], prefetch: Prefetcher, columns: bool
+                ) -> list[Any]:
+    """One chunk in plan order (samples, or columns), decoded shard by shard."""
     first = int(shards[0])
     if (shards == first).all():
-        return _open(readers, first, open_shard, prefetch).get_many(rows)
+        reader = _open(readers, first, open_shard, prefetch)
+        return reader.get_columns(rows) if columns else reader.get_many(rows)
     order = np.argsort(shards, kind="stable")
     grouped = shards[order]
     cuts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
-    out: list[Any] = [None] * len(rows)
+    out: list[Any] = []
     for part in np.split(order, cuts):
         reader = _open(readers, int(shards[part[0]]), open_shard, prefetch)
-        for k, sample in zip(part.tolist(), reader.get_many(rows[part])):
-            out[k] = sample
+        where = part.tolist()
+        if not columns:
+            out = out or [None] * len(rows)
+            _place(out, where, reader.get_many(rows[part]))
+            continue
+        parts = reader.get_columns(rows[part])
+        out = out or [[None] * len(rows) for _ in parts]
+        for column, values in zip(out, parts):
+            _place(column, where, values)
     return out
+
+
+def _place(out: list[Any], where: list[int], values: Any) -> None:
+    for k, value in zip(where, values):
+        out[k] = value

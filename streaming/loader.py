@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
-from streaming.collate import Ragged, collate
+from streaming.collate import Ragged, collate, convert
 
 
 def batch_length(batch: Any) -> int | None:
@@ -29,6 +29,37 @@ def batch_length(batch: Any) -> int | None:
     return None
 
 
+def _batches_supported(dataset: Any) -> bool:
+    check = getattr(dataset, "batches_supported", None)
+    return bool(check and check() and hasattr(dataset, "iter_batches"))
+
+
+def _unwrap(batch: Any) -> Any:
+    return batch
+
+
+class BatchStream(IterableDataset):
+    """A dataset's `iter_batches(batch_size, drop_last)` as an iterable of ready batches, so
+    DataLoader workers hand over whole collated batches. Attributes (state_dict, len...) are
+    the wrapped dataset's."""
+
+    def __init__(self, dataset: Any, batch_size: int, drop_last: bool) -> None:
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.dataset.iter_batches(self.batch_size, self.drop_last)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "dataset":  # not set yet (unpickling)
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+
 class StreamingDataLoader(DataLoader):
     """DataLoader whose `state_dict()` counts only batches handed to the user.
 
@@ -38,11 +69,24 @@ class StreamingDataLoader(DataLoader):
     collated by `streaming.collate.collate` unless a `collate_fn` is given (docs/dataset.md).
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        default_collate = kwargs.get("collate_fn") is None and len(args) < 7
-        super().__init__(*args, **kwargs)
-        if default_collate and self.batch_sampler is not None:
-            self.collate_fn = collate
+    def __init__(self, dataset: Any, batch_size: int | None = 1, *args: Any,
+                 **kwargs: Any) -> None:
+        default_collate = kwargs.get("collate_fn") is None and len(args) < 5
+        plain = not args and not any(kwargs.get(k) for k in ("sampler", "batch_sampler",
+                                                                "shuffle"))
+        if default_collate and plain and batch_size and _batches_supported(dataset):
+            # Fast path: workers read and collate whole batches (see BatchStream).
+            kwargs["collate_fn"] = _unwrap
+            super().__init__(BatchStream(dataset, batch_size, bool(kwargs.get("drop_last"))),
+                             None, **{k: v for k, v in kwargs.items() if k != "drop_last"})
+            # DataLoader only forbids re-setting these after __init__; report what the user
+            # asked for (len(loader) then counts batches, as BatchStream's len counts samples).
+            object.__setattr__(self, "batch_size", batch_size)
+            object.__setattr__(self, "drop_last", bool(kwargs.get("drop_last")))
+        else:
+            super().__init__(dataset, batch_size, *args, **kwargs)
+            if default_collate:
+                self.collate_fn = collate if self.batch_sampler is not None else convert
         self.num_samples_yielded = 0
 
     def __iter__(self) -> Iterator[Any]:

@@ -50,7 +50,8 @@ class ShardReader:
         self.allow_unsafe_types = allow_unsafe_types
         self._mmap: mmap.mmap | None = None
         self._file: FileBytes | None = None
-        self.decoded_bytes = 0  # sample bytes decoded by get_columns, for `release_pages`
+        self.decoded_bytes = 0  # ~sample bytes decoded by get_columns, for `release_pages`
+        self._spans: np.ndarray | None = None  # int64 copy of the offsets, for get_columns
         self._offsets: np.ndarray | None = None
         self._config: dict[str, Any] = {}
         self._num_samples = 0
@@ -186,16 +187,17 @@ class ShardReader:
 
         Equivalent to `get` on each row; a corrupt sample raises the same error `get` would.
         """
-        self._ensure_open()
+        mapped = self._ensure_open()
         rows = np.asarray(rows, dtype=np.int64)
         n = self._num_samples
-        if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= n):
+        if rows.size and int(rows.view(np.uint64).max()) >= n:  # negatives wrap to huge
             bad = int(rows[(rows < 0) | (rows >= n)][0])
             raise IndexError(f"{self.path}: sample {bad} out of range [0, {n})")
-        offsets = self._offsets
-        starts = offsets[rows].astype(np.int64)
-        ends = offsets[rows + 1].astype(np.int64)
-        self.decoded_bytes += int(ends.sum() - starts.sum())
+        if self._spans is None:
+            self._spans = self._offsets.astype(np.int64)  # type: ignore[union-attr]
+        starts = self._spans[rows]
+        ends = self._spans[rows + 1]
+        self.decoded_bytes += len(rows) * len(mapped) // max(n, 1)
         try:
             return self.codec.decode_columns(self._file, starts, ends)  # type: ignore
         except (MemoryError, KeyboardInterrupt):
@@ -241,6 +243,7 @@ class ShardReader:
     def close(self) -> None:
         """Unmap the file. Views still held by the caller keep the mapping alive until dropped."""
         mapped, self._mmap, self._offsets, self._file = self._mmap, None, None, None
+        self._spans = None
         if mapped is not None:
             # Exported views outlive us; the mapping is then freed with the last of them.
             with contextlib.suppress(BufferError):
@@ -254,7 +257,7 @@ class ShardReader:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_mmap=None, _offsets=None, _file=None)
+        state.update(_mmap=None, _offsets=None, _file=None, _spans=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -1,0 +1,124 @@
+"""The batch read path (ShardReader.get_many / get_columns) decodes exactly what `get` does."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streaming.errors import ShardCorruptError
+from streaming.format import ShardReader, read_index
+from streaming.iterate import read_size
+from writers.mds import MDSWriter
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mds-reference"
+
+
+def assert_same(one: dict, many: dict) -> None:
+    assert one.keys() == many.keys()
+    for key, a in one.items():
+        b = many[key]
+        assert type(a) is type(b), (key, type(a), type(b))
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), key
+        elif isinstance(a, float) and a != a:
+            assert b != b
+        else:
+            assert a == b, key
+
+
+def raw_shards() -> list[Path]:
+    return sorted(p for p in FIXTURES.glob("*/shard.*.mds") if p.is_file())
+
+
+@pytest.mark.parametrize("path", raw_shards(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_reference_shards_batch_equals_single(path: Path) -> None:
+    reader = ShardReader(path, allow_unsafe_types=True)
+    rows = np.random.default_rng(1).integers(0, len(reader), 3 * len(reader))  # repeats too
+    for row, sample in zip(rows.tolist(), reader.get_many(rows)):
+        assert_same(reader.get(row), sample)
+    columns = reader.get_columns(rows[:5])
+    assert len(columns) == len(reader.codec.column_names)
+    assert all(len(values) == len(rows[:5]) for values in columns)
+
+
+_scalar = st.sampled_from(["int", "uint8", "int16", "float32", "float64", "str", "bytes"])
+_array = st.sampled_from(["ndarray", "ndarray:int32", "ndarray:uint8", "ndarray:float64",
+                          "ndarray:int16:2,3"])
+
+
+def _value(encoding: str, rng: np.random.Generator):
+    if encoding == "int":
+        return int(rng.integers(-(1 << 62), 1 << 62))
+    if encoding == "str":
+        return "é" * int(rng.integers(0, 5)) + "x" * int(rng.integers(0, 300))
+    if encoding == "bytes":
+        return rng.bytes(int(rng.integers(0, 300)))
+    if encoding.startswith("ndarray"):
+        parts = encoding.split(":")
+        dtype = parts[1] if len(parts) > 1 else str(rng.choice(["int8", "float32", "uint64"]))
+        if len(parts) == 3:
+            shape = tuple(int(d) for d in parts[2].split(","))
+        elif rng.random() < 0.3:
+            shape = (int(rng.integers(1, 4)), int(rng.integers(1, 300)))
+        else:
+            shape = (int(rng.integers(1, 70_000 if rng.random() < 0.1 else 300)),)
+        return (rng.random(shape) * 100).astype(dtype)
+    return np.dtype(encoding).type(rng.integers(0, 100))
+
+
+@settings(max_examples=15, deadline=None)
+@given(encodings=st.lists(st.one_of(_scalar, _array), min_size=1, max_size=4),
+       seed=st.integers(0, 1000))
+def test_random_schemas_batch_equals_single(tmp_path_factory, encodings, seed) -> None:
+    out = tmp_path_factory.mktemp("schema")
+    columns = {f"c{i}": enc for i, enc in enumerate(encodings)}
+    rng = np.random.default_rng(seed)
+    with MDSWriter(columns=columns, out=out, size_limit=1 << 16) as writer:
+        for _ in range(40):
+            writer.write({name: _value(enc, rng) for name, enc in columns.items()})
+    index = read_index(out)
+    for shard in range(index.num_shards):
+        reader = ShardReader(index.raw_path(shard), index.codec())
+        rows = rng.permutation(len(reader))
+        for row, sample in zip(rows.tolist(), reader.get_many(rows)):
+            assert_same(reader.get(row), sample)
+
+
+def test_corrupt_sample_raises_what_get_raises(tmp_path: Path) -> None:
+    with MDSWriter(columns={"id": "int", "tokens": "ndarray:int32"}, out=tmp_path) as writer:
+        for i in range(10):
+            writer.write({"id": i, "tokens": np.arange(i + 1, dtype=np.int32)})
+    path = read_index(tmp_path).raw_path(0)
+    data = bytearray(path.read_bytes())
+    (start,) = struct.unpack_from("<I", data, 4 + 4 * 6)
+    struct.pack_into("<I", data, start, 10_000)  # sample 6's length header lies
+    path.write_bytes(bytes(data))
+    reader = ShardReader(path)
+    with pytest.raises(ShardCorruptError, match="sample 6"):
+        reader.get_many(np.arange(10))
+    with pytest.raises(IndexError, match="out of range"):
+        reader.get_many([0, -1])
+    assert [s["id"] for s in reader.get_many([0, 9])] == [0, 9]
+
+
+def test_release_pages_keeps_views_valid(tmp_path: Path) -> None:
+    with MDSWriter(columns={"tokens": "ndarray:int64"}, out=tmp_path) as writer:
+        for i in range(50):
+            writer.write({"tokens": np.full(1000, i, dtype=np.int64)})
+    reader = ShardReader(read_index(tmp_path).raw_path(0))
+    samples = reader.get_many(np.arange(50))
+    reader.release_pages()
+    assert [int(s["tokens"].sum()) for s in samples] == [1000 * i for i in range(50)]
+    assert reader.decoded_bytes > 50 * 8000
+
+
+@pytest.mark.parametrize(("mean", "multiple", "rows"), [
+    (4_000, 1, 1024), (4_000, 64, 1024), (100_000, 1, 167), (100_000, 64, 128),
+    (10_000_000, 64, 64), (10_000_000, 1, 1)])
+def test_read_size(mean: float, multiple: int, rows: int) -> None:
+    assert read_size(mean, multiple) == rows
