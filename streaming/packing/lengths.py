@@ -273,9 +273,20 @@ def sources_of(dataset: Any) -> list[LengthSource]:
 def _stream_source(dataset: Any, s: int) -> LengthSource:
     from streaming.format.index import read_index
 
-    stream = dataset.streams[s]
     offset = int(dataset.shard_offset_per_stream[s])
-    index = read_index(stream.local_dir / "index.json")
+    stream = dataset.streams[s]
+    return stream_source(stream, read_index(stream.local_dir / "index.json"),
+                         lambda shard: dataset.preparer.prepare(offset + shard))
+
+
+def stream_source(stream: Any, index: DatasetIndex,
+                  prepare: Callable[[int], Path] | None = None) -> LengthSource:
+    """The LengthSource of a Stream whose index is read; `prepare(shard)` makes a raw shard
+    ready (default: a preparer of its own, which downloads from the stream's remote)."""
+    if prepare is None:
+        from streaming.cache.prepare import ShardPreparer, ShardTable
+
+        prepare = ShardPreparer([stream], ShardTable.from_indexes([index])).prepare
 
     def fetch(entry: dict[str, Any], dest: Path) -> None:
         if stream.remote_dir is not None:
@@ -283,8 +294,7 @@ def _stream_source(dataset: Any, s: int) -> LengthSource:
             stream.fetch(entry["basename"], dest, expected_size=entry.get("bytes"),
                          expected_hashes=entry.get("hashes") or None)
 
-    return LengthSource(index, stream.local_dir,
-                        lambda shard: dataset.preparer.prepare(offset + shard), fetch)
+    return LengthSource(index, stream.local_dir, prepare, fetch)
 
 
 def load_lengths(dataset: Any, column: str | None = None, *,

@@ -1,0 +1,221 @@
+"""Precomputed (map-style) packing: each epoch's packs are planned from the dataset's lengths
+before iteration, so the number of packs per rank (the step count) is known up front.
+
+`EpochPacks` is the pure plan (numpy only); `PackedDataset` serves its packs as collated tensors
+from any randomly indexable dataset (LocalDataset, StreamingDataset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streaming.errors import PlanError
+from streaming.packing.metrics import PackStats, pack_stats
+from streaming.packing.planner import plan_packs
+
+
+@dataclass(frozen=True)
+class EpochPacks:
+    """One epoch's packs as flat arrays: pack k holds `ids[starts[k]:starts[k+1]]`, and
+    `pieces` says which `packing_length` slice of a split sample each entry is (0 otherwise)."""
+
+    ids: np.ndarray
+    pieces: np.ndarray
+    starts: np.ndarray
+
+    @property
+    def num_packs(self) -> int:
+        return len(self.starts) - 1
+
+    def pack(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(sample ids, piece numbers) of pack `k`."""
+        lo, hi = int(self.starts[k]), int(self.starts[k + 1])
+        return self.ids[lo:hi], self.pieces[lo:hi]
+
+    def select(self, packs: np.ndarray) -> EpochPacks:
+        """The sub-plan holding `packs` (pack numbers) in that order."""
+        sizes = np.diff(self.starts)[packs]
+        starts = np.zeros(len(packs) + 1, np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        take = np.repeat(self.starts[packs] - starts[:-1], sizes) + np.arange(starts[-1])
+        return EpochPacks(self.ids[take], self.pieces[take], starts)
+
+    def tokens(self, lengths: np.ndarray, packing_length: int, split: bool) -> np.ndarray:
+        """Real tokens in each pack."""
+        size = lengths[self.ids] if len(self.ids) else np.zeros(0, np.int64)
+        if split:
+            size = np.clip(size - self.pieces * packing_length, 0, packing_length)
+        per_pack = np.zeros(self.num_packs, np.int64)
+        owner = np.repeat(np.arange(self.num_packs), np.diff(self.starts))
+        np.add.at(per_pack, owner, size)
+        return per_pack
+
+
+def balance(packs: list[np.ndarray], ranks: int) -> list[np.ndarray]:
+    """Make the pack count a multiple of `ranks` without dropping or repeating a sample: split
+    the packs holding the most samples in two (halves stay adjacent, so split-sample pieces keep
+    their order); when too few packs hold two samples, add empty packs."""
+    missing = -len(packs) % ranks
+    if not missing:
+        return packs
+    counts = np.fromiter((p.size for p in packs), np.int64, len(packs))
+    order = np.argsort(-counts, kind="stable")
+    chosen = set(order[:missing][counts[order[:missing]] >= 2].tolist())
+    out: list[np.ndarray] = []
+    for k, pack in enumerate(packs):
+        if k in chosen:
+            half = pack.size // 2
+            out += [pack[:half], pack[half:]]
+        else:
+            out.append(pack)
+    out += [np.zeros(0, np.int64)] * (missing - len(chosen))
+    return out
+
+
+def _pieces(flat: np.ndarray) -> np.ndarray:
+    """Occurrence number of each id in `flat` (0 for the first time an id appears)."""
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]] if len(flat) else np.zeros(0, bool)
+    group_start = np.maximum.accumulate(np.where(first, np.arange(len(flat)), 0))
+    out = np.empty(len(flat), np.int64)
+    out[order] = np.arange(len(flat)) - group_start
+    return out
+
+
+def epoch_packs(
+    lengths: np.ndarray,
+    packing_length: int,
+    strategy: str = "best_fit",
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle: bool = True,
+    ranks: int = 1,
+    filter_overlong: bool = True,
+    overlong: str = "split",
+    buffer_size: int | None = None,
+) -> EpochPacks:
+    """The epoch's packs over every rank (count a multiple of `ranks`); rank r serves packs
+    r, r + ranks, ... A pure function of its arguments."""
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise PlanError(f"ranks must be a positive int, got {ranks!r}")
+    packs = plan_packs(lengths, packing_length, strategy, seed, epoch, shuffle,
+                       filter_overlong=filter_overlong, buffer_size=buffer_size, overlong=overlong)
+    packs = balance(packs, ranks)
+    sizes = np.fromiter((p.size for p in packs), np.int64, len(packs))
+    starts = np.zeros(len(packs) + 1, np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    flat = np.concatenate(packs).astype(np.int64) if packs else np.zeros(0, np.int64)
+    return EpochPacks(flat, _pieces(flat), starts)
+
+
+def rank_packs(plan: EpochPacks, rank: int, ranks: int) -> EpochPacks:
+    """Rank `rank`'s share of an epoch plan (every rank gets the same number of packs)."""
+    if not 0 <= rank < ranks:
+        raise PlanError(f"rank {rank} is outside [0, {ranks})")
+    return plan.select(np.arange(rank, plan.num_packs, ranks))
+
+
+def _default_ranks() -> tuple[int, int]:
+    from streaming.plan import World
+
+    world = World.from_env(workers_per_rank=1)
+    return world.data_parallel_rank, world.data_parallel_ranks
+
+
+class PackedDataset:
+    """Map-style packs over a randomly indexable dataset, planned per epoch from its lengths.
+
+    `len(ds)` is this rank's number of packs for the epoch (equal on every rank); `ds[k]` is
+    pack k collated by `collator` (a PackCollator) plus `sample_ids`; `set_epoch(e)` replans.
+    Over all ranks, every sample (not filtered as overlong) appears exactly once per epoch.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        column: str = "tokens",
+        packing_length: int = 32000,
+        packing_strategy: str = "best_fit",
+        *,
+        filter_overlong: bool = True,
+        overlong: str = "split",
+        buffer_size: int | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        rank: int | None = None,
+        num_ranks: int | None = None,
+        lengths: np.ndarray | None = None,
+        collator: Any = None,
+    ) -> None:
+        from streaming.packing.collate import PackCollator
+        from streaming.packing.lengths import load_lengths
+
+        self.source = source
+        self.column = column
+        self.packing_length = int(packing_length)
+        self.lengths = (load_lengths(source, column) if lengths is None
+                        else np.asarray(lengths, np.int64))
+        if rank is None or num_ranks is None:
+            env_rank, env_ranks = _default_ranks()
+            rank = env_rank if rank is None else rank
+            num_ranks = env_ranks if num_ranks is None else num_ranks
+        self.rank, self.num_ranks = int(rank), int(num_ranks)
+        self._options = {"strategy": packing_strategy, "filter_overlong": filter_overlong,
+                         "overlong": overlong, "buffer_size": buffer_size, "seed": seed,
+                         "shuffle": shuffle, "ranks": self.num_ranks}
+        self._split = not filter_overlong and overlong == "split"
+        self.collator = collator or PackCollator(self.packing_length)
+        self.epoch = -1
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Plan epoch `epoch` (call before each epoch, like DistributedSampler.set_epoch)."""
+        if epoch != self.epoch:
+            plan = epoch_packs(self.lengths, self.packing_length, epoch=epoch, **self._options)
+            self.plan = rank_packs(plan, self.rank, self.num_ranks)
+            self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.plan.num_packs
+
+    def sequences(self, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Sample ids and token arrays of this rank's pack `k` (split samples sliced)."""
+        if not -len(self) <= k < len(self):
+            raise IndexError(f"pack {k} out of range for {len(self)} packs")
+        ids, pieces = self.plan.pack(k % len(self))
+        if ids.size == 0:
+            return ids, []
+        samples = self.source[ids]
+        cap = self.packing_length
+        out = []
+        for sample, piece, sample_id in zip(samples, pieces.tolist(), ids.tolist()):
+            if self.column not in sample:
+                raise PlanError(f"sample {sample_id} has no column {self.column!r} to pack")
+            tokens = np.asarray(sample[self.column]).reshape(-1)
+            if self._split and tokens.size > cap:
+                tokens = tokens[piece * cap:(piece + 1) * cap]
+            out.append(tokens)
+        return ids, out
+
+    def __getitem__(self, k: int) -> dict[str, Any]:
+        import torch
+
+        ids, sequences = self.sequences(int(k))
+        out = self.collator.pack(sequences)
+        out["sample_ids"] = torch.from_numpy(ids.copy())
+        return out
+
+    def batch(self, ks: Sequence[int]) -> dict[str, Any]:
+        """Several packs collated into [B, W] tensors (PackCollator.batch)."""
+        return self.collator.batch([self.sequences(int(k))[1] for k in ks])
+
+    def stats(self) -> PackStats:
+        """Fill statistics of this rank's packs for the current epoch."""
+        tokens = self.plan.tokens(self.lengths, self.packing_length, self._split)
+        return pack_stats(tokens, self.packing_length, len(self.plan.ids))
