@@ -196,7 +196,8 @@ class Uploader:
         try:
             self._wait_all()
             for path in self._leftovers(index):
-                self._upload_one(path, path.name)
+                self.submit(path.relative_to(self.local).as_posix(), [path])
+            self._wait_all()
             self._drop_stale()
             self._upload_one(index, INDEX)
         except BaseException:

@@ -7,6 +7,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from writers.convert.parallel import (
 )
 from writers.convert.progress import Progress
 from writers.convert.source import Piece, Source, Transform, first_samples
+from writers.upload import make_uploader, resolve_output
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +133,7 @@ def part_count(source: Source, workers: int) -> int:
 
 def convert(
     source: Any,
-    out: str | os.PathLike,
+    out: str | os.PathLike | tuple,
     *,
     format: str | None = None,
     columns: Mapping[str, str | None] | None = None,
@@ -156,8 +158,22 @@ def convert(
     if size_limit is not None:
         size_limit = parse_bytes(size_limit)
     _check_options(compression, hashes)
+    output = resolve_output(out)
+    if output.remote is not None:  # convert into the local (or a staging) folder, then upload
+        uploader = make_uploader(output, timeout=timeout or 600.0)
+        try:
+            result = convert(
+                source, output.local, format=format, columns=columns, transform=transform,
+                compression=compression, workers=workers, ordered=ordered, size_limit=size_limit,
+                hashes=hashes, progress=progress, resume=resume, timeout=timeout,
+            )
+            index = uploader.publish()
+        finally:
+            uploader.close()
+        return replace(result, out=output.remote, index=index,
+                       seconds=time.monotonic() - started)
     src, fmt = open_source(source, format)
-    out = Path(out)
+    out = output.local
     cols = resolve_columns(src, transform, columns)
     key = describe_key(src, fmt, cols, transform,
                        {"compression": compression, "hashes": hashes, "size_limit": size_limit})
