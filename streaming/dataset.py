@@ -156,12 +156,6 @@ class StreamingDataset(IterableDataset):
 
         return token_shares(self, epoch)
 
-    def token_shares(self, epoch: int = 0) -> np.ndarray:
-        """Share of tokens each stream contributes to `epoch` (of `lengths_column`)."""
-        from streaming.packing.token_mix import token_shares
-
-        return token_shares(self, epoch)
-
     @property
     def data_parallel_ranks(self) -> int:
         return self.world.data_parallel_ranks
