@@ -7,6 +7,7 @@ from any randomly indexable dataset (LocalDataset, StreamingDataset).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -156,6 +157,10 @@ class PackedDataset:
         from streaming.packing.collate import PackCollator
         from streaming.packing.lengths import load_lengths
 
+        if isinstance(source, (str, os.PathLike)):
+            from streaming.local import LocalDataset
+
+            source = LocalDataset(source)
         self.source = source
         self.column = column
         self.packing_length = int(packing_length)
