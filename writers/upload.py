@@ -103,6 +103,9 @@ class Uploader:
         self.keep_local = (not output.staging) if keep_local is None else keep_local
         self.retry, self.timeout = retry, float(timeout)
         self._attempt_timeout = min(ATTEMPT_TIMEOUT, self.timeout)
+        self._backend, root = backend_for(self.remote)
+        self._prefix = root.rstrip("/") + "/" if root.rstrip("/") else ""
+        self._policy = RetryPolicy(attempts=retry + 1, timeout=self._attempt_timeout)
         self._stale = self._check_remote(exist_ok)
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="mds-upload")
         # Bounds finished-but-not-uploaded shards, so a slow link cannot fill the local disk.
@@ -120,14 +123,9 @@ class Uploader:
 
     def _check_remote(self, exist_ok: bool) -> set[str]:
         """Refuse (or, with exist_ok, unpublish) a dataset already at the remote; its names."""
-        backend, root = backend_for(self.remote)
-        prefix = root.rstrip("/") + "/" if root.rstrip("/") else ""
-        policy = RetryPolicy(attempts=self.retry + 1, timeout=self._attempt_timeout)
-        listed = policy.run(f"list {self.remote}", lambda deadline: backend.list(prefix))
-        names = {
-            name for name in (key[len(prefix):] for key in listed)
-            if _DATASET_KEY.match(name)
-        }
+        prefix = self._prefix
+        listed = self._policy.run(f"list {self.remote}", lambda d: self._backend.list(prefix))
+        names = {name for name in (key[len(prefix):] for key in listed) if _DATASET_KEY.match(name)}
         if INDEX in names:
             index_url = self.url(INDEX)
             if not exist_ok:
@@ -135,7 +133,7 @@ class Uploader:
                     f"MDSWriter output {index_url} already exists; pass exist_ok=True to replace it"
                 )
             # The old index goes first: no moment exists where it names a half-replaced shard.
-            policy.run(f"delete {index_url}", lambda d: backend.delete(prefix + INDEX))
+            self._delete(INDEX)
             names.discard(INDEX)
         return names
 
@@ -236,14 +234,12 @@ class Uploader:
 
     def _drop_stale(self) -> None:
         """Delete a replaced dataset's files that this run did not overwrite."""
-        stale = sorted(self._stale - self._uploaded)
-        if not stale:
-            return
-        backend, root = backend_for(self.remote)
-        prefix = root.rstrip("/") + "/" if root.rstrip("/") else ""
-        policy = RetryPolicy(attempts=self.retry + 1, timeout=self._attempt_timeout)
-        for name in stale:
-            policy.run(f"delete {self.url(name)}", lambda d, key=prefix + name: backend.delete(key))
+        for name in sorted(self._stale - self._uploaded):
+            self._delete(name)
+
+    def _delete(self, name: str) -> None:
+        key = self._prefix + name
+        self._policy.run(f"delete {self.url(name)}", lambda d: self._backend.delete(key))
 
     def close(self, wait: bool = True) -> None:
         """Stop the pool (queued uploads are cancelled) and remove a staging directory."""
