@@ -57,11 +57,16 @@ class EpochPacks:
 
 
 def balance(packs: list[np.ndarray], ranks: int) -> list[np.ndarray]:
-    """Make the pack count a multiple of `ranks` without dropping or repeating a sample: split
-    the packs holding the most samples in two (halves stay adjacent, so split-sample pieces keep
-    their order); when too few packs hold two samples, add empty packs."""
-    missing = -len(packs) % ranks
-    if not missing:
+    """Make the pack count a multiple of `ranks` without dropping or repeating a sample."""
+    return grow(packs, len(packs) + (-len(packs) % ranks))
+
+
+def grow(packs: list[np.ndarray], target: int) -> list[np.ndarray]:
+    """Reach `target` packs by splitting the packs holding the most samples in two (halves stay
+    adjacent, so split-sample pieces keep their order); when too few packs hold two samples,
+    add empty packs."""
+    missing = target - len(packs)
+    if missing <= 0:
         return packs
     counts = np.fromiter((p.size for p in packs), np.int64, len(packs))
     order = np.argsort(-counts, kind="stable")

@@ -21,21 +21,24 @@ from streaming.errors import PlanError, StateMismatchError
 from streaming.iterate import iter_chunks
 from streaming.packing.lengths import load_lengths
 from streaming.packing.planner import pack_lengths
-from streaming.packing.precomputed import EpochPacks, _pieces
+from streaming.packing.precomputed import EpochPacks, _pieces, grow
 from streaming.packing.registry import make_packer
-from streaming.plan import World
+from streaming.plan import World, plan_node
 from streaming.state import ResumeState
 
 
 def rank_epoch_packs(ids: np.ndarray, lengths: np.ndarray, packing_length: int,
-                     strategy: str, **options: Any) -> EpochPacks:
-    """The packs a streaming packer emits over planned `ids` (padding -1 skipped), in order."""
+                     strategy: str, *, target: int | None = None, **options: Any) -> EpochPacks:
+    """The packs a streaming packer emits over planned `ids` (padding -1 skipped), in order;
+    with `target`, packs are split (or empty ones added) until there are that many."""
     ids = ids[ids >= 0]
-    packs = pack_lengths(lengths[ids], packing_length, strategy, **options)
+    packs = [ids[p] for p in pack_lengths(lengths[ids], packing_length, strategy, **options)]
+    if target is not None:
+        packs = grow(packs, target)
     sizes = np.fromiter((p.size for p in packs), np.int64, len(packs))
     starts = np.zeros(len(packs) + 1, np.int64)
     np.cumsum(sizes, out=starts[1:])
-    flat = ids[np.concatenate(packs)] if packs else np.zeros(0, np.int64)
+    flat = np.concatenate(packs) if packs else np.zeros(0, np.int64)
     return EpochPacks(flat, _pieces(flat), starts)
 
 
@@ -66,6 +69,7 @@ class PackedStreamingDataset(StreamingDataset):
         packing_column: str = "tokens",
         packing_buffer_size: int | None = None,
         packs_per_batch: int = 1,
+        equal_packs: bool = True,
         collator: Any = None,
         **kwargs: Any,
     ) -> None:
@@ -81,6 +85,7 @@ class PackedStreamingDataset(StreamingDataset):
         self.packing_length = int(packing_length)
         self.packing_column = packing_column
         self.packs_per_batch = packs_per_batch
+        self.equal_packs = equal_packs
         self.packing = {"strategy": packing_strategy, "filter_overlong": filter_overlong,
                         "overlong": overlong, "buffer_size": packing_buffer_size}
         self._split = not filter_overlong and overlong == "split"
@@ -101,12 +106,29 @@ class PackedStreamingDataset(StreamingDataset):
         key = (epoch, self._config_now().num_canonical_nodes, self._config_now().shuffle_seed)
         if self._cached is None or self._cached[0] != key:
             ids = self.worker_sample_ids(epoch, 0, rank_world)
-            plan = rank_epoch_packs(ids, self.lengths, self.packing_length, **self.packing)
+            target = self._most_packs(epoch, rank_world) if self.equal_packs else None
+            plan = rank_epoch_packs(ids, self.lengths, self.packing_length, target=target,
+                                    **self.packing)
             self._cached = (key, plan)
         return self._cached[1]
 
+    def _most_packs(self, epoch: int, rank_world: World) -> int | None:
+        """The largest pack count of any rank in `epoch` (replays every rank's packer)."""
+        if rank_world.data_parallel_ranks == 1:
+            return None
+        cfg, most = self._config_now(), 0
+        for node in range(rank_world.num_nodes):
+            plan = plan_node(cfg, rank_world.with_position(node), epoch, 0)
+            for rank in range(rank_world.ranks_per_node):
+                ids = plan.worker_ids(rank, 0)
+                ids = ids[ids >= 0]
+                packs = pack_lengths(self.lengths[ids], self.packing_length, **self.packing)
+                most = max(most, len(packs))
+        return most
+
     def __len__(self) -> int:
-        """Batches of packs this rank yields in the current epoch (ranks may differ slightly)."""
+        """Batches of packs this rank yields in the current epoch (equal on every rank with
+        `equal_packs`)."""
         epoch, _ = self._epochs.current()
         return -(-self.rank_packs(epoch).num_packs // self.packs_per_batch)
 

@@ -99,9 +99,14 @@ def test_two_ranks_each_sample_once(tokens_dir, method: str) -> None:
     seen = []
     ranks = [make(root, world=World(1, 2, 1, 0, r), batching_method=method, batch_size=8)
              for r in range(2)]
+    steps = set()
     for ds in ranks:
-        seen += flat(StreamingDataLoader(ds, batch_size=None, num_workers=2))
+        batches = list(StreamingDataLoader(ds, batch_size=None, num_workers=2))
+        steps.add(len(batches))
+        assert len(batches) == len(ds)
+        seen += flat(batches)
     assert sorted(seen) == list(range(N))
+    assert len(steps) == 1  # equal_packs: no rank waits for another at the end of the epoch
 
 
 def test_state_mismatch(tokens_dir) -> None:
