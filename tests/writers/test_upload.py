@@ -212,3 +212,15 @@ def test_resolve_output(tmp_path):
         resolve_output(("s3://bucket/a", "s3://bucket/b"))
     with pytest.raises(ValueError, match="pair"):
         resolve_output((tmp_path, "s3://b/x", "extra"))
+
+
+def test_streaming_dataset_reads_what_the_writer_uploaded(s3_env, tmp_path):
+    from streaming import StreamingDataset
+
+    bucket, rows = s3_env.make_bucket(), samples(150, seed=3)
+    write(f"s3://{bucket}/sd", rows, compression="zstd", hashes=["xxh64"])
+    dataset = StreamingDataset(remote=f"s3://{bucket}/sd", local=str(tmp_path / "cache"),
+                               shuffle=False, batch_size=1, validate_hash="xxh64")
+    got = sorted((s for s in dataset), key=lambda s: s["id"])
+    assert [s["text"] for s in got] == [r["text"] for r in rows]
+    assert all(np.array_equal(s["tokens"], r["tokens"]) for s, r in zip(got, rows, strict=True))
