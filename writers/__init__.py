@@ -1,4 +1,4 @@
-"""Write side: turn a corpus into MDS shards plus index.json, locally, in parallel, on Spark or to S3."""
+"""Write side: a corpus into MDS shards plus index.json (locally, in parallel, on Spark, to S3)."""
 
 from __future__ import annotations
 
