@@ -1,4 +1,4 @@
-"""Typed errors shared by every layer, so users can catch one family and messages name the culprit."""
+"""Typed errors shared by every layer: users catch one family, and messages name the culprit."""
 
 from __future__ import annotations
 
