@@ -28,6 +28,15 @@ class EpochPacks:
     pieces: np.ndarray
     starts: np.ndarray
 
+    @classmethod
+    def from_packs(cls, packs: list[np.ndarray]) -> EpochPacks:
+        """Flatten packs given in emission order (which numbers the pieces of split samples)."""
+        sizes = np.fromiter((p.size for p in packs), np.int64, len(packs))
+        starts = np.zeros(len(packs) + 1, np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        flat = np.concatenate(packs).astype(np.int64) if packs else np.zeros(0, np.int64)
+        return cls(flat, _pieces(flat), starts)
+
     @property
     def num_packs(self) -> int:
         return len(self.starts) - 1
@@ -112,12 +121,7 @@ def epoch_packs(
         raise PlanError(f"ranks must be a positive int, got {ranks!r}")
     packs = plan_packs(lengths, packing_length, strategy, seed, epoch, shuffle,
                        filter_overlong=filter_overlong, buffer_size=buffer_size, overlong=overlong)
-    packs = balance(packs, ranks)
-    sizes = np.fromiter((p.size for p in packs), np.int64, len(packs))
-    starts = np.zeros(len(packs) + 1, np.int64)
-    np.cumsum(sizes, out=starts[1:])
-    flat = np.concatenate(packs).astype(np.int64) if packs else np.zeros(0, np.int64)
-    return EpochPacks(flat, _pieces(flat), starts)
+    return EpochPacks.from_packs(balance(packs, ranks))
 
 
 def rank_packs(plan: EpochPacks, rank: int, ranks: int) -> EpochPacks:

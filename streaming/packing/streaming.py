@@ -21,7 +21,7 @@ from streaming.errors import PlanError, StateMismatchError
 from streaming.iterate import iter_chunks
 from streaming.packing.lengths import load_lengths
 from streaming.packing.planner import pack_lengths
-from streaming.packing.precomputed import EpochPacks, _pieces, grow
+from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.registry import make_packer
 from streaming.plan import World, plan_node
 from streaming.state import ResumeState
@@ -33,13 +33,7 @@ def rank_epoch_packs(ids: np.ndarray, lengths: np.ndarray, packing_length: int,
     with `target`, packs are split (or empty ones added) until there are that many."""
     ids = ids[ids >= 0]
     packs = [ids[p] for p in pack_lengths(lengths[ids], packing_length, strategy, **options)]
-    if target is not None:
-        packs = grow(packs, target)
-    sizes = np.fromiter((p.size for p in packs), np.int64, len(packs))
-    starts = np.zeros(len(packs) + 1, np.int64)
-    np.cumsum(sizes, out=starts[1:])
-    flat = np.concatenate(packs) if packs else np.zeros(0, np.int64)
-    return EpochPacks(flat, _pieces(flat), starts)
+    return EpochPacks.from_packs(packs if target is None else grow(packs, target))
 
 
 def worker_packs(plan: EpochPacks, skip: int, per_batch: int, worker: int,
