@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from streaming.coord.lock import FileLock
 from streaming.coord.names import Namespace
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import CoordinationError
+from streaming.format.shard import read_spans, samples_of
 
 PLAN_LOCK_TIMEOUT = 300.0  # seconds a peer may spend computing the node plan
 
@@ -110,7 +112,6 @@ class Prefetcher(threading.Thread):
 
 READ_BYTES = 16 << 20  # sample bytes decoded per vectorised read (bounds the copies held)
 MAX_READ = 1024  # rows per read: enough that a shuffled read still has many rows per shard
-RELEASE_BYTES = 32 << 20  # decoded bytes after which readers drop their mapped pages
 
 
 def iter_chunks(
@@ -128,8 +129,10 @@ def iter_chunks(
     shards ahead in a background thread.
 
     A chunk is a list of samples, or with `columns` a list of per-column value lists (one
-    batch, no per-sample dicts). Each is one vectorised read per shard it touches. `item(i)`,
-    when given, replaces the direct read (a user's `__getitem__` override; samples only).
+    batch, no per-sample dicts). The rows of chunk k + 1 are copied out of their shards by a
+    reader thread (positional reads release the GIL) while chunk k is decoded here, then a
+    chunk is decoded in one vectorised pass. `item(i)`, when given, replaces the direct read
+    (a user's `__getitem__` override; samples only).
     """
     ids = ids[ids >= 0]
     if not len(ids):
@@ -138,19 +141,26 @@ def iter_chunks(
     prefetch = Prefetcher(prepare, shards, ahead)
     prefetch.start()
     readers: dict[int, Any] = {}
-    released = 0
+
+    def fetch(lo: int) -> Any:
+        return _fetch(shards[lo:lo + chunk], rows[lo:lo + chunk], readers, open_shard, prefetch)
+
     try:
-        for lo in range(0, len(ids), chunk):
-            prefetch.advance(lo)
-            hi = min(lo + chunk, len(ids))
-            if item is None:
-                yield _read_chunk(shards[lo:hi], rows[lo:hi], readers, open_shard, prefetch,
-                                  columns)
-                released = _release(readers, released)
-                continue
-            for shard in np.unique(shards[lo:hi]).tolist():
-                _open(readers, shard, open_shard, prefetch)
-            yield [item(i) for i in ids[lo:hi].tolist()]
+        if item is not None:
+            for lo in range(0, len(ids), chunk):
+                prefetch.advance(lo)
+                for shard in np.unique(shards[lo:lo + chunk]).tolist():
+                    _open(readers, shard, open_shard, prefetch)
+                yield [item(i) for i in ids[lo:lo + chunk].tolist()]
+        else:
+            with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:
+                pending = pool.submit(fetch, 0)
+                for lo in range(0, len(ids), chunk):
+                    prefetch.advance(lo)
+                    fetched = pending.result()
+                    if lo + chunk < len(ids):
+                        pending = pool.submit(fetch, lo + chunk)
+                    yield _decode(fetched, columns)
         prefetch.check()
     finally:
         prefetch.stop()
@@ -172,40 +182,51 @@ def _open(readers: dict[int, Any], shard: int, open_shard: Callable[[int], Any],
     return reader
 
 
-def _release(readers: dict[int, Any], released: int) -> int:
-    """Every RELEASE_BYTES decoded, unmap the readers' pages (bounds RSS, see release_pages)."""
-    decoded = sum(getattr(r, "decoded_bytes", 0) for r in readers.values())
-    if decoded - released < RELEASE_BYTES:
-        return released
-    for reader in readers.values():
-        if hasattr(reader, "release_pages"):
-            reader.release_pages()
-    return decoded
+def _fetch(shards: np.ndarray, rows: np.ndarray, readers: dict[int, Any],
+           open_shard: Callable[[int], Any], prefetch: Prefetcher) -> tuple:
+    """Copy one chunk's rows (in plan order) into one buffer with positional reads from each
+    shard: ("read", codec, readers, which, rows, buffer, starts, ends). Streams of different
+    schemas are decoded right here, shard by shard: ("done", samples)."""
+    uniq, which = np.unique(shards, return_inverse=True)
+    opened = [_open(readers, shard, open_shard, prefetch) for shard in uniq.tolist()]
+    codec = opened[0].codec
+    if any(reader.codec != codec for reader in opened):
+        return ("done", _read_by_shard(shards, rows, readers, open_shard, prefetch))
+    starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
+    for k, reader in enumerate(opened):
+        part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
+        starts[part], ends[part] = reader.spans(rows[part])
+    buffer, lo, hi = read_spans([r.fileno() for r in opened], which, starts, ends)
+    return ("read", codec, opened, which, rows, buffer, lo, hi)
 
 
-def _read_chunk(shards: np.ndarray, rows: np.ndarray, readers: dict[int, Any],
-                open_shard: Callable[[int], Any], prefetch: Prefetcher, columns: bool
-                ) -> list[Any]:
-    """One chunk in plan order (samples, or columns), decoded shard by shard."""
-    first = int(shards[0])
-    if (shards == first).all():
-        reader = _open(readers, first, open_shard, prefetch)
-        return reader.get_columns(rows) if columns else reader.get_many(rows)
+def _decode(fetched: tuple, columns: bool) -> list[Any]:
+    """Decode a fetched chunk into samples or columns (a corrupt row raises its shard's error)."""
+    if fetched[0] == "done":
+        samples = fetched[1]
+        return [[s[name] for s in samples] for name in samples[0]] if columns else samples
+    _, codec, opened, which, rows, buffer, lo, hi = fetched
+    try:
+        values = codec.decode_columns(buffer, lo, hi)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception:
+        for k, reader in enumerate(opened):
+            reader.get_columns(rows[which == k])  # raises the shard's precise error
+        raise
+    return values if columns else samples_of(codec.column_names, values)
+
+
+def _read_by_shard(shards: np.ndarray, rows: np.ndarray, readers: dict[int, Any],
+                   open_shard: Callable[[int], Any], prefetch: Prefetcher) -> list[Any]:
+    """One chunk in plan order, decoded shard by shard (shards with different schemas)."""
     order = np.argsort(shards, kind="stable")
     grouped = shards[order]
     cuts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
-    out: list[Any] = []
+    out: list[Any] = [None] * len(rows)
     for part in np.split(order, cuts):
         reader = _open(readers, int(shards[part[0]]), open_shard, prefetch)
-        where = part.tolist()
-        if not columns:
-            out = out or [None] * len(rows)
-            _place(out, where, reader.get_many(rows[part]))
-            continue
-        parts = reader.get_columns(rows[part])
-        out = out or [[None] * len(rows) for _ in parts]
-        for column, values in zip(out, parts):
-            _place(column, where, values)
+        _place(out, part.tolist(), reader.get_many(rows[part], copy=True))
     return out
 
 

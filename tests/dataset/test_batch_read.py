@@ -39,8 +39,9 @@ def raw_shards() -> list[Path]:
 def test_reference_shards_batch_equals_single(path: Path) -> None:
     reader = ShardReader(path, allow_unsafe_types=True)
     rows = np.random.default_rng(1).integers(0, len(reader), 3 * len(reader))  # repeats too
-    for row, sample in zip(rows.tolist(), reader.get_many(rows)):
-        assert_same(reader.get(row), sample)
+    for copy in (False, True):
+        for row, sample in zip(rows.tolist(), reader.get_many(rows, copy=copy)):
+            assert_same(reader.get(row), sample)
     columns = reader.get_columns(rows[:5])
     assert len(columns) == len(reader.codec.column_names)
     assert all(len(values) == len(rows[:5]) for values in columns)
@@ -85,8 +86,9 @@ def test_random_schemas_batch_equals_single(tmp_path_factory, encodings, seed) -
     for shard in range(index.num_shards):
         reader = ShardReader(index.raw_path(shard), index.codec())
         rows = rng.permutation(len(reader))
-        for row, sample in zip(rows.tolist(), reader.get_many(rows)):
-            assert_same(reader.get(row), sample)
+        for copy in (False, True):
+            for row, sample in zip(rows.tolist(), reader.get_many(rows, copy=copy)):
+                assert_same(reader.get(row), sample)
 
 
 def test_corrupt_sample_raises_what_get_raises(tmp_path: Path) -> None:
@@ -101,20 +103,27 @@ def test_corrupt_sample_raises_what_get_raises(tmp_path: Path) -> None:
     reader = ShardReader(path)
     with pytest.raises(ShardCorruptError, match="sample 6"):
         reader.get_many(np.arange(10))
+    with pytest.raises(ShardCorruptError, match="sample 6"):
+        reader.get_many(np.arange(10), copy=True)
     with pytest.raises(IndexError, match="out of range"):
         reader.get_many([0, -1])
     assert [s["id"] for s in reader.get_many([0, 9])] == [0, 9]
 
 
-def test_release_pages_keeps_views_valid(tmp_path: Path) -> None:
-    with MDSWriter(columns={"tokens": "ndarray:int64"}, out=tmp_path) as writer:
+def test_copied_rows_are_writable_and_detached(tmp_path: Path) -> None:
+    with MDSWriter(columns={"tokens": "ndarray:int64", "raw": "bytes"}, out=tmp_path) as writer:
         for i in range(50):
-            writer.write({"tokens": np.full(1000, i, dtype=np.int64)})
+            writer.write({"tokens": np.full(1000, i, dtype=np.int64), "raw": bytes([i]) * i})
     reader = ShardReader(read_index(tmp_path).raw_path(0))
-    samples = reader.get_many(np.arange(50))
-    reader.release_pages()
-    assert [int(s["tokens"].sum()) for s in samples] == [1000 * i for i in range(50)]
-    assert reader.decoded_bytes > 50 * 8000
+    rows = np.r_[np.arange(10, 30), [3, 3, 49, 0]]  # a file-contiguous run, then jumps
+    copied = reader.get_many(rows, copy=True)
+    for row, sample in zip(rows.tolist(), copied):
+        assert_same(reader.get(row), sample)
+    assert copied[0]["tokens"].flags.writeable and not reader.get(10)["tokens"].flags.writeable
+    copied[0]["tokens"][:] = -1
+    assert int(reader.get(10)["tokens"][0]) == 10
+    reader.close()
+    assert [int(s["tokens"][1]) for s in copied[1:4]] == [11, 12, 13]
 
 
 @pytest.mark.parametrize(("mean", "multiple", "rows"), [

@@ -17,6 +17,7 @@ class FileBytes:
 
     def __init__(self, buffer: Any) -> None:
         self.buffer = buffer
+        self.view = memoryview(buffer)
         self.u8 = np.frombuffer(buffer, np.uint8)
         self._typed: dict[tuple[np.dtype, int], np.ndarray] = {}
 
@@ -63,7 +64,7 @@ class Encoding:
 
         The default decodes one by one; families override it with vectorised versions.
         """
-        view = memoryview(file.buffer)
+        view = file.view
         decode = self.decode
         return [decode(view[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
 

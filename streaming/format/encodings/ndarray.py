@@ -132,7 +132,7 @@ class NDArrayEncoding(Encoding):
         if self.shape is not None and len(self.shape) > 1:
             values = [v.reshape(self.shape) for v in values]
         if not plain.all():
-            view = memoryview(file.buffer)
+            view = file.view
             for k in np.flatnonzero(~plain).tolist():
                 values[k] = self.decode(view[int(starts[k]):int(ends[k])])
         return values

@@ -26,8 +26,8 @@ class BytesEncoding(Encoding):
         return bytes(data)
 
     def decode_many(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
-        buf = file.buffer  # slicing an mmap or bytes already yields bytes
-        return [bytes(buf[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
+        view = file.view  # one copy per value, whatever the buffer type
+        return [bytes(view[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
 
 
 class StrEncoding(Encoding):
@@ -47,8 +47,8 @@ class StrEncoding(Encoding):
         return str(data, "utf-8")
 
     def decode_many(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray) -> list[str]:
-        buf = file.buffer
-        return [str(buf[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
+        view = file.view
+        return [str(view[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist())]
 
 
 class NumberTextEncoding(Encoding):
