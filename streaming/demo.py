@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from streaming.local import LocalDataset
+from streaming.packing.precomputed import PackedDataset
 from writers.mds import MDSWriter
 
 COLUMNS = {"id": "int", "text": "str", "tokens": "ndarray:int32"}
@@ -35,7 +36,8 @@ def run(directory: Path, samples: int, size_limit: str) -> None:
     out = directory / "tokens"
     corpus = list(synthetic_samples(samples))  # generated up front so it is not timed
     start = time.perf_counter()
-    with MDSWriter(columns=COLUMNS, out=out, compression="zstd", size_limit=size_limit) as writer:
+    with MDSWriter(columns=COLUMNS, out=out, compression="zstd", size_limit=size_limit,
+                   lengths="tokens") as writer:
         for sample in corpus:
             writer.write(sample)
     write_s = time.perf_counter() - start
@@ -63,6 +65,9 @@ def run(directory: Path, samples: int, size_limit: str) -> None:
     sample = ds[-1]
     print(f"ds[-1]           id={sample['id']} text={sample['text']!r} "
           f"tokens={sample['tokens'][:5]}... ({len(sample['tokens'])} tokens)")
+    packs = PackedDataset(ds, packing_length=8192, rank=0, num_ranks=1)
+    print(f"packing          {len(packs):,} packs of 8192 tokens, fill "
+          f"{packs.stats().fill_rate:.2%} (best_fit, lengths from the index)")
 
 
 def main(argv: list[str] | None = None) -> None:

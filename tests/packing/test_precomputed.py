@@ -94,3 +94,19 @@ def test_set_epoch_replans_deterministically(tmp_path: Path) -> None:
     assert second != first and sorted(i for p in second for i in p) == list(range(120))
     batch = a.batch([0, 1])
     assert batch["input_ids"].shape[0] == 2
+
+
+def test_packed_dataset_over_a_streaming_dataset(tmp_path: Path) -> None:
+    from torch.utils.data import DataLoader
+
+    from streaming.dataset import StreamingDataset
+
+    write_tokens(tmp_path / "d", 150, max_len=100, lengths=None)
+    source = StreamingDataset(local=str(tmp_path / "d"))
+    packed = PackedDataset(source, packing_length=256, rank=1, num_ranks=2)
+    other = PackedDataset(source, packing_length=256, rank=0, num_ranks=2)
+    assert len(packed) == len(other)
+    loader = DataLoader(packed, batch_size=None, num_workers=2)
+    seen = [i for item in loader for i in item["sample_ids"].tolist()]
+    seen += [i for k in range(len(other)) for i in other[k]["sample_ids"].tolist()]
+    assert sorted(seen) == list(range(150))
