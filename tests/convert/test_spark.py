@@ -17,14 +17,17 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(s3_server):
     from pyspark.sql import SparkSession
 
-    # Python workers must run this interpreter and import this checkout.
+    # Python workers must run this interpreter, import this checkout, and (for the S3 test)
+    # reach the loopback S3 server: the JVM hands its environment to the workers it starts.
     repo = str(Path(__file__).resolve().parents[2])
-    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYTHONPATH")}
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, saved["PYTHONPATH"]]))
+    env = {"PYSPARK_PYTHON": sys.executable,
+           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),
+           **s3_server.env()}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
 
     session = (SparkSession.builder.master("local[2]").appName("mds-convert-test")
                .config("spark.ui.enabled", "false")
@@ -79,3 +82,32 @@ def test_dataframe_to_mds_with_transform_and_override(spark, tmp_path: Path):
     got = read_samples(tmp_path / "out")
     assert result["samples"] == 40 == len(got)
     assert {(g["id"], g["n"]) for g in got} == {(i, 2 * (i % 3)) for i in range(60) if i % 3}
+
+
+def test_dataframe_to_mds_straight_to_s3(spark, s3_server, tmp_path: Path):
+    from pyspark.sql import types as T
+
+    from streaming.storage import fetch
+    from writers.convert import dataframe_to_mds
+
+    bucket = s3_server.make_bucket()
+    schema = T.StructType([T.StructField("id", T.LongType()),
+                           T.StructField("text", T.StringType())])
+    rows = [(i, f"row {i}") for i in range(300)]
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), schema)
+    url = f"s3://{bucket}/spark-out"
+    result = dataframe_to_mds(df, url, compression="zstd", size_limit="2kb")
+    assert result["parts"] == 3 and result["samples"] == 300
+    assert result["index"] == f"{url}/index.json"
+
+    # Every object the root index names is in the bucket; the dataset reads back in order.
+    keys = {o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket)["Contents"]}
+    assert "spark-out/index.json" in keys
+    local = tmp_path / "copy"
+    for key in keys:
+        fetch(f"s3://{bucket}/{key}", local / key.removeprefix("spark-out/"))
+    got = read_samples(local)
+    assert [g["id"] for g in got] == list(range(300))
+    assert got[7]["text"] == "row 7"
+    with pytest.raises(OutputExistsError, match=r"index\.json"):
+        dataframe_to_mds(df, url)
