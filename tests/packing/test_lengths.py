@@ -125,3 +125,14 @@ def test_header_scan_equals_decoded_lengths(tmp_path_factory, rows) -> None:
     for column in ENCODINGS:
         expected = [value_length(ds[i][column]) for i in range(len(ds))]
         np.testing.assert_array_equal(load_lengths(ds, column), expected, err_msg=column)
+
+
+def test_streaming_dataset_fetches_side_files_from_its_remote(tmp_path: Path) -> None:
+    from streaming.dataset import StreamingDataset
+
+    sizes = write_tokens(tmp_path / "remote", 80, compression="zstd")
+    ds = StreamingDataset(remote=str(tmp_path / "remote"), local=str(tmp_path / "cache"))
+    np.testing.assert_array_equal(load_lengths(ds, "tokens"), sizes)
+    assert len(list((tmp_path / "cache").glob("*.lengths"))) == read_index(ds.streams[0]
+                                                                         .index_file()).num_shards
+    assert not list((tmp_path / "cache").glob("*.mds"))  # no shard needed for the lengths
