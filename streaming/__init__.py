@@ -19,6 +19,9 @@ _LAZY = {
     "StreamingDataLoader": "streaming.loader",
     "merge_index": "streaming.format.index",
     "clean_stale_shared_memory": "streaming.coord.shm",
+    "PackedDataset": "streaming.packing.precomputed",
+    "PackedStreamingDataset": "streaming.packing.streaming",
+    "load_lengths": "streaming.packing.lengths",
 }
 
 __all__ = sorted(_LAZY)
