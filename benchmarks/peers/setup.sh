@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds one virtual environment per peer so benchmarks can run them beside us on the same data.
+# mosaicml-streaming's import name `streaming` collides with ours, so it never shares our venv.
+# LitData is installed with --no-deps to keep torch at 2.13.0 (the pre-placed CPU wheel); its
+# runtime dependencies are then added by hand.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+dest="${PEERS_DIR:-$root/.bench-venvs}"
+mkdir -p "$dest"
+
+make_venv() {
+  local dir="$1"
+  if [ ! -x "$dir/bin/python" ]; then
+    python3 -m venv "$dir"
+    "$dir/bin/pip" install -q --upgrade pip
+    "$dir/bin/pip" install -q torch==2.13.0
+  fi
+}
+
+make_venv "$dest/reference"
+"$dest/reference/bin/pip" install -q mosaicml-streaming==0.13.0
+
+make_venv "$dest/litdata"
+"$dest/litdata/bin/pip" install -q --no-deps litdata
+"$dest/litdata/bin/pip" install -q lightning-utilities filelock numpy boto3 requests 'urllib3>=1.26' \
+  tifffile obstore zstandard
+
+for peer in reference litdata; do
+  "$dest/$peer/bin/python" -c "import importlib; m = 'streaming' if '$peer' == 'reference' else 'litdata'; importlib.import_module(m); print('$peer ok')"
+done
