@@ -262,10 +262,12 @@ class StreamingDataset(IterableDataset):
         same_schema = all(codec == self._codecs[0] for codec in self._codecs)
         return cls.__iter__ is StreamingDataset.__iter__ and not self._overridden() and same_schema
 
-    def iter_batches(self, batch_size: int, drop_last: bool = False) -> Iterator[dict[str, Any]]:
+    def iter_batches(self, batch_size: int, drop_last: bool = False, *, numpy: bool = False
+                     ) -> Iterator[dict[str, Any]]:
         """This worker's share of the epoch as collated batches of `batch_size`: the batches a
-        DataLoader would build from `__iter__` with `streaming.collate.collate`, read column by
-        column without per-sample dicts (StreamingDataLoader's fast path)."""
+        DataLoader would build from `__iter__` with `streaming.collate.collate` (`numpy` as
+        there), read column by column without per-sample dicts (StreamingDataLoader's fast
+        path)."""
         world, ids = self._begin()
         names = self._codecs[0].column_names
         rows = read_size(self._mean_sample_bytes, batch_size)
@@ -280,7 +282,8 @@ class StreamingDataset(IterableDataset):
                     if drop_last and size < batch_size:
                         break
                     self._yielded += size
-                    yield {name: collate_column(values) for name, values in zip(names, part)}
+                    yield {name: collate_column(values, numpy=numpy)
+                           for name, values in zip(names, part)}
         except Exception as exc:
             self._fail(world, exc)
             raise

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from streaming.collate import Ragged, collate, convert
+from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 
 
 def batch_length(batch: Any) -> int | None:
@@ -47,9 +47,10 @@ class BatchStream(IterableDataset):
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
+        self.numpy = False  # numpy batches (set by the loader when workers send them)
 
     def __iter__(self) -> Iterator[Any]:
-        return self.dataset.iter_batches(self.batch_size, self.drop_last)
+        return self.dataset.iter_batches(self.batch_size, self.drop_last, numpy=self.numpy)
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -87,11 +88,20 @@ class StreamingDataLoader(DataLoader):
             super().__init__(dataset, batch_size, *args, **kwargs)
             if default_collate:
                 self.collate_fn = collate if self.batch_sampler is not None else convert
+        self._own_collate = default_collate
         self.num_samples_yielded = 0
 
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
+        # Workers send numpy batches (one pickle through the pipe), made tensors here.
+        numpy = self._own_collate and self.num_workers > 0 and not self.pin_memory
+        if isinstance(self.dataset, BatchStream):
+            self.dataset.numpy = numpy
+        elif self._own_collate and self.batch_sampler is not None:
+            self.collate_fn = collate_numpy if numpy else collate
         for batch in super().__iter__():
+            if numpy:
+                batch = tensors(batch)
             size = batch_length(batch)
             self.num_samples_yielded += size if size is not None else int(self.batch_size or 1)
             yield batch

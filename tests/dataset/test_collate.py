@@ -152,3 +152,23 @@ def test_custom_collate_and_overrides_use_the_sample_path(tokens_dir: Path) -> N
         warnings.simplefilter("error")
         first = next(iter(unbatched))
     assert first["id"] == 0 and first["tokens"].dtype == torch.int32
+
+
+@pytest.mark.parametrize("subclass", [False, True])
+def test_workers_send_numpy_and_the_loop_gets_tensors(tokens_dir: Path, subclass: bool) -> None:
+    class Same(StreamingDataset):
+        def get_item(self, sample_id: int) -> dict:
+            return super().get_item(sample_id)
+
+    cls = Same if subclass else StreamingDataset
+    loader = StreamingDataLoader(cls(local=tokens_dir, batch_size=8), batch_size=8,
+                                 num_workers=2)
+    assert isinstance(loader.dataset, BatchStream) != subclass
+    batches = list(loader)
+    assert all(isinstance(b["id"], torch.Tensor) and isinstance(b["tokens"].values, torch.Tensor)
+               and isinstance(b["tokens"].offsets, torch.Tensor) and b["score"].dtype ==
+               torch.float32 for b in batches)
+    assert loader.state_dict()["epoch"] == 1
+    direct = list(StreamingDataLoader(cls(local=tokens_dir, batch_size=8), batch_size=8))
+    for a, b in zip(batches, direct):
+        _same(a, b)
