@@ -25,7 +25,11 @@ from streaming.format.shard import ShardReader, validate_file
 
 
 class LocalDataset(Dataset):
-    """Random access to the samples of the MDS dataset in `local` (or `local/split`)."""
+    """Random access to the samples of the MDS dataset in `local` (or `local/split`).
+
+    Compressed shards are decompressed into `cache_dir` if given, else beside the compressed
+    file, else (read-only directory) into a per-user temporary cache.
+    """
 
     def __init__(
         self,
