@@ -1,14 +1,17 @@
-"""Benchmark a cold-cache epoch from S3 (a loopback moto server) through the cache engine.
+"""Cold-cache epochs from S3 (a loopback moto server): ours, mosaicml-streaming and LitData on
+the same bucket in the same run, without and with a cache limit of 25% of the dataset.
 
-    .venv/bin/python benchmarks/remote.py            # ~240 MB token corpus, zstd shards
-    .venv/bin/python benchmarks/remote.py --quick    # ~80 MB
-    .venv/bin/python benchmarks/remote.py --no-peers
+    .venv/bin/python benchmarks/remote.py            # ~240 MB token + ~250 MB blob corpus, zstd
+    .venv/bin/python benchmarks/remote.py --quick    # ~80 MB each
+    .venv/bin/python benchmarks/remote.py --corpus tokens --no-peers
 
-Prints, in one run on the same bucket: the ceilings (parallel ranged GETs of the same objects;
-fetching and decompressing them with a thread pool and nothing else),
-the engine's throughput and time to first sample without and with cache_limit at 25% of the
-dataset, StreamingDataset's, and mosaicml-streaming's (.bench-venvs/reference) when present.
-Absolute numbers vary between machines; read the ratios to the ceiling.
+Every system runs the same loop in its own process and venv: a DataLoader with 2 workers, batch
+64, shuffle on, a fresh cache folder, one full epoch (samples/s, payload MB/s, time to first batch,
+peak bytes in the cache folder). Peers come from .bench-venvs (benchmarks/peers/setup.sh); a peer
+that fails or stops making progress for --stall seconds is reported, not fatal. The ceilings are
+measured in the same run on the same objects: parallel ranged GETs, and fetch+decompress with a
+thread pool and nothing else; the cache engine alone (in order, no loader) shows what the
+cache costs. Absolute numbers vary between machines; read the ratios.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import BENCH_DATA, token_corpus
+from _corpus import BENCH_DATA, Corpus, blob_corpus, token_corpus
 
 from streaming.cache.engine import CacheEngine
 from streaming.cache.prepare import ShardPreparer, ShardTable
@@ -41,32 +47,43 @@ from tests.support.s3server import start_s3_server
 from writers.mds import MDSWriter
 
 ROOT = Path(__file__).resolve().parent.parent
+PEERS = ROOT / "benchmarks" / "peers"
+VENVS = ROOT / ".bench-venvs"
 MB = 1 << 20
 SHARD_SIZE = "8mb"  # small enough that even --quick has tens of shards to pipeline
+SHARD_BYTES = 8 * MB  # the same, for LitData's chunk_bytes
 PART = 8 * MB
+BUCKET = "bench"
+WORKERS, BATCH = 2, 64
+# corpus kind -> (generator, samples in a full run, samples with --quick, payload column)
+CORPORA = {"tokens": (token_corpus, 60_000, 20_000, "tokens"),
+           "blobs": (blob_corpus, 2_500, 800, "blob")}
 
 
-def build(samples: int) -> Path:
-    """The zstd MDS dataset of the token corpus (written once, kept in bench-data/)."""
-    out = BENCH_DATA / "remote" / f"tokens-{samples}-{SHARD_SIZE}"
+def build(kind: str, quick: bool) -> tuple[Corpus, Path]:
+    """The corpus and its zstd MDS copy (written once, kept in bench-data/)."""
+    make, full, small, _ = CORPORA[kind]
+    samples = small if quick else full
+    corpus = make(samples=samples)
+    out = BENCH_DATA / "remote" / f"{kind}-{samples}-{SHARD_SIZE}"
     if not (out / "index.json").exists():
         shutil.rmtree(out, ignore_errors=True)
-        corpus = token_corpus(samples=samples)
         with MDSWriter(columns=corpus.columns, out=out, compression="zstd",
                        size_limit=SHARD_SIZE) as writer:
             for sample in corpus:
                 writer.write(sample)
-    return out
+    return corpus, out
 
 
-def upload(client, bucket: str, folder: Path) -> list[tuple[str, int]]:
-    """Put every file under `ds/`; return (key, size) of the shard objects."""
-    client.create_bucket(Bucket=bucket)
+def upload(client, folder: Path, prefix: str) -> list[tuple[str, int]]:
+    """Put every file of `folder` under `prefix/`; return (key, size) of the data objects."""
     keys = []
     for path in sorted(folder.iterdir()):
-        client.upload_file(str(path), bucket, f"ds/{path.name}")
-        if path.name != "index.json":
-            keys.append((f"ds/{path.name}", path.stat().st_size))
+        if path.name in ("done", "index.json") or path.name.endswith(".lock"):
+            continue
+        client.upload_file(str(path), BUCKET, f"{prefix}/{path.name}")
+        keys.append((f"{prefix}/{path.name}", path.stat().st_size))
+    client.upload_file(str(folder / "index.json"), BUCKET, f"{prefix}/index.json")  # last
     return keys
 
 
@@ -150,102 +167,217 @@ def engine_epoch(remote: str, limit: int | None, predownload: int) -> dict:
             "zip_mb": float(np.sum(table.zip_bytes)) / MB, "stats": stats}
 
 
-def dataset_epoch(remote: str) -> dict | None:
-    """The same epoch through `streaming.StreamingDataset` (no DataLoader), if it exists."""
-    try:
-        from streaming import StreamingDataset
-    except ImportError:
-        return None
-    local = tempfile.mkdtemp(prefix="bench-ds-")
+def count_ours(column: str):
+    """Counter for our default collate: tensors, `Ragged` columns, or lists of bytes."""
+    from remote_epoch import nbytes
+
+    def count(batch: dict) -> tuple[int, int]:
+        col = batch[column]
+        if hasattr(col, "values") and hasattr(col, "offsets"):
+            size = nbytes(col.values)
+        elif hasattr(col, "nbytes"):
+            size = nbytes(col)
+        else:
+            size = sum(map(nbytes, col))
+        return len(batch["id"]), size
+
+    return count
+
+
+def ours_child(a: dict) -> None:
+    """Child process: one epoch of our StreamingDataset + StreamingDataLoader (see remote_epoch)."""
+    sys.path.insert(0, str(PEERS))
+    from remote_epoch import timed_epoch
+
     start = time.perf_counter()
-    ds = StreamingDataset(remote=remote, local=local, batch_size=8)
-    first, n = None, 0
-    for _ in ds:
-        n += 1
-        if first is None:
-            first = time.perf_counter() - start
-    seconds = time.perf_counter() - start
-    ds.close()
-    shutil.rmtree(local, ignore_errors=True)
-    return {"seconds": seconds, "first": first, "samples": n}
+    from streaming import StreamingDataLoader, StreamingDataset
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = StreamingDataset(remote=a["remote"], local=a["local"], shuffle=True,
+                              batch_size=a["batch"], cache_limit=a["limit"])
+    notes = ["cache_limit not enforced by this build"
+             for w in caught if "not enforced" in str(w.message)]
+    loader = StreamingDataLoader(ds, batch_size=a["batch"], num_workers=a["workers"])
+    timed_epoch(start, loader, count_ours(a["column"]), a["local"], notes)
 
 
-_PEER = """
-import json, sys, tempfile, time
-start = time.perf_counter()
-from streaming import StreamingDataset
-ds = StreamingDataset(remote=sys.argv[1], local=tempfile.mkdtemp(), batch_size=8)
-first, n = None, 0
-for _ in ds:
-    n += 1
-    if first is None:
-        first = time.perf_counter() - start
-print(json.dumps({"seconds": time.perf_counter() - start, "first": first, "samples": n}))
-"""
+def run_child(cmd: list[str], env: dict, stall: float) -> dict:
+    """Run one system's epoch in its own process group; kill the group if no progress line
+    arrives for `stall` seconds. Returns the result line, or an `error` with the last progress."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+                                cwd=tempfile.gettempdir(), start_new_session=True)
+        lines: list[dict] = []
+        heard = [time.monotonic()]
+
+        def read() -> None:
+            for line in proc.stdout:
+                if line.startswith("{"):
+                    lines.append(json.loads(line))
+                    heard[0] = time.monotonic()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        stalled = False
+        while proc.poll() is None:
+            if time.monotonic() - heard[0] > stall:
+                stalled = True
+                os.killpg(proc.pid, signal.SIGKILL)  # the child and its DataLoader workers
+                proc.wait(10)
+                break
+            time.sleep(0.1)
+        reader.join(10)
+        err.seek(0)
+        tail = err.read().strip().splitlines()
+    done = [r for r in lines if r["kind"] == "result"]
+    if done and not stalled and proc.returncode == 0:
+        return done[-1]
+    seen = [r for r in lines if r["kind"] == "progress"]
+    where = (f" after {seen[-1]['samples']:,} samples in {seen[-1]['seconds']:.0f} s"
+             if seen else " before the first batch")
+    if stalled:
+        return {"error": f"stalled: no progress for {stall:.0f} s{where}, killed"}
+    errors = [t for t in tail if "Error" in t or "error" in t] or tail or ["(no stderr)"]
+    return {"error": f"failed{where}: {errors[-1].strip()[:300]}"}
 
 
-def peer_epoch(python: Path, remote: str, env: dict) -> dict | str:
-    """mosaicml-streaming on the same bucket, in its own venv (its import name is ours too)."""
+def systems(kind: str, litdata_dir: Path | None, env: dict) -> dict[str, tuple[list[str], str]]:
+    """name -> (command prefix taking the JSON arguments last, remote URL) for each system."""
+    found = {"ours": ([sys.executable, str(Path(__file__).resolve()), "child"],
+                      f"s3://{BUCKET}/{kind}")}
+    ref = VENVS / "reference" / "bin" / "python"
+    if ref.exists():
+        found["reference"] = ([str(ref), str(PEERS / "reference_remote.py")],
+                              f"s3://{BUCKET}/{kind}")
+    if litdata_dir is not None:
+        found["litdata"] = ([str(VENVS / "litdata" / "bin" / "python"),
+                             str(PEERS / "litdata_remote.py"), "epoch"],
+                            f"s3://{BUCKET}/litdata-{kind}")
+    return found
+
+
+def litdata_copy(corpus: Corpus, kind: str) -> Path | None:
+    """LitData's zstd chunks of the same samples (cached in bench-data/), None without its venv."""
+    python = VENVS / "litdata" / "bin" / "python"
     if not python.exists():
-        return f"{python} not found (run benchmarks/peers/setup.sh)"
-    with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run([str(python), "-c", _PEER, remote], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=1800)
-    if done.returncode:
-        return "failed: " + done.stderr.strip().splitlines()[-1]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        return None
+    out = BENCH_DATA / "peers" / "litdata-remote" / f"{kind}-{len(corpus)}-{SHARD_SIZE}"
+    subprocess.run([str(python), str(PEERS / "litdata_remote.py"), "convert",
+                    str(corpus.folder), str(out), str(SHARD_BYTES)], check=True,
+                   cwd=tempfile.gettempdir())
+    return out
 
 
-def _row(name: str, run: dict, zip_mb: float, top: float, work: float) -> str:
-    mbs = zip_mb / run["seconds"]
-    return (f"{name:<34} {run['samples'] / run['seconds']:>10,.0f} samples/s {mbs:>8.1f} MB/s "
-            f"(x{mbs / top:.2f} of GETs, x{mbs / work:.2f} of fetch+decompress)  "
-            f"first sample {run['first'] * 1000:>6.0f} ms")
+def epoch(cmd: list[str], remote: str, column: str, limit: int | None, env: dict,
+          stall: float) -> dict:
+    """One cold-cache epoch of one system; the cache folder is removed afterwards."""
+    local = tempfile.mkdtemp(prefix="bench-remote-")
+    try:
+        a = {"remote": remote, "local": local, "limit": limit, "column": column,
+             "workers": WORKERS, "batch": BATCH, "endpoint": env["S3_ENDPOINT_URL"],
+             "key": env["AWS_ACCESS_KEY_ID"], "secret": env["AWS_SECRET_ACCESS_KEY"]}
+        return run_child([*cmd, json.dumps(a)], env, stall)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def _line(name: str, r: dict, top_sps: float) -> str:
+    if "error" in r:
+        return f"  {name:<24} {r['error']}"
+    sps = r["samples"] / r["seconds"]
+    notes = "; ".join(r.get("notes", []))
+    return (f"  {name:<24} {sps:>9,.0f} samples/s {r['bytes'] / MB / r['seconds']:>7.1f} MB/s  "
+            f"first batch {r['first']:5.2f} s  peak cache {r['peak_cache'] / MB:>6.0f} MB  "
+            f"x{sps / top_sps:.2f} of GET ceiling  {notes}")
+
+
+def _ratio(label: str, a: dict | None, b: dict | None) -> None:
+    if a and b and "error" not in a and "error" not in b:
+        x = (a["samples"] / a["seconds"]) / (b["samples"] / b["seconds"])
+        print(f"    {label}: x{x:.2f}")
+
+
+def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
+    """Every measurement of one corpus; returns the numbers for --json."""
+    corpus, folder = build(kind, args.quick)
+    column = CORPORA[kind][3]
+    client = server.client()
+    keys = upload(client, folder, kind)
+    lit = None if args.no_peers else litdata_copy(corpus, kind)
+    if lit is not None:
+        upload(client, lit, f"litdata-{kind}")
+    zip_mb = sum(size for _, size in keys) / MB
+    raw = int(np.sum(read_index(folder / "index.json").raw_bytes))
+    limit = raw // 4
+    print(f"\n{kind}: {len(corpus):,} samples, {corpus.nbytes / MB:,.0f} MB payload, "
+          f"{len(keys)} zstd shards, {zip_mb:,.0f} MB in S3 ({raw / MB:,.0f} MB raw); "
+          f"cache_limit 25% = {limit / MB:,.0f} MB")
+    top = ceiling(client, BUCKET, keys)
+    top_sps = len(corpus) * top / zip_mb
+    remote = f"s3://{BUCKET}/{kind}"
+    work = prepare_ceiling(remote, keys)
+    print(f"  {'ceiling: 8 range GETs':<24} {top_sps:>9,.0f} samples/s {top:>7.1f} MB/s of "
+          f"zstd objects")
+    print(f"  {'ceiling: fetch+zstd -d':<24} {len(corpus) * work / zip_mb:>9,.0f} samples/s "
+          f"{work:>7.1f} MB/s (4 threads, no reader)")
+    report: dict = {"samples": len(corpus), "zip_mb": zip_mb, "raw_mb": raw / MB,
+                    "limit": limit, "get_mb_s": top, "prepare_mb_s": work, "runs": {}}
+    for name, lim in (("engine alone", None), ("engine alone, 25%", limit)):
+        run = engine_epoch(remote, lim, args.predownload)
+        sps = run["samples"] / run["seconds"]
+        print(f"  {name:<24} {sps:>9,.0f} samples/s  first sample {run['first']:5.2f} s  "
+              f"x{sps / top_sps:.2f} of GET ceiling  (in order, one thread, no loader)")
+    for name, (cmd, url) in systems(kind, lit, env).items():
+        if args.no_peers and name != "ours":
+            continue
+        sys_limit = limit if name != "litdata" else sum(p.stat().st_size
+                                                        for p in lit.iterdir()) // 4
+        for label, lim in (("", None), (", 25%", sys_limit)):
+            r = epoch(cmd, url, column, lim, env, args.stall)
+            report["runs"][name + label] = r
+            print(_line(name + label, r, top_sps), flush=True)
+    runs = report["runs"]
+    print("  ratios (samples/s):")
+    for peer in ("reference", "litdata"):
+        _ratio(f"ours / {peer}", runs.get("ours"), runs.get(peer))
+        _ratio(f"ours 25% / {peer} 25%", runs.get("ours, 25%"), runs.get(f"{peer}, 25%"))
+    ours, quarter = runs.get("ours"), runs.get("ours, 25%")
+    if ours and "error" not in ours:
+        print(f"    ours / GET ceiling: x{ours['samples'] / ours['seconds'] / top_sps:.2f}")
+    _ratio("ours 25% / ours no limit", quarter, ours)
+    return report
 
 
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "child":
+        ours_child(json.loads(sys.argv[2]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small corpus (~80 MB)")
-    parser.add_argument("--no-peers", action="store_true", help="skip mosaicml-streaming")
+    parser.add_argument("--quick", action="store_true", help="small corpora (~80 MB each)")
+    parser.add_argument("--corpus", choices=["tokens", "blobs", "both"], default="both")
+    parser.add_argument("--no-peers", action="store_true", help="only this project")
+    parser.add_argument("--stall", type=float, default=180.0,
+                        help="seconds without progress before a system is killed as stalled")
     parser.add_argument("--predownload", type=int, default=2048)
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
-
-    folder = build(20_000 if args.quick else 60_000)
+    kinds = ["tokens", "blobs"] if args.corpus == "both" else [args.corpus]
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
+          f"{WORKERS} workers, batch {BATCH}, shuffle, cold cache")
     server = start_s3_server()
     try:
-        env = {**os.environ, **server.env()}
+        env = {**os.environ, **server.env(), "OMP_NUM_THREADS": "1"}
+        env.pop("PYTHONPATH", None)
         os.environ.update(server.env())
-        client = server.client()
-        keys = upload(client, "bench", folder)
-        zip_mb = sum(size for _, size in keys) / MB
-        raw_mb = float(np.sum(read_index(folder / "index.json").raw_bytes)) / MB
-        print(f"dataset: {len(keys)} zstd shards, {zip_mb:,.0f} MB in S3 "
-              f"({raw_mb:,.0f} MB raw), moto server at {server.endpoint}")
-        top = ceiling(client, "bench", keys)
-        print(f"{'ceiling: 8 parallel range GETs':<34} {'':>20} {top:>8.1f} MB/s")
-        remote = "s3://bench/ds"
-        work = prepare_ceiling(remote, keys)
-        print(f"{'ceiling: fetch+decompress, 4 threads':<34} {'':>20} {work:>8.1f} MB/s "
-              f"(x{work / top:.2f} of GETs: CPU-bound on {os.cpu_count()} cores)")
-        full = engine_epoch(remote, None, args.predownload)
-        print(_row("engine, no cache_limit", full, zip_mb, top, work))
-        print(f"{'':<34} {full['stats']}")
-        limit = int((raw_mb + zip_mb) * MB) // 4
-        quarter = engine_epoch(remote, limit, args.predownload)
-        print(_row("engine, cache_limit 25%", quarter, zip_mb, top, work))
-        print(f"{'':<34} {quarter['stats']}")
-        ours = dataset_epoch(remote)
-        if ours is not None:
-            print(_row("StreamingDataset (this project)", ours, zip_mb, top, work))
-        if not args.no_peers:
-            peer = peer_epoch(ROOT / ".bench-venvs/reference/bin/python", remote, env)
-            if isinstance(peer, dict):
-                print(_row("mosaicml-streaming 0.13", peer, zip_mb, top, work))
-            else:
-                print(f"mosaicml-streaming 0.13: {peer}")
-        print("litdata: not run (it needs its own optimized format, not MDS, on the bucket)")
+        server.client().create_bucket(Bucket=BUCKET)
+        print(f"moto server at {server.endpoint}")
+        report = {kind: bench(kind, args, server, env) for kind in kinds}
     finally:
         server.stop()
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,65 @@
+"""LitData's side of benchmarks/remote.py: convert a corpus to its chunks, or stream one epoch.
+
+Runs inside .bench-venvs/litdata:
+
+    .bench-venvs/litdata/bin/python benchmarks/peers/litdata_remote.py convert CORPUS OUT BYTES
+    .bench-venvs/litdata/bin/python benchmarks/peers/litdata_remote.py epoch '{"remote": ...}'
+
+`convert` writes zstd chunks of about BYTES (the MDS shard size, so both sides fetch objects of
+the same size) from the same samples as litdata_convert.py. `epoch` streams them from S3; the
+loopback endpoint and credentials reach LitData's boto3 client through `storage_options`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from litdata_convert import make_sample
+from remote_epoch import count_list, timed_epoch
+
+
+def convert(corpus: str, out: Path, chunk_bytes: int) -> None:
+    """Optimize every sample of `corpus` into `out` (skipped when a previous run finished)."""
+    import litdata
+
+    if (out / "done").exists():
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    n = len(np.load(Path(corpus) / "offsets.npy")) - 1
+    litdata.optimize(fn=make_sample, inputs=[(corpus, i) for i in range(n)],
+                     output_dir=str(out), chunk_bytes=chunk_bytes, compression="zstd",
+                     num_workers=2, mode="overwrite", verbose=False)
+    (out / "done").write_text("{}")
+
+
+def epoch(a: dict) -> None:
+    """One shuffled epoch with 2 workers from a cold cache folder."""
+    start = time.perf_counter()
+    import litdata
+
+    options = {"endpoint_url": a["endpoint"], "aws_access_key_id": a["key"],
+               "aws_secret_access_key": a["secret"], "region_name": "us-east-1"}
+    ds = litdata.StreamingDataset(a["remote"], cache_dir=a["local"], shuffle=True,
+                                  max_cache_size=a["limit"], storage_options=options)
+    loader = litdata.StreamingDataLoader(ds, batch_size=a["batch"], num_workers=a["workers"],
+                                         collate_fn=lambda b: b)
+    timed_epoch(start, loader, count_list(a["column"]), a["local"])
+
+
+def main() -> None:
+    if sys.argv[1] == "convert":
+        convert(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))
+    else:
+        epoch(json.loads(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""One cold-cache epoch of mosaicml-streaming 0.13 from S3, for benchmarks/remote.py.
+
+Runs inside .bench-venvs/reference (its import name `streaming` is ours too, hence the venv):
+
+    .bench-venvs/reference/bin/python benchmarks/peers/reference_remote.py '{"remote": ...}'
+
+It reads our MDS objects directly (the format is byte-compatible); boto3 finds the loopback
+server through S3_ENDPOINT_URL. Prints JSON lines (see remote_epoch.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from remote_epoch import args, count_list, timed_epoch
+
+
+def main() -> None:
+    a = args()
+    start = time.perf_counter()
+    import torch
+
+    from streaming import StreamingDataset
+
+    ds = StreamingDataset(remote=a["remote"], local=a["local"], shuffle=True,
+                          batch_size=a["batch"], cache_limit=a["limit"])
+    loader = torch.utils.data.DataLoader(ds, batch_size=a["batch"], num_workers=a["workers"],
+                                         collate_fn=lambda b: b)
+    timed_epoch(start, loader, count_list(a["column"]), a["local"])
+
+
+if __name__ == "__main__":
+    main()
