@@ -7,7 +7,8 @@ Runs inside .bench-venvs/litdata:
 
 `convert` writes zstd chunks of about BYTES (the MDS shard size, so both sides fetch objects of
 the same size) from the same samples as litdata_convert.py. `epoch` streams them from S3; the
-loopback endpoint and credentials reach LitData's boto3 client through `storage_options`.
+loopback endpoint and credentials reach LitData's boto3 client through `storage_options`, and
+its obstore chunk fetcher takes the endpoint from that client.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ def epoch(a: dict) -> None:
     """One shuffled epoch with 2 workers from a cold cache folder."""
     start = time.perf_counter()
     import litdata
+    from litdata.streaming import downloader
 
+    # LitData GETs chunks with obstore, whose client refuses http:// URLs unless told; on real
+    # (https) S3 this option changes nothing. Its other client options are kept as they are.
+    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True
     options = {"endpoint_url": a["endpoint"], "aws_access_key_id": a["key"],
                "aws_secret_access_key": a["secret"], "region_name": "us-east-1"}
     ds = litdata.StreamingDataset(a["remote"], cache_dir=a["local"], shuffle=True,
