@@ -92,8 +92,10 @@ def tensors(batch: Any) -> Any:
         return {key: tensors(value) for key, value in batch.items()}
     if isinstance(batch, np.ndarray):
         return torch.from_numpy(batch)
-    if isinstance(batch, Ragged) and isinstance(batch.values, np.ndarray):
-        return Ragged(torch.from_numpy(batch.values), torch.from_numpy(batch.offsets))
+    if isinstance(batch, Ragged) and isinstance(batch.offsets, np.ndarray):
+        values = batch.values
+        values = torch.from_numpy(values) if isinstance(values, np.ndarray) else values
+        return Ragged(values, torch.from_numpy(batch.offsets))
     return batch
 
 
@@ -162,11 +164,15 @@ _dtype_of = operator.attrgetter("dtype")
 _shape_of = operator.attrgetter("shape")
 
 
+SHARED_MIN_BYTES = 1 << 20  # from this size, worker batches travel in shared memory
+
+
 def _empty(shape: tuple[int, ...], dtype: np.dtype, numpy: bool
            ) -> tuple[torch.Tensor | np.ndarray, np.ndarray]:
     """A new tensor (numpy array with `numpy`) and its numpy view; tensors are allocated in
-    shared memory inside a DataLoader worker, so torch sends them without another copy."""
-    if numpy:
+    shared memory inside a DataLoader worker, so torch sends them without another copy. Large
+    `numpy` requests also get a shared tensor: one handshake beats pickling megabytes."""
+    if numpy and int(np.prod(shape, dtype=np.int64)) * dtype.itemsize < SHARED_MIN_BYTES:
         array = np.empty(shape, dtype)
         return array, array
     tdtype = _TORCH_DTYPES.get(dtype)

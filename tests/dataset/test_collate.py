@@ -172,3 +172,22 @@ def test_workers_send_numpy_and_the_loop_gets_tensors(tokens_dir: Path, subclass
     direct = list(StreamingDataLoader(cls(local=tokens_dir, batch_size=8), batch_size=8))
     for a, b in zip(batches, direct):
         _same(a, b)
+
+
+def test_large_worker_batches_travel_in_shared_memory(tmp_path: Path) -> None:
+    with MDSWriter(columns={"id": "int", "blob": "bytes", "big": "ndarray:uint8"},
+                   out=tmp_path / "b") as writer:
+        for i in range(12):
+            writer.write({"id": i, "blob": bytes([i]) * 300_000,
+                          "big": np.full(300_000 + i, i, np.uint8)})
+    small = collate([{"x": np.zeros(3)}] * 2, numpy=True)["x"]
+    assert isinstance(small, np.ndarray) and small.shape == (2, 3)
+    loader = StreamingDataLoader(StreamingDataset(local=tmp_path / "b", batch_size=4),
+                                 batch_size=4, num_workers=2)
+    batches = list(loader)
+    assert [b["id"].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    for b in batches:
+        assert [len(x) for x in b["blob"]] == [300_000] * 4
+        assert all(x == bytes([i]) * 300_000 for x, i in zip(b["blob"], b["id"].tolist()))
+        assert b["big"].values.is_shared() and b["big"].lengths.tolist() == [
+            300_000 + i for i in b["id"].tolist()]
