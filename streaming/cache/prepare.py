@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from streaming.cache.marker import mark_cache
 from streaming.errors import ObjectNotFoundError, ShardCorruptError
 
 LOCK_TIMEOUT = 600.0  # seconds another process may hold a shard's preparation lock
@@ -61,6 +62,9 @@ class ShardPreparer:
         self.table = table
         self._ready = np.zeros(len(table.basenames), bool)
         self._mutex = threading.Lock()
+        for stream in self.streams:
+            if stream.remote_dir is not None:  # filled from a remote: a cache `clear` may empty
+                mark_cache(stream.local_dir)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()

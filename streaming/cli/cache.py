@@ -12,9 +12,10 @@ import json
 import re
 from pathlib import Path
 
+from streaming.cache.marker import CACHE_MARKER, mark_cache
 from streaming.cli._common import UserError, add_command, human_bytes
 
-CACHE_MARKER = ".streaming-cache"
+__all__ = ["CACHE_MARKER", "mark_cache", "register", "run", "shard_files"]
 _SHARD = re.compile(r"^(\.)?shard\.\d{5}\.mds(\.[a-z0-9]+)?(\..*\.tmp)?$")
 
 EXAMPLES = """
@@ -36,14 +37,6 @@ def register(sub) -> None:
 def shard_files(folder: Path) -> list[Path]:
     """Cached shard files (raw, compressed, partial downloads) anywhere under `folder`."""
     return sorted(p for p in folder.rglob("*") if p.is_file() and _SHARD.match(p.name))
-
-
-def mark_cache(folder: str | Path) -> Path:
-    """Declare `folder` a cache that `streaming cache clear` may empty."""
-    marker = Path(folder) / CACHE_MARKER
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.touch()
-    return marker
 
 
 def run(args: argparse.Namespace) -> int:
