@@ -4,6 +4,9 @@ against the page-cache read ceiling.
 
     .venv/bin/python benchmarks/iterate.py [--quick] [--corpus tokens|blobs|both] [--json F]
 
+Last, ours and the reference stream the token corpus from zstd shards into a fresh cache, for
+the time to first batch (LitData is left out there: it would need its own compressed copy).
+
 Peers run from their own venvs (bash benchmarks/peers/setup.sh): mosaicml-streaming reads our
 MDS files directly; LitData reads the same samples converted once with `litdata.optimize`
 (benchmarks/peers/litdata_convert.py, cached under bench-data/peers/). Each library uses its
@@ -56,12 +59,22 @@ def poll():
         peak[0] = max(peak[0], tree_rss()); time.sleep(0.02)
 threading.Thread(target=poll, daemon=True).start()
 lib, data, workers, column = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+# "remote=<dir>": stream compressed shards from <dir> into a fresh cache (time to first batch
+# then includes fetching and decompressing what the first batch needs).
+remote = None
+if data.startswith("remote="):
+    import tempfile
+    remote, data = data[len("remote="):], tempfile.mkdtemp(prefix="bench-cache-")
+def where():
+    if remote is None:
+        return {"local": data}
+    return {"remote": ("file://" if lib == "ours" else "") + remote, "local": data}
 def nbytes(x):
     return x.nbytes if hasattr(x, "nbytes") else len(x)
 if lib == "ours":
     from streaming import StreamingDataLoader, StreamingDataset
     t0 = time.perf_counter()
-    ds = StreamingDataset(local=data, batch_size=64, shuffle=True)
+    ds = StreamingDataset(**where(), batch_size=64, shuffle=True)
     loader = StreamingDataLoader(ds, batch_size=64, num_workers=workers)
     def count(batch):
         col = batch[column]
@@ -72,7 +85,7 @@ else:
     if lib == "reference":
         from streaming import StreamingDataset
         t0 = time.perf_counter()
-        ds = StreamingDataset(local=data, batch_size=64, shuffle=True)
+        ds = StreamingDataset(**where(), batch_size=64, shuffle=True)
         Loader = torch.utils.data.DataLoader
     else:
         import litdata
@@ -92,6 +105,9 @@ for batch in loader:
     n += k; size += b
 total = time.perf_counter() - t0
 del loader, batch  # joins the workers, so their CPU time is counted
+if remote is not None:
+    import shutil
+    shutil.rmtree(data, ignore_errors=True)
 print(json.dumps({"samples": n, "bytes": size, "seconds": total, "first": first,
                   "rss": peak[0], "cpu": cpu() - c0}))
 """
@@ -187,6 +203,38 @@ def bench(kind: str, quick: bool) -> dict:
     return report
 
 
+def bench_zstd(quick: bool) -> dict:
+    """Ours and the reference streaming zstd shards into a fresh cache (0 workers)."""
+    from _corpus import BENCH_DATA, token_corpus
+
+    from writers.mds import MDSWriter
+
+    corpus = token_corpus(samples=20_000 if quick else 250_000)
+    remote = BENCH_DATA / "iterate" / f"tokens-{len(corpus)}-zstd"
+    if not (remote / "index.json").exists():
+        with MDSWriter(columns=corpus.columns, out=remote, compression="zstd",
+                       exist_ok=True) as writer:
+            for sample in corpus:
+                writer.write(sample)
+    print(f"tokens from zstd shards into a fresh cache ({len(corpus):,} samples, 0 workers):")
+    results = {}
+    for lib in ("ours", "reference"):
+        python = Path(sys.executable) if lib == "ours" else VENVS / lib / "bin" / "python"
+        if not python.exists():
+            continue
+        try:
+            results[lib] = r = run(lib, python, Path(f"remote={remote}"), 0, "tokens")
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            print(f"  {lib:10s}: failed: {str(exc)[-300:]}")
+            continue
+        print(f"  {lib:10s}: first batch {r['first']:5.2f} s  epoch {r['seconds']:6.2f} s  "
+              f"peak RSS {r['rss'] / MB:>6,.0f} MB")
+    if len(results) == 2:
+        print(f"    ours / reference first batch: "
+              f"{results['ours']['first'] / results['reference']['first']:.2f}")
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="small corpora (~80 MB each)")
@@ -195,6 +243,7 @@ def main() -> None:
     args = parser.parse_args()
     kinds = ["tokens", "blobs"] if args.corpus == "both" else [args.corpus]
     report = {kind: bench(kind, args.quick) for kind in kinds}
+    report["zstd"] = bench_zstd(args.quick)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 

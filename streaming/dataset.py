@@ -272,7 +272,7 @@ class StreamingDataset(IterableDataset):
         names = self._codecs[0].column_names
         rows = read_size(self._mean_sample_bytes, batch_size)
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                             self.predownload, chunk=rows, columns=True)
+                             self.predownload, chunk=rows, first=batch_size, columns=True)
         self._yielded = 0
         try:
             for columns in chunks:

@@ -63,39 +63,51 @@ class PlanBoard:
             self._owned.pop().close()
 
 
-class Prefetcher(threading.Thread):
-    """Prepares the shards of an ordered id slice ahead of the reader, `ahead` samples ahead.
+PREPARE_THREADS = 4  # shards prepared at once (decompression and downloads release the GIL)
+
+
+class Prefetcher:
+    """Prepares the shards of an ordered id slice ahead of the reader, `ahead` samples ahead,
+    with up to PREPARE_THREADS threads (a shuffled epoch's first batch can need every shard).
 
     An exception here is stored and re-raised by `check()` in the iterating thread.
     """
 
-    def __init__(self, prepare: Callable[[int], Any], shards: np.ndarray, ahead: int) -> None:
-        super().__init__(daemon=True, name="streaming-prefetch")
+    def __init__(self, prepare: Callable[[int], Any], shards: np.ndarray, ahead: int,
+                 threads: int = PREPARE_THREADS) -> None:
         self._prepare = prepare
-        uniq, first = np.unique(shards, return_index=True)
-        order = np.argsort(first, kind="stable")
-        self._shards = uniq[order].tolist()
-        self._first_use = first[order].tolist()
+        self._shards, self._first_use = _first_uses(shards)
         self._ahead = max(int(ahead), 1)
         self._position = 0
+        self._next = 0
         self._wake = threading.Condition()
         self._stop = False
         self.error: BaseException | None = None
+        count = max(1, min(threads, len(self._shards)))
+        self._threads = [threading.Thread(target=self._run, daemon=True,
+                                          name=f"streaming-prefetch-{k}") for k in range(count)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
 
     def advance(self, position: int) -> None:
-        """Tell the thread how far the reader has got (wakes it when it was waiting)."""
+        """Tell the threads how far the reader has got (wakes them when they were waiting)."""
         self._position = position
         with self._wake:
-            self._wake.notify()
+            self._wake.notify_all()
 
-    def run(self) -> None:
+    def _run(self) -> None:
         try:
-            for shard, first in zip(self._shards, self._first_use):
+            while True:
                 with self._wake:
-                    while not self._stop and first - self._position > self._ahead:
+                    while (not self._stop and self._next < len(self._shards)
+                           and self._first_use[self._next] - self._position > self._ahead):
                         self._wake.wait(0.5)
-                if self._stop:
-                    return
+                    if self._stop or self._next >= len(self._shards):
+                        return
+                    shard = self._shards[self._next]
+                    self._next += 1
                 self._prepare(shard)
         except BaseException as exc:  # surfaced in the reader by check()
             self.error = exc
@@ -107,7 +119,19 @@ class Prefetcher(threading.Thread):
     def stop(self) -> None:
         self._stop = True
         with self._wake:
-            self._wake.notify()
+            self._wake.notify_all()
+
+
+def _first_uses(shards: np.ndarray) -> tuple[list[int], list[int]]:
+    """The distinct shards in order of first use, and where each is first used (an O(n)
+    scatter-min instead of sorting the whole slice)."""
+    if not len(shards):
+        return [], []
+    first = np.full(int(shards.max()) + 1, len(shards), np.int64)
+    np.minimum.at(first, shards, np.arange(len(shards)))
+    used = np.flatnonzero(first < len(shards))
+    order = np.argsort(first[used], kind="stable")
+    return used[order].tolist(), first[used][order].tolist()
 
 
 READ_BYTES = 16 << 20  # sample bytes decoded per vectorised read (bounds the copies held)
@@ -123,10 +147,11 @@ def iter_chunks(
     item: Callable[[int], Any] | None = None,
     *,
     chunk: int = MAX_READ,
+    first: int = 64,
     columns: bool = False,
 ) -> Iterator[list[Any]]:
-    """Yield the decoded rows of planned ids (skipping -1 padding) `chunk` at a time, preparing
-    shards ahead in a background thread.
+    """Yield the decoded rows of planned ids (skipping -1 padding) `chunk` at a time (the
+    first chunk only `first`, for a quick first batch), preparing shards ahead in threads.
 
     A chunk is a list of samples, or with `columns` a list of per-column value lists (one
     batch, no per-sample dicts). The rows of chunk k + 1 are copied out of their shards by a
@@ -142,8 +167,11 @@ def iter_chunks(
     prefetch.start()
     readers: dict[int, Any] = {}
 
-    def fetch(lo: int) -> Any:
-        return _fetch(shards[lo:lo + chunk], rows[lo:lo + chunk], readers, open_shard, prefetch)
+    bounds = [0, *range(min(first, chunk), len(ids), chunk), len(ids)]
+
+    def fetch(k: int) -> Any:
+        lo, hi = bounds[k], bounds[k + 1]
+        return _fetch(shards[lo:hi], rows[lo:hi], readers, open_shard, prefetch)
 
     try:
         if item is not None:
@@ -155,11 +183,11 @@ def iter_chunks(
         else:
             with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:
                 pending = pool.submit(fetch, 0)
-                for lo in range(0, len(ids), chunk):
-                    prefetch.advance(lo)
+                for k in range(len(bounds) - 1):
+                    prefetch.advance(bounds[k])
                     fetched = pending.result()
-                    if lo + chunk < len(ids):
-                        pending = pool.submit(fetch, lo + chunk)
+                    if k + 2 < len(bounds):
+                        pending = pool.submit(fetch, k + 1)
                     yield _decode(fetched, columns)
         prefetch.check()
     finally:
