@@ -262,7 +262,7 @@ def litdata_copy(corpus: Corpus, kind: str) -> Path | None:
     python = VENVS / "litdata" / "bin" / "python"
     if not python.exists():
         return None
-    out = BENCH_DATA / "peers" / "litdata-remote" / f"{kind}-{len(corpus)}-{SHARD_SIZE}"
+    out = BENCH_DATA / "peers" / "litdata-remote" / f"{kind}-{len(corpus)}-{SHARD_SIZE}-zstd"
     subprocess.run([str(python), str(PEERS / "litdata_remote.py"), "convert",
                     str(corpus.folder), str(out), str(SHARD_BYTES)], check=True,
                    cwd=tempfile.gettempdir())

@@ -5,10 +5,14 @@ Runs inside .bench-venvs/litdata:
     .bench-venvs/litdata/bin/python benchmarks/peers/litdata_remote.py convert CORPUS OUT BYTES
     .bench-venvs/litdata/bin/python benchmarks/peers/litdata_remote.py epoch '{"remote": ...}'
 
-`convert` writes zstd chunks of about BYTES (the MDS shard size, so both sides fetch objects of
-the same size) from the same samples as litdata_convert.py. `epoch` streams them from S3; the
-loopback endpoint and credentials reach LitData's boto3 client through `storage_options`, and
-its obstore chunk fetcher takes the endpoint from that client.
+`convert` writes chunks of about BYTES (the MDS shard size, so both sides fetch objects of the
+same size), each compressed whole with zstd like an MDS shard, from the same samples as
+litdata_convert.py. (LitData's default framed "batch" mode wrote blob chunks its own reader
+refused: "indexed as compression_level='batch' but missing LDFZ01 magic".)
+
+`epoch` streams them from S3; the loopback endpoint and credentials reach LitData's boto3
+client through `storage_options`, and its obstore chunk fetcher takes the endpoint from that
+client.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ def convert(corpus: str, out: Path, chunk_bytes: int) -> None:
     n = len(np.load(Path(corpus) / "offsets.npy")) - 1
     litdata.optimize(fn=make_sample, inputs=[(corpus, i) for i in range(n)],
                      output_dir=str(out), chunk_bytes=chunk_bytes, compression="zstd",
-                     num_workers=2, mode="overwrite", verbose=False)
+                     compression_level="chunk", num_workers=2, mode="overwrite", verbose=False)
     (out / "done").write_text("{}")
 
 

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -30,16 +29,16 @@ def folder_bytes(root: str) -> int:
 
 
 class DiskWatch:
-    """Polls a cache folder's size in a daemon thread and keeps the peak."""
+    """Peak size of a cache folder, sampled at most every `every` seconds from the loop itself
+    (no thread: a thread alive when the DataLoader forks its workers could hold a lock)."""
 
     def __init__(self, root: str, every: float = 0.05) -> None:
-        self.root, self.every, self.peak = root, every, 0
-        threading.Thread(target=self._run, daemon=True).start()
+        self.root, self.every, self.peak, self.last = root, every, 0, 0.0
 
-    def _run(self) -> None:
-        while True:
+    def poll(self, now: float) -> None:
+        if now - self.last >= self.every:
             self.peak = max(self.peak, folder_bytes(self.root))
-            time.sleep(self.every)
+            self.last = now
 
 
 def emit(kind: str, **fields: Any) -> None:
@@ -60,6 +59,7 @@ def timed_epoch(start: float, loader: Iterable, count: Callable[[Any], tuple[int
         now = time.perf_counter()
         if first is None:
             first = now - start
+        watch.poll(now)
         k, b = count(batch)
         samples += k
         payload += b
