@@ -139,7 +139,8 @@ def _all(values: list[Any], kind: type) -> bool:
 
 
 def _arrays(arrays: list[Any], numpy: bool) -> Any:
-    if not all(isinstance(a, np.ndarray) for a in arrays):
+    # The checks run as C-level maps: per-sample Python here would cost as much as the copy.
+    if set(map(type, arrays)) != {np.ndarray}:
         return arrays
     dtypes = set(map(_dtype_of, arrays))
     dtype = arrays[0].dtype
@@ -151,7 +152,8 @@ def _arrays(arrays: list[Any], numpy: bool) -> Any:
         np.stack(arrays, out=view)
         return out
     trailing = shapes[0][1:]
-    if not shapes[0] or any(s[1:] != trailing or not s for s in shapes):
+    if set(map(len, shapes)) != {len(shapes[0])} or not shapes[0] or (
+            trailing and any(s[1:] != trailing for s in shapes)):
         return arrays
     offsets = np.zeros(len(arrays) + 1, np.int64)
     np.cumsum(list(map(len, arrays)), out=offsets[1:])
