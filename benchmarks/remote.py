@@ -8,10 +8,11 @@ the same bucket in the same run, without and with a cache limit of 25% of the da
 Every system runs the same loop in its own process and venv: a DataLoader with 2 workers, batch
 64, shuffle on, a fresh cache folder, one full epoch (samples/s, payload MB/s, time to first batch,
 peak bytes in the cache folder). Peers come from .bench-venvs (benchmarks/peers/setup.sh); a peer
-that fails or stops making progress for --stall seconds is reported, not fatal. The ceilings are
-measured in the same run on the same objects: parallel ranged GETs, and fetch+decompress with a
-thread pool and nothing else; the cache engine alone (in order, no loader) shows what the
-cache costs. Absolute numbers vary between machines; read the ratios.
+that fails, stops making progress for --stall seconds or runs past --wall seconds is killed
+and reported, not fatal. The ceilings are measured in the same run on the same objects:
+parallel ranged GETs, and fetch+decompress with a thread pool and nothing else; the cache
+engine alone (in order, no loader) shows what the cache costs. Absolute numbers vary between
+machines; read the ratios.
 """
 
 from __future__ import annotations
@@ -202,9 +203,10 @@ def ours_child(a: dict) -> None:
     timed_epoch(start, loader, count_ours(a["column"]), a["local"], notes)
 
 
-def run_child(cmd: list[str], env: dict, stall: float) -> dict:
+def run_child(cmd: list[str], env: dict, stall: float, wall: float) -> dict:
     """Run one system's epoch in its own process group; kill the group if no progress line
-    arrives for `stall` seconds. Returns the result line, or an `error` with the last progress."""
+    arrives for `stall` seconds or the epoch outlasts `wall` seconds. Returns the result line,
+    or an `error` naming the last progress."""
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env,
                                 cwd=tempfile.gettempdir(), start_new_session=True)
@@ -219,10 +221,12 @@ def run_child(cmd: list[str], env: dict, stall: float) -> dict:
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        stalled = False
+        began, killed = time.monotonic(), ""
         while proc.poll() is None:
-            if time.monotonic() - heard[0] > stall:
-                stalled = True
+            now = time.monotonic()
+            if now - heard[0] > stall or now - began > wall:
+                killed = (f"stalled: no progress for {stall:.0f} s" if now - heard[0] > stall
+                          else f"unfinished after {wall:.0f} s")
                 os.killpg(proc.pid, signal.SIGKILL)  # the child and its DataLoader workers
                 proc.wait(10)
                 break
@@ -231,13 +235,14 @@ def run_child(cmd: list[str], env: dict, stall: float) -> dict:
         err.seek(0)
         tail = err.read().strip().splitlines()
     done = [r for r in lines if r["kind"] == "result"]
-    if done and not stalled and proc.returncode == 0:
+    if done and not killed and proc.returncode == 0:
         return done[-1]
     seen = [r for r in lines if r["kind"] == "progress"]
-    where = (f" after {seen[-1]['samples']:,} samples in {seen[-1]['seconds']:.0f} s"
-             if seen else " before the first batch")
-    if stalled:
-        return {"error": f"stalled: no progress for {stall:.0f} s{where}, killed"}
+    where = (f" at {seen[-1]['samples']:,} samples after {seen[-1]['seconds']:.0f} s "
+             f"({seen[-1]['samples'] / seen[-1]['seconds']:,.0f}/s)" if seen
+             else " before the first batch")
+    if killed:
+        return {"error": f"{killed}{where}, killed"}
     errors = [t for t in tail if "Error" in t or "error" in t] or tail or ["(no stderr)"]
     return {"error": f"failed{where}: {errors[-1].strip()[:300]}"}
 
@@ -270,14 +275,14 @@ def litdata_copy(corpus: Corpus, kind: str) -> Path | None:
 
 
 def epoch(cmd: list[str], remote: str, column: str, limit: int | None, env: dict,
-          stall: float) -> dict:
+          args: argparse.Namespace) -> dict:
     """One cold-cache epoch of one system; the cache folder is removed afterwards."""
     local = tempfile.mkdtemp(prefix="bench-remote-")
     try:
         a = {"remote": remote, "local": local, "limit": limit, "column": column,
              "workers": WORKERS, "batch": BATCH, "endpoint": env["S3_ENDPOINT_URL"],
              "key": env["AWS_ACCESS_KEY_ID"], "secret": env["AWS_SECRET_ACCESS_KEY"]}
-        return run_child([*cmd, json.dumps(a)], env, stall)
+        return run_child([*cmd, json.dumps(a)], env, args.stall, args.wall)
     finally:
         shutil.rmtree(local, ignore_errors=True)
 
@@ -334,7 +339,7 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
         sys_limit = limit if name != "litdata" else sum(p.stat().st_size
                                                         for p in lit.iterdir()) // 4
         for label, lim in (("", None), (", 25%", sys_limit)):
-            r = epoch(cmd, url, column, lim, env, args.stall)
+            r = epoch(cmd, url, column, lim, env, args)
             report["runs"][name + label] = r
             print(_line(name + label, r, top_sps), flush=True)
     runs = report["runs"]
@@ -359,6 +364,8 @@ def main() -> None:
     parser.add_argument("--no-peers", action="store_true", help="only this project")
     parser.add_argument("--stall", type=float, default=180.0,
                         help="seconds without progress before a system is killed as stalled")
+    parser.add_argument("--wall", type=float, default=180.0,
+                        help="seconds one epoch may take before it is killed as unfinished")
     parser.add_argument("--predownload", type=int, default=2048)
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
