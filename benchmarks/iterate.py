@@ -30,7 +30,8 @@ sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]
 MB = 1e6
 VENVS = REPO / ".bench-venvs"
 COLLATE = {"ours": "streaming.collate (tensors + Ragged)", "reference": "list of samples",
-           "litdata": "list of samples"}
+           "litdata": "list of samples (memoryview -> bytes)"}
+RUN_TIMEOUT = 900  # seconds per run; a peer that hangs is reported as failed
 
 # Runs inside a child interpreter (ours or a peer's); prints one JSON line.
 CHILD = r"""
@@ -92,7 +93,11 @@ else:
         t0 = time.perf_counter()
         ds = litdata.StreamingDataset(data, shuffle=True)
         Loader = litdata.StreamingDataLoader
-    loader = Loader(ds, batch_size=64, num_workers=workers, collate_fn=lambda b: b)
+    def as_list(batch):
+        # LitData hands bytes columns out as memoryviews, which cannot leave a worker process.
+        return [{k: bytes(v) if isinstance(v, memoryview) else v for k, v in s.items()}
+                for s in batch]
+    loader = Loader(ds, batch_size=64, num_workers=workers, collate_fn=as_list)
     def count(batch):
         return len(batch), sum(nbytes(s[column]) for s in batch)
 c0 = cpu()
@@ -119,7 +124,7 @@ def run(lib: str, python: Path, data: Path, workers: int, column: str) -> dict:
     if lib == "ours":
         env["PYTHONPATH"] = str(REPO)
     out = subprocess.run([str(python), "-c", CHILD, lib, str(data), str(workers), column],
-                         capture_output=True, text=True, env=env, cwd="/tmp", timeout=3600)
+                         capture_output=True, text=True, env=env, cwd="/tmp", timeout=RUN_TIMEOUT)
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])

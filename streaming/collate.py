@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import get_worker_info
+from torch.utils.data import default_convert, get_worker_info
 
 __all__ = ["Ragged", "collate", "collate_column", "collate_numpy", "convert", "tensors"]
 
@@ -101,12 +101,13 @@ def tensors(batch: Any) -> Any:
 
 def convert(sample: Any) -> Any:
     """One unbatched sample (DataLoader batch_size=None): numeric arrays become tensors, copied
-    when read-only (zero-copy shard views) so torch does not warn; other values are kept."""
+    when read-only (zero-copy shard views) so torch does not warn; anything else goes through
+    torch's `default_convert` as usual."""
     if isinstance(sample, Mapping):
         return {key: convert(value) for key, value in sample.items()}
     if isinstance(sample, np.ndarray) and sample.dtype.kind in "biuf":
         return torch.from_numpy(sample if sample.flags.writeable else sample.copy())
-    return sample
+    return default_convert(sample)
 
 
 def collate_column(values: list[Any] | np.ndarray, *, numpy: bool = False) -> Any:
