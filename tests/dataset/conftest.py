@@ -23,3 +23,13 @@ def write_ids(out: Path, n: int, *, start: int = 0, size_limit: int = 1 << 10,
 @pytest.fixture
 def ids_dataset(tmp_path: Path) -> Path:
     return write_ids(tmp_path / "src", 300)
+
+
+def take(loader, batches: int) -> tuple[list[int], dict]:
+    """The `id`s of a loader's first `batches` batches and its state right after them."""
+    seen: list[int] = []
+    for k, batch in enumerate(loader):
+        seen += batch["id"].tolist()
+        if k + 1 == batches:
+            break
+    return seen, loader.state_dict()

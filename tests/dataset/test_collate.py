@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, get_worker_info
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.collate import Ragged, collate
 from streaming.loader import BatchStream
+from tests.dataset.conftest import take
 from writers.mds import MDSWriter
 
 
@@ -114,13 +115,7 @@ def test_batch_path_equals_sample_path(tokens_dir: Path, workers: int) -> None:
 
 def test_batch_path_resumes_exactly_and_drops_last(tokens_dir: Path) -> None:
     ds = StreamingDataset(local=tokens_dir, shuffle=True, batch_size=8)
-    loader = StreamingDataLoader(ds, batch_size=8, num_workers=2)
-    seen = []
-    for k, batch in enumerate(loader):
-        seen += batch["id"].tolist()
-        if k == 6:
-            state = loader.state_dict()
-            break
+    seen, state = take(StreamingDataLoader(ds, batch_size=8, num_workers=2), 7)
     assert state["sample_in_epoch"] == 56
     fresh = StreamingDataLoader(StreamingDataset(local=tokens_dir, shuffle=True, batch_size=8),
                                 batch_size=8, num_workers=2)

@@ -10,7 +10,7 @@ import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
 from streaming.errors import PlanError, StateMismatchError
-from tests.dataset.conftest import write_ids
+from tests.dataset.conftest import take, write_ids
 
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
@@ -83,12 +83,7 @@ def test_loader_state_resumes_without_duplicates_and_across_epochs(two_dirs) -> 
     a, _ = two_dirs
     ds = StreamingDataset(local=a, shuffle=True, batch_size=4)
     loader = StreamingDataLoader(ds, batch_size=4, num_workers=2)
-    seen = []
-    for i, batch in enumerate(loader):
-        seen += batch["id"].tolist()
-        if i == 9:
-            state = loader.state_dict()
-            break
+    seen, state = take(loader, 10)
     assert state["epoch"] == 0 and state["sample_in_epoch"] == 40
     fresh = StreamingDataset(local=a, shuffle=True, batch_size=4)
     fresh_loader = StreamingDataLoader(fresh, batch_size=4, num_workers=2)
