@@ -23,7 +23,7 @@ make_venv "$dest/reference"
 make_venv "$dest/litdata"
 "$dest/litdata/bin/pip" install -q --no-deps litdata
 "$dest/litdata/bin/pip" install -q lightning-utilities filelock numpy boto3 requests 'urllib3>=1.26' \
-  tifffile obstore zstandard
+  tifffile obstore zstandard zstd
 
 for peer in reference litdata; do
   "$dest/$peer/bin/python" -c "import importlib; m = 'streaming' if '$peer' == 'reference' else 'litdata'; importlib.import_module(m); print('$peer ok')"
