@@ -1,5 +1,6 @@
 """The worker side of an epoch: fetch this worker's slice of the node plan, prepare shards ahead
-of use in a background thread, and read rows in plan order."""
+of use in background threads, and read rows in plan order, many at a time (positional reads by a
+reader thread, one vectorised decode per read)."""
 
 from __future__ import annotations
 

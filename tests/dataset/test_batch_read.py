@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.errors import ShardCorruptError
+from streaming.errors import CoordinationError, ShardCorruptError
 from streaming.format import ShardReader, read_index
-from streaming.iterate import read_size
+from streaming.iterate import Prefetcher, _first_uses, read_size
 from writers.mds import MDSWriter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mds-reference"
@@ -131,3 +133,42 @@ def test_copied_rows_are_writable_and_detached(tmp_path: Path) -> None:
     (10_000_000, 64, 64), (10_000_000, 1, 1)])
 def test_read_size(mean: float, multiple: int, rows: int) -> None:
     assert read_size(mean, multiple) == rows
+
+
+def test_first_uses_and_prefetcher_order_and_errors() -> None:
+    shards = np.array([3, 1, 3, 0, 1, 5, 0])
+    assert _first_uses(shards) == ([3, 1, 0, 5], [0, 1, 3, 5])
+    assert _first_uses(np.zeros(0, np.int64)) == ([], [])
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def prepare(shard: int) -> None:
+        with lock:
+            done.append(shard)
+
+    prefetch = Prefetcher(prepare, np.repeat(np.arange(8), 10), ahead=15, threads=3)
+    prefetch.start()
+
+    def wait_for(count: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(done) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    wait_for(2)
+    time.sleep(0.1)
+    assert sorted(done) == [0, 1]  # only shards first used within 15 samples of position 0
+    prefetch.advance(75)
+    wait_for(8)
+    prefetch.stop()
+    assert sorted(done) == list(range(8))
+
+    def broken(shard: int) -> None:
+        raise OSError(f"no shard {shard}")
+
+    failing = Prefetcher(broken, np.array([4, 4]), ahead=8)
+    failing.start()
+    deadline = time.monotonic() + 10
+    while failing.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(CoordinationError, match="no shard 4"):
+        failing.check()
