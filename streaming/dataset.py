@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 from torch.utils.data import IterableDataset
 
+from streaming.cache.engine import CacheEngine
 from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.cache.stats import CacheStats
 from streaming.collate import collate_column
 from streaming.coord.names import Namespace
 from streaming.coord.node import NodeCoordinator
@@ -21,7 +22,7 @@ from streaming.epochs import EpochCounter
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
-from streaming.iterate import PlanBoard, iter_chunks, read_size
+from streaming.iterate import PREPARE_THREADS, PlanBoard, iter_chunks, read_size
 from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
 from streaming.state import ResumeState
@@ -87,9 +88,6 @@ class StreamingDataset(IterableDataset):
             raise PlanError(f"predownload must be >= 0, got {predownload}")
         self.predownload = predownload if predownload is not None else 8 * (batch_size or 8)
         self.cache_limit = cache_limit
-        if cache_limit is not None:
-            warnings.warn("cache_limit is not enforced yet: shards are kept once prepared",
-                          stacklevel=2)
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.shuffle_seed = shuffle_seed
@@ -138,6 +136,38 @@ class StreamingDataset(IterableDataset):
         self._epochs = EpochCounter(self._namespace.name(f"e{rank}"),
                                     self._namespace.name(f"e{rank}k"), create=True)
         self._board = PlanBoard(self._namespace)
+        self.cache = self._start_cache(cache_limit)
+
+    def _start_cache(self, cache_limit: int | str | None) -> CacheEngine | None:
+        """The node-shared cache engine over the remote streams' folders (None when every
+        stream is local-only); a cache_limit the epoch-0 node plan cannot run in is refused
+        here, with the minimum in the CacheLimitError."""
+        if all(stream.remote_dir is None for stream in self.streams):
+            return None
+        engine = CacheEngine(self.preparer, cache_limit=cache_limit,
+                             predownload=self.predownload, prefetch_threads=PREPARE_THREADS,
+                             flag=self._node.flag).attach()
+        if engine.effective_limit() is not None:
+            try:
+                engine.check_plan(plan_node(self.config, self.world, 0, 0).ids,
+                                  self.spanner.shard_starts)
+            except BaseException:
+                engine.close()
+                self.close()
+                raise
+        return engine
+
+    def cache_stats(self) -> CacheStats:
+        """What the node's shard cache did so far: hits, misses, downloads, bytes downloaded,
+        evictions and seconds readers waited (all zero when every stream is local-only)."""
+        return CacheStats() if self.cache is None else self.cache.stats()
+
+    def _limited(self, shard: int) -> bool:
+        """Whether `shard` is cached under a cache_limit (then read under a pin, never kept
+        open: an open file of an evicted shard would keep its blocks)."""
+        cache = self.cache
+        return (cache is not None and bool(cache.cached[shard])
+                and cache.effective_limit() is not None)
 
     # ----- sizes -------------------------------------------------------------------------
     @property
@@ -172,24 +202,36 @@ class StreamingDataset(IterableDataset):
 
     # ----- random access -----------------------------------------------------------------
     def _reader(self, shard: int) -> ShardReader:
+        """A reader of `shard` kept open for the dataset's life."""
         reader = self._readers.get(shard)
         if reader is None:
-            path = self.preparer.prepare(shard)
-            stream = int(self.stream_per_shard[shard])
-            reader = ShardReader(path, self._codecs[stream],
-                                 expected_samples=int(self.samples_per_shard[shard]),
-                                 expected_bytes=int(self.preparer.table.raw_bytes[shard]))
-            self._readers[shard] = reader
+            reader = self._readers[shard] = self._open_file(shard, self._prepare(shard))
         return reader
+
+    def _open_file(self, shard: int, path: Any) -> ShardReader:
+        stream = int(self.stream_per_shard[shard])
+        return ShardReader(path, self._codecs[stream],
+                           expected_samples=int(self.samples_per_shard[shard]),
+                           expected_bytes=int(self.preparer.table.raw_bytes[shard]))
+
+    def _prepare(self, shard: int) -> Any:
+        return self.preparer.prepare(shard) if self.cache is None else self.cache.prepare(shard)
 
     def prepare_shard(self, shard_id: int) -> None:
         """Make shard `shard_id` (global over streams) ready on this node."""
-        self.preparer.prepare(int(shard_id))
+        self._prepare(int(shard_id))
 
     def get_item(self, sample_id: int) -> dict[str, Any]:
         """The decoded sample with global id `sample_id` (negative counts from the end)."""
         shard, row = self.spanner[sample_id]
-        return self._reader(shard).get(row)
+        if not self._limited(shard):
+            return self._reader(shard).get(row)
+        path = self.cache.acquire(shard)  # type: ignore[union-attr]
+        try:
+            with self._open_file(shard, path) as reader:
+                return reader.get_many([row], copy=True)[0]  # no view of the file outlives it
+        finally:
+            self.cache.release(shard)  # type: ignore[union-attr]
 
     def __getitem__(self, index: Any) -> Any:
         """One sample for an int; a list of samples for a slice or an array of ids."""
@@ -245,7 +287,8 @@ class StreamingDataset(IterableDataset):
         world, ids = self._begin()
         item = self.__getitem__ if self._overridden() else None
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                             self.predownload, item, chunk=read_size(self._mean_sample_bytes))
+                             self.predownload, item, chunk=read_size(self._mean_sample_bytes),
+                             **self._cache_args())
         self._yielded = 0
         try:
             for chunk in chunks:
@@ -272,7 +315,8 @@ class StreamingDataset(IterableDataset):
         names = self._codecs[0].column_names
         rows = read_size(self._mean_sample_bytes, batch_size)
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                             self.predownload, chunk=rows, first=batch_size, columns=True)
+                             self.predownload, chunk=rows, first=batch_size, columns=True,
+                             **self._cache_args())
         self._yielded = 0
         try:
             for columns in chunks:
@@ -287,6 +331,13 @@ class StreamingDataset(IterableDataset):
         except Exception as exc:
             self._fail(world, exc)
             raise
+
+    def _cache_args(self) -> dict[str, Any]:
+        """iter_chunks' cache arguments: this process's engine, following the node flag."""
+        if self.cache is None:
+            return {}
+        self.cache.flag = self._node.flag
+        return {"cache": self.cache, "open_file": self._open_file}
 
     def _begin(self) -> tuple[World, np.ndarray]:
         """Register this worker's iteration and fetch its planned ids."""
@@ -354,6 +405,8 @@ class StreamingDataset(IterableDataset):
         for reader in self._readers.values():
             reader.close()
         self._readers.clear()
+        if getattr(self, "cache", None) is not None:
+            self.cache.close()
         self._board.close()
         self._epochs.close()
         self._node.close()

@@ -4,10 +4,12 @@ reader thread, one vectorised decode per read)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,7 @@ from streaming.coord.lock import FileLock
 from streaming.coord.names import Namespace
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import CoordinationError
+from streaming.format.encodings.base import FileBytes
 from streaming.format.shard import read_spans, samples_of
 
 PLAN_LOCK_TIMEOUT = 300.0  # seconds a peer may spend computing the node plan
@@ -150,6 +153,8 @@ def iter_chunks(
     chunk: int = MAX_READ,
     first: int = 64,
     columns: bool = False,
+    cache: Any = None,
+    open_file: Callable[[int, Path], Any] | None = None,
 ) -> Iterator[list[Any]]:
     """Yield the decoded rows of planned ids (skipping -1 padding) `chunk` at a time (the
     first chunk only `first`, for a quick first batch), preparing shards ahead in threads.
@@ -159,27 +164,39 @@ def iter_chunks(
     reader thread (positional reads release the GIL) while chunk k is decoded here, then a
     chunk is decoded in one vectorised pass. `item(i)`, when given, replaces the direct read
     (a user's `__getitem__` override; samples only).
+
+    With a `cache` (CacheEngine), it prefetches instead of a Prefetcher; with `open_file` too
+    and a cache_limit in force, shards it caches are read under a pin, one at a time, and
+    closed after each chunk (`open_file(shard, path)` opens a fresh reader), since an open
+    file of an evicted shard would keep its blocks. Other shards stay open (`open_shard`).
     """
     ids = ids[ids >= 0]
     if not len(ids):
         return
     shards, rows = locate(ids)
-    prefetch = Prefetcher(prepare, shards, ahead)
-    prefetch.start()
-    readers: dict[int, Any] = {}
+    if cache is None:
+        prefetch: Any = Prefetcher(prepare, shards, ahead)
+        prefetch.start()
+    else:
+        cache.follow(shards)
+        prefetch = cache
+    shelf = _Shelf(open_shard, prefetch,
+                   cache if open_file is not None and cache.effective_limit() else None,
+                   open_file)
 
     bounds = [0, *range(min(first, chunk), len(ids), chunk), len(ids)]
 
     def fetch(k: int) -> Any:
         lo, hi = bounds[k], bounds[k + 1]
-        return _fetch(shards[lo:hi], rows[lo:hi], readers, open_shard, prefetch)
+        return _fetch(shards[lo:hi], rows[lo:hi], shelf)
 
     try:
         if item is not None:
             for lo in range(0, len(ids), chunk):
                 prefetch.advance(lo)
                 for shard in np.unique(shards[lo:lo + chunk]).tolist():
-                    _open(readers, shard, open_shard, prefetch)
+                    if shelf.kept(shard):
+                        shelf.reader(shard)
                 yield [item(i) for i in ids[lo:lo + chunk].tolist()]
         else:
             with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:
@@ -202,25 +219,57 @@ def read_size(mean_sample_bytes: float, multiple: int = 1) -> int:
     return max(rows // multiple, 1) * multiple
 
 
-def _open(readers: dict[int, Any], shard: int, open_shard: Callable[[int], Any],
-          prefetch: Prefetcher) -> Any:
-    reader = readers.get(shard)
-    if reader is None:
-        prefetch.check()
-        reader = readers[shard] = open_shard(shard)
-    return reader
+class _Shelf:
+    """The shard readers of one pass: kept open (`open_shard`'s), or for shards under a
+    cache_limit (`pinning` set) opened on a pinned file and closed after each use."""
+
+    def __init__(self, open_shard: Callable[[int], Any], prefetch: Any, pinning: Any,
+                 open_file: Callable[[int, Path], Any] | None) -> None:
+        self._open_shard = open_shard
+        self._prefetch = prefetch
+        self._pinning = pinning
+        self._open_file = open_file
+        self._readers: dict[int, Any] = {}
+
+    def kept(self, shard: int) -> bool:
+        return self._pinning is None or not self._pinning.cached[shard]
+
+    def reader(self, shard: int) -> Any:
+        """The open reader of a kept shard (opened, and prepared, on first use)."""
+        reader = self._readers.get(shard)
+        if reader is None:
+            self._prefetch.check()
+            reader = self._readers[shard] = self._open_shard(shard)
+        return reader
+
+    @contextlib.contextmanager
+    def lend(self, shard: int) -> Iterator[Any]:
+        """A reader of `shard` for the duration of the block."""
+        if self.kept(shard):
+            yield self.reader(shard)
+            return
+        path = self._pinning.acquire(shard)
+        try:
+            reader = self._open_file(shard, path)  # type: ignore[misc]
+            try:
+                yield reader
+            finally:
+                reader.close()
+        finally:
+            self._pinning.release(shard)
 
 
-def _fetch(shards: np.ndarray, rows: np.ndarray, readers: dict[int, Any],
-           open_shard: Callable[[int], Any], prefetch: Prefetcher) -> tuple:
+def _fetch(shards: np.ndarray, rows: np.ndarray, shelf: _Shelf) -> tuple:
     """Copy one chunk's rows (in plan order) into one buffer with positional reads from each
     shard: ("read", codec, readers, which, rows, buffer, starts, ends). Streams of different
     schemas are decoded right here, shard by shard: ("done", samples)."""
     uniq, which = np.unique(shards, return_inverse=True)
-    opened = [_open(readers, shard, open_shard, prefetch) for shard in uniq.tolist()]
+    if not all(shelf.kept(shard) for shard in uniq.tolist()):
+        return _fetch_pinned(uniq, which, rows, shelf)
+    opened = [shelf.reader(shard) for shard in uniq.tolist()]
     codec = opened[0].codec
     if any(reader.codec != codec for reader in opened):
-        return ("done", _read_by_shard(shards, rows, readers, open_shard, prefetch))
+        return ("done", _read_by_shard(uniq, which, rows, shelf))
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for k, reader in enumerate(opened):
         part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
@@ -229,8 +278,38 @@ def _fetch(shards: np.ndarray, rows: np.ndarray, readers: dict[int, Any],
     return ("read", codec, opened, which, rows, buffer, lo, hi)
 
 
+def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: _Shelf
+                  ) -> tuple:
+    """`_fetch` holding one shard at a time: each shard's rows are copied into their own buffer
+    while it is pinned, then the buffers are joined and the spans shifted into plan order."""
+    parts, buffers, codecs = _groups(which, len(uniq)), [], []
+    lo, hi = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
+    base = 0
+    for shard, part in zip(uniq.tolist(), parts):
+        with shelf.lend(shard) as reader:
+            codecs.append(reader.codec)
+            starts, ends = reader.spans(rows[part])
+            buffer, lo[part], hi[part] = read_spans([reader.fileno()], np.zeros(len(part),
+                                                    np.int64), starts, ends, str(reader.path))
+        lo[part] += base
+        hi[part] += base
+        base += len(buffer.buffer)
+        buffers.append(buffer.buffer)
+    if any(codec != codecs[0] for codec in codecs):
+        return ("done", _read_by_shard(uniq, which, rows, shelf))
+    joined = buffers[0] if len(buffers) == 1 else bytearray().join(buffers)
+    return ("read", codecs[0], None, which, rows, FileBytes(joined), lo, hi)
+
+
+def _groups(which: np.ndarray, count: int) -> list[np.ndarray]:
+    """Positions of each group 0..count-1 in `which`, each in plan order."""
+    order = np.argsort(which, kind="stable")
+    return np.split(order, np.searchsorted(which[order], np.arange(1, count)))
+
+
 def _decode(fetched: tuple, columns: bool) -> list[Any]:
-    """Decode a fetched chunk into samples or columns (a corrupt row raises its shard's error)."""
+    """Decode a fetched chunk into samples or columns (a corrupt row raises its shard's error,
+    when the shards are still open)."""
     if fetched[0] == "done":
         samples = fetched[1]
         return [[s[name] for s in samples] for name in samples[0]] if columns else samples
@@ -240,22 +319,19 @@ def _decode(fetched: tuple, columns: bool) -> list[Any]:
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception:
-        for k, reader in enumerate(opened):
+        for k, reader in enumerate(opened or ()):
             reader.get_columns(rows[which == k])  # raises the shard's precise error
         raise
     return values if columns else samples_of(codec.column_names, values)
 
 
-def _read_by_shard(shards: np.ndarray, rows: np.ndarray, readers: dict[int, Any],
-                   open_shard: Callable[[int], Any], prefetch: Prefetcher) -> list[Any]:
+def _read_by_shard(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: _Shelf
+                   ) -> list[Any]:
     """One chunk in plan order, decoded shard by shard (shards with different schemas)."""
-    order = np.argsort(shards, kind="stable")
-    grouped = shards[order]
-    cuts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
     out: list[Any] = [None] * len(rows)
-    for part in np.split(order, cuts):
-        reader = _open(readers, int(shards[part[0]]), open_shard, prefetch)
-        _place(out, part.tolist(), reader.get_many(rows[part], copy=True))
+    for shard, part in zip(uniq.tolist(), _groups(which, len(uniq))):
+        with shelf.lend(shard) as reader:
+            _place(out, part.tolist(), reader.get_many(rows[part], copy=True))
     return out
 
 

@@ -335,7 +335,7 @@ class CacheEngine:
             table.reserved[shard] = cost
         fetched = disk.size(raw) != int(self.preparer.table.raw_bytes[shard])
         try:
-            _forget(self.preparer, shard)
+            self.preparer.forget(shard)  # its memo may predate an eviction elsewhere
             self.preparer.prepare(shard)
         except BaseException:
             with table.locked():
@@ -446,6 +446,12 @@ class CacheEngine:
                 return outcome == READY
         return False
 
+    def check(self) -> None:
+        """Raise a prefetch failure the reader has not met yet (it meets each one when it
+        acquires that shard, so this only matters at the end of a pass)."""
+        if self._errors:
+            raise next(iter(self._errors.values()))
+
     def stop(self) -> None:
         """Stop prefetching (the reader may still acquire shards)."""
         self._stop.set()
@@ -501,12 +507,3 @@ class CacheEngine:
         where = stream.remote_dir or stream.local_dir
         return f"shard {shard} ({str(where).rstrip('/')}/{name})"
 
-
-def _forget(preparer: Any, shard: int) -> None:
-    """Make the preparer look at the disk again (its per-process 'ready' memo may predate an
-    eviction by another process)."""
-    forget = getattr(preparer, "forget", None)
-    if forget is not None:
-        forget(shard)
-    else:
-        preparer._ready[shard] = False

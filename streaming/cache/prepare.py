@@ -61,7 +61,7 @@ class ShardPreparer:
         self.streams = list(streams)
         self.table = table
         self._ready = np.zeros(len(table.basenames), bool)
-        self._mutex = threading.Lock()
+        self._reset_locks()
         for stream in self.streams:
             if stream.remote_dir is not None:  # filled from a remote: a cache `clear` may empty
                 mark_cache(stream.local_dir)
@@ -69,12 +69,17 @@ class ShardPreparer:
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state.pop("_mutex")
+        state.pop("_locks")
         state["_ready"] = np.zeros_like(self._ready)  # each process checks the disk itself
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._mutex = threading.Lock()
+        self._reset_locks()
+
+    def _reset_locks(self) -> None:
+        self._mutex = threading.Lock()  # guards `_locks` only
+        self._locks: dict[int, threading.Lock] = {}
 
     def raw_path(self, shard: int) -> Path:
         """Where the shard's raw file lives (or will live) on this node."""
@@ -85,13 +90,18 @@ class ShardPreparer:
         """Whether this process already knows the shard's raw file is complete."""
         return bool(self._ready[shard])
 
+    def forget(self, shard: int) -> None:
+        """Drop the memo that `shard` is ready, so the next `prepare` looks at the disk again
+        (the cache may have evicted it since)."""
+        self._ready[shard] = False
+
     def prepare(self, shard: int) -> Path:
         """Make the raw file of global shard `shard` ready; return its path."""
         raw = self.raw_path(shard)
         if self._ready[shard]:
             return raw
         if not self._complete(raw, shard):
-            with self._node_lock(raw):
+            with self._node_lock(shard, raw):
                 if not self._complete(raw, shard):
                     self._materialise(shard, raw)
         self._ready[shard] = True
@@ -104,12 +114,15 @@ class ShardPreparer:
             return False
 
     @contextlib.contextmanager
-    def _node_lock(self, raw: Path):
-        """Serialise preparation of one shard across this node's processes (and threads)."""
+    def _node_lock(self, shard: int, raw: Path):
+        """Serialise preparation of one shard across this node's processes and threads; other
+        shards prepare in parallel (downloads and zstd release the GIL)."""
         from streaming.coord.lock import FileLock
 
         raw.parent.mkdir(parents=True, exist_ok=True)
-        with self._mutex, FileLock(raw.parent / f".{raw.name}.prep.lock", timeout=LOCK_TIMEOUT):
+        with self._mutex:
+            lock = self._locks.setdefault(shard, threading.Lock())
+        with lock, FileLock(raw.parent / f".{raw.name}.prep.lock", timeout=LOCK_TIMEOUT):
             yield
 
     def _materialise(self, shard: int, raw: Path) -> None:
