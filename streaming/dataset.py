@@ -6,14 +6,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from streaming.cache.engine import CacheEngine
 from streaming.cache.prepare import ShardPreparer, ShardTable
-from streaming.cache.stats import CacheStats
 from streaming.collate import collate_column
 from streaming.coord.names import Namespace
 from streaming.coord.node import NodeCoordinator
@@ -27,6 +25,10 @@ from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
 from streaming.state import ResumeState
 from streaming.stream import Stream, stream_class
+
+if TYPE_CHECKING:
+    from streaming.cache.engine import CacheEngine
+    from streaming.cache.stats import CacheStats
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +146,8 @@ class StreamingDataset(IterableDataset):
         here, with the minimum in the CacheLimitError."""
         if all(stream.remote_dir is None for stream in self.streams):
             return None
+        from streaming.cache.engine import CacheEngine  # local-only datasets never load it
+
         engine = CacheEngine(self.preparer, cache_limit=cache_limit,
                              predownload=self.predownload, prefetch_threads=PREPARE_THREADS,
                              flag=self._node.flag).attach()
@@ -160,6 +164,8 @@ class StreamingDataset(IterableDataset):
     def cache_stats(self) -> CacheStats:
         """What the node's shard cache did so far: hits, misses, downloads, bytes downloaded,
         evictions and seconds readers waited (all zero when every stream is local-only)."""
+        from streaming.cache.stats import CacheStats
+
         return CacheStats() if self.cache is None else self.cache.stats()
 
     def _limited(self, shard: int) -> bool:
