@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from streaming import transport
 from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
+from streaming.coord.proc import ProcessId
 
 
 def batch_length(batch: Any) -> int | None:
@@ -48,9 +50,16 @@ class BatchStream(IterableDataset):
         self.batch_size = batch_size
         self.drop_last = drop_last
         self.numpy = False  # numpy batches (set by the loader when workers send them)
+        # (token, slots, main process) of the shared-memory rings workers send batches through
+        self.ring: tuple[str, int, ProcessId] | None = None
 
     def __iter__(self) -> Iterator[Any]:
-        return self.dataset.iter_batches(self.batch_size, self.drop_last, numpy=self.numpy)
+        batches = self.dataset.iter_batches(self.batch_size, self.drop_last, numpy=self.numpy)
+        info = get_worker_info()
+        if not (self.numpy and self.ring and info is not None):
+            return batches
+        token, slots, parent = self.ring
+        return map(transport.sender_for(token, info.id, slots, parent).pack, batches)
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -89,22 +98,41 @@ class StreamingDataLoader(DataLoader):
             if default_collate:
                 self.collate_fn = collate if self.batch_sampler is not None else convert
         self._own_collate = default_collate
+        self._receiver: transport.Receiver | None = None
         self.num_samples_yielded = 0
 
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
         # Workers send numpy batches (one pickle through the pipe), made tensors here.
         numpy = self._own_collate and self.num_workers > 0 and not self.pin_memory
+        receiver = None
         if isinstance(self.dataset, BatchStream):
             self.dataset.numpy = numpy
+            if numpy:
+                receiver = self._ring_receiver()
         elif self._own_collate and self.batch_sampler is not None:
             self.collate_fn = collate_numpy if numpy else collate
-        for batch in super().__iter__():
-            if numpy:
-                batch = tensors(batch)
-            size = batch_length(batch)
-            self.num_samples_yielded += size if size is not None else int(self.batch_size or 1)
-            yield batch
+        try:
+            for batch in super().__iter__():
+                if receiver is not None:
+                    batch = receiver.unpack(batch)
+                if numpy:
+                    batch = tensors(batch)
+                size = batch_length(batch)
+                self.num_samples_yielded += size if size is not None else int(self.batch_size or 1)
+                yield batch
+        finally:
+            if receiver is not None and not self.persistent_workers:
+                receiver.close()
+
+    def _ring_receiver(self) -> transport.Receiver:
+        """The receiving end of the workers' shared-memory rings (streaming.transport); new
+        workers (each epoch unless persistent) get a fresh ring namespace."""
+        if self._receiver is None or not self.persistent_workers:
+            slots = int(self.prefetch_factor or 2) + 1
+            self.dataset.ring = (transport.new_token(), slots, ProcessId.current())
+            self._receiver = transport.Receiver()
+        return self._receiver
 
     def _data_parallel_ranks(self) -> int:
         ranks = getattr(self.dataset, "data_parallel_ranks", None)

@@ -1,0 +1,278 @@
+"""Worker -> main batch transport through a persistent shared-memory ring per worker.
+
+A DataLoader worker copies the large buffers of a collated numpy batch (numpy arrays, `Ragged`
+values, lists of bytes) into a free slot of its ring and sends only a small `Packed` descriptor
+through the worker queue; the main process copies them out into fresh arrays / bytes (the user
+may keep a batch) and marks the slot free. Pipe transport pickles, writes, reads and unpickles
+every byte; the ring's pages are reused, so after the first lap neither side faults on them.
+Arrays from `streaming.collate.SHARED_MIN_BYTES` up are already torch tensors in shared memory
+(passed by file descriptor, no copy in the main process) and keep travelling that way.
+
+Ring segment (a `SharedArray` of uint8): `HEAD` bytes of per-slot flags (1 = filled, 0 = free),
+then `slots` slots of `slot_bytes`. The worker owns the file; the main process unlinks the name
+as soon as it has mapped it, so nothing is left in /dev/shm once both sides let go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing.util
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streaming.collate import Ragged
+from streaming.coord.names import Namespace
+from streaming.coord.proc import ProcessId
+from streaming.coord.shm import SegmentMissingError, SharedArray
+from streaming.coord.wait import wait_for
+from streaming.errors import CoordinationError
+
+__all__ = ["MIN_LEAF_BYTES", "Packed", "Receiver", "Sender", "new_token", "sender_for"]
+
+MIN_LEAF_BYTES = 64 << 10  # smaller buffers are cheaper to pickle than to place
+HEAD = 4096  # flags page; slots start page-aligned after it
+ALIGN = 64
+SLOT_WAIT = 600.0  # seconds a worker waits for the main process to free a slot
+
+
+def new_token() -> str:
+    """A fresh namespace token for one loader's rings."""
+    return secrets.token_hex(6)
+
+
+@dataclass(frozen=True)
+class _Array:
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Bytes:
+    offset: int
+    ends: np.ndarray  # int64 end offset of every item, relative to `offset`
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A batch whose large buffers wait in slot `slot` of ring `ring` (generation `gen` of
+    worker `worker`); `tree` is the batch with those buffers replaced by slot references."""
+
+    ring: str
+    worker: int
+    gen: int
+    slot: int
+    tree: Any
+
+
+def _round(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def _is_bytes_list(value: Any) -> bool:
+    return (isinstance(value, list) and bool(value)
+            and set(map(type, value)) == {bytes})
+
+
+def _leaf_bytes(value: Any) -> int:
+    """Ring bytes `value` would take (0: it stays in the descriptor)."""
+    if isinstance(value, np.ndarray):
+        big = value.dtype.kind in "biuf" and value.nbytes >= MIN_LEAF_BYTES
+        return _round(value.nbytes, ALIGN) if big else 0
+    if _is_bytes_list(value):
+        total = sum(map(len, value))
+        return _round(total, ALIGN) if total >= MIN_LEAF_BYTES else 0
+    return 0
+
+
+def _need(batch: Any) -> int:
+    if isinstance(batch, Mapping):
+        return sum(map(_need, batch.values()))
+    if isinstance(batch, Ragged):
+        return _leaf_bytes(batch.values)
+    return _leaf_bytes(batch)
+
+
+class _Ring:
+    """One worker's segment: flags + slots, created and owned by this process."""
+
+    def __init__(self, name: str, slots: int, slot_bytes: int) -> None:
+        self.name = name
+        self.slots = slots
+        self.slot_bytes = slot_bytes
+        self.shm = SharedArray.create(name, HEAD + slots * slot_bytes, np.uint8)
+        self.flags = self.shm.array[:slots]
+        self.view = memoryview(self.shm.array)  # type: ignore[arg-type]
+        # DataLoader workers leave through os._exit: atexit (weakref.finalize) never runs there.
+        self._final = multiprocessing.util.Finalize(self, self.shm.close, exitpriority=10)
+
+    def idle(self) -> bool:
+        return not self.flags.any()
+
+    def close(self) -> None:
+        self._final()
+
+
+class Sender:
+    """Worker side: `pack(batch)` places a batch's large buffers in a free slot and returns
+    its `Packed` descriptor, or the batch itself when nothing in it is worth placing."""
+
+    def __init__(self, token: str, worker: int, slots: int, parent: ProcessId, *,
+                 timeout: float = SLOT_WAIT) -> None:
+        if slots < 1:
+            raise ValueError(f"a transport ring needs at least 1 slot, got {slots}")
+        self.namespace = Namespace(token)
+        self.worker = worker
+        self.slots = slots
+        self.timeout = timeout
+        self.parent = parent
+        self.gen = -1
+        self.ring: _Ring | None = None
+        self.retired: list[_Ring] = []
+        self.next = 0
+
+    def pack(self, batch: Any) -> Any:
+        """The descriptor to send instead of `batch` (or `batch` when it is small)."""
+        need = _need(batch)
+        if not need:
+            return batch
+        ring = self._ring_for(need)
+        slot = self.next
+        self.next = (slot + 1) % ring.slots
+        if ring.flags[slot]:
+            wait_for(lambda: not ring.flags[slot], what=f"transport slot {slot} of {ring.name} "
+                     "to be released by the main process", timeout=self.timeout,
+                     alive=self._parent_gone)
+        base = HEAD + slot * ring.slot_bytes
+        cursor = [base]
+        tree = _place(batch, ring.view, cursor)
+        ring.flags[slot] = 1
+        return Packed(ring.name, self.worker, self.gen, slot, tree)
+
+    def _ring_for(self, need: int) -> _Ring:
+        for ring in [r for r in self.retired if r.idle()]:
+            ring.close()
+            self.retired.remove(ring)
+        if self.ring is not None and need <= self.ring.slot_bytes:
+            return self.ring
+        if self.ring is not None:
+            self.retired.append(self.ring)  # the main process may still read its slots
+        self.gen += 1
+        slot_bytes = _round(need + need // 8, 1 << 18)
+        name = self.namespace.name(f"t{self.worker}.{self.gen}")
+        self.ring = _Ring(name, self.slots, slot_bytes)
+        self.next = 0
+        return self.ring
+
+    def _parent_gone(self) -> str | None:
+        return None if self.parent.alive() else f"the main process ({self.parent}) exited"
+
+    def close(self) -> None:
+        """Remove this worker's rings (names only; mappings elsewhere stay valid)."""
+        for ring in [*self.retired, *([self.ring] if self.ring else [])]:
+            ring.close()
+        self.ring, self.retired = None, []
+
+
+def _place(value: Any, view: memoryview, cursor: list[int]) -> Any:
+    """`value` with its large buffers copied to `view` at `cursor[0]` (advanced past them)."""
+    if isinstance(value, Mapping):
+        return {key: _place(item, view, cursor) for key, item in value.items()}
+    if isinstance(value, Ragged):
+        return Ragged(_place(value.values, view, cursor), value.offsets)
+    size = _leaf_bytes(value)
+    if not size:
+        return value
+    at = cursor[0]
+    cursor[0] += size
+    if isinstance(value, np.ndarray):
+        out = np.frombuffer(view, value.dtype, value.size, at).reshape(value.shape)
+        np.copyto(out, value, casting="no")
+        return _Array(at, value.dtype.str, value.shape)
+    ends = np.cumsum(np.fromiter(map(len, value), np.int64, len(value)))
+    pos = at
+    for item in value:
+        view[pos:pos + len(item)] = item
+        pos += len(item)
+    return _Bytes(at, ends)
+
+
+_senders: dict[tuple[int, str, int], Sender] = {}
+
+
+def sender_for(token: str, worker: int, slots: int, parent: ProcessId) -> Sender:
+    """This process's Sender for (token, worker) whose batches go to `parent`: persistent
+    workers keep their ring across epochs; a forked copy of a process gets its own."""
+    key = (os.getpid(), token, worker)
+    sender = _senders.get(key)
+    if sender is None:
+        for old in [k for k in _senders if k[0] != os.getpid()]:
+            del _senders[old]  # inherited through fork: not ours to use or remove
+        sender = _senders[key] = Sender(token, worker, slots, parent)
+    return sender
+
+
+class Receiver:
+    """Main side: `unpack(item)` turns a `Packed` descriptor back into the batch (copies out of
+    the slot, then frees it); anything else passes through unchanged."""
+
+    def __init__(self) -> None:
+        self.rings: dict[str, tuple[int, int, SharedArray]] = {}  # name -> (worker, gen, map)
+
+    def unpack(self, item: Any) -> Any:
+        """The batch `item` stands for, owning its memory."""
+        if not isinstance(item, Packed):
+            return item
+        shm = self._attach(item)
+        try:
+            return _take(item.tree, memoryview(shm.array))  # type: ignore[arg-type]
+        finally:
+            shm.array[item.slot] = 0
+
+    def _attach(self, item: Packed) -> SharedArray:
+        entry = self.rings.get(item.ring)
+        if entry is not None:
+            return entry[2]
+        try:
+            shm = SharedArray.attach(item.ring, writable=True)
+        except SegmentMissingError:
+            raise CoordinationError(
+                f"DataLoader worker {item.worker} sent a batch in transport ring {item.ring}, "
+                "which no longer exists (the worker exited?)") from None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(shm.path)  # both sides have it mapped: the name is no longer needed
+        # Batches of one worker arrive in order: its older rings are done with.
+        for name, (worker, gen, old) in list(self.rings.items()):
+            if worker == item.worker and gen < item.gen:
+                old.close()
+                del self.rings[name]
+        self.rings[item.ring] = (item.worker, item.gen, shm)
+        return shm
+
+    def close(self) -> None:
+        """Free every slot (a worker still waiting for one goes on; its batch is dropped) and
+        unmap every ring."""
+        for _, _, shm in self.rings.values():
+            shm.array[:HEAD] = 0
+            shm.close()
+        self.rings.clear()
+
+
+def _take(value: Any, view: memoryview) -> Any:
+    if isinstance(value, dict):
+        return {key: _take(item, view) for key, item in value.items()}
+    if isinstance(value, Ragged):
+        return Ragged(_take(value.values, view), value.offsets)
+    if isinstance(value, _Array):
+        count = int(np.prod(value.shape, dtype=np.int64))
+        return np.frombuffer(view, value.dtype, count, value.offset).reshape(value.shape).copy()
+    if isinstance(value, _Bytes):
+        starts = [value.offset, *(value.ends[:-1] + value.offset).tolist()]
+        stops = (value.ends + value.offset).tolist()
+        return [bytes(view[a:b]) for a, b in zip(starts, stops)]
+    return value
