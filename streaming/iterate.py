@@ -285,7 +285,8 @@ def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: 
     parts, buffers, codecs = _groups(which, len(uniq)), [], []
     lo, hi = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     base = 0
-    for shard, part in zip(uniq.tolist(), parts):
+    for k in np.argsort([part[0] for part in parts], kind="stable").tolist():  # plan order
+        shard, part = int(uniq[k]), parts[k]
         with shelf.lend(shard) as reader:
             codecs.append(reader.codec)
             starts, ends = reader.spans(rows[part])

@@ -1,0 +1,147 @@
+"""StreamingDataset over a real S3 server (moto on loopback) through the cache engine: remote and
+local streams give the same epoch, cache_limit holds on disk with DataLoader workers, a too-small
+limit is refused up front, two training processes download each shard once, and a corrupt shard
+surfaces as HashMismatchError in the training process."""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from torch.utils.data import DataLoader
+
+from streaming import StreamingDataLoader, StreamingDataset
+from streaming.errors import CacheLimitError, HashMismatchError
+from streaming.format.index import read_index
+from streaming.stream import Stream
+from tests.cache._data import cache_bytes, upload_dir, write_dataset
+from tests.dataset._remote import train_rank
+from tests.dataset.conftest import write_ids
+
+SAMPLES = 2000
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server, tmp_path_factory) -> tuple[str, Path, Path]:
+    """Bucket with `big/` (zstd, ~60 samples per shard, ids 0..SAMPLES-1) and `ids/` (zstd, ids
+    from 10_000); returns the bucket and the local copies of both."""
+    root = tmp_path_factory.mktemp("src")
+    big, ids = root / "big", root / "ids"
+    write_dataset(big, SAMPLES, size_limit=32_000)
+    write_ids(ids, 400, start=10_000, compression="zstd", hashes=["sha1"])
+    client = s3_server.client()
+    name = s3_server.make_bucket()
+    upload_dir(client, name, "big", big)
+    upload_dir(client, name, "ids", ids)
+    return name, big, ids
+
+
+def _epoch(ds: StreamingDataset, workers: int) -> list[int]:
+    loader = DataLoader(ds, batch_size=None, num_workers=workers)  # streams differ in schema
+    try:
+        return [int(sample["id"]) for sample in loader]
+    finally:
+        ds.close()
+
+
+def _raw_bytes(folder: Path) -> int:
+    return int(np.sum(read_index(folder / "index.json").raw_bytes))
+
+
+@pytest.mark.slow
+def test_remote_and_local_streams_read_like_the_same_streams_local(s3_env, bucket, tmp_path):
+    name, big, ids = bucket
+    mixed = [Stream(remote=f"s3://{name}/big", local=tmp_path / "c_big"), Stream(local=ids),
+             Stream(remote=f"s3://{name}/ids", local=tmp_path / "c_ids")]
+    local = [Stream(local=big), Stream(local=ids), Stream(local=ids)]
+    config = dict(batch_size=16, shuffle=True, shuffle_seed=5, num_canonical_nodes=1)
+    got = _epoch(StreamingDataset(streams=mixed, **config), workers=2)
+    want = _epoch(StreamingDataset(streams=local, **config), workers=2)
+    assert got == want
+    assert sorted(set(got)) == sorted([*range(SAMPLES), *range(10_000, 10_400)])
+
+
+@pytest.mark.slow
+def test_quarter_cache_limit_holds_on_disk_with_two_workers(s3_env, bucket, tmp_path):
+    name, big, _ = bucket
+    cache = tmp_path / "cache"
+    limit = _raw_bytes(big) // 4
+    ds = StreamingDataset(remote=f"s3://{name}/big", local=str(cache), cache_limit=limit,
+                          batch_size=16, shuffle=True, predownload=64)
+    peak, stop = [0], threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], cache_bytes(cache))
+            time.sleep(0.002)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        loader = StreamingDataLoader(ds, batch_size=16, num_workers=2)
+        seen = [i for batch in loader for i in batch["id"].tolist()]
+        stats = ds.cache_stats()
+    finally:
+        stop.set()
+        poller.join()
+        ds.close()
+    assert sorted(seen) == list(range(SAMPLES))
+    assert 0 < peak[0] <= limit
+    assert stats.evictions > 0 and stats.downloads > len(read_index(big / "index.json").shards)
+
+
+def test_too_small_cache_limit_is_refused_at_construction_with_the_minimum(s3_env, bucket,
+                                                                           tmp_path):
+    name = bucket[0]
+    with pytest.raises(CacheLimitError, match="needs at least") as info:
+        StreamingDataset(remote=f"s3://{name}/big", local=str(tmp_path / "c"), cache_limit=1000,
+                         batch_size=16)
+    minimum = int(re.search(r"needs at least (\d+) bytes", str(info.value)).group(1))
+    ds = StreamingDataset(remote=f"s3://{name}/big", local=str(tmp_path / "c2"),
+                          cache_limit=minimum, batch_size=16)  # exactly the minimum is accepted
+    ds.close()
+
+
+@pytest.mark.slow
+def test_two_training_processes_share_the_cache_and_download_each_shard_once(
+        s3_env, bucket, fault_proxy, tmp_path):
+    name, big, _ = bucket
+    proxy = fault_proxy()  # no faults: it only counts requests
+    env = {**s3_env.env(), "S3_ENDPOINT_URL": proxy.endpoint}
+    args = (env, f"s3://{name}/big", str(tmp_path / "cache"))
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(train_rank, *args, rank, 2) for rank in range(2)]
+        results = [f.result(timeout=120) for f in futures]
+    assert sorted(i for ids, _ in results for i in ids) == list(range(SAMPLES))
+    shards = read_index(big / "index.json").zip_basenames
+    gets = [proxy.count("GET", f"/{name}/big/{shard}") for shard in shards]
+    assert gets == [1] * len(shards)
+    assert max(stats["downloads"] for _, stats in results) == len(shards)
+
+
+@pytest.mark.slow
+def test_corrupt_shard_in_the_bucket_raises_hash_mismatch_in_training(s3_env, bucket, tmp_path):
+    name, _, ids = bucket
+    client = s3_env.client()
+    victim = read_index(ids / "index.json").zip_basenames[2]
+    body = bytearray((ids / victim).read_bytes())
+    body[len(body) // 2] ^= 0xFF
+    client.put_object(Bucket=name, Key=f"bad/{victim}", Body=bytes(body))
+    for path in ids.iterdir():
+        if path.name != victim:
+            client.upload_file(str(path), name, f"bad/{path.name}")
+    ds = StreamingDataset(remote=f"s3://{name}/bad", local=str(tmp_path / "c"),
+                          validate_hash="sha1", batch_size=16)
+    loader = StreamingDataLoader(ds, batch_size=16, num_workers=2)
+    try:
+        with pytest.raises(HashMismatchError, match=re.escape(victim)):
+            for _ in loader:
+                pass
+    finally:
+        ds.close()
