@@ -168,6 +168,10 @@ class StreamingDataset(IterableDataset):
 
         return CacheStats() if self.cache is None else self.cache.stats()
 
+    def _limits(self) -> bool:
+        """Whether some shards are read under a cache_limit."""
+        return self.cache is not None and self.cache.effective_limit() is not None
+
     def _limited(self, shard: int) -> bool:
         """Whether `shard` is cached under a cache_limit (then read under a pin, never kept
         open: an open file of an evicted shard would keep its blocks)."""
@@ -293,7 +297,8 @@ class StreamingDataset(IterableDataset):
         world, ids = self._begin()
         item = self.__getitem__ if self._overridden() else None
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                             self.predownload, item, chunk=read_size(self._mean_sample_bytes),
+                             self.predownload, item,
+                             chunk=read_size(self._mean_sample_bytes, limited=self._limits()),
                              **self._cache_args())
         self._yielded = 0
         try:
@@ -319,7 +324,7 @@ class StreamingDataset(IterableDataset):
         path)."""
         world, ids = self._begin()
         names = self._codecs[0].column_names
-        rows = read_size(self._mean_sample_bytes, batch_size)
+        rows = read_size(self._mean_sample_bytes, batch_size, limited=self._limits())
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
                              self.predownload, chunk=rows, first=batch_size, columns=True,
                              **self._cache_args())

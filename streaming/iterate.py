@@ -212,11 +212,15 @@ def iter_chunks(
         prefetch.stop()
 
 
-def read_size(mean_sample_bytes: float, multiple: int = 1) -> int:
+def read_size(mean_sample_bytes: float, multiple: int = 1, *, limited: bool = False) -> int:
     """Rows per vectorised read: about READ_BYTES of samples, at most MAX_READ (or one
-    `multiple`), rounded down to a multiple of `multiple` (a batch size)."""
-    rows = min(int(READ_BYTES // max(mean_sample_bytes, 1)), MAX_READ)
-    return max(rows // multiple, 1) * multiple
+    `multiple`), rounded down to a multiple of `multiple` (a batch size).
+
+    `limited` (a cache_limit in force) lifts the row cap: each read then pins every shard it
+    touches once, so under a shuffle fewer, larger reads mean fewer shards evicted and fetched
+    again."""
+    rows = int(READ_BYTES // max(mean_sample_bytes, 1))
+    return max((rows if limited else min(rows, MAX_READ)) // multiple, 1) * multiple
 
 
 class _Shelf:
