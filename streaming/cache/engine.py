@@ -293,7 +293,7 @@ class CacheEngine:
                     f"{self._name(shard)} was not ready after {self.wait_timeout:g} s "
                     f"({self._why(shard)})")
             time.sleep(min(pause, deadline.remaining()))
-            pause = min(pause * 2, 0.05)
+            pause = min(pause * 2, 0.01)  # polled shared memory: cheap, and a lag is a stall
 
     def _why(self, shard: int) -> str:
         table = self.table

@@ -3,9 +3,11 @@ it, and a reader that checks every sample (importable by spawned processes)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,6 +120,25 @@ def run_rank(env: dict, remote: str, local: str, rows: np.ndarray, limit: int | 
     for engine in engines:
         engine.close()
     return sum(counts), stats
+
+
+@contextlib.contextmanager
+def peak_size(folder: Path, every: float = 0.002) -> Iterator[list[int]]:
+    """Watch `cache_bytes(folder)` from a thread every `every` s; yields [largest seen]."""
+    peak, stop = [0], threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], cache_bytes(folder))
+            time.sleep(every)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        yield peak
+    finally:
+        stop.set()
+        poller.join()
 
 
 def cache_bytes(folder: Path) -> int:

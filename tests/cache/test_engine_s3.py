@@ -5,7 +5,6 @@ downloaded once per node."""
 from __future__ import annotations
 
 import multiprocessing
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -18,8 +17,8 @@ from streaming.cache.limit import reader_shards
 from streaming.errors import CacheLimitError, HashMismatchError, StorageError
 from streaming.plan import PlanConfig, World, plan_node
 from tests.cache._data import (
-    cache_bytes,
     open_dataset,
+    peak_size,
     read_in_order,
     run_rank,
     upload_dir,
@@ -59,24 +58,11 @@ def test_quarter_limit_holds_on_disk_across_processes_and_threads(s3_env, bucket
     needed = owner.check_plan(ids, handle.spanner.shard_starts)
     assert needed.bytes < limit
 
-    peak, stop = [0], threading.Event()
-
-    def poll() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], cache_bytes(local))
-            time.sleep(0.002)
-
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
     ctx = multiprocessing.get_context("spawn")
-    try:
-        with ProcessPoolExecutor(2, mp_context=ctx) as pool:
-            futures = [pool.submit(run_rank, s3_env.env(), remote, str(local), ids[r], limit,
-                                   0.0005) for r in range(2)]
-            results = [f.result(timeout=120) for f in futures]
-    finally:
-        stop.set()
-        poller.join()
+    with peak_size(local) as peak, ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        futures = [pool.submit(run_rank, s3_env.env(), remote, str(local), ids[r], limit,
+                               0.0005) for r in range(2)]
+        results = [f.result(timeout=120) for f in futures]
     assert sum(n for n, _ in results) == int((ids >= 0).sum())
     assert 0 < peak[0] <= limit, (peak[0], limit)
     stats = owner.stats()

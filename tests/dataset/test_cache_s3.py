@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import multiprocessing
 import re
-import threading
-import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from streaming import StreamingDataLoader, StreamingDataset
 from streaming.errors import CacheLimitError, HashMismatchError
 from streaming.format.index import read_index
 from streaming.stream import Stream
-from tests.cache._data import cache_bytes, upload_dir, write_dataset
+from tests.cache._data import peak_size, upload_dir, write_dataset
 from tests.dataset._remote import train_rank
 from tests.dataset.conftest import write_ids
 
@@ -74,22 +72,12 @@ def test_quarter_cache_limit_holds_on_disk_with_two_workers(s3_env, bucket, tmp_
     limit = _raw_bytes(big) // 4
     ds = StreamingDataset(remote=f"s3://{name}/big", local=str(cache), cache_limit=limit,
                           batch_size=16, shuffle=True, predownload=64)
-    peak, stop = [0], threading.Event()
-
-    def poll() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], cache_bytes(cache))
-            time.sleep(0.002)
-
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
     try:
-        loader = StreamingDataLoader(ds, batch_size=16, num_workers=2)
-        seen = [i for batch in loader for i in batch["id"].tolist()]
+        with peak_size(cache) as peak:
+            loader = StreamingDataLoader(ds, batch_size=16, num_workers=2)
+            seen = [i for batch in loader for i in batch["id"].tolist()]
         stats = ds.cache_stats()
     finally:
-        stop.set()
-        poller.join()
         ds.close()
     assert sorted(seen) == list(range(SAMPLES))
     assert 0 < peak[0] <= limit
