@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from streaming.cache.marker import mark_cache
-from streaming.errors import ObjectNotFoundError, ShardCorruptError
+from streaming.errors import DecompressionError, ObjectNotFoundError, ShardCorruptError
 
 LOCK_TIMEOUT = 600.0  # seconds another process may hold a shard's preparation lock
 
@@ -140,8 +140,6 @@ class ShardPreparer:
             stream.fetch(t.basenames[shard], raw, expected_size=int(t.raw_bytes[shard]),
                          expected_hashes=_pick(t.raw_hashes[shard], algo))
             return
-        from streaming.format.compression import decompress_file
-
         zipped = stream.local_dir / zip_name
         if not _has_size(zipped, int(t.zip_bytes[shard])):
             if not remote:
@@ -152,7 +150,8 @@ class ShardPreparer:
                          expected_hashes=_pick(t.zip_hashes[shard], algo))
         elif algo:
             _verify(zipped, _pick(t.zip_hashes[shard], algo))
-        decompress_file(zipped, raw, t.compression[shard])
+        with _CORES:
+            _decompress(zipped, raw, t.compression[shard])
         if not _has_size(raw, int(t.raw_bytes[shard])):
             raise ShardCorruptError(
                 f"{zipped}: decompressed to {raw.stat().st_size} bytes, index says "
@@ -162,6 +161,32 @@ class ShardPreparer:
         if remote and not stream.keep_zip:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(zipped)
+
+
+# Decompressions at once per process: more than the cores only makes every shard finish later
+# (the first shards a reader needs are asked for first, so they should also finish first).
+_CORES = threading.BoundedSemaphore(max(len(os.sched_getaffinity(0)), 1))
+ZSTD_WRITE = 4 << 20  # bytes per write when zstd streams straight into the file
+
+
+def _decompress(zipped: Path, raw: Path, compression: str) -> None:
+    """Decompress a shard into its raw file (atomically). zstd streams from file to file inside
+    libzstd (no Python loop, GIL released), about twice the chunked generic path."""
+    from streaming.format.compression import decompress_file, parse_compression
+
+    if (parse_compression(compression) or ("",))[0] != "zstd":
+        decompress_file(zipped, raw, compression)
+        return
+    import zstandard
+
+    from streaming.format.atomic import atomic_output
+
+    try:
+        with open(zipped, "rb") as src, atomic_output(raw) as dst:
+            zstandard.ZstdDecompressor().copy_stream(src, dst, read_size=1 << 20,
+                                                     write_size=ZSTD_WRITE)
+    except zstandard.ZstdError as exc:  # truncation shows as a short raw file, checked after
+        raise DecompressionError(f"corrupt zstd data in {zipped}: {exc}") from exc
 
 
 def _has_size(path: Path, size: int) -> bool:
