@@ -151,7 +151,7 @@ class ShardPreparer:
         elif algo:
             _verify(zipped, _pick(t.zip_hashes[shard], algo))
         with _CORES:
-            _decompress(zipped, raw, t.compression[shard])
+            _decompress(zipped, raw, t.compression[shard], int(t.raw_bytes[shard]))
         if not _has_size(raw, int(t.raw_bytes[shard])):
             raise ShardCorruptError(
                 f"{zipped}: decompressed to {raw.stat().st_size} bytes, index says "
@@ -169,9 +169,10 @@ _CORES = threading.BoundedSemaphore(max(len(os.sched_getaffinity(0)), 1))
 ZSTD_WRITE = 4 << 20  # bytes per write when zstd streams straight into the file
 
 
-def _decompress(zipped: Path, raw: Path, compression: str) -> None:
-    """Decompress a shard into its raw file (atomically). zstd streams from file to file inside
-    libzstd (no Python loop, GIL released), about twice the chunked generic path."""
+def _decompress(zipped: Path, raw: Path, compression: str, size: int) -> None:
+    """Decompress a shard into its raw file of `size` bytes (atomically: a short or corrupt
+    result never appears). zstd streams from file to file inside libzstd (no Python loop, GIL
+    released), about twice the chunked generic path."""
     from streaming.format.compression import decompress_file, parse_compression
 
     if (parse_compression(compression) or ("",))[0] != "zstd":
@@ -183,9 +184,12 @@ def _decompress(zipped: Path, raw: Path, compression: str) -> None:
 
     try:
         with open(zipped, "rb") as src, atomic_output(raw) as dst:
-            zstandard.ZstdDecompressor().copy_stream(src, dst, read_size=1 << 20,
-                                                     write_size=ZSTD_WRITE)
-    except zstandard.ZstdError as exc:  # truncation shows as a short raw file, checked after
+            _, written = zstandard.ZstdDecompressor().copy_stream(
+                src, dst, read_size=1 << 20, write_size=ZSTD_WRITE)
+            if written != size:  # truncated input just ends early
+                raise DecompressionError(
+                    f"{zipped}: decompressed to {written} bytes, index says {size}")
+    except zstandard.ZstdError as exc:
         raise DecompressionError(f"corrupt zstd data in {zipped}: {exc}") from exc
 
 

@@ -1,0 +1,90 @@
+"""ShardPreparer: different shards prepare in parallel, one shard once; zstd shards decompress
+to the right bytes, and corrupt or truncated ones raise errors naming the file."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from streaming.errors import DecompressionError
+from streaming.format.compression import decompress_file
+from streaming.stream import Stream
+from tests.cache._data import open_dataset, write_dataset
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    write_dataset(src, 400, size_limit=16_000)
+    return src
+
+
+def _slow_fetches(monkeypatch, pause: float) -> dict[str, int]:
+    """Make every fetch take `pause` s; count fetches and the most running at once."""
+    seen = {"now": 0, "most": 0, "calls": 0}
+    lock = threading.Lock()
+    fetch = Stream.fetch
+
+    def slow(self, *args, **kwargs):
+        with lock:
+            seen["now"] += 1
+            seen["calls"] += 1
+            seen["most"] = max(seen["most"], seen["now"])
+        try:
+            time.sleep(pause)
+            return fetch(self, *args, **kwargs)
+        finally:
+            with lock:
+                seen["now"] -= 1
+
+    monkeypatch.setattr(Stream, "fetch", slow)
+    return seen
+
+
+def test_different_shards_prepare_in_parallel_and_one_shard_once(source, tmp_path, monkeypatch):
+    handle = open_dataset(str(source), str(tmp_path / "cache"))
+    seen = _slow_fetches(monkeypatch, 0.3)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(handle.preparer.prepare, [0, 1, 2, 3]))
+    assert seen["most"] >= 3  # serialised, this would be 1
+    with ThreadPoolExecutor(4) as pool:
+        paths = list(pool.map(handle.preparer.prepare, [5, 5, 5, 5]))
+    assert seen["calls"] == 5 and len(set(paths)) == 1
+    for shard in (0, 1, 2, 3, 5):
+        expected = tmp_path / "want"
+        decompress_file(source / handle.table.zip_basenames[shard], expected, "zstd")
+        assert handle.preparer.raw_path(shard).read_bytes() == expected.read_bytes()
+
+
+def test_forget_makes_prepare_look_at_the_disk_again(source, tmp_path):
+    handle = open_dataset(str(source), str(tmp_path / "cache"))
+    raw = handle.preparer.prepare(0)
+    raw.unlink()
+    assert handle.preparer.prepare(0) == raw and not raw.exists()  # memo: still "ready"
+    handle.preparer.forget(0)
+    assert handle.preparer.prepare(0).exists()
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncate"])
+def test_damaged_zstd_shard_raises_an_error_naming_it(source, tmp_path, damage):
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    for path in source.iterdir():
+        (remote / path.name).write_bytes(path.read_bytes())
+    handle = open_dataset(str(remote), str(tmp_path / "cache"))
+    name = handle.table.zip_basenames[1]
+    body = bytearray((remote / name).read_bytes())
+    if damage == "corrupt":
+        body[len(body) // 2:len(body) // 2 + 64] = bytes(64)
+    else:
+        body = body[:len(body) // 2]
+    (remote / name).write_bytes(bytes(body))
+    # The index records the zip size: keep it so the fetch itself passes and decompression fails.
+    handle.table.zip_bytes[1] = len(body)
+    with pytest.raises(DecompressionError, match=name):
+        handle.preparer.prepare(1)
+    assert not handle.preparer.raw_path(1).exists()
