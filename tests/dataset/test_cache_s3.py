@@ -81,7 +81,7 @@ def test_quarter_cache_limit_holds_on_disk_with_two_workers(s3_env, bucket, tmp_
         ds.close()
     assert sorted(seen) == list(range(SAMPLES))
     assert 0 < peak[0] <= limit
-    assert stats.evictions > 0 and stats.downloads > len(read_index(big / "index.json").shards)
+    assert stats.evictions > 0 and stats.downloads >= len(read_index(big / "index.json").shards)
 
 
 def test_too_small_cache_limit_is_refused_at_construction_with_the_minimum(s3_env, bucket,
