@@ -84,6 +84,22 @@ def test_quarter_cache_limit_holds_on_disk_with_two_workers(s3_env, bucket, tmp_
     assert stats.evictions > 0 and stats.downloads >= len(read_index(big / "index.json").shards)
 
 
+def test_random_access_under_a_cache_limit(s3_env, bucket, tmp_path):
+    name, big, _ = bucket
+    cache = tmp_path / "cache"
+    limit = _raw_bytes(big) // 4
+    ds = StreamingDataset(remote=f"s3://{name}/big", local=str(cache), cache_limit=limit)
+    try:
+        with peak_size(cache) as peak:
+            picks = list(range(0, SAMPLES, 37)) + [-1]
+            got = [int(ds[i]["id"]) for i in picks]
+        stats = ds.cache_stats()
+    finally:
+        ds.close()
+    assert got == [i % SAMPLES for i in picks]
+    assert peak[0] <= limit and stats.evictions > 0
+
+
 def test_too_small_cache_limit_is_refused_at_construction_with_the_minimum(s3_env, bucket,
                                                                            tmp_path):
     name = bucket[0]
