@@ -129,7 +129,7 @@ class StreamingDataLoader(DataLoader):
         """The receiving end of the workers' shared-memory rings (streaming.transport); new
         workers (each epoch unless persistent) get a fresh ring namespace."""
         if self._receiver is None or not self.persistent_workers:
-            slots = int(self.prefetch_factor or 2) + 1
+            slots = int(self.prefetch_factor or 2) + 2  # + the one being read, + slack
             self.dataset.ring = (transport.new_token(), slots, ProcessId.current())
             self._receiver = transport.Receiver()
         return self._receiver

@@ -19,6 +19,7 @@ import contextlib
 import multiprocessing.util
 import os
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,9 +33,11 @@ from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.coord.wait import wait_for
 from streaming.errors import CoordinationError
 
-__all__ = ["MIN_LEAF_BYTES", "Packed", "Receiver", "Sender", "new_token", "sender_for"]
+__all__ = ["MIN_BYTES_LIST", "MIN_LEAF_BYTES", "Packed", "Receiver", "Sender", "new_token",
+           "sender_for"]
 
-MIN_LEAF_BYTES = 64 << 10  # smaller buffers are cheaper to pickle than to place
+MIN_LEAF_BYTES = 64 << 10  # smaller arrays are cheaper to pickle than to place
+MIN_BYTES_LIST = 256 << 10  # so are smaller lists of bytes (per-item slicing costs more)
 HEAD = 4096  # flags page; slots start page-aligned after it
 ALIGN = 64
 SLOT_WAIT = 600.0  # seconds a worker waits for the main process to free a slot
@@ -86,7 +89,7 @@ def _leaf_bytes(value: Any) -> int:
         return _round(value.nbytes, ALIGN) if big else 0
     if _is_bytes_list(value):
         total = sum(map(len, value))
-        return _round(total, ALIGN) if total >= MIN_LEAF_BYTES else 0
+        return _round(total, ALIGN) if total >= MIN_BYTES_LIST else 0
     return 0
 
 
@@ -145,9 +148,7 @@ class Sender:
         slot = self.next
         self.next = (slot + 1) % ring.slots
         if ring.flags[slot]:
-            wait_for(lambda: not ring.flags[slot], what=f"transport slot {slot} of {ring.name} "
-                     "to be released by the main process", timeout=self.timeout,
-                     alive=self._parent_gone)
+            self._wait(ring, slot)
         base = HEAD + slot * ring.slot_bytes
         cursor = [base]
         tree = _place(batch, ring.view, cursor)
@@ -168,6 +169,15 @@ class Sender:
         self.ring = _Ring(name, self.slots, slot_bytes)
         self.next = 0
         return self.ring
+
+    def _wait(self, ring: _Ring, slot: int) -> None:
+        for _ in range(50):  # a consumer that is keeping up frees it within microseconds
+            time.sleep(20e-6)
+            if not ring.flags[slot]:
+                return
+        wait_for(lambda: not ring.flags[slot], what=f"transport slot {slot} of {ring.name} "
+                 "to be released by the main process", timeout=self.timeout,
+                 alive=self._parent_gone)
 
     def _parent_gone(self) -> str | None:
         return None if self.parent.alive() else f"the main process ({self.parent}) exited"

@@ -21,10 +21,10 @@ from streaming.collate import Ragged
 from streaming.coord.files import shm_dir
 from streaming.coord.proc import ProcessId
 from streaming.errors import CoordinationError, DeadlineExceeded
-from streaming.transport import MIN_LEAF_BYTES, Packed, Receiver, Sender, new_token
+from streaming.transport import MIN_BYTES_LIST, MIN_LEAF_BYTES, Packed, Receiver, Sender, new_token
 from writers.mds import MDSWriter
 
-BIG = MIN_LEAF_BYTES
+BIG = max(MIN_LEAF_BYTES, MIN_BYTES_LIST)  # goes to the ring, whatever the kind
 
 
 def ring_files(token: str) -> list[str]:
@@ -64,7 +64,7 @@ def pair():
     assert not ring_files(sender.namespace.token)
 
 
-sizes = st.integers(0, 3 * BIG // 2)
+sizes = st.integers(0, 3 * MIN_BYTES_LIST // 2)
 columns = st.one_of(
     st.tuples(st.just("array"), sizes, st.sampled_from(["u1", "<i4", "<f8", "<i8"])),
     st.tuples(st.just("ragged"), sizes, st.sampled_from(["<i4", "<f4"])),
@@ -90,9 +90,9 @@ def build(kind: str, nbytes: int, dtype: str, rows: int, rng: np.random.Generato
 
 def goes_to_ring(column: object) -> bool:
     if isinstance(column, Ragged | np.ndarray):
-        return getattr(column, "values", column).nbytes >= BIG
+        return getattr(column, "values", column).nbytes >= MIN_LEAF_BYTES
     bytes_list = isinstance(column, list) and all(type(x) is bytes for x in column)
-    return bytes_list and sum(map(len, column)) >= BIG
+    return bytes_list and sum(map(len, column)) >= MIN_BYTES_LIST
 
 
 @settings(max_examples=40, deadline=None)
@@ -143,7 +143,7 @@ def test_slot_reuse_waits_for_the_consumer(pair) -> None:
 def test_a_batch_larger_than_a_slot_gets_a_new_ring(pair) -> None:
     sender, receiver = pair
     small = {"x": np.ones(BIG, np.uint8)}
-    large = {"x": np.arange(8 * BIG, dtype=np.int64), "b": [b"z" * BIG] * 3}
+    large = {"x": np.arange(2 * BIG, dtype=np.int64), "b": [b"z" * BIG] * 3}
     first = sender.pack(small)
     second = sender.pack(large)  # the first ring is still busy: it is retired, not removed
     assert (first.gen, second.gen) == (0, 1) and first.ring != second.ring
@@ -185,7 +185,7 @@ def blobs_dir(tmp_path: Path) -> Path:
                             "tokens": "ndarray:int32", "img": "ndarray:uint8"},
                    out=tmp_path / "blobs", size_limit=1 << 20) as writer:
         for i in range(96):
-            writer.write({"id": i, "blob": rng.bytes(int(rng.integers(1, 40_000))),
+            writer.write({"id": i, "blob": rng.bytes(int(rng.integers(20_000, 80_000))),
                           "text": f"t{i}", "img": np.full((128, 128), i, np.uint8),
                           "tokens": rng.integers(0, 9, int(rng.integers(1, 6_000)), np.int32)})
     return tmp_path / "blobs"
