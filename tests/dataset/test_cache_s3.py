@@ -53,13 +53,16 @@ def _raw_bytes(folder: Path) -> int:
 
 
 @pytest.mark.slow
-def test_remote_and_local_streams_read_like_the_same_streams_local(s3_env, bucket, tmp_path):
+@pytest.mark.parametrize("limited", [False, True])
+def test_remote_and_local_streams_read_like_the_same_streams_local(s3_env, bucket, tmp_path,
+                                                                   limited):
     name, big, ids = bucket
     mixed = [Stream(remote=f"s3://{name}/big", local=tmp_path / "c_big"), Stream(local=ids),
              Stream(remote=f"s3://{name}/ids", local=tmp_path / "c_ids")]
     local = [Stream(local=big), Stream(local=ids), Stream(local=ids)]
     config = dict(batch_size=16, shuffle=True, shuffle_seed=5, num_canonical_nodes=1)
-    got = _epoch(StreamingDataset(streams=mixed, **config), workers=2)
+    limit = _raw_bytes(big) // 2 if limited else None  # remote shards then read one at a time
+    got = _epoch(StreamingDataset(streams=mixed, cache_limit=limit, **config), workers=2)
     want = _epoch(StreamingDataset(streams=local, **config), workers=2)
     assert got == want
     assert sorted(set(got)) == sorted([*range(SAMPLES), *range(10_000, 10_400)])
