@@ -61,7 +61,7 @@ def test_remote_and_local_streams_read_like_the_same_streams_local(s3_env, bucke
              Stream(remote=f"s3://{name}/ids", local=tmp_path / "c_ids")]
     local = [Stream(local=big), Stream(local=ids), Stream(local=ids)]
     config = dict(batch_size=16, shuffle=True, shuffle_seed=5, num_canonical_nodes=1)
-    limit = _raw_bytes(big) // 2 if limited else None  # remote shards then read one at a time
+    limit = _raw_bytes(big) if limited else None  # remote shards then read one at a time
     got = _epoch(StreamingDataset(streams=mixed, cache_limit=limit, **config), workers=2)
     want = _epoch(StreamingDataset(streams=local, **config), workers=2)
     assert got == want
