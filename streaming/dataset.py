@@ -42,7 +42,17 @@ class StreamingDataset(IterableDataset):
 
     Iteration yields this rank's share of each epoch in the planned global order; `ds[i]` reads
     any sample by global id. See docs/dataset.md for every argument.
+
+    `packing=True` (with `packing_length`, `packing_strategy`, `filter_overlong`, ...) builds a
+    `streaming.packing.streaming.PackedStreamingDataset`, which yields packed batches instead.
     """
+
+    def __new__(cls, *args: Any, packing: bool = False, **kwargs: Any) -> StreamingDataset:
+        if packing and cls is StreamingDataset:
+            from streaming.packing.streaming import PackedStreamingDataset
+
+            return super().__new__(PackedStreamingDataset)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -75,7 +85,11 @@ class StreamingDataset(IterableDataset):
         world: World | None = None,
         mix_unit: str = "samples",
         lengths_column: str = "tokens",
+        packing: bool = False,
     ) -> None:
+        if packing:  # reached only by subclasses: StreamingDataset(packing=True) is redirected
+            raise TypeError(f"{type(self).__name__} does not pack; packing=True works with "
+                            "StreamingDataset(...) or PackedStreamingDataset")
         self.streams = _build_streams(streams, remote, local, split, stream_name, stream_config)
         for stream in self.streams:
             stream.apply_defaults(download_retry=download_retry, download_timeout=download_timeout,

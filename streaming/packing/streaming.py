@@ -65,9 +65,14 @@ class PackedStreamingDataset(StreamingDataset):
         packs_per_batch: int = 1,
         equal_packs: bool = True,
         collator: Any = None,
+        packing: bool = True,
         **kwargs: Any,
     ) -> None:
         from streaming.packing.collate import PackCollator
+
+        if not packing:
+            raise ValueError("PackedStreamingDataset always packs; use StreamingDataset for "
+                             "unpacked samples")
 
         if isinstance(packs_per_batch, bool) or not isinstance(packs_per_batch, int) \
                 or packs_per_batch < 1:

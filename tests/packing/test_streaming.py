@@ -177,3 +177,21 @@ def test_resume_in_a_new_process(tokens_dir) -> None:
     rest = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen + rest == ds.rank_packs(0).ids.tolist()
     assert not set(seen) & set(rest) and sorted(seen + rest) == list(range(N))
+
+
+def test_streaming_dataset_packing_flag_builds_the_packed_dataset(tokens_dir) -> None:
+    root, _ = tokens_dir
+    flagged = StreamingDataset(local=str(root / "a"), packing=True, packing_length=512,
+                               packs_per_batch=2, shuffle=True)
+    assert isinstance(flagged, PackedStreamingDataset)
+    assert flat(flagged) == flat(make(root))
+    plain = StreamingDataset(local=str(root / "a"), packing=False)
+    assert type(plain) is StreamingDataset
+
+    class Mine(StreamingDataset):
+        pass
+
+    with pytest.raises(TypeError, match="does not pack"):
+        Mine(local=str(root / "a"), packing=True)
+    with pytest.raises(ValueError, match="always packs"):
+        PackedStreamingDataset(local=str(root / "a"), packing=False)
