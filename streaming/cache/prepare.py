@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from streaming.cache.marker import mark_cache
-from streaming.errors import DecompressionError, ObjectNotFoundError, ShardCorruptError
+from streaming.errors import ObjectNotFoundError, ShardCorruptError
+from streaming.format.compression import decompress_file
 
 LOCK_TIMEOUT = 600.0  # seconds another process may hold a shard's preparation lock
 
@@ -151,7 +152,8 @@ class ShardPreparer:
         elif algo:
             _verify(zipped, _pick(t.zip_hashes[shard], algo))
         with _CORES:
-            _decompress(zipped, raw, t.compression[shard], int(t.raw_bytes[shard]))
+            decompress_file(zipped, raw, t.compression[shard],
+                            expected_size=int(t.raw_bytes[shard]))
         if not _has_size(raw, int(t.raw_bytes[shard])):
             raise ShardCorruptError(
                 f"{zipped}: decompressed to {raw.stat().st_size} bytes, index says "
@@ -166,31 +168,6 @@ class ShardPreparer:
 # Decompressions at once per process: more than the cores only makes every shard finish later
 # (the first shards a reader needs are asked for first, so they should also finish first).
 _CORES = threading.BoundedSemaphore(max(len(os.sched_getaffinity(0)), 1))
-ZSTD_WRITE = 4 << 20  # bytes per write when zstd streams straight into the file
-
-
-def _decompress(zipped: Path, raw: Path, compression: str, size: int) -> None:
-    """Decompress a shard into its raw file of `size` bytes (atomically: a short or corrupt
-    result never appears). zstd streams from file to file inside libzstd (no Python loop, GIL
-    released), about twice the chunked generic path."""
-    from streaming.format.compression import decompress_file, parse_compression
-
-    if (parse_compression(compression) or ("",))[0] != "zstd":
-        decompress_file(zipped, raw, compression)
-        return
-    import zstandard
-
-    from streaming.format.atomic import atomic_output
-
-    try:
-        with open(zipped, "rb") as src, atomic_output(raw) as dst:
-            _, written = zstandard.ZstdDecompressor().copy_stream(
-                src, dst, read_size=1 << 20, write_size=ZSTD_WRITE)
-            if written != size:  # truncated input just ends early
-                raise DecompressionError(
-                    f"{zipped}: decompressed to {written} bytes, index says {size}")
-    except zstandard.ZstdError as exc:
-        raise DecompressionError(f"corrupt zstd data in {zipped}: {exc}") from exc
 
 
 def _has_size(path: Path, size: int) -> bool:

@@ -80,7 +80,8 @@ class ShardChecker:
             if raw is None or not raw.is_file():
                 if packed is not None:
                     raw = self.scratch / f"{i:08d}.mds"
-                    decompress_file(packed, raw, shard["compression"])
+                    decompress_file(packed, raw, shard["compression"],
+                                    expected_size=raw_entry["bytes"])
                     cleanup.append(raw)
                 elif self.remote:
                     raw = self._local(raw_entry["basename"], raw_entry)

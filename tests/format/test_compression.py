@@ -92,3 +92,27 @@ def test_reference_files_decompress_to_recorded_sizes(reference_fixtures, tmp_pa
         assert len(decompress(index.compression[0], src.read_bytes())) == index.raw_bytes[0]
         dst = decompress_file(src, tmp_path / f"{name}.mds", index.compression[0])
         assert dst.stat().st_size == index.raw_bytes[0]
+
+
+@pytest.mark.parametrize("name", ["zstd", "zstd:7", "gz", "bz2"])
+def test_decompress_file_with_expected_size(tmp_path, name):
+    data = os.urandom(5000) * 400
+    src = tmp_path / f"s.mds.{extension(name)}"
+    src.write_bytes(compress(name, data))
+    dst = tmp_path / "s.mds"
+    assert decompress_file(src, dst, name, expected_size=len(data)).read_bytes() == data
+    dst.unlink()
+    with pytest.raises(DecompressionError, match="index says"):
+        decompress_file(src, dst, name, expected_size=len(data) + 1)
+    src.write_bytes(src.read_bytes()[:-20])  # truncated
+    with pytest.raises(DecompressionError, match=r"s\.mds\."):
+        decompress_file(src, dst, name, expected_size=len(data))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]  # no partial output
+
+
+def test_decompress_file_with_expected_size_refuses_trailing_zstd_data(tmp_path):
+    src = tmp_path / "a.zstd"
+    src.write_bytes(compress("zstd", b"hello") + b"extra")
+    with pytest.raises(DecompressionError, match=r"a\.zstd"):
+        decompress_file(src, tmp_path / "a", "zstd", expected_size=5)
+    assert not (tmp_path / "a").exists()
