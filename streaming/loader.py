@@ -131,7 +131,7 @@ class StreamingDataLoader(DataLoader):
         if self._receiver is None or not self.persistent_workers:
             slots = int(self.prefetch_factor or 2) + 2  # + the one being read, + slack
             self.dataset.ring = (transport.new_token(), slots, ProcessId.current())
-            self._receiver = transport.Receiver()
+            self._receiver = transport.Receiver(self.dataset.ring[0])
         return self._receiver
 
     def _data_parallel_ranks(self) -> int:

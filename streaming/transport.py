@@ -20,13 +20,14 @@ import multiprocessing.util
 import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from streaming.collate import Ragged
+from streaming.coord.files import shm_dir
 from streaming.coord.names import Namespace
 from streaming.coord.proc import ProcessId
 from streaming.coord.shm import SegmentMissingError, SharedArray
@@ -101,10 +102,25 @@ def _need(batch: Any) -> int:
     return _leaf_bytes(batch)
 
 
+def _drain_then_close(name: str, flags: np.ndarray, shm: SharedArray, timeout: float,
+                      gone: Callable[[], str | None]) -> None:
+    """Remove a ring, but not before the main process has mapped it while it still holds
+    batches: a worker that finishes its share exits while its last batches may wait in the
+    result queue. The main process unlinks the name as soon as it maps a ring (and on close
+    removes every ring of its token), so "name gone or nothing filled" ends the wait; it is
+    bounded by `timeout` and ends at once if the main process is gone."""
+    if flags.any() and shm.path.exists():
+        with contextlib.suppress(CoordinationError):  # DeadlineExceeded included
+            wait_for(lambda: not (flags.any() and shm.path.exists()),
+                     what=f"the main process to map {name}", timeout=timeout, alive=gone)
+    shm.close()
+
+
 class _Ring:
     """One worker's segment: flags + slots, created and owned by this process."""
 
-    def __init__(self, name: str, slots: int, slot_bytes: int) -> None:
+    def __init__(self, name: str, slots: int, slot_bytes: int, timeout: float,
+                 gone: Callable[[], str | None]) -> None:
         self.name = name
         self.slots = slots
         self.slot_bytes = slot_bytes
@@ -112,7 +128,9 @@ class _Ring:
         self.flags = self.shm.array[:slots]
         self.view = memoryview(self.shm.array)  # type: ignore[arg-type]
         # DataLoader workers leave through os._exit: atexit (weakref.finalize) never runs there.
-        self._final = multiprocessing.util.Finalize(self, self.shm.close, exitpriority=10)
+        self._final = multiprocessing.util.Finalize(
+            self, _drain_then_close, args=(name, self.flags, self.shm, timeout, gone),
+            exitpriority=10)
 
     def idle(self) -> bool:
         return not self.flags.any()
@@ -166,7 +184,7 @@ class Sender:
         self.gen += 1
         slot_bytes = _round(need + need // 8, 1 << 18)
         name = self.namespace.name(f"t{self.worker}.{self.gen}")
-        self.ring = _Ring(name, self.slots, slot_bytes)
+        self.ring = _Ring(name, self.slots, slot_bytes, self.timeout, self._parent_gone)
         self.next = 0
         return self.ring
 
@@ -231,8 +249,9 @@ class Receiver:
     """Main side: `unpack(item)` turns a `Packed` descriptor back into the batch (copies out of
     the slot, then frees it); anything else passes through unchanged."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
         self.rings: dict[str, tuple[int, int, SharedArray]] = {}  # name -> (worker, gen, map)
+        self.token = token  # the workers' ring namespace: close() removes rings never mapped
 
     def unpack(self, item: Any) -> Any:
         """The batch `item` stands for, owning its memory."""
@@ -271,6 +290,11 @@ class Receiver:
             shm.array[:HEAD] = 0
             shm.close()
         self.rings.clear()
+        if self.token is not None:  # batches never reached: drop them, release their workers
+            prefix = Namespace(self.token).name("t")
+            for path in shm_dir().glob(f"{prefix}*"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
 
 
 def _take(value: Any, view: memoryview) -> Any:

@@ -256,3 +256,28 @@ def test_a_killed_worker_is_an_error_not_a_hang(blobs_dir: Path) -> None:
         for _ in batches:
             pass
     assert time.monotonic() - start < 30
+
+
+def _send_and_exit(token: str, parent: ProcessId, out) -> None:
+    sender = Sender(token, 0, 2, parent, timeout=30.0)
+    out.put(sender.pack({"b": [b"z" * BIG]}))
+    # returns at once: the process exits with its last batch not yet taken by the main process
+
+
+def test_a_worker_that_exits_first_keeps_its_last_batch_readable() -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    token, out = new_token(), ctx.Queue()
+    worker = ctx.Process(target=_send_and_exit, args=(token, ProcessId.current(), out))
+    worker.start()
+    packed = out.get(timeout=60)
+    time.sleep(0.5)  # the worker has finished its work and is exiting meanwhile
+    receiver = Receiver()
+    try:
+        same(receiver.unpack(packed), {"b": [b"z" * BIG]})
+    finally:
+        receiver.close()
+    worker.join(timeout=30)
+    assert worker.exitcode == 0
+    assert ring_files(token) == []
