@@ -147,7 +147,8 @@ class LocalDataset(Dataset):
         if not _has_size(target, size):
             self._check_hash(src, entry["zip_data"])
             target.parent.mkdir(parents=True, exist_ok=True)
-            decompress_file(src, target, entry["compression"], expected_size=size)
+            decompress_file(src, target, entry["compression"], expected_size=size,
+                            durable=False)
         return target
 
     def _decompressed_dir(self) -> Path:

@@ -111,6 +111,17 @@ class Stream:
                    expected_hashes=expected_hashes, **self._transfer_options())
         return dest
 
+    def source_path(self, basename: str) -> Path | None:
+        """The remote file itself when the remote is a filesystem path or file:// URL and
+        `fetch` is not overridden, so it can be read in place instead of copied first."""
+        if self.remote_dir is None or type(self).fetch is not _PLAIN_FETCH:
+            return None
+        from streaming.storage.local import LocalBackend
+        from streaming.storage.registry import backend_for
+
+        backend, path = backend_for(self.remote_url(basename))
+        return Path(path) if isinstance(backend, LocalBackend) else None
+
     def _transfer_options(self) -> dict[str, Any]:
         retry = self.download_retry if self.download_retry is not None else 2
         return {"timeout": float(self.download_timeout or 60), "retry": int(retry)}
@@ -136,6 +147,7 @@ def _default_local(remote: str | None, split: str | None) -> str:
     return os.path.join(tempfile.gettempdir(), "mds-streaming", digest)
 
 
+_PLAIN_FETCH = Stream.fetch  # a replaced or overridden fetch must see every transfer
 _REGISTRY: dict[str, type[Stream]] = {"stream": Stream}
 
 

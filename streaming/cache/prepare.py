@@ -142,25 +142,31 @@ class ShardPreparer:
                          expected_hashes=_pick(t.raw_hashes[shard], algo))
             return
         zipped = stream.local_dir / zip_name
+        fetched = False
         if not _has_size(zipped, int(t.zip_bytes[shard])):
             if not remote:
                 raise ObjectNotFoundError(
                     f"shard {zip_name!r} is missing or has the wrong size in {stream.local_dir} "
                     "and the stream has no remote to fetch it from")
-            stream.fetch(zip_name, zipped, expected_size=int(t.zip_bytes[shard]),
-                         expected_hashes=_pick(t.zip_hashes[shard], algo))
-        elif algo:
+            source = None if stream.keep_zip else stream.source_path(zip_name)
+            if source is not None and _has_size(source, int(t.zip_bytes[shard])):
+                zipped = source  # a filesystem remote: decompress it in place, no copy
+            else:
+                stream.fetch(zip_name, zipped, expected_size=int(t.zip_bytes[shard]),
+                             expected_hashes=_pick(t.zip_hashes[shard], algo))
+                fetched = True
+        if algo and not fetched:
             _verify(zipped, _pick(t.zip_hashes[shard], algo))
         with _CORES:
             decompress_file(zipped, raw, t.compression[shard],
-                            expected_size=int(t.raw_bytes[shard]))
+                            expected_size=int(t.raw_bytes[shard]), durable=False)
         if not _has_size(raw, int(t.raw_bytes[shard])):
             raise ShardCorruptError(
                 f"{zipped}: decompressed to {raw.stat().st_size} bytes, index says "
                 f"{int(t.raw_bytes[shard])}")
         if algo:
             _verify(raw, _pick(t.raw_hashes[shard], algo))
-        if remote and not stream.keep_zip:
+        if fetched and not stream.keep_zip:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(zipped)
 

@@ -81,7 +81,7 @@ class ShardChecker:
                 if packed is not None:
                     raw = self.scratch / f"{i:08d}.mds"
                     decompress_file(packed, raw, shard["compression"],
-                                    expected_size=raw_entry["bytes"])
+                                    expected_size=raw_entry["bytes"], durable=False)
                     cleanup.append(raw)
                 elif self.remote:
                     raw = self._local(raw_entry["basename"], raw_entry)

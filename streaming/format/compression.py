@@ -196,16 +196,17 @@ ZSTD_READ, ZSTD_WRITE = 1 << 20, 4 << 20  # bytes per read / write of the zstd f
 
 
 def decompress_file(src: str | os.PathLike, dst: str | os.PathLike, name: str, *,
-                    expected_size: int | None = None) -> Path:
+                    expected_size: int | None = None, durable: bool = True) -> Path:
     """Decompress `src` into `dst` in bounded memory; `dst` appears atomically or not at all.
 
     With `expected_size` (the index's raw bytes) a result of another size is a
     DecompressionError, and zstd streams file to file inside libzstd (GIL released, about twice
     the chunked path); the size check then stands in for the chunked path's end-of-frame check.
+    `durable=False` skips fsync (see `atomic_output`): for caches that can decompress again.
     """
     codec, _ = _parse(name)
     src, dst = Path(src), Path(dst)
-    with atomic_output(dst) as out:
+    with atomic_output(dst, durable=durable) as out:
         if codec == "zstd" and expected_size is not None:
             _, written = _zstd_copy(src, out)  # libzstd rejects trailing bytes itself
         else:

@@ -3,6 +3,7 @@ to the right bytes, and corrupt or truncated ones raise errors naming the file."
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -88,3 +89,28 @@ def test_damaged_zstd_shard_raises_an_error_naming_it(source, tmp_path, damage):
     with pytest.raises(DecompressionError, match=name):
         handle.preparer.prepare(1)
     assert not handle.preparer.raw_path(1).exists()
+
+
+@pytest.mark.parametrize("keep_zip", [False, True])
+def test_a_filesystem_remote_is_decompressed_in_place_unless_keep_zip(source, tmp_path,
+                                                                      monkeypatch, keep_zip):
+    handle = open_dataset(f"file://{source}", str(tmp_path / "cache"), keep_zip=keep_zip,
+                          validate_hash="xxh64")
+    fsyncs = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd) or real_fsync(fd))
+    raw = handle.preparer.prepare(2)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    want = tmp_path / "want"
+    decompress_file(source / handle.table.zip_basenames[2], want, "zstd")
+    assert raw.read_bytes() == want.read_bytes()
+    zipped = raw.parent / handle.table.zip_basenames[2]
+    assert zipped.exists() == keep_zip  # no copy of the compressed file unless asked to keep it
+    assert fsyncs == []  # cache files can be rebuilt: published by rename, not fsynced
+
+
+def test_an_overridden_fetch_sees_every_transfer(source, tmp_path, monkeypatch):
+    seen = _slow_fetches(monkeypatch, 0.0)
+    handle = open_dataset(str(source), str(tmp_path / "cache"))
+    handle.preparer.prepare(0)
+    assert seen["calls"] == 1
