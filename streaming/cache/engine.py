@@ -45,6 +45,14 @@ _tables: dict[tuple[int, str], tb.CacheTable] = {}
 _tables_lock = threading.Lock()
 
 
+def _after_fork() -> None:
+    global _tables_lock
+    _tables_lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 def _shared_table(token: str, num_shards: int, init) -> tb.CacheTable:
     """This process's mapping of the node table `token` (one per process, shared by threads)."""
     key = (os.getpid(), token)
@@ -103,6 +111,7 @@ class CacheEngine:
                                 instance="cache").token
 
     def _reset_runtime(self) -> None:
+        self._pid = os.getpid()
         self._table: tb.CacheTable | None = None
         self._slot = -1
         self._mutex = threading.Lock()
@@ -130,7 +139,10 @@ class CacheEngine:
 
     @property
     def table(self) -> tb.CacheTable:
-        """The node table, attached (and a reader slot claimed) on first use."""
+        """The node table, attached (and a reader slot claimed) on first use, and again in a
+        forked child (a DataLoader worker): the parent's slot, pins and horizon are not its own."""
+        if self._pid != os.getpid():
+            self._reset_runtime()
         if self._table is None:
             table = _shared_table(self.token, len(self.cached), self._scan)
             with table.locked():
@@ -487,6 +499,9 @@ class CacheEngine:
 
     def close(self) -> None:
         """Stop prefetching, unpin everything and give the reader slot back."""
+        if self._pid != os.getpid():  # a forked child that never read: the slot is the parent's
+            self._reset_runtime()
+            return
         self.stop()
         if self._table is not None:
             log.debug("%s (this reader: %s)", self.stats(), self.stats(node=False))

@@ -154,6 +154,51 @@ def test_engine_pickles_for_dataloader_workers(source, tmp_path):
     engine.close()
 
 
+def _forked_reader(engine: CacheEngine, out) -> None:
+    path = engine.acquire(1)  # pinned in the child's own slot
+    out.put((engine._slot, 1 in engine.table.pins[engine._slot].tolist(), path.exists()))
+    engine.release(1)
+    engine.close()
+
+
+def test_a_forked_worker_reads_through_its_own_slot(source, tmp_path):
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, cache_limit="10mb").attach()
+    engine.acquire(0)  # the parent holds a pin while children come and go
+    fork = multiprocessing.get_context("fork")
+    out = fork.Queue()
+    children = [fork.Process(target=_forked_reader, args=(engine, out)) for _ in range(2)]
+    for child in children:
+        child.start()
+    seen = [out.get(timeout=30) for _ in children]
+    for child in children:
+        child.join(30)
+        assert child.exitcode == 0
+    slots = {slot for slot, _, _ in seen}
+    assert engine._slot not in slots and len(slots) == 2  # not the parent's slot, not shared
+    assert all(pinned and exists for _, pinned, exists in seen)
+    # A child closing its engine gave back its own slot, not the parent's.
+    assert engine.table.slot_alive(engine._slot) and (engine.table.pins == 0).sum() == 1
+    engine.release(0)
+    engine.close()
+
+
+def _fork_and_close(engine: CacheEngine) -> None:
+    engine.close()
+
+
+def test_a_forked_child_that_never_read_leaves_the_parents_slot_alone(source, tmp_path):
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, cache_limit="10mb").attach()
+    child = multiprocessing.get_context("fork").Process(target=_fork_and_close, args=(engine,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0 and engine.table.slot_alive(engine._slot)
+    assert engine.acquire(0).exists()
+    engine.release(0)
+    engine.close()
+
+
 def test_a_raised_failure_flag_stops_a_waiting_reader(source, tmp_path):
     handle = _open(source, tmp_path / "c")
     flag = FailureFlag(np.zeros(256, np.uint8))
