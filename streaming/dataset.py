@@ -25,6 +25,7 @@ from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
 from streaming.state import ResumeState
 from streaming.stream import Stream, stream_class
+from streaming.util.units import parse_bytes
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
@@ -141,6 +142,9 @@ class StreamingDataset(IterableDataset):
             shuffle_block_size=shuffle_block_size, num_canonical_nodes=num_canonical_nodes,
             partition_algo=partition_algo, batching_method=batching_method,
             sampling_method=sampling_method, sampling_granularity=sampling_granularity)
+        self._sized_reads = 0  # samples per shard when reads are sized to the cache (0: not)
+        if cache_limit is not None:
+            self.config = self._block_within(parse_bytes(cache_limit))
         self._readers: dict[int, ShardReader] = {}
         self._lengths: dict[tuple, int] = {}
         self._yielded = 0
@@ -153,6 +157,41 @@ class StreamingDataset(IterableDataset):
                                     self._namespace.name(f"e{rank}k"), create=True)
         self._board = PlanBoard(self._namespace)
         self.cache = self._start_cache(cache_limit)
+
+    def _block_within(self, limit: int) -> PlanConfig:
+        """The plan config with a shuffle block the cache can hold (the default block, when
+        it fits): a block-based shuffle reads its block's shards at once, and shards evicted
+        within a block are downloaded again and again. Uses only the config and the index, so
+        every node picks the same block. Also notes (`_sized_reads`) when the block fits, so
+        reads are then sized to half a shard of the node's order."""
+        from streaming.cache.engine import LOCK_SLACK
+        from streaming.cache.fit import BLOCK_SHUFFLES, block_for_limit, typical_samples
+        from streaming.cache.limit import Footprint
+
+        cfg = self.config
+        if cfg.shuffle and cfg.shuffle_algo not in BLOCK_SHUFFLES:
+            return cfg  # samples from anywhere in the epoch: no block to size
+        t = self.preparer.table
+        owner = np.asarray(t.stream_of_shard, np.int64)
+        cached = np.array([self.streams[s].remote_dir is not None for s in owner], bool)
+        keep = np.array([bool(self.streams[s].keep_zip) for s in owner], bool)
+        footprint = Footprint.of(t.raw_bytes, t.zip_bytes, keep, cached, LOCK_SLACK)
+        self._sized_reads = typical_samples(footprint, self.samples_per_shard)
+        if not cfg.shuffle:
+            return cfg  # shards in order: one or two in use at a time
+        default = cfg.block_size(cfg.canonical_nodes(self.world))
+        fit = block_for_limit(limit, footprint, self.samples_per_shard, default)
+        if cfg.shuffle_block_size is not None:
+            if cfg.shuffle_block_size > fit:
+                self._sized_reads = 0
+            return cfg
+        if fit >= default:
+            return cfg
+        logger.warning("cache_limit=%s holds only part of a shuffle block: shuffling over "
+                       "blocks of %d samples instead of %d, so shards are not fetched again "
+                       "within a block (pass shuffle_block_size to choose)", self.cache_limit,
+                       fit, default)
+        return dataclasses.replace(cfg, shuffle_block_size=fit)
 
     def _start_cache(self, cache_limit: int | str | None) -> CacheEngine | None:
         """The node-shared cache engine over the remote streams' folders (None when every
@@ -312,7 +351,7 @@ class StreamingDataset(IterableDataset):
         item = self.__getitem__ if self._overridden() else None
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
                              self.predownload, item,
-                             chunk=read_size(self._mean_sample_bytes, limited=self._limits()),
+                             chunk=self._read_rows(1),
                              **self._cache_args())
         self._yielded = 0
         try:
@@ -338,7 +377,7 @@ class StreamingDataset(IterableDataset):
         path)."""
         world, ids = self._begin()
         names = self._codecs[0].column_names
-        rows = read_size(self._mean_sample_bytes, batch_size, limited=self._limits())
+        rows = self._read_rows(batch_size)
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
                              self.predownload, chunk=rows, first=batch_size, columns=True,
                              **self._cache_args())
@@ -356,6 +395,19 @@ class StreamingDataset(IterableDataset):
         except Exception as exc:
             self._fail(world, exc)
             raise
+
+    def _read_rows(self, multiple: int) -> int:
+        """Rows per vectorised read, a multiple of `multiple` (see `read_size`); under a
+        cache_limit whose block fits, at most half a shard of the node's order, so the shards
+        one read touches stay few."""
+        if not self._limits():
+            return read_size(self._mean_sample_bytes, multiple)
+        if not self._sized_reads:
+            return read_size(self._mean_sample_bytes, multiple, limited=True)
+        world = self._worker_world()  # its readers take turns along the node's order
+        readers = max(world.ranks_per_node * world.workers_per_rank, 1)
+        rows = min(read_size(self._mean_sample_bytes), max(self._sized_reads // (2 * readers), 1))
+        return max(rows // multiple, 1) * multiple
 
     def _cache_args(self) -> dict[str, Any]:
         """iter_chunks' cache arguments: this process's engine, following the node flag."""

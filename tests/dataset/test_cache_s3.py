@@ -15,7 +15,12 @@ import pytest
 from torch.utils.data import DataLoader
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.errors import CacheLimitError, CoordinationError, HashMismatchError
+from streaming.errors import (
+    CacheLimitError,
+    CoordinationError,
+    HashMismatchError,
+    StateMismatchError,
+)
 from streaming.format.index import read_index
 from streaming.stream import Stream
 from tests.cache._data import peak_size, upload_dir, write_dataset
@@ -60,7 +65,9 @@ def test_remote_and_local_streams_read_like_the_same_streams_local(s3_env, bucke
     mixed = [Stream(remote=f"s3://{name}/big", local=tmp_path / "c_big"), Stream(local=ids),
              Stream(remote=f"s3://{name}/ids", local=tmp_path / "c_ids")]
     local = [Stream(local=big), Stream(local=ids), Stream(local=ids)]
-    config = dict(batch_size=16, shuffle=True, shuffle_seed=5, num_canonical_nodes=1)
+    # An explicit block: a limit would otherwise size the block to the cache (another order).
+    config = dict(batch_size=16, shuffle=True, shuffle_seed=5, num_canonical_nodes=1,
+                  shuffle_block_size=1 << 18)
     limit = _raw_bytes(big) if limited else None  # remote shards then read one at a time
     got = _epoch(StreamingDataset(streams=mixed, cache_limit=limit, **config), workers=2)
     want = _epoch(StreamingDataset(streams=local, **config), workers=2)
@@ -84,7 +91,10 @@ def test_quarter_cache_limit_holds_on_disk_with_two_workers(s3_env, bucket, tmp_
         ds.close()
     assert sorted(seen) == list(range(SAMPLES))
     assert 0 < peak[0] <= limit
-    assert stats.evictions > 0 and stats.downloads >= len(read_index(big / "index.json").shards)
+    shards = len(read_index(big / "index.json").shards)
+    # The shuffle block is sized to the cache, so each shard is fetched about once (a block
+    # spanning the epoch, the default, re-fetched every shard for almost every read).
+    assert stats.evictions > 0 and shards <= stats.downloads <= 1.5 * shards, stats
 
 
 def test_random_access_under_a_cache_limit(s3_env, bucket, tmp_path):
@@ -156,3 +166,31 @@ def test_corrupt_shard_in_the_bucket_raises_hash_mismatch_in_training(s3_env, bu
     # the node at that moment stops with CoordinationError quoting it, and the loader re-raises
     # whichever worker's batch comes first.
     assert isinstance(info.value, HashMismatchError) or "HashMismatchError" in str(info.value)
+
+
+def test_a_cache_limit_sizes_the_default_shuffle_block_and_keeps_an_explicit_one(
+        s3_env, bucket, tmp_path, caplog):
+    name, big, _ = bucket
+    limit = _raw_bytes(big) // 4
+    common = dict(remote=f"s3://{name}/big", cache_limit=limit, batch_size=16, shuffle=True)
+    with caplog.at_level("WARNING", logger="streaming.dataset"):
+        sized = StreamingDataset(local=str(tmp_path / "a"), **common)
+    try:
+        block = sized.config.shuffle_block_size
+        per_shard = int(np.median(sized.samples_per_shard))
+        assert block is not None and per_shard <= block < SAMPLES // 4
+        assert f"blocks of {block} samples" in caplog.text
+        state = sized.state_dict(32, from_beginning=True)
+    finally:
+        sized.close()
+    explicit = StreamingDataset(local=str(tmp_path / "b"), shuffle_block_size=5000, **common)
+    unlimited = StreamingDataset(remote=f"s3://{name}/big", local=str(tmp_path / "c"),
+                                 batch_size=16, shuffle=True)
+    try:
+        assert explicit.config.shuffle_block_size == 5000
+        assert unlimited.config.shuffle_block_size is None
+        with pytest.raises(StateMismatchError):  # the block is part of the order
+            unlimited.load_state_dict(state)
+    finally:
+        explicit.close()
+        unlimited.close()
