@@ -133,7 +133,8 @@ class Stream:
             from streaming.storage import fetch
 
             dest.parent.mkdir(parents=True, exist_ok=True)
-            fetch(self.remote_url("index.json"), dest, **self._transfer_options())
+            # One plain GET: the ranged path would first ask for the size (a HEAD request).
+            fetch(self.remote_url("index.json"), dest, max_parts=1, **self._transfer_options())
         return dest
 
     def __repr__(self) -> str:

@@ -71,8 +71,26 @@ def _new_client(endpoint: str | None, region: str | None, connect: float, read: 
         max_pool_connections=32,
         s3={"addressing_style": "path"} if endpoint else None,
     )
-    session = boto3.session.Session()  # sessions are not thread-safe: one per client
+    session = boto3.session.Session(botocore_session=_botocore_session())  # one per client
     return session.client("s3", endpoint_url=endpoint, region_name=region, config=config)
+
+
+_loader: Any = None  # botocore's model loader (caller holds _clients_lock)
+
+
+def _botocore_session() -> Any:
+    """A new botocore session (they are not thread-safe) sharing one model loader: parsing
+    botocore's JSON models is most of a client's 0.2 s start-up, and a forked DataLoader worker
+    inherits the parsed models, so its own client costs a few milliseconds."""
+    import botocore.session
+
+    global _loader
+    core = botocore.session.Session()
+    if _loader is None:
+        _loader = core.get_component("data_loader")
+    else:
+        core.register_component("data_loader", _loader)
+    return core
 
 
 @dataclass(frozen=True)
