@@ -154,9 +154,10 @@ def test_engine_pickles_for_dataloader_workers(source, tmp_path):
     engine.close()
 
 
-def _forked_reader(engine: CacheEngine, out) -> None:
+def _forked_reader(engine: CacheEngine, out, together) -> None:
     path = engine.acquire(1)  # pinned in the child's own slot
     out.put((engine._slot, 1 in engine.table.pins[engine._slot].tolist(), path.exists()))
+    together.wait(30)  # both children hold their slots at once (a freed slot is reused)
     engine.release(1)
     engine.close()
 
@@ -166,8 +167,9 @@ def test_a_forked_worker_reads_through_its_own_slot(source, tmp_path):
     engine = CacheEngine(handle.preparer, cache_limit="10mb").attach()
     engine.acquire(0)  # the parent holds a pin while children come and go
     fork = multiprocessing.get_context("fork")
-    out = fork.Queue()
-    children = [fork.Process(target=_forked_reader, args=(engine, out)) for _ in range(2)]
+    out, together = fork.Queue(), fork.Barrier(2)
+    children = [fork.Process(target=_forked_reader, args=(engine, out, together))
+                for _ in range(2)]
     for child in children:
         child.start()
     seen = [out.get(timeout=30) for _ in children]
