@@ -142,7 +142,7 @@ class StreamingDataset(IterableDataset):
             shuffle_block_size=shuffle_block_size, num_canonical_nodes=num_canonical_nodes,
             partition_algo=partition_algo, batching_method=batching_method,
             sampling_method=sampling_method, sampling_granularity=sampling_granularity)
-        self._sized_reads = 0  # samples per shard when reads are sized to the cache (0: not)
+        self._read_shard = 0  # samples of a typical shard, when reads are sized to it (0: not)
         if cache_limit is not None:
             self.config = self._block_within(parse_bytes(cache_limit))
         self._readers: dict[int, ShardReader] = {}
@@ -163,27 +163,22 @@ class StreamingDataset(IterableDataset):
         it fits): a block-based shuffle reads its block's shards at once, and shards evicted
         within a block are downloaded again and again. Uses only the config and the index, so
         every node picks the same block. Also notes (`_sized_reads`) when the block fits, so
-        reads are then sized to half a shard of the node's order."""
-        from streaming.cache.engine import LOCK_SLACK
+        reads are then sized to half a shard of the node's order (`_read_shard`)."""
+        from streaming.cache.engine import shard_footprint
         from streaming.cache.fit import BLOCK_SHUFFLES, block_for_limit, typical_samples
-        from streaming.cache.limit import Footprint
 
         cfg = self.config
         if cfg.shuffle and cfg.shuffle_algo not in BLOCK_SHUFFLES:
             return cfg  # samples from anywhere in the epoch: no block to size
-        t = self.preparer.table
-        owner = np.asarray(t.stream_of_shard, np.int64)
-        cached = np.array([self.streams[s].remote_dir is not None for s in owner], bool)
-        keep = np.array([bool(self.streams[s].keep_zip) for s in owner], bool)
-        footprint = Footprint.of(t.raw_bytes, t.zip_bytes, keep, cached, LOCK_SLACK)
-        self._sized_reads = typical_samples(footprint, self.samples_per_shard)
+        footprint = shard_footprint(self.preparer.table, self.streams)
+        self._read_shard = typical_samples(footprint, self.samples_per_shard)
         if not cfg.shuffle:
             return cfg  # shards in order: one or two in use at a time
         default = cfg.block_size(cfg.canonical_nodes(self.world))
         fit = block_for_limit(limit, footprint, self.samples_per_shard, default)
         if cfg.shuffle_block_size is not None:
             if cfg.shuffle_block_size > fit:
-                self._sized_reads = 0
+                self._read_shard = 0
             return cfg
         if fit >= default:
             return cfg
@@ -402,11 +397,11 @@ class StreamingDataset(IterableDataset):
         one read touches stay few."""
         if not self._limits():
             return read_size(self._mean_sample_bytes, multiple)
-        if not self._sized_reads:
+        if not self._read_shard:
             return read_size(self._mean_sample_bytes, multiple, limited=True)
         world = self._worker_world()  # its readers take turns along the node's order
         readers = max(world.ranks_per_node * world.workers_per_rank, 1)
-        rows = min(read_size(self._mean_sample_bytes), max(self._sized_reads // (2 * readers), 1))
+        rows = min(read_size(self._mean_sample_bytes), max(self._read_shard // (2 * readers), 1))
         return max(rows // multiple, 1) * multiple
 
     def _cache_args(self) -> dict[str, Any]:

@@ -63,6 +63,15 @@ def _shared_table(token: str, num_shards: int, init) -> tb.CacheTable:
         return table
 
 
+def shard_footprint(table: Any, streams: Any) -> Footprint:
+    """Cache bytes per shard of a ShardTable: nothing for local-only streams, the raw file (and
+    a kept zip) while cached, the zip and lock files while being prepared."""
+    owner = np.asarray(table.stream_of_shard, np.int64)
+    cached = np.array([streams[s].remote_dir is not None for s in owner], bool)
+    keep = np.array([bool(streams[s].keep_zip) for s in owner], bool)
+    return Footprint.of(table.raw_bytes, table.zip_bytes, keep, cached, LOCK_SLACK)
+
+
 class CacheEngine:
     """Node-coordinated shard cache for one reader over a `ShardPreparer`'s shards.
 
@@ -76,19 +85,17 @@ class CacheEngine:
                  prefetch_threads: int = 2, wait_timeout: float | None = None,
                  flag: Flag | None = None) -> None:
         self.preparer = preparer
-        t = preparer.table
-        streams = preparer.streams
-        stream_of = np.asarray(t.stream_of_shard, np.int64)
-        self.cached = np.array([streams[s].remote_dir is not None for s in stream_of], bool)
-        keep = np.array([bool(streams[s].keep_zip) for s in stream_of], bool)
-        self.footprint = Footprint.of(t.raw_bytes, t.zip_bytes, keep, self.cached, LOCK_SLACK)
+        self.footprint = shard_footprint(preparer.table, preparer.streams)
+        self.cached = self.footprint.resident > 0  # raw shards are never empty
         self.limit = None if cache_limit is None else parse_bytes(cache_limit)
         self.predownload = max(int(predownload), 1)
         self.max_downloads = None if max_downloads is None else max(int(max_downloads), 1)
         self.prefetch_threads = max(int(prefetch_threads), 1)
         self.wait_timeout = wait_timeout if wait_timeout is not None else self._default_wait()
         self.flag = flag
-        self.dirs = sorted({str(streams[s].local_dir) for s in np.unique(stream_of[self.cached])})
+        owner = np.asarray(preparer.table.stream_of_shard, np.int64)
+        self.dirs = sorted({str(preparer.streams[s].local_dir)
+                            for s in np.unique(owner[self.cached]).tolist()})
         self.token = self._token()
         self._reset_runtime()
 

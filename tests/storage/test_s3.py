@@ -189,3 +189,14 @@ def test_forked_children_build_their_own_client():
     child.join(30)
     assert child.exitcode == 0
     assert queue.get(timeout=5) == (True, 1)  # the parent's clients were dropped, one new one
+
+
+def test_clients_share_one_model_loader_and_stay_separate_per_setting(s3_env):
+    from streaming.storage import s3
+
+    first = s3._client(s3_env.endpoint, None, 5.0, 7.0)
+    other = s3._client(s3_env.endpoint, None, 5.0, 8.0)
+    assert first is not other  # different timeouts, different clients
+    loader = s3._loader
+    assert loader is not None
+    assert s3._botocore_session().get_component("data_loader") is loader  # parsed models reused
