@@ -7,7 +7,9 @@ the same bucket in the same run, without and with a cache limit of 25% of the da
 
 Every system runs the same loop in its own process and venv: a DataLoader with 2 workers, batch
 64, shuffle on, a fresh cache folder, one full epoch (samples/s, payload MB/s, time to first batch,
-peak bytes in the cache folder). Peers come from .bench-venvs (benchmarks/peers/setup.sh); a peer
+peak bytes in the cache folder). Unlimited epochs run --rounds times, the systems taking turns,
+and each system's median run is compared (single runs here drift by tens of percent).
+Peers come from .bench-venvs (benchmarks/peers/setup.sh); a peer
 that fails, stops making progress for --stall seconds or runs past --wall seconds is killed
 and reported, not fatal. The ceilings are measured in the same run on the same objects:
 parallel ranged GETs, and fetch+decompress with a thread pool and nothing else; the cache
@@ -297,10 +299,25 @@ def _line(name: str, r: dict, top_sps: float) -> str:
             f"x{sps / top_sps:.2f} of GET ceiling  {notes}")
 
 
-def _ratio(label: str, a: dict | None, b: dict | None) -> None:
-    if a and b and "error" not in a and "error" not in b:
-        x = (a["samples"] / a["seconds"]) / (b["samples"] / b["seconds"])
-        print(f"    {label}: x{x:.2f}")
+def _sps(r: dict | None) -> float | None:
+    return None if not r or "error" in r else r["samples"] / r["seconds"]
+
+
+def _median(results: list[dict]) -> dict:
+    """The run with the median samples/s (failed runs count as slowest)."""
+    ranked = sorted(results, key=lambda r: _sps(r) or 0.0)
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def _ratio(label: str, a: dict | None, b: dict | None,
+           pairs: list[tuple[dict, dict]] | None = None) -> None:
+    x = None if _sps(a) is None or _sps(b) is None else _sps(a) / _sps(b)
+    each = [_sps(p) / _sps(q) if _sps(p) and _sps(q) else None for p, q in pairs or []]
+    per_round = ""
+    if len(each) > 1:
+        per_round = "  (" + ", ".join("failed" if v is None else f"x{v:.2f}" for v in each) + ")"
+    if x is not None or per_round:
+        print(f"    {label}: {'n/a' if x is None else f'x{x:.2f}'}{per_round}")
 
 
 def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
@@ -333,19 +350,33 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
         sps = run["samples"] / run["seconds"]
         print(f"  {name:<24} {sps:>9,.0f} samples/s  first sample {run['first']:5.2f} s  "
               f"x{sps / top_sps:.2f} of GET ceiling  (in order, one thread, no loader)")
-    for name, (cmd, url) in systems(kind, lit, env).items():
-        if args.no_peers and name != "ours":
-            continue
+    found = {name: entry for name, entry in systems(kind, lit, env).items()
+             if not (args.no_peers and name != "ours")}
+    # Unlimited epochs: `rounds` interleaved rounds (this machine drifts by tens of percent
+    # between minutes), each system once per round; the median run stands for the system.
+    laps: dict[str, list[dict]] = {name: [] for name in found}
+    for k in range(args.rounds):
+        for name, (cmd, url) in found.items():
+            r = epoch(cmd, url, column, None, env, args)
+            laps[name].append(r)
+            label = name if args.rounds == 1 else f"{name} #{k + 1}"
+            print(_line(label, r, top_sps), flush=True)
+    runs = report["runs"]
+    for name, results in laps.items():
+        runs[name] = _median(results)
+        report.setdefault("rounds", {})[name] = results
+        if args.rounds > 1:
+            print(_line(f"{name} (median)", runs[name], top_sps), flush=True)
+    for name, (cmd, url) in found.items():
         sys_limit = limit if name != "litdata" else sum(p.stat().st_size
                                                         for p in lit.iterdir()) // 4
-        for label, lim in (("", None), (", 25%", sys_limit)):
-            r = epoch(cmd, url, column, lim, env, args)
-            report["runs"][name + label] = r
-            print(_line(name + label, r, top_sps), flush=True)
-    runs = report["runs"]
-    print("  ratios (samples/s):")
+        r = epoch(cmd, url, column, sys_limit, env, args)
+        runs[name + ", 25%"] = r
+        print(_line(name + ", 25%", r, top_sps), flush=True)
+    print("  ratios (samples/s; medians, then round by round):")
     for peer in ("reference", "litdata"):
-        _ratio(f"ours / {peer}", runs.get("ours"), runs.get(peer))
+        _ratio(f"ours / {peer}", runs.get("ours"), runs.get(peer),
+               list(zip(laps.get("ours", []), laps.get(peer, []))))
         _ratio(f"ours 25% / {peer} 25%", runs.get("ours, 25%"), runs.get(f"{peer}, 25%"))
     ours, quarter = runs.get("ours"), runs.get("ours, 25%")
     if ours and "error" not in ours:
@@ -367,6 +398,8 @@ def main() -> None:
     parser.add_argument("--wall", type=float, default=180.0,
                         help="seconds one epoch may take before it is killed as unfinished")
     parser.add_argument("--predownload", type=int, default=2048)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved unlimited epochs per system (the median is reported)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
     kinds = ["tokens", "blobs"] if args.corpus == "both" else [args.corpus]

@@ -45,6 +45,14 @@ def convert(corpus: str, out: Path, chunk_bytes: int) -> None:
     (out / "done").write_text("{}")
 
 
+def _plain(batch: list[dict]) -> list[dict]:
+    """The batch as a list of samples, with memoryview values copied to bytes: LitData decodes
+    a `bytes` column to a memoryview of its chunk, which a DataLoader worker cannot pickle (the
+    worker's queue thread dies and the loader waits forever)."""
+    return [{k: bytes(v) if isinstance(v, memoryview) else v for k, v in s.items()}
+            for s in batch]
+
+
 def epoch(a: dict) -> None:
     """One shuffled epoch with 2 workers from a cold cache folder."""
     start = time.perf_counter()
@@ -59,7 +67,7 @@ def epoch(a: dict) -> None:
     ds = litdata.StreamingDataset(a["remote"], cache_dir=a["local"], shuffle=True,
                                   max_cache_size=a["limit"], storage_options=options)
     loader = litdata.StreamingDataLoader(ds, batch_size=a["batch"], num_workers=a["workers"],
-                                         collate_fn=lambda b: b)
+                                         collate_fn=_plain)
     timed_epoch(start, loader, count_list(a["column"]), a["local"])
 
 
