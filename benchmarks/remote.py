@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -283,14 +284,31 @@ def epoch(cmd: list[str], remote: str, column: str, limit: int | None, env: dict
     """One cold-cache epoch of one system (`extra`: more child arguments); the cache folder is
     removed afterwards."""
     local = tempfile.mkdtemp(prefix="bench-remote-")
+    before, served = resource.getrusage(resource.RUSAGE_CHILDREN), _server_cpu()
     try:
         a = {"remote": remote, "local": local, "limit": limit, "column": column,
              "workers": WORKERS, "batch": BATCH, "endpoint": env["S3_ENDPOINT_URL"],
              "key": env["AWS_ACCESS_KEY_ID"], "secret": env["AWS_SECRET_ACCESS_KEY"],
              **(extra or {})}
-        return run_child([*cmd, json.dumps(a)], env, args.stall, args.wall)
+        result = run_child([*cmd, json.dumps(a)], env, args.stall, args.wall)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result["cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        result["server_cpu"] = _server_cpu() - served
+        return result
     finally:
         shutil.rmtree(local, ignore_errors=True)
+
+
+SERVER_PID: int | None = None  # the moto server, whose CPU time each epoch also reports
+
+
+def _server_cpu() -> float:
+    """CPU seconds the S3 server has used so far (0 when unknown)."""
+    try:
+        fields = Path(f"/proc/{SERVER_PID}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _line(name: str, r: dict, top_sps: float) -> str:
@@ -300,7 +318,8 @@ def _line(name: str, r: dict, top_sps: float) -> str:
     notes = "; ".join(r.get("notes", []))
     return (f"  {name:<24} {sps:>9,.0f} samples/s {r['bytes'] / MB / r['seconds']:>7.1f} MB/s  "
             f"first batch {r['first']:5.2f} s  peak cache {r['peak_cache'] / MB:>6.0f} MB  "
-            f"x{sps / top_sps:.2f} of GET ceiling  {notes}")
+            f"x{sps / top_sps:.2f} of GET ceiling  cpu {r['cpu']:4.1f} s + server "
+            f"{r['server_cpu']:3.1f} s  {notes}")
 
 
 def _sps(r: dict | None) -> float | None:
@@ -423,6 +442,8 @@ def main() -> None:
         env.pop("PYTHONPATH", None)
         os.environ.update(server.env())
         server.client().create_bucket(Bucket=BUCKET)
+        global SERVER_PID
+        SERVER_PID = server.process.pid
         print(f"moto server at {server.endpoint}")
         report = {kind: bench(kind, args, server, env) for kind in kinds}
     finally:
