@@ -107,9 +107,11 @@ def ceiling(client, bucket: str, keys: list[tuple[str, int]], threads: int = 8) 
     return total / MB / (time.perf_counter() - start)
 
 
-def prepare_ceiling(remote: str, keys: list[tuple[str, int]], threads: int = 4) -> float:
+def prepare_ceiling(remote: str, keys: list[tuple[str, int]], raw: dict[str, int],
+                    threads: int = 4) -> float:
     """MB/s (compressed) of fetching and decompressing every shard to disk with `threads`
-    threads and no reader: the work the engine must do, without the engine."""
+    threads and no reader: the work the engine must do, the same way (`expected_size` takes
+    libzstd's file-to-file path), without the engine. `raw`: zip basename -> raw bytes."""
     from streaming.format.compression import decompress_file
     from streaming.storage import fetch
 
@@ -119,7 +121,8 @@ def prepare_ceiling(remote: str, keys: list[tuple[str, int]], threads: int = 4) 
         key, size = item
         name = key.rsplit("/", 1)[-1]
         zipped = fetch(f"{remote}/{name}", folder / name, expected_size=size)
-        decompress_file(zipped, folder / name.removesuffix(".zstd"), "zstd")
+        decompress_file(zipped, folder / name.removesuffix(".zstd"), "zstd",
+                        expected_size=raw[name], durable=False)
         zipped.unlink()
         return size
 
@@ -201,7 +204,7 @@ def ours_child(a: dict) -> None:
         warnings.simplefilter("always")
         ds = StreamingDataset(remote=a["remote"], local=a["local"], shuffle=True,
                               batch_size=a["batch"], cache_limit=a["limit"],
-                              shuffle_block_size=a.get("block"), predownload=a.get("predownload"))
+                              shuffle_block_size=a.get("block"))
     notes = ["cache_limit not enforced by this build"
              for w in caught if "not enforced" in str(w.message)]
     loader = StreamingDataLoader(ds, batch_size=a["batch"], num_workers=a["workers"])
@@ -314,7 +317,7 @@ def _server_cpu() -> float:
 def _line(name: str, r: dict, top_sps: float) -> str:
     if "error" in r:
         return f"  {name:<24} {r['error']}"
-    sps = r["samples"] / r["seconds"]
+    sps = _sps(r)
     notes = "; ".join(r.get("notes", []))
     return (f"  {name:<24} {sps:>9,.0f} samples/s {r['bytes'] / MB / r['seconds']:>7.1f} MB/s  "
             f"first batch {r['first']:5.2f} s  peak cache {r['peak_cache'] / MB:>6.0f} MB  "
@@ -353,7 +356,8 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
     if lit is not None:
         upload(client, lit, f"litdata-{kind}")
     zip_mb = sum(size for _, size in keys) / MB
-    raw = int(np.sum(read_index(folder / "index.json").raw_bytes))
+    index = read_index(folder / "index.json")
+    raw = int(np.sum(index.raw_bytes))
     limit = raw // 4
     print(f"\n{kind}: {len(corpus):,} samples, {corpus.nbytes / MB:,.0f} MB payload, "
           f"{len(keys)} zstd shards, {zip_mb:,.0f} MB in S3 ({raw / MB:,.0f} MB raw); "
@@ -361,7 +365,8 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
     top = ceiling(client, BUCKET, keys)
     top_sps = len(corpus) * top / zip_mb
     remote = f"s3://{BUCKET}/{kind}"
-    work = prepare_ceiling(remote, keys)
+    work = prepare_ceiling(remote, keys, dict(zip(index.zip_basenames,
+                                                  index.raw_bytes.tolist())))
     print(f"  {'ceiling: 8 range GETs':<24} {top_sps:>9,.0f} samples/s {top:>7.1f} MB/s of "
           f"zstd objects")
     print(f"  {'ceiling: fetch+zstd -d':<24} {len(corpus) * work / zip_mb:>9,.0f} samples/s "
@@ -377,7 +382,6 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
              if not (args.no_peers and name != "ours")}
     # Our default py1e block spans this whole corpus, so batch 1 waits for every shard; a block
     # of BLOCK_SHARDS shards' samples lets downloads overlap reading (an option, not the default).
-    index = read_index(folder / "index.json")
     block = BLOCK_SHARDS * index.num_samples // index.num_shards
     found[f"ours, block {block:,}"] = (found["ours"][0], found["ours"][1], {"block": block})
     # Unlimited epochs: `rounds` interleaved rounds (this machine drifts by tens of percent
