@@ -28,6 +28,7 @@ from streaming.cache.limit import (
     check_limit,
     minimum_limit,
 )
+from streaming.cache.lookahead import entry_runs, next_new, window_end
 from streaming.cache.stats import CacheStats
 from streaming.coord.flag import FailureFlag
 from streaming.coord.names import Namespace
@@ -128,6 +129,8 @@ class CacheEngine:
         self._wake = threading.Event()
         self._run_shard = np.zeros(0, np.int64)
         self._run_start = np.zeros(0, np.int64)
+        self._run_end = np.zeros(0, np.int64)
+        self._entries = np.zeros(0, np.int64)
         self._position = 0
         self._refresh_at = 0
         self._length = 0
@@ -200,6 +203,9 @@ class CacheEngine:
         self._run_start = np.concatenate([[0], starts]).astype(np.int64) if len(seq) else seq
         self._run_shard = seq[self._run_start]
         self._length = len(seq)
+        self._run_end = np.append(self._run_start[1:], self._length).astype(np.int64)
+        self._entries = entry_runs(self._run_shard, self._run_start, self._length,
+                                   gap=self.predownload)
         self._position = 0
         self._refresh_at = 0
         self._publish(0)
@@ -222,25 +228,30 @@ class CacheEngine:
 
     def _publish(self, position: int, window: int = 16) -> None:
         """Write this reader's next distinct shards, and the steps at which it starts and stops
-        reading each, into its slot."""
+        reading each, into its slot: those of the next `window * horizon` runs, then the new
+        shards the prefetcher reaches beyond them (so eviction knows they are wanted)."""
         table = self.table
         h = table.horizon
         r0 = max(int(np.searchsorted(self._run_start, position, side="right")) - 1, 0)
         shards = self._run_shard[r0:r0 + window * h]
-        starts = self._run_start[r0:r0 + window * h + 1]
         _, first = np.unique(shards, return_index=True)
-        keep = np.sort(first)[:h]
-        ends = np.append(starts[1:], self._length)[:len(shards)] if len(shards) else starts
+        near = np.sort(first)[:h] + r0
+        far = next_new(self._entries, self._run_shard, r0, r0 + len(shards),
+                       self.prefetch_threads)
+        runs = np.concatenate([near, far])
+        _, first = np.unique(self._run_shard[runs], return_index=True)
+        runs = runs[np.sort(first)][:h]
+        ends = self._run_end
         row = np.full(h, -1, np.int64)
-        row[:len(keep)] = shards[keep]
+        row[:len(runs)] = self._run_shard[runs]
         slot = self._slot
-        table.horizon_starts[slot, :len(keep)] = starts[keep]
-        table.horizon_ends[slot, :len(keep)] = ends[keep]
+        table.horizon_starts[slot, :len(runs)] = self._run_start[runs]
+        table.horizon_ends[slot, :len(runs)] = ends[runs]
         table.horizon_shards[slot] = row
         table.progress[slot] = position
         # Refresh when the current run ends (a shard read again later then shows its next use
         # instead of looking finished), but at most every REFRESH_STEPS steps.
-        later = ends[keep[0]] if len(keep) else self._length
+        later = ends[runs[0]] if len(runs) else self._length
         self._refresh_at = max(int(later), position + REFRESH_STEPS)
 
     # ----- the reader side ---------------------------------------------------------------
@@ -443,11 +454,13 @@ class CacheEngine:
             log.debug("cache: prefetcher stopped: %r", exc)
 
     def _prefetch_step(self) -> bool:
-        """Prepare the next absent shard within `predownload` steps; True if it did work."""
+        """Prepare the next absent shard within `predownload` steps or among the next
+        `prefetch_threads` new shards (see `lookahead`); True if it did work."""
         table = self.table
         pos = self._position
         lo = max(int(np.searchsorted(self._run_start, pos, side="right")) - 1, 0)
         hi = int(np.searchsorted(self._run_start, pos + self.predownload, side="right"))
+        hi = window_end(self._entries, self._run_shard, lo, hi, self.prefetch_threads)
         window = self._run_shard[lo:hi]
         todo = np.flatnonzero(table.state[window] == tb.ABSENT)
         for k in todo.tolist():

@@ -259,3 +259,31 @@ def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
     engine.advance(17)
     assert distances() == [NEVER, NEVER, 0, NEVER]
     engine.close()
+
+
+def test_the_next_blocks_shards_are_prefetched_far_beyond_predownload(source, tmp_path):
+    import time
+
+    from streaming.cache.evict import next_use
+
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, predownload=4, prefetch_threads=2)
+    rng = np.random.default_rng(1)
+    # shuffled blocks of 2,000 steps over shards 0-1, then 2-3, then 4-5
+    seq = np.concatenate([rng.integers(0, 2, 2000), rng.integers(2, 4, 2000),
+                          rng.integers(4, 6, 2000)])
+    engine.follow(seq)
+    table, slot = engine.table, engine._slot
+    deadline = time.monotonic() + 30
+    while (table.state[2:4] != tb.PRESENT).any() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # the reader is still at step 0: the next block's shards (two new shards: prefetch_threads)
+    # are ready, and the horizon says when they are needed so eviction keeps them; the block
+    # after that is beyond the lookahead
+    assert (table.state[2:4] == tb.PRESENT).all()
+    assert (table.state[4:6] == tb.ABSENT).all()
+    rows = slice(slot, slot + 1)
+    d = next_use(table.horizon_shards[rows], table.horizon_starts[rows],
+                 table.horizon_ends[rows], table.progress[rows], table.num_shards)
+    assert d[2] == int(np.argmax(seq == 2)) and d[3] == int(np.argmax(seq == 3))
+    engine.close()
