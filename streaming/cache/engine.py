@@ -28,7 +28,7 @@ from streaming.cache.limit import (
     check_limit,
     minimum_limit,
 )
-from streaming.cache.lookahead import entry_runs, next_new, window_end
+from streaming.cache.lookahead import entry_runs, next_new, previous_runs, window_end
 from streaming.cache.stats import CacheStats
 from streaming.coord.flag import FailureFlag
 from streaming.coord.names import Namespace
@@ -130,6 +130,7 @@ class CacheEngine:
         self._run_shard = np.zeros(0, np.int64)
         self._run_start = np.zeros(0, np.int64)
         self._run_end = np.zeros(0, np.int64)
+        self._previous = np.zeros(0, np.int64)
         self._entries = np.zeros(0, np.int64)
         self._position = 0
         self._refresh_at = 0
@@ -204,7 +205,8 @@ class CacheEngine:
         self._run_shard = seq[self._run_start]
         self._length = len(seq)
         self._run_end = np.append(self._run_start[1:], self._length).astype(np.int64)
-        self._entries = entry_runs(self._run_shard, self._run_start, self._length,
+        self._previous = previous_runs(self._run_shard)
+        self._entries = entry_runs(self._previous, self._run_start, self._run_end,
                                    gap=self.predownload)
         self._position = 0
         self._refresh_at = 0
@@ -236,11 +238,9 @@ class CacheEngine:
         shards = self._run_shard[r0:r0 + window * h]
         _, first = np.unique(shards, return_index=True)
         near = np.sort(first)[:h] + r0
-        far = next_new(self._entries, self._run_shard, r0, r0 + len(shards),
-                       self.prefetch_threads)
-        runs = np.concatenate([near, far])
-        _, first = np.unique(self._run_shard[runs], return_index=True)
-        runs = runs[np.sort(first)][:h]
+        far = next_new(self._entries, self._previous, r0, r0 + len(shards),
+                       self.prefetch_threads)  # none of their shards is in `near`
+        runs = np.concatenate([near, far])[:h]
         ends = self._run_end
         row = np.full(h, -1, np.int64)
         row[:len(runs)] = self._run_shard[runs]
@@ -460,7 +460,7 @@ class CacheEngine:
         pos = self._position
         lo = max(int(np.searchsorted(self._run_start, pos, side="right")) - 1, 0)
         hi = int(np.searchsorted(self._run_start, pos + self.predownload, side="right"))
-        hi = window_end(self._entries, self._run_shard, lo, hi, self.prefetch_threads)
+        hi = window_end(self._entries, self._previous, lo, hi, self.prefetch_threads)
         window = self._run_shard[lo:hi]
         todo = np.flatnonzero(table.state[window] == tb.ABSENT)
         for k in todo.tolist():

@@ -11,51 +11,49 @@ from __future__ import annotations
 import numpy as np
 
 
-def entry_runs(run_shard: np.ndarray, run_start: np.ndarray, length: int, gap: int) -> np.ndarray:
-    """Indices of the runs whose shard is new to the reader: never read before, or last read
-    more than `gap` steps before the run starts (it may have been evicted since).
-
-    `run_shard[i]` is read from step `run_start[i]` until the next run starts (`length` ends the
-    last run). Sorted ascending."""
+def previous_runs(run_shard: np.ndarray) -> np.ndarray:
+    """For each run, the index of the previous run of the same shard (-1 for its first)."""
     n = len(run_shard)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    shard = np.asarray(run_shard)
-    key = shard.astype(np.int32) if int(shard.max()) < 2**31 else shard
-    order = np.argsort(key, kind="stable")  # by shard, then by position
-    ends = np.append(run_start[1:], length)
-    same = np.zeros(n, bool)
-    same[1:] = key[order[1:]] == key[order[:-1]]
-    entry = np.ones(n, bool)
-    later, earlier = order[1:][same[1:]], order[:-1][same[1:]]
-    entry[later] = run_start[later] - ends[earlier] > gap
+    order = np.argsort(run_shard, kind="stable")  # by shard, then by position
+    prev = np.full(n, -1, np.int64)
+    if n > 1:
+        same = run_shard[order[1:]] == run_shard[order[:-1]]
+        prev[order[1:][same]] = order[:-1][same]
+    return prev
+
+
+def entry_runs(prev: np.ndarray, run_start: np.ndarray, run_end: np.ndarray,
+               gap: int) -> np.ndarray:
+    """Indices of the runs whose shard is new to the reader: never read before, or last read
+    more than `gap` steps before the run starts (it may have been evicted since). Ascending.
+
+    `prev` comes from `previous_runs`; run i covers steps [run_start[i], run_end[i])."""
+    first = prev < 0
+    entry = first.copy()
+    again = np.flatnonzero(~first)
+    entry[again] = run_start[again] - run_end[prev[again]] > gap
     return np.flatnonzero(entry).astype(np.int64)
 
 
-def next_new(entries: np.ndarray, run_shard: np.ndarray, lo: int, hi: int, ahead: int,
+def next_new(entries: np.ndarray, prev: np.ndarray, lo: int, hi: int, ahead: int,
              scan: int = 4096) -> np.ndarray:
-    """Run indices where the first `ahead` distinct shards not read in runs [lo, hi) enter the
-    sequence after them (looking at most `scan` entries ahead)."""
-    if ahead <= 0 or not len(entries):
+    """The first `ahead` entries at or after run `hi` whose shard was not read since run `lo`
+    (looking at `scan` entries at most): shards new to the window [lo, hi), each once, since a
+    second entry of a shard has its previous run at or after the first."""
+    if ahead <= 0:
         return np.zeros(0, np.int64)
     j = int(np.searchsorted(entries, max(lo + 1, hi), side="left"))  # runs before hi are in it
-    inside = np.unique(run_shard[lo:hi])
     found = np.zeros(0, np.int64)
     chunk = 64
-    while j < len(entries) and scan > 0:
-        runs = np.concatenate([found, entries[j:j + chunk]])
-        shards = run_shard[runs]
-        runs, shards = runs[~np.isin(shards, inside)], shards[~np.isin(shards, inside)]
-        _, first = np.unique(shards, return_index=True)
-        found = runs[np.sort(first)[:ahead]]
-        if len(found) >= ahead:
-            break
+    while j < len(entries) and scan > 0 and len(found) < ahead:
+        runs = entries[j:j + chunk]
+        found = np.concatenate([found, runs[prev[runs] < lo]])[:ahead]
         j, scan, chunk = j + chunk, scan - chunk, chunk * 2
     return found
 
 
-def window_end(entries: np.ndarray, run_shard: np.ndarray, lo: int, hi: int, ahead: int) -> int:
+def window_end(entries: np.ndarray, prev: np.ndarray, lo: int, hi: int, ahead: int) -> int:
     """The end (exclusive run index) of a prefetch window that starts at run `lo`, covers at
     least runs [lo, hi) and reaches the next `ahead` shards new to it."""
-    far = next_new(entries, run_shard, lo, hi, ahead)
+    far = next_new(entries, prev, lo, hi, ahead)
     return max(hi, int(far[-1]) + 1) if len(far) else hi
