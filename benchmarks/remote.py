@@ -32,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -177,42 +176,6 @@ def engine_epoch(remote: str, limit: int | None, predownload: int) -> dict:
             "zip_mb": float(np.sum(table.zip_bytes)) / MB, "stats": stats}
 
 
-def count_ours(column: str):
-    """Counter for our default collate: tensors, `Ragged` columns, or lists of bytes."""
-    from remote_epoch import nbytes
-
-    def count(batch: dict) -> tuple[int, int]:
-        col = batch[column]
-        if hasattr(col, "values") and hasattr(col, "offsets"):
-            size = nbytes(col.values)
-        elif hasattr(col, "nbytes"):
-            size = nbytes(col)
-        else:
-            size = sum(map(nbytes, col))
-        return len(batch["id"]), size
-
-    return count
-
-
-def ours_child(a: dict) -> None:
-    """Child process: one epoch of our StreamingDataset + StreamingDataLoader (see remote_epoch)."""
-    sys.path.insert(0, str(PEERS))
-    from remote_epoch import timed_epoch
-
-    start = time.perf_counter()
-    from streaming import StreamingDataLoader, StreamingDataset
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ds = StreamingDataset(remote=a["remote"], local=a["local"], shuffle=True,
-                              batch_size=a["batch"], cache_limit=a["limit"],
-                              shuffle_block_size=a.get("block"))
-    notes = ["cache_limit not enforced by this build"
-             for w in caught if "not enforced" in str(w.message)]
-    loader = StreamingDataLoader(ds, batch_size=a["batch"], num_workers=a["workers"])
-    timed_epoch(start, loader, count_ours(a["column"]), a["local"], notes)
-
-
 def run_child(cmd: list[str], env: dict, stall: float, wall: float) -> dict:
     """Run one system's epoch in its own process group; kill the group if no progress line
     arrives for `stall` seconds or the epoch outlasts `wall` seconds. Returns the result line,
@@ -259,8 +222,7 @@ def run_child(cmd: list[str], env: dict, stall: float, wall: float) -> dict:
 
 def systems(kind: str, litdata_dir: Path | None, env: dict) -> dict[str, tuple[list[str], str]]:
     """name -> (command prefix taking the JSON arguments last, remote URL) for each system."""
-    found = {"ours": ([sys.executable, str(Path(__file__).resolve()), "child"],
-                      f"s3://{BUCKET}/{kind}")}
+    found = {"ours": ([sys.executable, str(PEERS / "ours_remote.py")], f"s3://{BUCKET}/{kind}")}
     ref = VENVS / "reference" / "bin" / "python"
     if ref.exists():
         found["reference"] = ([str(ref), str(PEERS / "reference_remote.py")],
@@ -448,9 +410,6 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
 
 
 def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "child":
-        ours_child(json.loads(sys.argv[2]))
-        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small corpora (~80 MB each)")
     parser.add_argument("--corpus", choices=["tokens", "blobs", "both"], default="both")

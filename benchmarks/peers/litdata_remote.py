@@ -17,18 +17,21 @@ client.
 
 from __future__ import annotations
 
-import json
-import shutil
-import sys
 import time
-from pathlib import Path
 
-import numpy as np
+START = time.perf_counter()  # before any import but the standard library's, as for every system
+
+import json  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from litdata_convert import make_sample
-from remote_epoch import count_list, timed_epoch
+from litdata_convert import make_sample  # noqa: E402
+from remote_epoch import count_list, timed_epoch  # noqa: E402
 
 
 def convert(corpus: str, out: Path, chunk_bytes: int) -> None:
@@ -55,7 +58,6 @@ def _plain(batch: list[dict]) -> list[dict]:
 
 def epoch(a: dict) -> None:
     """One shuffled epoch with 2 workers from a cold cache folder."""
-    start = time.perf_counter()
     import litdata
     from litdata.streaming import downloader
 
@@ -68,7 +70,7 @@ def epoch(a: dict) -> None:
                                   max_cache_size=a["limit"], storage_options=options)
     loader = litdata.StreamingDataLoader(ds, batch_size=a["batch"], num_workers=a["workers"],
                                          collate_fn=_plain)
-    timed_epoch(start, loader, count_list(a["column"]), a["local"])
+    timed_epoch(START, loader, count_list(a["column"]), a["local"])
 
 
 def main() -> None:

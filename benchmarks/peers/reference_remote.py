@@ -10,18 +10,20 @@ server through S3_ENDPOINT_URL. Prints JSON lines (see remote_epoch.py).
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
+
+START = time.perf_counter()  # before any import but the standard library's, as for every system
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from remote_epoch import args, count_list, timed_epoch
+from remote_epoch import args, count_list, timed_epoch  # noqa: E402
 
 
 def main() -> None:
     a = args()
-    start = time.perf_counter()
     import torch
 
     from streaming import StreamingDataset
@@ -30,7 +32,7 @@ def main() -> None:
                           batch_size=a["batch"], cache_limit=a["limit"])
     loader = torch.utils.data.DataLoader(ds, batch_size=a["batch"], num_workers=a["workers"],
                                          collate_fn=lambda b: b)
-    timed_epoch(start, loader, count_list(a["column"]), a["local"])
+    timed_epoch(START, loader, count_list(a["column"]), a["local"])
 
 
 if __name__ == "__main__":
