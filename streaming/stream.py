@@ -122,6 +122,19 @@ class Stream:
         backend, path = backend_for(self.remote_url(basename))
         return Path(path) if isinstance(backend, LocalBackend) else None
 
+    def streams_zip(self, basename: str) -> bool:
+        """Whether compressed `basename` can be decompressed while it downloads: a remote that
+        is not a filesystem, the plain `fetch`, and no `keep_zip` (which wants the file)."""
+        return (self.remote_dir is not None and not self.keep_zip
+                and type(self).fetch is _PLAIN_FETCH and self.source_path(basename) is None)
+
+    def stream_remote(self, basename: str, consume: Any, *, size: int) -> None:
+        """Deliver remote `basename`'s `size` bytes in order to `consume(piece)` as they arrive,
+        with this stream's timeout and retries (a retry resumes where the last one stopped)."""
+        from streaming.storage.streamed import stream_object
+
+        stream_object(self.remote_url(basename), consume, size=size, **self._transfer_options())
+
     def _transfer_options(self) -> dict[str, Any]:
         retry = self.download_retry if self.download_retry is not None else 2
         return {"timeout": float(self.download_timeout or 60), "retry": int(retry)}

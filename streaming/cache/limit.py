@@ -27,8 +27,10 @@ class Footprint:
 
     @classmethod
     def of(cls, raw_bytes: np.ndarray, zip_bytes: np.ndarray, keep_zip: np.ndarray,
-           cached: np.ndarray, slack: int = 0) -> Footprint:
-        """From index sizes: a kept zip stays resident, otherwise it only exists in transit.
+           cached: np.ndarray, slack: int = 0, zipless: np.ndarray | None = None) -> Footprint:
+        """From index sizes: a kept zip stays resident, otherwise it only exists in transit,
+        and not even then for `zipless` shards (decompressed while they download, or straight
+        from a filesystem remote).
 
         Shards that are not `cached` (their only copy is local) cost nothing. `slack` is added to
         each transient for small files a download creates (lock files).
@@ -37,8 +39,9 @@ class Footprint:
         zipped = np.asarray(zip_bytes, np.int64)
         keep = np.asarray(keep_zip, bool)
         cached = np.asarray(cached, bool)
+        on_disk = ~keep if zipless is None else ~keep & ~np.asarray(zipless, bool)
         resident = np.where(cached, raw + np.where(keep, zipped, 0), 0)
-        transient = np.where(cached, np.where(keep, 0, zipped) + slack, 0)
+        transient = np.where(cached, np.where(on_disk, zipped, 0) + slack, 0)
         return cls(resident.astype(np.int64), transient.astype(np.int64))
 
     def download_cost(self, shard: int) -> int:

@@ -10,12 +10,23 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from streaming.cache.marker import mark_cache
-from streaming.errors import ObjectNotFoundError, ShardCorruptError
-from streaming.format.compression import decompress_file
+from streaming.errors import (
+    DecompressionError,
+    HashMismatchError,
+    ObjectNotFoundError,
+    ShardCorruptError,
+)
+from streaming.format.compression import ZstdStream, decompress_file, extension
+from streaming.format.hashing import file_hexdigest, new_hasher
+from streaming.storage.atomic import staged_file
+
+if TYPE_CHECKING:
+    from streaming.stream import Stream
 
 LOCK_TIMEOUT = 600.0  # seconds another process may hold a shard's preparation lock
 
@@ -143,6 +154,10 @@ class ShardPreparer:
             return
         zipped = stream.local_dir / zip_name
         fetched = False
+        if (streams_codec(t.compression[shard]) and not _has_size(zipped, int(t.zip_bytes[shard]))
+                and stream.streams_zip(zip_name)):
+            self._fetch_decompressed(shard, stream, raw, algo)
+            return
         if not _has_size(zipped, int(t.zip_bytes[shard])):
             if not remote:
                 raise ObjectNotFoundError(
@@ -171,6 +186,60 @@ class ShardPreparer:
                 os.remove(zipped)
 
 
+    def _fetch_decompressed(self, shard: int, stream: Stream, raw: Path, algo: str | None
+                            ) -> None:
+        """Download the zstd shard and decompress it on the way into `raw` (no compressed copy
+        on disk), checking the zip's digest as its bytes pass and the raw file's afterwards."""
+        t = self.table
+        zip_name = t.zip_basenames[shard]
+        want = _pick(t.zip_hashes[shard], algo)
+        hashers = {name: new_hasher(name) for name in want or {}}
+        decoder = ZstdStream()
+        url = stream.remote_url(zip_name)
+        broken: list[DecompressionError] = []  # with a digest to check, bad data is hashed on
+        with staged_file(raw) as tmp, open(tmp, "wb") as out:
+
+            def consume(piece: bytes) -> None:
+                for hasher in hashers.values():
+                    hasher.update(piece)
+                if broken:
+                    return
+                try:
+                    out.write(decoder.feed(piece))
+                except DecompressionError as exc:
+                    if not hashers:
+                        raise
+                    broken.append(exc)
+
+            try:
+                # No _CORES slot: decoding keeps pace with the network here, and holding a
+                # slot for a whole transfer would cap the downloads in flight at the cores.
+                stream.stream_remote(zip_name, consume, size=int(t.zip_bytes[shard]))
+                for name, hasher in hashers.items():  # a digest names the cause best
+                    if hasher.hexdigest() != want[name]:
+                        raise HashMismatchError(
+                            f"{zip_name} (from {url}): {name} digest is {hasher.hexdigest()}, "
+                            f"the index says {want[name]}")
+                if broken:
+                    raise broken[0]
+                decoder.finish()
+            except DecompressionError as exc:
+                raise DecompressionError(f"{url}: {exc}") from exc
+            out.flush()
+            if out.tell() != int(t.raw_bytes[shard]):
+                raise ShardCorruptError(
+                    f"{url}: decompressed to {out.tell()} bytes, the index says "
+                    f"{int(t.raw_bytes[shard])}")
+        if algo:
+            _verify(raw, _pick(t.raw_hashes[shard], algo))
+
+
+def streams_codec(compression: str | None) -> bool:
+    """Whether shards of this compression are decompressed while they download (zstd: one
+    frame, decoded incrementally; the others take the download-then-decompress path)."""
+    return compression is not None and extension(compression) == "zstd"
+
+
 # Decompressions at once per process: more than the cores only makes every shard finish later
 # (the first shards a reader needs are asked for first, so they should also finish first).
 _CORES = threading.BoundedSemaphore(max(len(os.sched_getaffinity(0)), 1))
@@ -194,8 +263,6 @@ def _pick(hashes: dict, algo: str | None) -> dict[str, str] | None:
 
 
 def _verify(path: Path, expected: dict[str, str] | None) -> None:
-    from streaming.errors import HashMismatchError
-    from streaming.format.hashing import file_hexdigest
 
     for algo, want in (expected or {}).items():
         got = file_hexdigest(algo, path)

@@ -126,21 +126,43 @@ def _zstd_decompress(data: bytes | memoryview) -> bytes:
 
 
 def _zstd_chunks(pieces: Iterator[bytes | memoryview]) -> Iterator[bytes]:
-    # A decompressobj works whether or not the frame header records the content size; the
-    # explicit end-of-frame check catches truncation, which zstandard would otherwise ignore.
-    dobj = zstandard.ZstdDecompressor().decompressobj()
+    decoder = ZstdStream()
     for piece in pieces:
-        if dobj.eof:
-            if len(piece):
-                raise DecompressionError("trailing bytes after the end of the zstd frame")
-            continue
-        out = dobj.decompress(piece)
+        out = decoder.feed(piece)
         if out:
             yield out
-    if not dobj.eof:
-        raise DecompressionError("truncated zstd data (the frame never ends)")
-    if dobj.unused_data:
-        raise DecompressionError("trailing bytes after the end of the zstd frame")
+    decoder.finish()
+
+
+class ZstdStream:
+    """Incremental decoding of one zstd frame fed in pieces as they arrive (a download in
+    flight), so no compressed copy has to be written and read back.
+
+    A decompressobj works whether or not the frame header records the content size; the
+    explicit end-of-frame check in `finish` catches truncation, which zstandard would
+    otherwise ignore. Corrupt input raises DecompressionError.
+    """
+
+    def __init__(self) -> None:
+        self._dobj = zstandard.ZstdDecompressor().decompressobj()
+
+    def feed(self, piece: bytes | memoryview) -> bytes:
+        """The bytes `piece` completes (often none for small pieces)."""
+        if self._dobj.eof:
+            if len(piece):
+                raise DecompressionError("trailing bytes after the end of the zstd frame")
+            return b""
+        try:
+            return self._dobj.decompress(piece)
+        except zstandard.ZstdError as exc:
+            raise DecompressionError(f"corrupt zstd data: {exc}") from exc
+
+    def finish(self) -> None:
+        """Raise unless exactly one whole frame was fed."""
+        if not self._dobj.eof:
+            raise DecompressionError("truncated zstd data (the frame never ends)")
+        if self._dobj.unused_data:
+            raise DecompressionError("trailing bytes after the end of the zstd frame")
 
 
 def _read_chunks(handle) -> Iterator[bytes]:

@@ -73,6 +73,14 @@ class Backend(abc.ABC):
     def delete(self, path: str) -> None:
         """Remove the object; a missing object is not an error (like S3)."""
 
+    def chunks(
+        self, path: str, start: int | None = None, end: int | None = None, *,
+        deadline: float | None = None,
+    ) -> Iterator[bytes]:
+        """Bytes [start, end) of the object in pieces as they arrive, giving up with
+        DownloadTimeoutError once `deadline` (a time.monotonic() value) has passed."""
+        return self._bounded(path, start, end, deadline)
+
     def _bounded(
         self, path: str, start: int | None, end: int | None, deadline: float | None
     ) -> Iterator[bytes]:

@@ -35,12 +35,27 @@ def _preallocate(fd: int, size: int) -> None:
     os.ftruncate(fd, size)
 
 
+def read_part(backend: Backend, path: str, size: int, start: int, end: int,
+              policy: RetryPolicy) -> bytes:
+    """Bytes [start, end) of an object of `size` bytes, retried on their own; the last part
+    reads to the object's end, so an object bigger than `size` is caught too."""
+    url = backend.url(path)
+
+    def attempt(deadline: float) -> bytes:
+        if end < size:
+            return backend.get_range(path, start, end, deadline=deadline)
+        data = backend.get_range(path, start, None, deadline=deadline)
+        check_size(url, start + len(data), size)
+        return data
+
+    return policy.run(f"{url} bytes {start}-{end - 1}", attempt)
+
+
 def ranged_download(
     backend: Backend, path: str, dest: Path, size: int, *, policy: RetryPolicy,
     part_size: int, max_parts: int, verify: Verifier | None = None,
 ) -> Path:
     """Fetch `size` bytes as parallel ranges (each retried on its own), verify, rename to dest."""
-    url = backend.url(path)
     parts = spans(size, part_size)
 
     with staged_file(dest) as tmp:
@@ -48,20 +63,8 @@ def ranged_download(
         try:
             _preallocate(fd, size)
 
-            def read_part(start: int, end: int, deadline: float) -> bytes:
-                if end < size:
-                    return backend.get_range(path, start, end, deadline=deadline)
-                # The last part reads to the object's end, so a bigger object is caught too.
-                data = backend.get_range(path, start, None, deadline=deadline)
-                check_size(url, start + len(data), size)
-                return data
-
             def fetch_part(start: int, end: int) -> None:
-                data = policy.run(
-                    f"{url} bytes {start}-{end - 1}",
-                    lambda deadline: read_part(start, end, deadline),
-                )
-                _pwrite_all(fd, data, start)
+                _pwrite_all(fd, read_part(backend, path, size, start, end, policy), start)
 
             pool = ThreadPoolExecutor(max(1, min(max_parts, len(parts))), "range-part")
             try:

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.cache.engine import CacheEngine
+from streaming.cache.engine import LOCK_SLACK, CacheEngine, shard_footprint, zipless_shards
 from streaming.cache.limit import reader_shards
-from streaming.errors import CacheLimitError, HashMismatchError, StorageError
+from streaming.errors import CacheLimitError, DecompressionError, HashMismatchError, StorageError
+from streaming.format.compression import decompress
 from streaming.plan import PlanConfig, World, plan_node
 from tests.cache._data import (
     open_dataset,
@@ -141,6 +142,54 @@ def test_a_corrupted_shard_raises_hash_mismatch_naming_it(s3_env, bucket, tmp_pa
     engine.close()
 
 
+def test_zstd_shards_are_decompressed_while_they_download(s3_env, bucket, fault_proxy,
+                                                         monkeypatch, tmp_path):
+    name, src = bucket
+    proxy = fault_proxy(rate=0.3, seed=4, faults=("truncate", "reset", "500"), methods=("GET",))
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"), retry=6, timeout=5.0,
+                          validate_hash="xxh64")
+
+    def no_zip_on_disk(*args, **kwargs):
+        raise AssertionError("a compressed copy was written and decompressed from disk")
+
+    monkeypatch.setattr("streaming.cache.prepare.decompress_file", no_zip_on_disk)
+    for shard in range(len(handle.table.raw_bytes)):
+        raw = handle.preparer.prepare(shard)
+        zipped = src / handle.table.zip_basenames[shard]
+        assert raw.read_bytes() == decompress("zstd", zipped.read_bytes())
+    assert proxy.injected.get("truncate", 0) > 0  # resumed mid-object, bytes not repeated
+    names = [p.name for p in (tmp_path / "cache").iterdir()]
+    assert not [name for name in names if name.endswith(".tmp")]  # no temp file left
+    assert sorted(name for name in names if not name.startswith(".")) == sorted(
+        ["index.json", *handle.table.basenames])  # and no compressed copy
+
+
+def test_keep_zip_still_keeps_the_compressed_file(s3_env, bucket, tmp_path):
+    name, src = bucket
+    handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"), keep_zip=True)
+    handle.preparer.prepare(0)
+    zip_name = handle.table.zip_basenames[0]
+    assert (tmp_path / "cache" / zip_name).read_bytes() == (src / zip_name).read_bytes()
+
+
+def test_a_corrupt_zstd_object_without_hashes_names_its_url(s3_env, bucket, tmp_path):
+    name, src = bucket
+    client = s3_env.client()
+    upload_dir(client, name, "czs", src)
+    victim = sorted(p.name for p in src.iterdir() if p.name.endswith(".zstd"))[1]
+    data = bytearray((src / victim).read_bytes())
+    data[len(data) // 3: len(data) // 3 + 64] = bytes(64)
+    client.put_object(Bucket=name, Key=f"czs/{victim}", Body=bytes(data))
+    handle = open_dataset(f"s3://{name}/czs", str(tmp_path / "cache"))
+    shard = handle.table.zip_basenames.index(victim)
+    with pytest.raises(DecompressionError, match=rf"s3://{name}/czs/{victim}"):
+        handle.preparer.prepare(shard)
+    names = [p.name for p in (tmp_path / "cache").iterdir()]
+    assert not [name for name in names if name.endswith(".tmp")]
+    assert [name for name in names if not name.startswith(".")] == ["index.json"]
+
+
 def _read_all(env: dict, remote: str, local: str) -> int:
     import os
 
@@ -166,3 +215,16 @@ def test_two_processes_sharing_a_cache_dir_download_each_shard_once(s3_env, buck
     shards = sorted(p.name for p in src.iterdir() if p.name.endswith(".zstd"))
     gets = {s: proxy.count("GET", f"/{name}/ds/{s}") for s in shards}
     assert set(gets.values()) == {1}, gets
+
+
+def test_only_shards_whose_zip_lands_on_disk_reserve_room_for_it(s3_env, bucket, tmp_path):
+    name, src = bucket
+    streamed = open_dataset(f"s3://{name}/ds", str(tmp_path / "a"))
+    kept = open_dataset(f"s3://{name}/ds", str(tmp_path / "b"), keep_zip=True)
+    from_disk = open_dataset(str(src), str(tmp_path / "c"))
+    assert zipless_shards(streamed.table, [streamed.stream]).all()
+    assert zipless_shards(from_disk.table, [from_disk.stream]).all()  # decompressed in place
+    assert not zipless_shards(kept.table, [kept.stream]).any()
+    foot = shard_footprint(streamed.table, [streamed.stream])
+    assert (foot.transient == LOCK_SLACK).all()  # lock files only
+    assert (foot.resident == streamed.table.raw_bytes).all()

@@ -26,6 +26,14 @@ def test_footprint_counts_kept_zips_as_resident_and_skips_local_only():
     assert fp.download_cost(0) == 141
 
 
+def test_zipless_shards_reserve_no_room_for_a_compressed_copy():
+    fp = Footprint.of(np.array([100, 100, 100]), np.array([40, 40, 40]),
+                      np.array([False, True, False]), np.array([True, True, True]), slack=1,
+                      zipless=np.array([True, False, False]))
+    assert fp.resident.tolist() == [100, 140, 100]
+    assert fp.transient.tolist() == [1, 1, 41]  # decompressed on the way in: only the lock
+
+
 def test_minimum_is_the_worst_step_plus_one_decompression():
     fp = _footprint([10, 20, 30, 40], [5, 6, 7, 50])
     shards = np.array([[0, 0, 1, 3, -1],

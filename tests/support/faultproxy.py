@@ -42,7 +42,7 @@ class FaultProxy:
         self, upstream: str, *, rate: float = 0.0, seed: int = 0, faults: Iterable[str] = FAULTS,
         methods: Iterable[str] = ("GET", "HEAD"), fail_keys: Iterable[str] = (),
         fail_with: str = "500", stall_seconds: float = 3.0, delay: float = 0.0,
-        lifetime: float = 300.0,
+        lifetime: float = 300.0, max_faults: int | None = None,
     ) -> None:
         self.faults = tuple(faults)
         unknown = set(self.faults) - set(FAULTS) | ({fail_with} - set(FAULTS))
@@ -54,8 +54,10 @@ class FaultProxy:
         self.fail_keys, self.fail_with = tuple(fail_keys), fail_with
         self.stall_seconds = min(stall_seconds, MAX_STALL)
         self.delay = delay
+        self.max_faults = max_faults
         self.injected: Counter[str] = Counter()
         self.requests: Counter[tuple[str, str]] = Counter()
+        self.ranges: dict[tuple[str, str], list[str | None]] = {}
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -73,16 +75,27 @@ class FaultProxy:
         with self._lock:
             return self.requests[(method.upper(), path)]
 
-    def choose_fault(self, method: str, path: str) -> str | None:
+    def header_values(self, method: str, path: str, header: str = "Range") -> list[str | None]:
+        """The `Range` header of each `method` request for `path`, in arrival order (None: no
+        range asked for)."""
+        if header.lower() != "range":
+            raise ValueError("only the Range header is recorded")
+        with self._lock:
+            return list(self.ranges.get((method.upper(), path), []))
+
+    def choose_fault(self, method: str, path: str, range_header: str | None = None) -> str | None:
         """Record the request and decide which fault (if any) it gets."""
         with self._lock:
             self.requests[(method, path)] += 1
-            if any(key in path for key in self.fail_keys):
-                fault: str | None = self.fail_with
+            self.ranges.setdefault((method, path), []).append(range_header)
+            spent = self.max_faults is not None and sum(self.injected.values()) >= self.max_faults
+            fault: str | None = None
+            if spent:
+                pass
+            elif any(key in path for key in self.fail_keys):
+                fault = self.fail_with
             elif method in self.methods and self.faults and self._rng.random() < self.rate:
                 fault = self._rng.choice(self.faults)
-            else:
-                fault = None
             if fault:
                 self.injected[fault] += 1
             return fault
@@ -150,7 +163,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         body = self._read_body()
         path = urlsplit(self.path).path
-        fault = self.proxy.choose_fault(self.command, path)
+        fault = self.proxy.choose_fault(self.command, path, self.headers.get("Range"))
         if self.proxy.delay:
             self.proxy.sleep(self.proxy.delay)
         if fault == "reset" or (fault in ("stall", "truncate") and self.command == "HEAD"):
