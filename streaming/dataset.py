@@ -180,6 +180,12 @@ class StreamingDataset(IterableDataset):
         if cfg.shuffle_block_size is not None:
             if cfg.shuffle_block_size > fit:
                 self._read_shard = 0
+                logger.warning(
+                    "shuffle_block_size=%d is more than cache_limit=%s can hold (%d samples): "
+                    "shards evicted within a block are downloaded again, several times per "
+                    "epoch each (4.5x for a whole-dataset block at a 25%% limit); a block of at "
+                    "most %d samples, or no shuffle_block_size, avoids it",
+                    cfg.shuffle_block_size, self.cache_limit, fit, fit)
             return cfg
         if fit >= default:
             return cfg

@@ -183,7 +183,11 @@ def test_a_cache_limit_sizes_the_default_shuffle_block_and_keeps_an_explicit_one
         state = sized.state_dict(32, from_beginning=True)
     finally:
         sized.close()
-    explicit = StreamingDataset(local=str(tmp_path / "b"), shuffle_block_size=5000, **common)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="streaming.dataset"):
+        explicit = StreamingDataset(local=str(tmp_path / "b"), shuffle_block_size=5000, **common)
+    assert f"shuffle_block_size=5000 is more than cache_limit={limit} can hold ({block} " \
+        "samples)" in caplog.text  # kept, but the user learns it will download shards again
     unlimited = StreamingDataset(remote=f"s3://{name}/big", local=str(tmp_path / "c"),
                                  batch_size=16, shuffle=True)
     try:
