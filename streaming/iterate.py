@@ -5,10 +5,11 @@ reader thread, one vectorised decode per read)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from streaming.coord.names import Namespace
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import CoordinationError
 from streaming.format.encodings.base import FileBytes
-from streaming.format.shard import read_spans, samples_of
+from streaming.format.shard import NOWAIT_READS, read_spans, samples_of
 
 PLAN_LOCK_TIMEOUT = 300.0  # seconds a peer may spend computing the node plan
 
@@ -186,9 +187,9 @@ def iter_chunks(
 
     bounds = [0, *range(min(first, chunk), len(ids), chunk), len(ids)]
 
-    def fetch(k: int) -> Any:
+    def fetch(k: int, nowait: bool = False) -> Any:
         lo, hi = bounds[k], bounds[k + 1]
-        return _fetch(shards[lo:hi], rows[lo:hi], shelf)
+        return _fetch(shards[lo:hi], rows[lo:hi], shelf, nowait)
 
     try:
         if item is not None:
@@ -200,16 +201,45 @@ def iter_chunks(
                 yield [item(i) for i in ids[lo:lo + chunk].tolist()]
         else:
             with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:
-                pending = pool.submit(fetch, 0)
+                reads = _Reads(pool, fetch)
+                pending = reads.start(0)
                 for k in range(len(bounds) - 1):
                     prefetch.advance(bounds[k])
                     fetched = pending.result()
                     if k + 2 < len(bounds):
-                        pending = pool.submit(fetch, k + 1)
+                        pending = reads.start(k + 1)
                     yield _decode(fetched, columns)
         prefetch.check()
     finally:
         prefetch.stop()
+
+
+class _Reads:
+    """Starts the read of chunk k: right here when its shards are open and its bytes are all in
+    the page cache (a preadv2 with RWF_NOWAIT says so without waiting), else in the reader
+    thread, which overlaps waiting for the disk (or a download) with decoding the chunk before.
+    A reader thread for page-cache reads only costs: each of its ~1,000 positional reads per
+    chunk hands the GIL to and from the decoding thread (one process, no DataLoader workers:
+    4.5 CPU-s per 250,000 token samples with the thread, 3.1 without)."""
+
+    def __init__(self, pool: ThreadPoolExecutor, fetch: Callable[..., Any]) -> None:
+        self._pool = pool
+        self._fetch = fetch
+        self._nowait = NOWAIT_READS
+
+    def start(self, k: int) -> Future:
+        if self._nowait:
+            try:
+                done: Future = Future()
+                done.set_result(self._fetch(k, True))
+                return done
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                self._nowait = False  # a filesystem without RWF_NOWAIT: always use the thread
+        return self._pool.submit(self._fetch, k)
 
 
 def read_size(mean_sample_bytes: float, multiple: int = 1, *, limited: bool = False) -> int:
@@ -238,6 +268,10 @@ class _Shelf:
     def kept(self, shard: int) -> bool:
         return self._pinning is None or not self._pinning.cached[shard]
 
+    def is_open(self, shard: int) -> bool:
+        """Whether a kept reader of `shard` is open (reading it cannot wait for a download)."""
+        return shard in self._readers
+
     def reader(self, shard: int) -> Any:
         """The open reader of a kept shard (opened, and prepared, on first use)."""
         reader = self._readers.get(shard)
@@ -263,11 +297,14 @@ class _Shelf:
             self._pinning.release(shard)
 
 
-def _fetch(shards: np.ndarray, rows: np.ndarray, shelf: _Shelf) -> tuple:
+def _fetch(shards: np.ndarray, rows: np.ndarray, shelf: _Shelf, nowait: bool = False) -> tuple:
     """Copy one chunk's rows (in plan order) into one buffer with positional reads from each
     shard: ("read", codec, readers, which, rows, buffer, starts, ends). Streams of different
-    schemas are decoded right here, shard by shard: ("done", samples)."""
+    schemas are decoded right here, shard by shard: ("done", samples). With `nowait`,
+    BlockingIOError instead of any wait: a shard not open yet, pinned, or not in page cache."""
     uniq, which = np.unique(shards, return_inverse=True)
+    if nowait and not all(shelf.is_open(shard) for shard in uniq.tolist()):
+        raise BlockingIOError("a shard of this chunk is not open yet")
     if not all(shelf.kept(shard) for shard in uniq.tolist()):
         return _fetch_pinned(uniq, which, rows, shelf)
     opened = [shelf.reader(shard) for shard in uniq.tolist()]
@@ -278,7 +315,8 @@ def _fetch(shards: np.ndarray, rows: np.ndarray, shelf: _Shelf) -> tuple:
     for k, reader in enumerate(opened):
         part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
         starts[part], ends[part] = reader.spans(rows[part])
-    buffer, lo, hi = read_spans([r.fileno() for r in opened], which, starts, ends)
+    buffer, lo, hi = read_spans([r.fileno() for r in opened], which, starts, ends,
+                                nowait=nowait)
     return ("read", codec, opened, which, rows, buffer, lo, hi)
 
 

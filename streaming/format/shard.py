@@ -293,14 +293,22 @@ def samples_of(names: Sequence[str], columns: Sequence[Sequence[Any]]) -> list[d
     return samples
 
 
+# preadv2 flag: fail with EAGAIN instead of waiting for the disk (Linux 4.14+); 0 elsewhere, and
+# then NOWAIT_READS is False so callers never ask for it.
+NOWAIT = getattr(os, "RWF_NOWAIT", 0)
+NOWAIT_READS = bool(NOWAIT)
+
+
 def read_spans(fds: Sequence[int], which: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-               what: str = "shard") -> tuple[FileBytes, np.ndarray, np.ndarray]:
+               what: str = "shard", *, nowait: bool = False
+               ) -> tuple[FileBytes, np.ndarray, np.ndarray]:
     """Copy span k (bytes [starts[k], ends[k]) of file fds[which[k]]) into one new buffer, in
     order, with positional reads (file-contiguous neighbours merged into one read); return the
     buffer and each span's start and end in it.
 
     Reading instead of touching the mmap keeps file pages out of this process's RSS: with large
-    page-cache folios one random 4 KB row would map ~300 KB.
+    page-cache folios one random 4 KB row would map ~300 KB. With `nowait` (Linux), a read that
+    would wait for the disk raises BlockingIOError instead (RWF_NOWAIT: page cache only).
     """
     places = np.zeros(len(starts) + 1, np.int64)
     np.cumsum(ends - starts, out=places[1:])
@@ -309,9 +317,12 @@ def read_spans(fds: Sequence[int], which: np.ndarray, starts: np.ndarray, ends: 
     cuts = np.flatnonzero((starts[1:] != ends[:-1]) | (which[1:] != which[:-1])) + 1
     first = np.concatenate(([0], cuts))
     last = np.append(cuts, len(starts))
+    flags = NOWAIT if nowait else 0
     for lo, hi, at, k in zip(places[first].tolist(), places[last].tolist(),
                              starts[first].tolist(), which[first].tolist()):
-        if os.preadv(fds[k], [view[lo:hi]], at) != hi - lo:
+        if os.preadv(fds[k], [view[lo:hi]], at, flags) != hi - lo:
+            if nowait:  # partly in the page cache: let a blocking read do it
+                raise BlockingIOError(f"{what}: bytes at offset {at} are not in the page cache")
             raise ShardCorruptError(f"{what}: short read of {hi - lo} bytes at offset {at}")
     return FileBytes(buffer), places[:-1], places[1:]
 

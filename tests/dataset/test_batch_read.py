@@ -172,3 +172,69 @@ def test_first_uses_and_prefetcher_order_and_errors() -> None:
         time.sleep(0.01)
     with pytest.raises(CoordinationError, match="no shard 4"):
         failing.check()
+
+
+N_PAGED = 12_000
+
+
+def test_chunks_in_the_page_cache_are_read_without_the_reader_thread(tmp_path, monkeypatch):
+    """Once a chunk's shards are open and its bytes cached, its read runs in the iterating
+    thread (RWF_NOWAIT); the reader thread is only for reads that may wait."""
+    import streaming.iterate as iterate_module
+    from streaming import StreamingDataset
+    from streaming.format.shard import NOWAIT_READS
+
+    with MDSWriter(columns={"id": "int", "tokens": "ndarray:int32"}, out=tmp_path / "ds",
+                   size_limit=20_000) as writer:
+        for i in range(N_PAGED):
+            writer.write({"id": i, "tokens": np.full(i % 17 + 1, i, np.int32)})
+    submitted = []
+    real_submit = iterate_module.ThreadPoolExecutor.submit
+
+    def counting_submit(self, fn, *args, **kwargs):
+        submitted.append(args)
+        return real_submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(iterate_module.ThreadPoolExecutor, "submit", counting_submit)
+    ds = StreamingDataset(local=str(tmp_path / "ds"), shuffle=True, batch_size=10)
+    try:
+        ids = [int(i) for batch in ds.iter_batches(10) for i in batch["id"]]
+        rows = ds._read_rows(10)
+    finally:
+        ds.close()
+    assert sorted(ids) == list(range(N_PAGED))
+    chunks = 1 + -(-(N_PAGED - 10) // rows)  # a quick first chunk of one batch, then `rows`
+    if NOWAIT_READS:
+        assert len(submitted) <= 3 and chunks >= 10  # only until every shard was open
+    else:
+        assert len(submitted) == chunks
+
+
+def test_a_filesystem_without_nowait_reads_falls_back_to_the_reader_thread(tmp_path,
+                                                                            monkeypatch):
+    import errno
+
+    import streaming.iterate as iterate_module
+    from streaming import StreamingDataset
+
+    monkeypatch.setattr(iterate_module, "NOWAIT_READS", True)
+    with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
+        for i in range(5000):
+            writer.write({"id": i})
+    real = iterate_module.read_spans
+    refused = []
+
+    def no_nowait(*args, nowait=False, **kwargs):
+        if nowait:
+            refused.append(1)
+            raise OSError(errno.EOPNOTSUPP, "RWF_NOWAIT not supported")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(iterate_module, "read_spans", no_nowait)
+    ds = StreamingDataset(local=str(tmp_path / "ds"), shuffle=True, batch_size=10)
+    try:
+        ids = sorted(int(i) for batch in ds.iter_batches(10) for i in batch["id"])
+    finally:
+        ds.close()
+    assert ids == list(range(5000))
+    assert len(refused) == 1  # asked once, then never again in this pass
