@@ -228,3 +228,28 @@ def test_only_shards_whose_zip_lands_on_disk_reserve_room_for_it(s3_env, bucket,
     foot = shard_footprint(streamed.table, [streamed.stream])
     assert (foot.transient == LOCK_SLACK).all()  # lock files only
     assert (foot.resident == streamed.table.raw_bytes).all()
+
+
+def test_an_overridden_fetch_sees_every_shard_transfer(s3_env, bucket, tmp_path):
+    from streaming.cache.prepare import ShardPreparer, ShardTable
+    from streaming.format.index import read_index
+    from streaming.stream import Stream
+
+    name, src = bucket
+    fetched: list[str] = []
+
+    class Counting(Stream):
+        def fetch(self, basename, dest, **kwargs):
+            fetched.append(basename)
+            return super().fetch(basename, dest, **kwargs)
+
+    stream = Counting(remote=f"s3://{name}/ds", local=str(tmp_path / "cache"))
+    stream.apply_defaults(download_retry=2, download_timeout=10, validate_hash=None,
+                          keep_zip=False)
+    table = ShardTable.from_indexes([read_index(stream.index_file())])
+    preparer = ShardPreparer([stream], table)
+    assert not stream.streams_zip(table.zip_basenames[0])
+    assert not zipless_shards(table, [stream]).any()  # its zips land on disk: room reserved
+    raw = preparer.prepare(1)
+    assert fetched == [table.zip_basenames[1]]
+    assert raw.read_bytes() == decompress("zstd", (src / table.zip_basenames[1]).read_bytes())
