@@ -16,10 +16,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from streaming.storage.base import Backend, check_size
 from streaming.storage.ranged import read_part, spans
-from streaming.storage.registry import backend_for
 from streaming.storage.retry import RetryPolicy
-
-MiB = 1 << 20
+from streaming.storage.transfer import MiB, timed_backend, transfer_policy
 
 
 def stream_object(
@@ -30,10 +28,8 @@ def stream_object(
     """Call `consume(piece)` with the `size` bytes of `url` in order. Transfer failures are
     retried (`retry` more attempts of at most `timeout` s each); a consumer's exception stops
     the transfer and propagates as it is."""
-    if retry < 0:
-        raise ValueError(f"retry must be >= 0, got {retry}")
-    policy = RetryPolicy(attempts=retry + 1, timeout=timeout, backoff=backoff)
-    backend, path = backend_for(url, read_timeout=timeout, connect_timeout=min(timeout, 10.0))
+    policy = transfer_policy(timeout, retry, backoff)
+    backend, path = timed_backend(url, timeout)
     if backend.parallel_ranges and max_parts > 1 and size >= range_threshold:
         _in_order_ranges(backend, path, size, consume, policy, part_size, max_parts)
     else:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from streaming.errors import HashMismatchError
-from streaming.storage.base import Verifier
+from streaming.storage.base import Backend, Verifier
 from streaming.storage.ranged import ranged_download
 from streaming.storage.registry import backend_for
 from streaming.storage.retry import RetryPolicy
@@ -33,10 +33,16 @@ def _hash_verifier(url: str, dest: Path, expected: Mapping[str, str]) -> Verifie
     return verify
 
 
-def _policy(timeout: float, retry: int, backoff: float) -> RetryPolicy:
+def transfer_policy(timeout: float, retry: int, backoff: float) -> RetryPolicy:
+    """`retry` more attempts after the first, each of at most `timeout` seconds."""
     if retry < 0:
         raise ValueError(f"retry must be >= 0, got {retry}")
     return RetryPolicy(attempts=retry + 1, timeout=timeout, backoff=backoff)
+
+
+def timed_backend(url: str, timeout: float) -> tuple[Backend, str]:
+    """`backend_for(url)` with its socket read timeout at `timeout` (connect: at most 10 s)."""
+    return backend_for(url, read_timeout=timeout, connect_timeout=min(timeout, 10.0))
 
 
 def fetch(
@@ -50,8 +56,8 @@ def fetch(
     Each attempt is bounded by `timeout` seconds; transient failures are retried `retry` more
     times. Objects of at least `range_threshold` bytes come down as parallel ranges."""
     dest = Path(dest)
-    policy = _policy(timeout, retry, backoff)
-    backend, path = backend_for(url, read_timeout=timeout, connect_timeout=min(timeout, 10.0))
+    policy = transfer_policy(timeout, retry, backoff)
+    backend, path = timed_backend(url, timeout)
     verify = _hash_verifier(url, dest, expected_hashes) if expected_hashes else None
     size = expected_size
     if backend.parallel_ranges and max_parts > 1:
@@ -88,7 +94,7 @@ def fetch_once(
     if _complete(dest, expected_size):
         return dest
     if wait_timeout is None:
-        policy = _policy(
+        policy = transfer_policy(
             options.get("timeout", 60.0), options.get("retry", 2), options.get("backoff", 0.25)
         )
         wait_timeout = policy.budget() + 5.0
@@ -103,6 +109,6 @@ def upload(
     backoff: float = 0.25,
 ) -> None:
     """Copy a local file to `url` with the download retry policy (multipart when large)."""
-    policy = _policy(timeout, retry, backoff)
-    backend, path = backend_for(url, read_timeout=timeout, connect_timeout=min(timeout, 10.0))
+    policy = transfer_policy(timeout, retry, backoff)
+    backend, path = timed_backend(url, timeout)
     policy.run(f"upload {local} -> {url}", lambda deadline: backend.upload(Path(local), path))
