@@ -29,7 +29,7 @@ from streaming.cache.limit import (
     minimum_limit,
 )
 from streaming.cache.lookahead import entry_runs, next_new, previous_runs, window_end
-from streaming.cache.prepare import streams_codec
+from streaming.cache.prepare import zipless_shards
 from streaming.cache.stats import CacheStats
 from streaming.coord.flag import FailureFlag
 from streaming.coord.names import Namespace
@@ -74,24 +74,6 @@ def shard_footprint(table: Any, streams: Any) -> Footprint:
     keep = np.array([bool(streams[s].keep_zip) for s in owner], bool)
     return Footprint.of(table.raw_bytes, table.zip_bytes, keep, cached, LOCK_SLACK,
                         zipless=zipless_shards(table, streams))
-
-
-def zipless_shards(table: Any, streams: Any) -> np.ndarray:
-    """Per shard: whether its compressed copy never lands in the cache folder, because
-    `ShardPreparer` decompresses it while it downloads or straight from a filesystem remote."""
-    owner = np.asarray(table.stream_of_shard, np.int64)
-    out = np.zeros(len(owner), bool)
-    for s, stream in enumerate(streams):
-        mine = np.flatnonzero(owner == s)
-        names = [table.zip_basenames[k] for k in mine.tolist()]
-        first = next((name for name in names if name), None)
-        if first is None or stream.keep_zip or stream.remote_dir is None:
-            continue
-        if stream.source_path(first) is not None:
-            out[mine] = True
-        elif stream.streams_zip(first):
-            out[mine] = [streams_codec(table.compression[k]) for k in mine.tolist()]
-    return out
 
 
 class CacheEngine:

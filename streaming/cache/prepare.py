@@ -154,15 +154,14 @@ class ShardPreparer:
             return
         zipped = stream.local_dir / zip_name
         fetched = False
-        if (streams_codec(t.compression[shard]) and not _has_size(zipped, int(t.zip_bytes[shard]))
-                and stream.streams_zip(zip_name)):
-            self._fetch_decompressed(shard, stream, raw, algo)
-            return
         if not _has_size(zipped, int(t.zip_bytes[shard])):
             if not remote:
                 raise ObjectNotFoundError(
                     f"shard {zip_name!r} is missing or has the wrong size in {stream.local_dir} "
                     "and the stream has no remote to fetch it from")
+            if decoded_in_flight(stream, zip_name, t.compression[shard]):
+                self._fetch_decompressed(shard, stream, raw, algo)
+                return
             source = None if stream.keep_zip else stream.source_path(zip_name)
             if source is not None and _has_size(source, int(t.zip_bytes[shard])):
                 zipped = source  # a filesystem remote: decompress it in place, no copy
@@ -184,7 +183,6 @@ class ShardPreparer:
         if fetched and not stream.keep_zip:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(zipped)
-
 
     def _fetch_decompressed(self, shard: int, stream: Stream, raw: Path, algo: str | None
                             ) -> None:
@@ -234,10 +232,34 @@ class ShardPreparer:
             _verify(raw, _pick(t.raw_hashes[shard], algo))
 
 
-def streams_codec(compression: str | None) -> bool:
-    """Whether shards of this compression are decompressed while they download (zstd: one
-    frame, decoded incrementally; the others take the download-then-decompress path)."""
+def decoded_in_flight(stream: Stream, zip_name: str, compression: str | None) -> bool:
+    """Whether `ShardPreparer` decompresses `zip_name` while it downloads: zstd (one frame,
+    decoded incrementally) from a stream that allows it (`Stream.streams_zip`). The other
+    codecs, and streams that keep or custom-fetch their zips, download first."""
+    return _incremental(compression) and stream.streams_zip(zip_name)
+
+
+def _incremental(compression: str | None) -> bool:
     return compression is not None and extension(compression) == "zstd"
+
+
+def zipless_shards(table: ShardTable, streams: Sequence[Stream]) -> np.ndarray:
+    """Per shard: whether its compressed copy never lands in the cache folder, because
+    `ShardPreparer` decompresses it while it downloads or straight from a filesystem remote."""
+    owner = np.asarray(table.stream_of_shard, np.int64)
+    out = np.zeros(len(owner), bool)
+    for s, stream in enumerate(streams):
+        mine = np.flatnonzero(owner == s)
+        first = next((table.zip_basenames[k] for k in mine.tolist() if table.zip_basenames[k]),
+                     None)
+        if first is None or stream.keep_zip or stream.remote_dir is None:
+            continue
+        if stream.source_path(first) is not None:
+            out[mine] = True
+        elif stream.streams_zip(first):  # a property of the stream: asked once, not per shard
+            out[mine] = [bool(table.zip_basenames[k]) and _incremental(table.compression[k])
+                         for k in mine.tolist()]
+    return out
 
 
 # Decompressions at once per process: more than the cores only makes every shard finish later

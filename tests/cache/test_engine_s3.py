@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.cache.engine import LOCK_SLACK, CacheEngine, shard_footprint, zipless_shards
+from streaming.cache.engine import LOCK_SLACK, CacheEngine, shard_footprint
 from streaming.cache.limit import reader_shards
+from streaming.cache.prepare import zipless_shards
 from streaming.errors import CacheLimitError, DecompressionError, HashMismatchError, StorageError
 from streaming.format.compression import decompress
 from streaming.plan import PlanConfig, World, plan_node
