@@ -15,7 +15,13 @@ import pytest
 from streaming.cache.engine import LOCK_SLACK, CacheEngine, shard_footprint
 from streaming.cache.limit import reader_shards
 from streaming.cache.prepare import zipless_shards
-from streaming.errors import CacheLimitError, DecompressionError, HashMismatchError, StorageError
+from streaming.errors import (
+    CacheLimitError,
+    DecompressionError,
+    HashMismatchError,
+    ShardCorruptError,
+    StorageError,
+)
 from streaming.format.compression import decompress
 from streaming.plan import PlanConfig, World, plan_node
 from tests.cache._data import (
@@ -125,14 +131,24 @@ def test_a_shard_that_never_arrives_raises_within_the_retry_budget(s3_env, bucke
     engine.close()
 
 
+def _upload_corrupted(client, bucket: str, prefix: str, src: Path, which: int, damage) -> str:
+    """Upload the dataset under `prefix/`, then replace its `which`-th zstd shard with a copy
+    that `damage(bytearray)` changed in place; returns that shard's name."""
+    upload_dir(client, bucket, prefix, src)
+    victim = sorted(p.name for p in src.iterdir() if p.name.endswith(".zstd"))[which]
+    data = bytearray((src / victim).read_bytes())
+    damage(data)
+    client.put_object(Bucket=bucket, Key=f"{prefix}/{victim}", Body=bytes(data))
+    return victim
+
+
 def test_a_corrupted_shard_raises_hash_mismatch_naming_it(s3_env, bucket, tmp_path):
     name, src = bucket
-    client = s3_env.client()
-    upload_dir(client, name, "cds", src)
-    victim = sorted(p.name for p in src.iterdir() if p.name.endswith(".zstd"))[2]
-    data = bytearray((src / victim).read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    client.put_object(Bucket=name, Key=f"cds/{victim}", Body=bytes(data))
+
+    def flip(data: bytearray) -> None:
+        data[len(data) // 2] ^= 0xFF
+
+    victim = _upload_corrupted(s3_env.client(), name, "cds", src, 2, flip)
     handle = open_dataset(f"s3://{name}/cds", str(tmp_path / "cache"), validate_hash="xxh64")
     engine = CacheEngine(handle.preparer)
     shard = handle.table.zip_basenames.index(victim)
@@ -176,12 +192,11 @@ def test_keep_zip_still_keeps_the_compressed_file(s3_env, bucket, tmp_path):
 
 def test_a_corrupt_zstd_object_without_hashes_names_its_url(s3_env, bucket, tmp_path):
     name, src = bucket
-    client = s3_env.client()
-    upload_dir(client, name, "czs", src)
-    victim = sorted(p.name for p in src.iterdir() if p.name.endswith(".zstd"))[1]
-    data = bytearray((src / victim).read_bytes())
-    data[len(data) // 3: len(data) // 3 + 64] = bytes(64)
-    client.put_object(Bucket=name, Key=f"czs/{victim}", Body=bytes(data))
+
+    def zero(data: bytearray) -> None:
+        data[len(data) // 3: len(data) // 3 + 64] = bytes(64)
+
+    victim = _upload_corrupted(s3_env.client(), name, "czs", src, 1, zero)
     handle = open_dataset(f"s3://{name}/czs", str(tmp_path / "cache"))
     shard = handle.table.zip_basenames.index(victim)
     with pytest.raises(DecompressionError, match=rf"s3://{name}/czs/{victim}"):
@@ -216,6 +231,20 @@ def test_two_processes_sharing_a_cache_dir_download_each_shard_once(s3_env, buck
     shards = sorted(p.name for p in src.iterdir() if p.name.endswith(".zstd"))
     gets = {s: proxy.count("GET", f"/{name}/ds/{s}") for s in shards}
     assert set(gets.values()) == {1}, gets
+
+
+def test_a_shard_that_decodes_to_another_size_than_the_index_names_both(s3_env, bucket,
+                                                                        tmp_path):
+    name, _ = bucket
+    handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"))
+    real = int(handle.table.raw_bytes[3])
+    handle.table.raw_bytes[3] = real + 1  # an index that disagrees with its shard
+    with pytest.raises(ShardCorruptError, match=f"decompressed to {real} bytes, the index "
+                                                f"says {real + 1}"):
+        handle.preparer.prepare(3)
+    names = [p.name for p in (tmp_path / "cache").iterdir()]
+    assert handle.table.basenames[3] not in names  # nothing half-published
+    assert not [n for n in names if n.endswith(".tmp")]
 
 
 def test_only_shards_whose_zip_lands_on_disk_reserve_room_for_it(s3_env, bucket, tmp_path):

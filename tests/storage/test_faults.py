@@ -16,14 +16,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def objects(s3_env):
+def objects(random_objects):
     """A bucket with a few small objects of random bytes: (bucket, {key: bytes})."""
-    bucket = s3_env.make_bucket()
-    client = s3_env.client()
-    blobs = {f"shard.{i:05}.mds": os.urandom(200_000 + i * 1000) for i in range(6)}
-    for key, data in blobs.items():
-        client.put_object(Bucket=bucket, Key=key, Body=data)
-    return bucket, blobs
+    return random_objects(6, 200_000, ".mds")
 
 
 def test_downloads_survive_one_fault_in_five(objects, fault_proxy, monkeypatch, tmp_path):

@@ -14,13 +14,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def objects(s3_env):
-    bucket = s3_env.make_bucket()
-    client = s3_env.client()
-    blobs = {f"shard.{i:05}.mds.zstd": os.urandom(300_000 + i * 1000) for i in range(5)}
-    for key, data in blobs.items():
-        client.put_object(Bucket=bucket, Key=key, Body=data)
-    return bucket, blobs
+def objects(random_objects):
+    return random_objects(5, 300_000, ".mds.zstd")
 
 
 def _collect(url: str, size: int, **options) -> bytes:
