@@ -111,20 +111,24 @@ def ceiling(client, bucket: str, keys: list[tuple[str, int]], threads: int = 8) 
 def prepare_ceiling(remote: str, keys: list[tuple[str, int]], raw: dict[str, int],
                     threads: int = 4) -> float:
     """MB/s (compressed) of fetching and decompressing every shard to disk with `threads`
-    threads and no reader: the work the engine must do, the same way (`expected_size` takes
-    libzstd's file-to-file path), without the engine. `raw`: zip basename -> raw bytes."""
-    from streaming.format.compression import decompress_file
-    from streaming.storage import fetch
+    threads and no reader: the work the engine must do, the same way (zstd decoded while the
+    object arrives, `stream_object` + `ZstdStream`), without the engine. `raw`: zip basename ->
+    raw bytes, checked."""
+    from streaming.format.compression import ZstdStream
+    from streaming.storage.streamed import stream_object
 
     folder = Path(tempfile.mkdtemp(prefix="bench-prep-"))
 
     def prepare(item: tuple[str, int]) -> int:
         key, size = item
         name = key.rsplit("/", 1)[-1]
-        zipped = fetch(f"{remote}/{name}", folder / name, expected_size=size)
-        decompress_file(zipped, folder / name.removesuffix(".zstd"), "zstd",
-                        expected_size=raw[name], durable=False)
-        zipped.unlink()
+        decoder = ZstdStream()
+        with open(folder / name.removesuffix(".zstd"), "wb") as out:
+            stream_object(f"{remote}/{name}", lambda piece: out.write(decoder.feed(piece)),
+                          size=size)
+            decoder.finish()
+            if out.tell() != raw[name]:
+                raise RuntimeError(f"{name}: decoded {out.tell()} bytes, expected {raw[name]}")
         return size
 
     start = time.perf_counter()

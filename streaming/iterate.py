@@ -219,8 +219,9 @@ class _Reads:
     the page cache (a preadv2 with RWF_NOWAIT says so without waiting), else in the reader
     thread, which overlaps waiting for the disk (or a download) with decoding the chunk before.
     A reader thread for page-cache reads only costs: each of its ~1,000 positional reads per
-    chunk hands the GIL to and from the decoding thread (one process, no DataLoader workers:
-    4.5 CPU-s per 250,000 token samples with the thread, 3.1 without)."""
+    chunk hands the GIL to and from the decoding thread (one process, no DataLoader workers,
+    250,000 token samples from page cache: 3.98 CPU-s with the thread for every chunk, 2.72
+    this way; docs/performance.md)."""
 
     def __init__(self, pool: ThreadPoolExecutor, fetch: Callable[..., Any]) -> None:
         self._pool = pool
