@@ -214,28 +214,45 @@ def iter_chunks(
         prefetch.stop()
 
 
+class _NotOpen(BlockingIOError):
+    """A chunk's shard is not open yet: its read may wait for a download."""
+
+
 class _Reads:
     """Starts the read of chunk k: right here when its shards are open and its bytes are all in
     the page cache (a preadv2 with RWF_NOWAIT says so without waiting), else in the reader
     thread, which overlaps waiting for the disk (or a download) with decoding the chunk before.
     A reader thread for page-cache reads only costs: each of its ~1,000 positional reads per
     chunk hands the GIL to and from the decoding thread (one process, no DataLoader workers,
-    250,000 token samples from page cache: 3.98 CPU-s with the thread for every chunk, 2.72
-    this way; docs/performance.md)."""
+    250,000 token samples from page cache: x0.65-0.76 the CPU, benchmarks/page_reads.py).
+
+    Where several processes read the same shards (DataLoader workers, ranks), the kernel refuses
+    many no-wait reads of cached pages (2-60% of chunks with 2 workers), and each refusal is a
+    read started twice; after REFUSALS_SEEN reads, more than a quarter refused stops the
+    attempts for this pass."""
+
+    REFUSALS_SEEN = 16
 
     def __init__(self, pool: ThreadPoolExecutor, fetch: Callable[..., Any]) -> None:
         self._pool = pool
         self._fetch = fetch
         self._nowait = NOWAIT_READS
+        self._tried = self._refused = 0
 
     def start(self, k: int) -> Future:
         if self._nowait:
             try:
                 done: Future = Future()
                 done.set_result(self._fetch(k, True))
+                self._tried += 1
                 return done
-            except BlockingIOError:
+            except _NotOpen:
                 pass
+            except BlockingIOError:
+                self._tried += 1
+                self._refused += 1
+                if self._tried >= self.REFUSALS_SEEN and 4 * self._refused > self._tried:
+                    self._nowait = False
             except OSError as exc:
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                     raise
@@ -305,7 +322,7 @@ def _fetch(shards: np.ndarray, rows: np.ndarray, shelf: _Shelf, nowait: bool = F
     BlockingIOError instead of any wait: a shard not open yet, pinned, or not in page cache."""
     uniq, which = np.unique(shards, return_inverse=True)
     if nowait and not all(shelf.is_open(shard) for shard in uniq.tolist()):
-        raise BlockingIOError("a shard of this chunk is not open yet")
+        raise _NotOpen("a shard of this chunk is not open yet")
     if not all(shelf.kept(shard) for shard in uniq.tolist()):
         return _fetch_pinned(uniq, which, rows, shelf)
     opened = [shelf.reader(shard) for shard in uniq.tolist()]

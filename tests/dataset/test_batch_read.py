@@ -238,3 +238,33 @@ def test_a_filesystem_without_nowait_reads_falls_back_to_the_reader_thread(tmp_p
         ds.close()
     assert ids == list(range(5000))
     assert len(refused) == 1  # asked once, then never again in this pass
+
+
+def test_frequent_refusals_stop_the_in_thread_attempts(tmp_path, monkeypatch):
+    """Readers sharing shards get cached pages refused (EAGAIN); past a quarter refused, a pass
+    stops trying and reads in the thread, instead of starting each read twice."""
+    import streaming.iterate as iterate_module
+    from streaming import StreamingDataset
+
+    monkeypatch.setattr(iterate_module, "NOWAIT_READS", True)
+    with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
+        for i in range(40_000):
+            writer.write({"id": i})
+    real = iterate_module.read_spans
+    asked = []
+
+    def refusing(*args, nowait=False, **kwargs):
+        if nowait:
+            asked.append(1)
+            raise BlockingIOError("refused")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(iterate_module, "read_spans", refusing)
+    ds = StreamingDataset(local=str(tmp_path / "ds"), shuffle=True, batch_size=10)
+    try:
+        ids = sorted(int(i) for batch in ds.iter_batches(10) for i in batch["id"])
+        chunks = 1 + -(-(40_000 - 10) // ds._read_rows(10))
+    finally:
+        ds.close()
+    assert ids == list(range(40_000))
+    assert len(asked) == iterate_module._Reads.REFUSALS_SEEN < chunks - 2
