@@ -3,6 +3,7 @@ the same bucket in the same run, without and with a cache limit of 25% of the da
 
     .venv/bin/python benchmarks/remote.py            # ~240 MB token + ~250 MB blob corpus, zstd
     .venv/bin/python benchmarks/remote.py --quick    # ~80 MB each
+    .venv/bin/python benchmarks/remote.py --full     # ~1 GB each: start-up weighs less
     .venv/bin/python benchmarks/remote.py --corpus tokens --no-peers
 
 Every system runs the same loop in its own process and venv: a DataLoader with 2 workers, batch
@@ -61,15 +62,16 @@ PART = 8 * MB
 BLOCK_SHARDS = 4  # shards' worth of samples in the shuffle block of the "ours, block" row
 BUCKET = "bench"
 WORKERS, BATCH = 2, 64
-# corpus kind -> (generator, samples in a full run, samples with --quick, payload column)
-CORPORA = {"tokens": (token_corpus, 60_000, 20_000, "tokens"),
-           "blobs": (blob_corpus, 2_500, 800, "blob")}
+# corpus kind -> (generator, {size: samples}, payload column)
+CORPORA = {"tokens": (token_corpus, {"quick": 20_000, "default": 60_000, "full": 250_000},
+                      "tokens"),
+           "blobs": (blob_corpus, {"quick": 800, "default": 2_500, "full": 10_000}, "blob")}
 
 
-def build(kind: str, quick: bool) -> tuple[Corpus, Path]:
+def build(kind: str, size: str) -> tuple[Corpus, Path]:
     """The corpus and its zstd MDS copy (written once, kept in bench-data/)."""
-    make, full, small, _ = CORPORA[kind]
-    samples = small if quick else full
+    make, sizes, _ = CORPORA[kind]
+    samples = sizes[size]
     corpus = make(samples=samples)
     out = BENCH_DATA / "remote" / f"{kind}-{samples}-{SHARD_SIZE}"
     if not (out / "index.json").exists():
@@ -339,8 +341,8 @@ def _ratio(label: str, a: dict | None, b: dict | None,
 
 def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
     """Every measurement of one corpus; returns the numbers for --json."""
-    corpus, folder = build(kind, args.quick)
-    column = CORPORA[kind][3]
+    corpus, folder = build(kind, _size(args))
+    column = CORPORA[kind][2]
     client = server.client()
     keys = upload(client, folder, kind)
     lit = None if args.no_peers else litdata_copy(corpus, kind)
@@ -413,9 +415,16 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
     return report
 
 
+def _size(args: argparse.Namespace) -> str:
+    return "quick" if args.quick else "full" if args.full else "default"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small corpora (~80 MB each)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small corpora (~80 MB each)")
+    size.add_argument("--full", action="store_true",
+                      help="large corpora (~1 GB each), where start-up weighs less")
     parser.add_argument("--corpus", choices=["tokens", "blobs", "both"], default="both")
     parser.add_argument("--no-peers", action="store_true", help="only this project")
     parser.add_argument("--stall", type=float, default=180.0,

@@ -175,8 +175,11 @@ class StreamingDataset(IterableDataset):
         self._read_shard = typical_samples(footprint, self.samples_per_shard)
         if not cfg.shuffle:
             return cfg  # shards in order: one or two in use at a time
-        default = cfg.block_size(cfg.canonical_nodes(self.world))
-        fit = block_for_limit(limit, footprint, self.samples_per_shard, default)
+        canonical = cfg.canonical_nodes(self.world)
+        default = cfg.block_size(canonical)
+        sequences = -(-canonical // self.world.num_groups)  # canonical nodes one node reads
+        fit = block_for_limit(limit, footprint, self.samples_per_shard, default,
+                              cfg.shuffle_algo, sequences)
         if cfg.shuffle_block_size is not None:
             if cfg.shuffle_block_size > fit:
                 self._read_shard = 0

@@ -53,7 +53,14 @@ def main() -> None:
     notes = ["cache_limit not enforced by this build"
              for w in caught if "not enforced" in str(w.message)]
     loader = StreamingDataLoader(ds, batch_size=a["batch"], num_workers=a["workers"])
-    timed_epoch(START, loader, count_ours(a["column"]), a["local"], notes)
+
+    def batches():
+        yield from loader
+        stats = ds.cache_stats()  # node-wide; downloads beyond the shard count are re-fetches
+        notes.append(f"{stats.downloads} downloads, {stats.evictions} evictions, "
+                     f"{stats.wait_seconds:.1f} s waiting")
+
+    timed_epoch(START, batches(), count_ours(a["column"]), a["local"], notes)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,18 @@
 """A shuffle block that fits the cache: how many samples a shuffle may spread over at once when
 only some shards can be resident. Pure (index sizes and the limit in, a sample count out).
 
-A block-based shuffle (py1e, py1b, py1br, py2s) mixes the samples of the shards whose block
-covers the read position, so those shards are what the readers need at the same time. When the
-cache holds fewer shards than that, every read evicts a shard that the next read needs again,
-and the epoch re-downloads the dataset many times over. Sizing the block to the cache keeps the
-in-use set resident: each shard is then downloaded about once per epoch.
+A block-based shuffle (py1e, py1b, py1br) mixes the samples of the shards whose block covers
+the read position, so those shards are what the readers need at the same time. When the cache
+holds fewer shards than that, every read evicts a shard that the next read needs again, and the
+epoch re-downloads the dataset many times over. Sizing the block to the cache keeps the in-use
+set resident: each shard is then downloaded about once per epoch.
+
+How many shards are in use at once is not one block's worth (`SPREAD`): py1e spreads each
+shard over a block-wide window centred on it, and near the two ends of a node's range those
+windows are shifted inside it, so 1.5 blocks' worth overlap there. py1b and py1br change every
+shard at a block edge: the prefetcher fetches the next block's shards while the last ones of
+this block are still read, so two blocks' worth are wanted there (py1br's blocks run up to
+1.25x the block size). Plus one shard straddling an edge.
 """
 
 from __future__ import annotations
@@ -14,8 +21,11 @@ import numpy as np
 
 from streaming.cache.limit import Footprint
 
-BLOCK_SHUFFLES = ("py1e", "py1b", "py1br", "py2s")
+BLOCK_SHUFFLES = ("py1e", "py1b", "py1br")  # py2s ignores the block size
 SPARE = 2  # resident shards kept out of the block: the next one fetched, one in hand-over
+# Peak shards wanted at once, in blocks' worth (checked on real plans in tests/cache/test_fit.py
+# and against the engine's downloads in tests/dataset/test_cache_block.py)
+SPREAD = {"py1e": 1.5, "py1b": 2.0, "py1br": 2.5}
 
 
 def shards_resident(limit: int, footprint: Footprint) -> int:
@@ -35,13 +45,30 @@ def typical_samples(footprint: Footprint, samples_per_shard: np.ndarray) -> int:
     return max(int(np.median(cached if len(cached) else counts)), 1) if len(counts) else 1
 
 
+def shards_in_use(block: int, typical: int, algo: str) -> int:
+    """Most shards of `typical` samples that readers of an `algo` plan use at once."""
+    return int(np.ceil(SPREAD.get(algo, 1.0) * block / max(typical, 1))) + 1
+
+
 def block_for_limit(limit: int, footprint: Footprint, samples_per_shard: np.ndarray,
-                    default_block: int) -> int:
+                    default_block: int, algo: str = "py1e", sequences: int = 1) -> int:
     """The shuffle block size (samples) to use under `limit`: the default when the cache holds
-    the default block's shards, else the samples of as many shards as stay resident with
-    SPARE left free (at least one shard's worth)."""
-    if not (footprint.resident > 0).any():
+    every shard or the shards an `algo` plan uses at once with that block, else the largest
+    block whose shards in use (`shards_in_use`) stay resident with SPARE left free; never under
+    one shard's worth. A node reading `sequences` canonical nodes at once splits the room."""
+    cached = footprint.resident > 0
+    if not cached.any():
         return int(default_block)  # nothing is cached under the limit
     typical = typical_samples(footprint, samples_per_shard)
-    active = max(shards_resident(limit, footprint) - SPARE, 1)
-    return int(min(default_block, active * typical))
+    room = shards_resident(limit, footprint) - SPARE
+    if room >= int(cached.sum()):
+        return int(default_block)
+    room //= max(int(sequences), 1)
+    if shards_in_use(default_block, typical, algo) <= room:
+        return int(default_block)
+    fit = int((room - 1) * typical / SPREAD.get(algo, 1.0))
+    if algo == "py1e":
+        # Windows over half a sequence overlap from both ends: every shard in use at once.
+        sequence = int(np.asarray(samples_per_shard).sum()) // max(int(sequences), 1)
+        fit = min(fit, sequence // 2)
+    return int(min(default_block, max(fit, typical)))

@@ -7,8 +7,16 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.cache.fit import SPARE, block_for_limit, shards_resident, typical_samples
+from streaming.cache.fit import (
+    BLOCK_SHUFFLES,
+    SPARE,
+    block_for_limit,
+    shards_in_use,
+    shards_resident,
+    typical_samples,
+)
 from streaming.cache.limit import Footprint
+from streaming.plan import PlanConfig, World, plan_node
 
 MB = 1 << 20
 
@@ -29,7 +37,12 @@ def test_resident_shards_leave_room_for_one_being_prepared():
 def test_the_block_holds_the_resident_shards_but_spare():
     fp = _footprint(30)
     per_shard = np.full(30, 2000)
-    assert block_for_limit(60 * MB, fp, per_shard, 1 << 18) == (6 - SPARE) * 2000
+    # 6 resident - SPARE = 4 wanted at once: 2 blocks' shards at a py1b block edge, + 1
+    # straddling it
+    assert block_for_limit(60 * MB, fp, per_shard, 1 << 18, "py1b") == 3 * 2000 // 2
+    # py1e uses 1.5 blocks' worth at the ends of a node's range
+    assert block_for_limit(60 * MB, fp, per_shard, 1 << 18, "py1e") == 2 * 2000
+    assert block_for_limit(60 * MB, fp, per_shard, 1 << 18, "py1e", sequences=2) == 2000
     assert block_for_limit(20 * MB, fp, per_shard, 1 << 18) == 2000  # never under one shard
     assert block_for_limit(10 * 240 * MB, fp, per_shard, 1 << 18) == 1 << 18  # default fits
     assert block_for_limit(20 * MB, fp, per_shard, 500) == 500  # a smaller default is kept
@@ -52,6 +65,46 @@ def test_the_block_never_exceeds_the_default_nor_falls_under_one_shard(shards, l
     block = block_for_limit(limit, fp, np.full(shards, per), default)
     assert block <= default
     assert block >= min(per, default)
-    resident = shards_resident(limit, fp)
-    if block < default:
-        assert block == max(resident - SPARE, 1) * per
+    room = shards_resident(limit, fp) - SPARE
+    if block < default and block > per:
+        assert shards_in_use(block, per, "py1e") <= room
+        assert shards_in_use(block + 2 * per, per, "py1e") > room  # and is not much smaller
+
+
+def _peak_shards_in_use(cfg: PlanConfig, world: World, per: int) -> int:
+    """Most shards whose samples a node's readers have started but not finished, at once."""
+    ids = plan_node(cfg, world, 0).ids[0]
+    workers, batch = ids.shape[0], cfg.batch_size
+    order = ids.reshape(workers, -1, batch).transpose(1, 0, 2).reshape(-1)
+    n = int(cfg.samples_per_shard.sum())
+    shard = order[:n] // per  # the padding repeats early samples: left out
+    shards = len(cfg.samples_per_shard)
+    first = np.full(shards, n)
+    last = np.zeros(shards, np.int64)
+    np.minimum.at(first, shard, np.arange(n))
+    np.maximum.at(last, shard, np.arange(n))
+    change = np.zeros(n + 1, np.int64)
+    np.add.at(change, first, 1)
+    np.add.at(change, last + 1, -1)
+    return int(np.cumsum(change)[:n].max())
+
+
+@given(st.sampled_from(BLOCK_SHUFFLES), st.integers(40, 200), st.integers(20, 120),
+       st.integers(6, 60), st.sampled_from([1, 2]), st.integers(0, 1 << 16))
+def test_real_plans_stay_within_the_room_the_block_was_sized_for(algo, shards, per, resident,
+                                                                 canonical, seed):
+    """What block_for_limit assumes about a plan holds for the plan itself: the shards readers
+    use at once fit the resident room, so nothing in use is evicted and re-downloaded."""
+    shards -= shards % 2
+    fp = _footprint(shards)
+    limit = (resident + 1) * 8 * MB + 4 * MB  # `resident` shards + the one in flight
+    assert shards_resident(limit, fp) == resident
+    per_shard = np.full(shards, per)
+    block = block_for_limit(limit, fp, per_shard, 1 << 18, algo, sequences=canonical)
+    if block <= per:
+        return  # the cache holds too little to shape the block: nothing to check
+    cfg = PlanConfig(per_shard, np.array([shards]), batch_size=8, shuffle=True,
+                     shuffle_algo=algo, shuffle_block_size=block, shuffle_seed=seed,
+                     num_canonical_nodes=canonical)
+    peak = _peak_shards_in_use(cfg, World(num_nodes=1, workers_per_rank=2), per)
+    assert peak <= resident - SPARE
