@@ -63,12 +63,12 @@ def block_for_limit(limit: int, footprint: Footprint, samples_per_shard: np.ndar
     room = shards_resident(limit, footprint) - SPARE
     if room >= int(cached.sum()):
         return int(default_block)
-    room //= max(int(sequences), 1)
+    sequences = max(int(sequences), 1)
+    room //= sequences
     if shards_in_use(default_block, typical, algo) <= room:
         return int(default_block)
     fit = int((room - 1) * typical / SPREAD.get(algo, 1.0))
     if algo == "py1e":
         # Windows over half a sequence overlap from both ends: every shard in use at once.
-        sequence = int(np.asarray(samples_per_shard).sum()) // max(int(sequences), 1)
-        fit = min(fit, sequence // 2)
+        fit = min(fit, int(np.asarray(samples_per_shard).sum()) // sequences // 2)
     return int(min(default_block, max(fit, typical)))

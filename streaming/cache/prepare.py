@@ -285,7 +285,6 @@ def _pick(hashes: dict, algo: str | None) -> dict[str, str] | None:
 
 
 def _verify(path: Path, expected: dict[str, str] | None) -> None:
-
     for algo, want in (expected or {}).items():
         got = file_hexdigest(algo, path)
         if got != want:

@@ -60,12 +60,13 @@ def _in_order_ranges(backend: Backend, path: str, size: int, consume: Callable[[
     parts = iter(spans(size, part_size))
     window: deque[Future] = deque()
     with ThreadPoolExecutor(max_parts, "range-part") as pool:
-        try:
-            def submit() -> None:
-                part = next(parts, None)
-                if part is not None:
-                    window.append(pool.submit(read_part, backend, path, size, *part, policy))
 
+        def submit() -> None:
+            part = next(parts, None)
+            if part is not None:
+                window.append(pool.submit(read_part, backend, path, size, *part, policy))
+
+        try:
             for _ in range(max_parts):
                 submit()
             while window:

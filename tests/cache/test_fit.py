@@ -68,7 +68,8 @@ def test_the_block_never_exceeds_the_default_nor_falls_under_one_shard(shards, l
     room = shards_resident(limit, fp) - SPARE
     if block < default and block > per:
         assert shards_in_use(block, per, "py1e") <= room
-        assert shards_in_use(block + 2 * per, per, "py1e") > room  # and is not much smaller
+        half = shards * per // 2  # py1e's cap: windows over half the sequence overlap
+        assert block == half or shards_in_use(block + 2 * per, per, "py1e") > room  # not smaller
 
 
 def _peak_shards_in_use(cfg: PlanConfig, world: World, per: int) -> int:

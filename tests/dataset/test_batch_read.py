@@ -210,27 +210,36 @@ def test_chunks_in_the_page_cache_are_read_without_the_reader_thread(tmp_path, m
         assert len(submitted) == chunks
 
 
+def _refused_nowait_reads(tmp_path, monkeypatch, samples: int, error: OSError) -> list[int]:
+    """A `samples`-row dataset at tmp_path/ds, with no-wait reads on and every one of them
+    failing with `error`; returns the list that gets an item per no-wait read asked for."""
+    import streaming.iterate as iterate_module
+
+    monkeypatch.setattr(iterate_module, "NOWAIT_READS", True)
+    with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
+        for i in range(samples):
+            writer.write({"id": i})
+    real = iterate_module.read_spans
+    asked: list[int] = []
+
+    def refusing(*args, nowait=False, **kwargs):
+        if nowait:
+            asked.append(1)
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(iterate_module, "read_spans", refusing)
+    return asked
+
+
 def test_a_filesystem_without_nowait_reads_falls_back_to_the_reader_thread(tmp_path,
                                                                             monkeypatch):
     import errno
 
-    import streaming.iterate as iterate_module
     from streaming import StreamingDataset
 
-    monkeypatch.setattr(iterate_module, "NOWAIT_READS", True)
-    with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
-        for i in range(5000):
-            writer.write({"id": i})
-    real = iterate_module.read_spans
-    refused = []
-
-    def no_nowait(*args, nowait=False, **kwargs):
-        if nowait:
-            refused.append(1)
-            raise OSError(errno.EOPNOTSUPP, "RWF_NOWAIT not supported")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(iterate_module, "read_spans", no_nowait)
+    refused = _refused_nowait_reads(tmp_path, monkeypatch, 5000,
+                                    OSError(errno.EOPNOTSUPP, "RWF_NOWAIT not supported"))
     ds = StreamingDataset(local=str(tmp_path / "ds"), shuffle=True, batch_size=10)
     try:
         ids = sorted(int(i) for batch in ds.iter_batches(10) for i in batch["id"])
@@ -246,20 +255,7 @@ def test_frequent_refusals_stop_the_in_thread_attempts(tmp_path, monkeypatch):
     import streaming.iterate as iterate_module
     from streaming import StreamingDataset
 
-    monkeypatch.setattr(iterate_module, "NOWAIT_READS", True)
-    with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
-        for i in range(40_000):
-            writer.write({"id": i})
-    real = iterate_module.read_spans
-    asked = []
-
-    def refusing(*args, nowait=False, **kwargs):
-        if nowait:
-            asked.append(1)
-            raise BlockingIOError("refused")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(iterate_module, "read_spans", refusing)
+    asked = _refused_nowait_reads(tmp_path, monkeypatch, 40_000, BlockingIOError("refused"))
     ds = StreamingDataset(local=str(tmp_path / "ds"), shuffle=True, batch_size=10)
     try:
         ids = sorted(int(i) for batch in ds.iter_batches(10) for i in batch["id"])
