@@ -4,7 +4,6 @@ reader thread, one vectorised decode per read)."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import threading
@@ -20,8 +19,9 @@ from streaming.coord.lock import FileLock
 from streaming.coord.names import Namespace
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import CoordinationError
-from streaming.format.encodings.base import FileBytes
-from streaming.format.shard import NOWAIT_READS, read_spans, samples_of
+from streaming.format.shard import NOWAIT_READS
+from streaming.shelf import NotOpen, Shelf, decode
+from streaming.shelf import fetch as fetch_chunk
 
 PLAN_LOCK_TIMEOUT = 300.0  # seconds a peer may spend computing the node plan
 
@@ -167,9 +167,10 @@ def iter_chunks(
     (a user's `__getitem__` override; samples only).
 
     With a `cache` (CacheEngine), it prefetches instead of a Prefetcher; with `open_file` too
-    and a cache_limit in force, shards it caches are read under a pin, one at a time, and
-    closed after each chunk (`open_file(shard, path)` opens a fresh reader), since an open
-    file of an evicted shard would keep its blocks. Other shards stay open (`open_shard`).
+    and a cache_limit in force, shards it caches are read under a pin, one at a time, through
+    a descriptor closed after each read (`open_file(shard, path)` validates a shard once per
+    pass), since an open file of an evicted shard would keep its blocks (see `shelf`). Other
+    shards stay open (`open_shard`).
     """
     ids = ids[ids >= 0]
     if not len(ids):
@@ -181,7 +182,7 @@ def iter_chunks(
     else:
         cache.follow(shards)
         prefetch = cache
-    shelf = _Shelf(open_shard, prefetch,
+    shelf = Shelf(open_shard, prefetch,
                    cache if open_file is not None and cache.effective_limit() else None,
                    open_file)
 
@@ -189,7 +190,7 @@ def iter_chunks(
 
     def fetch(k: int, nowait: bool = False) -> Any:
         lo, hi = bounds[k], bounds[k + 1]
-        return _fetch(shards[lo:hi], rows[lo:hi], shelf, nowait)
+        return fetch_chunk(shards[lo:hi], rows[lo:hi], shelf, nowait)
 
     try:
         if item is not None:
@@ -208,14 +209,10 @@ def iter_chunks(
                     fetched = pending.result()
                     if k + 2 < len(bounds):
                         pending = reads.start(k + 1)
-                    yield _decode(fetched, columns)
+                    yield decode(fetched, columns)
         prefetch.check()
     finally:
         prefetch.stop()
-
-
-class _NotOpen(BlockingIOError):
-    """A chunk's shard is not open yet: its read may wait for a download."""
 
 
 class _Reads:
@@ -246,7 +243,7 @@ class _Reads:
                 done.set_result(self._fetch(k, True))
                 self._tried += 1
                 return done
-            except _NotOpen:
+            except NotOpen:
                 pass
             except BlockingIOError:
                 self._tried += 1
@@ -269,133 +266,3 @@ def read_size(mean_sample_bytes: float, multiple: int = 1, *, limited: bool = Fa
     again."""
     rows = int(READ_BYTES // max(mean_sample_bytes, 1))
     return max((rows if limited else min(rows, MAX_READ)) // multiple, 1) * multiple
-
-
-class _Shelf:
-    """The shard readers of one pass: kept open (`open_shard`'s), or for shards under a
-    cache_limit (`pinning` set) opened on a pinned file and closed after each use."""
-
-    def __init__(self, open_shard: Callable[[int], Any], prefetch: Any, pinning: Any,
-                 open_file: Callable[[int, Path], Any] | None) -> None:
-        self._open_shard = open_shard
-        self._prefetch = prefetch
-        self._pinning = pinning
-        self._open_file = open_file
-        self._readers: dict[int, Any] = {}
-
-    def kept(self, shard: int) -> bool:
-        return self._pinning is None or not self._pinning.cached[shard]
-
-    def is_open(self, shard: int) -> bool:
-        """Whether a kept reader of `shard` is open (reading it cannot wait for a download)."""
-        return shard in self._readers
-
-    def reader(self, shard: int) -> Any:
-        """The open reader of a kept shard (opened, and prepared, on first use)."""
-        reader = self._readers.get(shard)
-        if reader is None:
-            self._prefetch.check()
-            reader = self._readers[shard] = self._open_shard(shard)
-        return reader
-
-    @contextlib.contextmanager
-    def lend(self, shard: int) -> Iterator[Any]:
-        """A reader of `shard` for the duration of the block."""
-        if self.kept(shard):
-            yield self.reader(shard)
-            return
-        path = self._pinning.acquire(shard)
-        try:
-            reader = self._open_file(shard, path)  # type: ignore[misc]
-            try:
-                yield reader
-            finally:
-                reader.close()
-        finally:
-            self._pinning.release(shard)
-
-
-def _fetch(shards: np.ndarray, rows: np.ndarray, shelf: _Shelf, nowait: bool = False) -> tuple:
-    """Copy one chunk's rows (in plan order) into one buffer with positional reads from each
-    shard: ("read", codec, readers, which, rows, buffer, starts, ends). Streams of different
-    schemas are decoded right here, shard by shard: ("done", samples). With `nowait`,
-    BlockingIOError instead of any wait: a shard not open yet, pinned, or not in page cache."""
-    uniq, which = np.unique(shards, return_inverse=True)
-    if nowait and not all(shelf.is_open(shard) for shard in uniq.tolist()):
-        raise _NotOpen("a shard of this chunk is not open yet")
-    if not all(shelf.kept(shard) for shard in uniq.tolist()):
-        return _fetch_pinned(uniq, which, rows, shelf)
-    opened = [shelf.reader(shard) for shard in uniq.tolist()]
-    codec = opened[0].codec
-    if any(reader.codec != codec for reader in opened):
-        return ("done", _read_by_shard(uniq, which, rows, shelf))
-    starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
-    for k, reader in enumerate(opened):
-        part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
-        starts[part], ends[part] = reader.spans(rows[part])
-    buffer, lo, hi = read_spans([r.fileno() for r in opened], which, starts, ends,
-                                nowait=nowait)
-    return ("read", codec, opened, which, rows, buffer, lo, hi)
-
-
-def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: _Shelf
-                  ) -> tuple:
-    """`_fetch` holding one shard at a time: each shard's rows are copied into their own buffer
-    while it is pinned, then the buffers are joined and the spans shifted into plan order."""
-    parts, buffers, codecs = _groups(which, len(uniq)), [], []
-    lo, hi = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
-    base = 0
-    for k in np.argsort([part[0] for part in parts], kind="stable").tolist():  # plan order
-        shard, part = int(uniq[k]), parts[k]
-        with shelf.lend(shard) as reader:
-            codecs.append(reader.codec)
-            starts, ends = reader.spans(rows[part])
-            buffer, lo[part], hi[part] = read_spans([reader.fileno()], np.zeros(len(part),
-                                                    np.int64), starts, ends, str(reader.path))
-        lo[part] += base
-        hi[part] += base
-        base += len(buffer.buffer)
-        buffers.append(buffer.buffer)
-    if any(codec != codecs[0] for codec in codecs):
-        return ("done", _read_by_shard(uniq, which, rows, shelf))
-    joined = buffers[0] if len(buffers) == 1 else bytearray().join(buffers)
-    return ("read", codecs[0], None, which, rows, FileBytes(joined), lo, hi)
-
-
-def _groups(which: np.ndarray, count: int) -> list[np.ndarray]:
-    """Positions of each group 0..count-1 in `which`, each in plan order."""
-    order = np.argsort(which, kind="stable")
-    return np.split(order, np.searchsorted(which[order], np.arange(1, count)))
-
-
-def _decode(fetched: tuple, columns: bool) -> list[Any]:
-    """Decode a fetched chunk into samples or columns (a corrupt row raises its shard's error,
-    when the shards are still open)."""
-    if fetched[0] == "done":
-        samples = fetched[1]
-        return [[s[name] for s in samples] for name in samples[0]] if columns else samples
-    _, codec, opened, which, rows, buffer, lo, hi = fetched
-    try:
-        values = codec.decode_columns(buffer, lo, hi)
-    except (MemoryError, KeyboardInterrupt):
-        raise
-    except Exception:
-        for k, reader in enumerate(opened or ()):
-            reader.get_columns(rows[which == k])  # raises the shard's precise error
-        raise
-    return values if columns else samples_of(codec.column_names, values)
-
-
-def _read_by_shard(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: _Shelf
-                   ) -> list[Any]:
-    """One chunk in plan order, decoded shard by shard (shards with different schemas)."""
-    out: list[Any] = [None] * len(rows)
-    for shard, part in zip(uniq.tolist(), _groups(which, len(uniq))):
-        with shelf.lend(shard) as reader:
-            _place(out, part.tolist(), reader.get_many(rows[part], copy=True))
-    return out
-
-
-def _place(out: list[Any], where: list[int], values: Any) -> None:
-    for k, value in zip(where, values):
-        out[k] = value

@@ -258,8 +258,9 @@ class CacheEngine:
         self._refresh_at = max(int(later), position + REFRESH_STEPS)
 
     # ----- the reader side ---------------------------------------------------------------
-    def acquire(self, shard: int) -> Path:
-        """The ready raw file of `shard`, pinned (never evicted) until `release(shard)`."""
+    def acquire(self, shard: int, *, wait: bool = True) -> Path | None:
+        """The ready raw file of `shard`, pinned (never evicted) until `release(shard)`; with
+        `wait=False`, None (and nothing pinned) unless it is present right now."""
         shard = int(shard)
         if not self.cached[shard]:
             return self.preparer.prepare(shard)
@@ -268,6 +269,9 @@ class CacheEngine:
         if table.state[shard] == tb.PRESENT:  # read after the pin: see _evict
             self._count(tb.HITS)
             return self.preparer.raw_path(shard)
+        if not wait:
+            self._unpin(shard)
+            return None
         started = time.monotonic_ns()
         self._count(tb.MISSES)
         try:
@@ -278,6 +282,12 @@ class CacheEngine:
         finally:
             self._count(tb.WAIT, time.monotonic_ns() - started)
         return self.preparer.raw_path(shard)
+
+    def present(self, shards: np.ndarray) -> bool:
+        """Whether every one of `shards` can be acquired without waiting right now."""
+        shards = np.asarray(shards, np.int64)
+        mine = shards[self.cached[shards]]
+        return not len(mine) or bool(np.all(self.table.state[mine] == tb.PRESENT))
 
     def release(self, shard: int) -> None:
         """Unpin `shard` (it may be evicted from now on)."""
@@ -385,7 +395,8 @@ class CacheEngine:
             t = self.preparer.table
             self._count(tb.DOWNLOADS)
             self._count(tb.BYTES, int(t.zip_bytes[shard] or t.raw_bytes[shard]))
-            log.debug("cache: prepared %s", self._name(shard))
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("cache: prepared %s", self._name(shard))
         return READY
 
     def _make_room(self, cost: int, farther_than: int) -> bool:
@@ -417,9 +428,10 @@ class CacheEngine:
             table.disk[victim] = 0
             table.state[victim] = tb.ABSENT
             self._count(tb.EVICTIONS)
-            log.debug("cache: evicted %s (next use in %s steps)", self._name(victim),
-                      "no known" if distance[victim] == np.iinfo(np.int64).max
-                      else distance[victim])
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("cache: evicted %s (next use in %s steps)", self._name(victim),
+                          "no known" if distance[victim] == np.iinfo(np.int64).max
+                          else distance[victim])
         return limit - table.used() >= cost
 
     def _trim(self) -> None:

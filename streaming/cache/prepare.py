@@ -92,11 +92,15 @@ class ShardPreparer:
     def _reset_locks(self) -> None:
         self._mutex = threading.Lock()  # guards `_locks` only
         self._locks: dict[int, threading.Lock] = {}
+        self._dirs: dict[int, Path] = {}
 
     def raw_path(self, shard: int) -> Path:
         """Where the shard's raw file lives (or will live) on this node."""
-        stream = self.streams[int(self.table.stream_of_shard[shard])]
-        return stream.local_dir / self.table.basenames[shard]
+        which = int(self.table.stream_of_shard[shard])
+        folder = self._dirs.get(which)
+        if folder is None:  # resolving a path costs syscalls: once per stream and process
+            folder = self._dirs[which] = self.streams[which].local_dir
+        return folder / self.table.basenames[shard]
 
     def is_ready(self, shard: int) -> bool:
         """Whether this process already knows the shard's raw file is complete."""

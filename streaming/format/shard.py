@@ -185,14 +185,15 @@ class ShardReader:
     def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Start and end byte (int64) of each row; IndexError naming the shard if out of range."""
         self._ensure_open()
-        rows = np.asarray(rows, dtype=np.int64)
-        n = self._num_samples
-        if rows.size and int(rows.view(np.uint64).max()) >= n:  # negatives wrap to huge
-            bad = int(rows[(rows < 0) | (rows >= n)][0])
-            raise IndexError(f"{self.path}: sample {bad} out of range [0, {n})")
         if self._spans is None:
             self._spans = self._offsets.astype(np.int64)  # type: ignore[union-attr]
-        return self._spans[rows], self._spans[rows + 1]
+        return _spans_of(self._spans, rows, self.path)
+
+    def layout(self) -> ShardLayout:
+        """What reading this validated shard by position needs, detached from the open file."""
+        self._ensure_open()
+        size = int(self._offsets[-1])  # type: ignore[index]
+        return ShardLayout(self.path, self.codec, self._offsets.astype(np.int64), size)
 
     def fileno(self) -> int:
         """A descriptor of the shard for positional reads (closed by `close`)."""
@@ -284,6 +285,46 @@ class ShardReader:
         return f"ShardReader({str(self.path)!r}, samples={self._num_samples})"
 
 
+class ShardLayout:
+    """A validated shard's path, codec, size and sample offsets, kept without its file open, so
+    a shard that may be evicted between reads is re-read by position without re-validating."""
+
+    __slots__ = ("codec", "offsets", "path", "size")
+
+    def __init__(self, path: Path, codec: Any, offsets: np.ndarray, size: int) -> None:
+        self.path = path
+        self.codec = codec
+        self.offsets = offsets
+        self.size = size
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.offsets.nbytes)
+
+    def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end byte (int64) of each row; IndexError naming the shard if out of range."""
+        return _spans_of(self.offsets, rows, self.path)
+
+    def open(self) -> int:
+        """A read-only descriptor of the file, checked to still have the validated size."""
+        fd = os.open(self.path, os.O_RDONLY)
+        size = os.fstat(fd).st_size
+        if size != self.size:
+            os.close(fd)
+            raise ShardCorruptError(f"{self.path}: file has {size} bytes, it had {self.size} "
+                                    f"when it was validated")
+        return fd
+
+
+def _spans_of(offsets: np.ndarray, rows: np.ndarray, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.asarray(rows, dtype=np.int64)
+    n = len(offsets) - 1
+    if rows.size and int(rows.view(np.uint64).max()) >= n:  # negatives wrap to huge
+        bad = int(rows[(rows < 0) | (rows >= n)][0])
+        raise IndexError(f"{path}: sample {bad} out of range [0, {n})")
+    return offsets[rows], offsets[rows + 1]
+
+
 def samples_of(names: Sequence[str], columns: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
     """Per-sample dicts from decoded columns."""
     samples: list[dict[str, Any]] = [{} for _ in range(len(columns[0]) if columns else 0)]
@@ -313,18 +354,27 @@ def read_spans(fds: Sequence[int], which: np.ndarray, starts: np.ndarray, ends: 
     places = np.zeros(len(starts) + 1, np.int64)
     np.cumsum(ends - starts, out=places[1:])
     buffer = bytearray(int(places[-1]))
-    view = memoryview(buffer)
-    cuts = np.flatnonzero((starts[1:] != ends[:-1]) | (which[1:] != which[:-1])) + 1
+    lo, hi = places[:-1], places[1:]
+    read_spans_into(memoryview(buffer), fds, which, starts, ends, lo, hi, what, nowait=nowait)
+    return FileBytes(buffer), lo, hi
+
+
+def read_spans_into(view: memoryview, fds: Sequence[int], which: np.ndarray, starts: np.ndarray,
+                    ends: np.ndarray, lo: np.ndarray, hi: np.ndarray, what: str = "shard", *,
+                    nowait: bool = False) -> None:
+    """`read_spans` into a given buffer: span k lands at view[lo[k]:hi[k]]; neighbours are
+    merged into one read where they are contiguous both in the file and in the buffer."""
+    cuts = np.flatnonzero((starts[1:] != ends[:-1]) | (which[1:] != which[:-1])
+                          | (lo[1:] != hi[:-1])) + 1
     first = np.concatenate(([0], cuts))
-    last = np.append(cuts, len(starts))
+    last = np.append(cuts, len(starts)) - 1
     flags = NOWAIT if nowait else 0
-    for lo, hi, at, k in zip(places[first].tolist(), places[last].tolist(),
-                             starts[first].tolist(), which[first].tolist()):
-        if os.preadv(fds[k], [view[lo:hi]], at, flags) != hi - lo:
+    for a, b, at, k in zip(lo[first].tolist(), hi[last].tolist(),
+                           starts[first].tolist(), which[first].tolist()):
+        if os.preadv(fds[k], [view[a:b]], at, flags) != b - a:
             if nowait:  # partly in the page cache: let a blocking read do it
                 raise BlockingIOError(f"{what}: bytes at offset {at} are not in the page cache")
-            raise ShardCorruptError(f"{what}: short read of {hi - lo} bytes at offset {at}")
-    return FileBytes(buffer), places[:-1], places[1:]
+            raise ShardCorruptError(f"{what}: short read of {b - a} bytes at offset {at}")
 
 
 def validate_file(

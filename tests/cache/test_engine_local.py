@@ -287,3 +287,21 @@ def test_the_next_blocks_shards_are_prefetched_far_beyond_predownload(source, tm
                  table.horizon_ends[rows], table.progress[rows], table.num_shards)
     assert d[2] == int(np.argmax(seq == 2)) and d[3] == int(np.argmax(seq == 3))
     engine.close()
+
+
+def test_acquiring_without_waiting_pins_only_a_present_shard(source, tmp_path):
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, cache_limit="1gb")
+    try:
+        assert not engine.present(np.array([0, 1]))
+        assert engine.acquire(1, wait=False) is None
+        assert (engine.table.pins[engine._slot] < 0).all()  # nothing left pinned
+        engine.prepare(1)
+        assert engine.present(np.array([1])) and not engine.present(np.array([0, 1]))
+        path = engine.acquire(1, wait=False)
+        assert path is not None and path.exists()
+        assert 1 in engine.table.pins[engine._slot].tolist()
+        engine.release(1)
+        assert (engine.table.pins[engine._slot] < 0).all()
+    finally:
+        engine.close()

@@ -214,12 +214,13 @@ def _refused_nowait_reads(tmp_path, monkeypatch, samples: int, error: OSError) -
     """A `samples`-row dataset at tmp_path/ds, with no-wait reads on and every one of them
     failing with `error`; returns the list that gets an item per no-wait read asked for."""
     import streaming.iterate as iterate_module
+    import streaming.shelf as shelf_module
 
     monkeypatch.setattr(iterate_module, "NOWAIT_READS", True)
     with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
         for i in range(samples):
             writer.write({"id": i})
-    real = iterate_module.read_spans
+    real = shelf_module.read_spans
     asked: list[int] = []
 
     def refusing(*args, nowait=False, **kwargs):
@@ -228,7 +229,7 @@ def _refused_nowait_reads(tmp_path, monkeypatch, samples: int, error: OSError) -
             raise error
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(iterate_module, "read_spans", refusing)
+    monkeypatch.setattr(shelf_module, "read_spans", refusing)
     return asked
 
 

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from streaming.format.shard import NOWAIT_READS, read_spans
+from streaming.format.shard import NOWAIT_READS, read_spans, read_spans_into
 
 needs_nowait = pytest.mark.skipif(not NOWAIT_READS, reason="no RWF_NOWAIT on this platform")
 
@@ -70,3 +70,42 @@ def test_nowait_refuses_bytes_that_would_come_from_the_disk(tmp_path) -> None:
         assert len(buffer.buffer) == int((ends - starts).sum())  # a blocking read still works
     finally:
         os.close(fd)
+
+
+def test_spans_land_at_scattered_places_of_a_given_buffer(tmp_path) -> None:
+    """read_spans_into puts each span where lo/hi say (the pinned path lays a chunk out in plan
+    order while reading one shard at a time); a run is one read only where it is contiguous in
+    the file and in the buffer."""
+    data = _file(tmp_path / "a")
+    starts, ends = _spans(len(data), 50)
+    starts[:10] = np.arange(10) * 100 + 900  # a file-contiguous run of ten spans...
+    ends[:10] = starts[:10] + 100
+    sizes = ends - starts
+    order = np.random.default_rng(1).permutation(len(starts))  # ...scattered in the buffer
+    order[:10] = np.arange(10)  # except the run's first ten, kept contiguous there too
+    rest = np.setdiff1d(np.arange(len(starts)), order[:10])
+    order[10:] = np.random.default_rng(2).permutation(rest)
+    places = np.zeros(len(starts) + 1, np.int64)
+    np.cumsum(sizes[order], out=places[1:])
+    lo, hi = np.empty(len(starts), np.int64), np.empty(len(starts), np.int64)
+    lo[order], hi[order] = places[:-1], places[1:]
+    buffer = bytearray(int(places[-1]))
+    reads = []
+    real = os.preadv
+
+    def counting(fd, buffers, offset, flags=0):
+        reads.append(offset)
+        return real(fd, buffers, offset, flags)
+
+    fd = os.open(tmp_path / "a", os.O_RDONLY)
+    try:
+        os.preadv = counting
+        read_spans_into(memoryview(buffer), [fd], np.zeros(len(starts), np.int64), starts, ends,
+                        lo, hi)
+    finally:
+        os.preadv = real
+        os.close(fd)
+    for k in range(len(starts)):
+        assert bytes(buffer[lo[k]:hi[k]]) == data[starts[k]:ends[k]]
+    assert 900 in reads and 1000 not in reads  # the ten spans were one read
+    assert len(reads) <= len(starts) - 9

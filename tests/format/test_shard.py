@@ -151,3 +151,29 @@ def test_hash_mismatch_on_tampered_reference_shard(reference_fixtures, tmp_path)
     zipped = index.shards[0]["zip_data"]
     with pytest.raises(HashMismatchError, match="xxh64"):
         validate_file(copy, zipped["bytes"], zipped["hashes"], ["xxh64"])
+
+
+def test_a_layout_reads_by_position_without_the_reader(shard_file):
+    """ShardLayout keeps what positional reads need after the reader closed; a file that changed
+    size since it was validated is refused by name rather than read."""
+    import os
+
+    with ShardReader(shard_file, CODEC, expected_samples=5) as shard:
+        layout = shard.layout()
+        expected = [bytes(shard.sample_bytes(i)) for i in range(5)]
+    assert layout.codec == CODEC and layout.size == shard_file.stat().st_size
+    starts, ends = layout.spans(np.array([4, 0, 2]))
+    fd = layout.open()
+    try:
+        got = [os.pread(fd, int(b - a), int(a)) for a, b in zip(starts, ends)]
+    finally:
+        os.close(fd)
+    assert got == [expected[4], expected[0], expected[2]]
+    with pytest.raises(IndexError, match=r"shard\.00000\.mds: sample 5 out of range"):
+        layout.spans(np.array([1, 5]))
+    with pytest.raises(IndexError, match="sample -1"):
+        layout.spans(np.array([-1]))
+    with open(shard_file, "ab") as handle:
+        handle.write(b"x")
+    with pytest.raises(ShardCorruptError, match=r"shard\.00000\.mds: file has \d+ bytes, it had"):
+        layout.open()

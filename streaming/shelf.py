@@ -1,0 +1,207 @@
+"""The shard readers of one pass, and one chunk's rows copied out of them.
+
+Shards a pass may keep open stay open. Shards under a cache_limit may be evicted between two
+reads, and an open file of an evicted shard would keep its blocks on disk, so those are read
+under a pin, one at a time, through a descriptor opened for that read only; their layout (offsets
+and codec) is validated once per pass and remembered, so each later read costs an open and a
+positional read, not a re-validation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streaming.format.encodings.base import FileBytes
+from streaming.format.shard import ShardLayout, read_spans, read_spans_into, samples_of
+
+LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
+
+
+class NotOpen(BlockingIOError):
+    """A chunk's shard is not open (or not present) yet: its read may wait for a download."""
+
+
+class Shelf:
+    """The shard readers of one pass: kept open (`open_shard`'s), or for shards under a
+    cache_limit (`pinning`, a CacheEngine, set) read under a pin through their layout."""
+
+    def __init__(self, open_shard: Callable[[int], Any], prefetch: Any, pinning: Any,
+                 open_file: Callable[[int, Path], Any] | None) -> None:
+        self._open_shard = open_shard
+        self._prefetch = prefetch
+        self._pinning = pinning
+        self._open_file = open_file
+        self._readers: dict[int, Any] = {}
+        self._layouts: OrderedDict[int, ShardLayout] = OrderedDict()
+        self._layout_bytes = 0
+
+    def kept(self, shard: int) -> bool:
+        return self._pinning is None or not self._pinning.cached[shard]
+
+    def is_open(self, shard: int) -> bool:
+        """Whether a kept reader of `shard` is open (reading it cannot wait for a download)."""
+        return shard in self._readers
+
+    def ready_now(self, shards: list[int]) -> bool:
+        """Whether every shard can be read without waiting for a download: kept ones open,
+        pinned ones present."""
+        pinned = [s for s in shards if not self.kept(s)]
+        return (all(s in self._readers for s in shards if self.kept(s))
+                and (not pinned or self._pinning.present(np.asarray(pinned))))
+
+    def layout(self, shard: int) -> ShardLayout | None:
+        """The remembered layout of a pinned shard (None before its first read this pass)."""
+        return self._layouts.get(shard)
+
+    def reader(self, shard: int) -> Any:
+        """The open reader of a kept shard (opened, and prepared, on first use)."""
+        reader = self._readers.get(shard)
+        if reader is None:
+            self._prefetch.check()
+            reader = self._readers[shard] = self._open_shard(shard)
+        return reader
+
+    @contextlib.contextmanager
+    def lend(self, shard: int) -> Iterator[Any]:
+        """A full reader of `shard` for the duration of the block."""
+        if self.kept(shard):
+            yield self.reader(shard)
+            return
+        path = self._pinning.acquire(shard)
+        try:
+            reader = self._open_file(shard, path)  # type: ignore[misc]
+            try:
+                yield reader
+            finally:
+                reader.close()
+        finally:
+            self._pinning.release(shard)
+
+    @contextlib.contextmanager
+    def pinned(self, shard: int, nowait: bool = False) -> Iterator[tuple[ShardLayout, int]]:
+        """The layout and a descriptor of a shard under the cache_limit, pinned for the block
+        (validated on its first use in the pass); with `nowait`, NotOpen instead of waiting
+        for it to arrive. A present shard's header was just written, so its first open reads
+        the page cache."""
+        path = self._pinning.acquire(shard, wait=not nowait)
+        if path is None:
+            raise NotOpen(f"shard {shard} is not present")
+        try:
+            layout = self._layouts.get(shard)
+            if layout is None:
+                with self._open_file(shard, path) as reader:  # type: ignore[misc]
+                    layout = self._remember(shard, reader.layout())
+            else:
+                self._layouts.move_to_end(shard)
+            fd = layout.open()
+            try:
+                yield layout, fd
+            finally:
+                os.close(fd)
+        finally:
+            self._pinning.release(shard)
+
+    def _remember(self, shard: int, layout: ShardLayout) -> ShardLayout:
+        self._layouts[shard] = layout
+        self._layout_bytes += layout.nbytes
+        while self._layout_bytes > LAYOUT_BYTES and len(self._layouts) > 1:
+            _, old = self._layouts.popitem(last=False)
+            self._layout_bytes -= old.nbytes
+        return layout
+
+
+def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = False) -> tuple:
+    """Copy one chunk's rows (in plan order) into one buffer with positional reads from each
+    shard: ("read", codec, readers, which, rows, buffer, starts, ends). Streams of different
+    schemas are decoded right here, shard by shard: ("done", samples). With `nowait`,
+    BlockingIOError instead of any wait: a shard not open or present yet, or not in page cache."""
+    uniq, which = np.unique(shards, return_inverse=True)
+    listed = uniq.tolist()
+    if nowait and not shelf.ready_now(listed):
+        raise NotOpen("a shard of this chunk is not open yet")
+    if not all(shelf.kept(shard) for shard in listed):
+        return _fetch_pinned(uniq, which, rows, shelf, nowait)
+    opened = [shelf.reader(shard) for shard in listed]
+    codec = opened[0].codec
+    if any(reader.codec != codec for reader in opened):
+        return ("done", _read_by_shard(uniq, which, rows, shelf))
+    starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
+    for k, reader in enumerate(opened):
+        part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
+        starts[part], ends[part] = reader.spans(rows[part])
+    buffer, lo, hi = read_spans([r.fileno() for r in opened], which, starts, ends,
+                                nowait=nowait)
+    return ("read", codec, opened, which, rows, buffer, lo, hi)
+
+
+def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf,
+                  nowait: bool) -> tuple:
+    """`fetch` holding one shard at a time, in plan order, into one buffer laid out in plan
+    order (a batch's rows stay together in memory), sized up front from the shards' layouts."""
+    parts = _groups(which, len(uniq))
+    layouts = []
+    for shard in uniq.tolist():
+        if shelf.layout(shard) is None:
+            with shelf.pinned(shard, nowait):
+                pass  # validates the shard and remembers its layout
+        layouts.append(shelf.layout(shard))
+    codec = layouts[0].codec
+    if any(layout.codec != codec for layout in layouts):
+        return ("done", _read_by_shard(uniq, which, rows, shelf))
+    starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
+    for layout, part in zip(layouts, parts):
+        starts[part], ends[part] = layout.spans(rows[part])
+    places = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(ends - starts, out=places[1:])
+    lo, hi = places[:-1], places[1:]
+    buffer = bytearray(int(places[-1]))
+    view = memoryview(buffer)
+    zeros = np.zeros(len(rows), np.int64)
+    for k in np.argsort([part[0] for part in parts], kind="stable").tolist():  # plan order
+        part = parts[k]
+        with shelf.pinned(int(uniq[k]), nowait) as (layout, fd):
+            read_spans_into(view, [fd], zeros[:len(part)], starts[part], ends[part], lo[part],
+                            hi[part], str(layout.path), nowait=nowait)
+    return ("read", codec, None, which, rows, FileBytes(buffer), lo, hi)
+
+
+def _groups(which: np.ndarray, count: int) -> list[np.ndarray]:
+    """Positions of each group 0..count-1 in `which`, each in plan order."""
+    order = np.argsort(which, kind="stable")
+    return np.split(order, np.searchsorted(which[order], np.arange(1, count)))
+
+
+def decode(fetched: tuple, columns: bool) -> list[Any]:
+    """Decode a fetched chunk into samples or columns (a corrupt row raises its shard's error,
+    when the shards are still open)."""
+    if fetched[0] == "done":
+        samples = fetched[1]
+        return [[s[name] for s in samples] for name in samples[0]] if columns else samples
+    _, codec, opened, which, rows, buffer, lo, hi = fetched
+    try:
+        values = codec.decode_columns(buffer, lo, hi)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception:
+        for k, reader in enumerate(opened or ()):
+            reader.get_columns(rows[which == k])  # raises the shard's precise error
+        raise
+    return values if columns else samples_of(codec.column_names, values)
+
+
+def _read_by_shard(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf
+                   ) -> list[Any]:
+    """One chunk in plan order, decoded shard by shard (shards with different schemas)."""
+    out: list[Any] = [None] * len(rows)
+    for shard, part in zip(uniq.tolist(), _groups(which, len(uniq))):
+        with shelf.lend(shard) as reader:
+            for k, value in zip(part.tolist(), reader.get_many(rows[part], copy=True)):
+                out[k] = value
+    return out
