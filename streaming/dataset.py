@@ -145,7 +145,7 @@ class StreamingDataset(IterableDataset):
             sampling_method=sampling_method, sampling_granularity=sampling_granularity)
         self._read_shard = 0  # samples of a typical shard, when reads are sized to it (0: not)
         if cache_limit is not None:
-            self.config = self._block_within(parse_bytes(cache_limit))
+            self.config = self._fit_cache(parse_bytes(cache_limit))
         self._readers: dict[int, ShardReader] = {}
         self._lengths: dict[tuple, int] = {}
         self._yielded = 0
@@ -159,22 +159,33 @@ class StreamingDataset(IterableDataset):
         self._board = PlanBoard(self._namespace)
         self.cache = self._start_cache(cache_limit)
 
-    def _block_within(self, limit: int) -> PlanConfig:
-        """The plan config with a shuffle block the cache can hold (the default block, when
-        it fits): a block-based shuffle reads its block's shards at once, and shards evicted
-        within a block are downloaded again and again. Uses only the config and the index, so
-        every node picks the same block. Also notes (`_sized_reads`) when the block fits, so
-        reads are then sized to half a shard of the node's order (`_read_shard`)."""
+    def _fit_cache(self, limit: int) -> PlanConfig:
+        """The plan config with a shuffle the cache can hold (the defaults, when they fit): a
+        block shuffle reads its block's shards at once and py1s/py2s one or two shards per
+        canonical node, and shards evicted while still in use are downloaded again and again.
+        Uses only the config and the index, so every node picks the same. Where the shuffle
+        fits, reads are sized to half a shard of the node's order (`_read_shard`); where it
+        cannot (naive, or the user's own block or node count), reads stay large, which pins
+        each shard once per read."""
         from streaming.cache.engine import shard_footprint
-        from streaming.cache.fit import BLOCK_SHUFFLES, block_for_limit, typical_samples
+        from streaming.cache.fit import BLOCK_SHUFFLES, SHARD_SHUFFLES, typical_samples
 
         cfg = self.config
-        if cfg.shuffle and cfg.shuffle_algo not in BLOCK_SHUFFLES:
-            return cfg  # samples from anywhere in the epoch: no block to size
         footprint = shard_footprint(self.preparer.table, self.streams)
         self._read_shard = typical_samples(footprint, self.samples_per_shard)
         if not cfg.shuffle:
             return cfg  # shards in order: one or two in use at a time
+        if cfg.shuffle_algo in BLOCK_SHUFFLES:
+            return self._block_within(limit, footprint)
+        if cfg.shuffle_algo in SHARD_SHUFFLES:
+            return self._canonical_within(limit, footprint)
+        self._read_shard = 0  # naive: samples from anywhere in the epoch
+        return cfg
+
+    def _block_within(self, limit: int, footprint: Any) -> PlanConfig:
+        from streaming.cache.fit import block_for_limit
+
+        cfg = self.config
         canonical = cfg.canonical_nodes(self.world)
         default = cfg.block_size(canonical)
         sequences = -(-canonical // self.world.num_groups)  # canonical nodes one node reads
@@ -197,6 +208,30 @@ class StreamingDataset(IterableDataset):
                        "within a block (pass shuffle_block_size to choose)", self.cache_limit,
                        fit, default)
         return dataclasses.replace(cfg, shuffle_block_size=fit)
+
+    def _canonical_within(self, limit: int, footprint: Any) -> PlanConfig:
+        from streaming.cache.fit import canonical_for_limit
+
+        cfg = self.config
+        nodes = self.world.num_groups
+        default = cfg.canonical_nodes(self.world)
+        fit = canonical_for_limit(limit, footprint, default, nodes, cfg.shuffle_algo)
+        if cfg.num_canonical_nodes is not None:
+            if cfg.num_canonical_nodes > fit:
+                self._read_shard = 0
+                logger.warning(
+                    "num_canonical_nodes=%d with shuffle_algo=%r reads more shards at once than "
+                    "cache_limit=%s holds: shards evicted while still in use are downloaded "
+                    "again (2x for 64 canonical nodes at a 25%% limit); at most %d avoids it",
+                    cfg.num_canonical_nodes, cfg.shuffle_algo, self.cache_limit, fit)
+            return cfg
+        if fit >= default:
+            return cfg
+        logger.warning("cache_limit=%s holds the shards of only %d of %d canonical nodes at once: "
+                       "%s interleaves %d instead, so shards are not fetched again while in use "
+                       "(pass num_canonical_nodes to choose)", self.cache_limit, fit, default,
+                       cfg.shuffle_algo, fit)
+        return dataclasses.replace(cfg, num_canonical_nodes=fit)
 
     def _start_cache(self, cache_limit: int | str | None) -> CacheEngine | None:
         """The node-shared cache engine over the remote streams' folders (None when every

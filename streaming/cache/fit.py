@@ -1,5 +1,6 @@
-"""A shuffle block that fits the cache: how many samples a shuffle may spread over at once when
-only some shards can be resident. Pure (index sizes and the limit in, a sample count out).
+"""A shuffle that fits the cache: how many samples a block shuffle may spread over at once, or
+how many canonical nodes a shard-by-shard shuffle may interleave, when only some shards can be
+resident. Pure (index sizes and the limit in, a sample or node count out).
 
 A block-based shuffle (py1e, py1b, py1br) mixes the samples of the shards whose block covers
 the read position, so those shards are what the readers need at the same time. When the cache
@@ -22,6 +23,7 @@ import numpy as np
 from streaming.cache.limit import Footprint
 
 BLOCK_SHUFFLES = ("py1e", "py1b", "py1br")  # py2s ignores the block size
+SHARD_SHUFFLES = ("py1s", "py2s")  # one shard (py2s: two) at a time per canonical node
 SPARE = 2  # resident shards kept out of the block: the next one fetched, one in hand-over
 # Peak shards wanted at once, in blocks' worth (checked on real plans in tests/cache/test_fit.py
 # and against the engine's downloads in tests/dataset/test_cache_block.py)
@@ -43,6 +45,30 @@ def typical_samples(footprint: Footprint, samples_per_shard: np.ndarray) -> int:
     counts = np.asarray(samples_per_shard, np.int64)
     cached = counts[footprint.resident > 0]
     return max(int(np.median(cached if len(cached) else counts)), 1) if len(counts) else 1
+
+
+# Peak shards a py1s/py2s plan wants at once per canonical node a node reads: py1s reads one
+# shard at a time per canonical node and py2s's windows straddle two, but canonical nodes of
+# unequal length drift apart in the interleaved order, so shard changes overlap: measured on
+# real plans up to 1.91 (py1s) and 2.91 (py2s) per canonical node (tests/cache/test_fit.py).
+PER_CANONICAL = {"py1s": 2.0, "py2s": 3.0}
+
+
+def canonical_for_limit(limit: int, footprint: Footprint, default: int, nodes: int,
+                        algo: str) -> int:
+    """The canonical node count to use under `limit` for a py1s/py2s plan: the default when the
+    cache holds every shard or the shards its canonical nodes use at once, else the largest
+    multiple of `nodes` whose canonical nodes per node (each using PER_CANONICAL shards) stay
+    resident with SPARE left free; never under one per node."""
+    cached = footprint.resident > 0
+    nodes = max(int(nodes), 1)
+    if not cached.any() or algo not in PER_CANONICAL:
+        return int(default)
+    room = shards_resident(limit, footprint) - SPARE
+    if room >= int(cached.sum()):
+        return int(default)
+    per_node = max(int((room - 1) / PER_CANONICAL[algo]), 1)
+    return int(min(default, per_node * nodes))
 
 
 def shards_in_use(block: int, typical: int, algo: str) -> int:

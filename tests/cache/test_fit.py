@@ -9,8 +9,11 @@ from hypothesis import strategies as st
 
 from streaming.cache.fit import (
     BLOCK_SHUFFLES,
+    PER_CANONICAL,
+    SHARD_SHUFFLES,
     SPARE,
     block_for_limit,
+    canonical_for_limit,
     shards_in_use,
     shards_resident,
     typical_samples,
@@ -109,3 +112,35 @@ def test_real_plans_stay_within_the_room_the_block_was_sized_for(algo, shards, p
                      num_canonical_nodes=canonical)
     peak = _peak_shards_in_use(cfg, World(num_nodes=1, workers_per_rank=2), per)
     assert peak <= resident - SPARE
+
+
+@given(st.integers(1, 64), st.integers(1, 1 << 30), st.sampled_from(SHARD_SHUFFLES),
+       st.sampled_from([1, 2, 4]))
+def test_the_canonical_count_is_a_multiple_of_the_nodes_within_the_default(shards, limit, algo,
+                                                                          nodes):
+    fp = _footprint(shards)
+    fit = canonical_for_limit(limit, fp, 64 * nodes, nodes, algo)
+    assert nodes <= fit <= 64 * nodes and fit % nodes == 0
+    room = shards_resident(limit, fp) - SPARE
+    if room >= shards:
+        assert fit == 64 * nodes  # the cache holds every shard: the default stays
+    elif fit > nodes:
+        assert (fit // nodes) * PER_CANONICAL[algo] <= room - 1
+
+
+@given(st.sampled_from(SHARD_SHUFFLES), st.integers(40, 200), st.integers(20, 120),
+       st.integers(6, 60), st.integers(0, 1 << 16))
+def test_real_shard_shuffles_stay_within_the_room_their_canonical_count_was_sized_for(
+        algo, shards, per, resident, seed):
+    """py1s/py2s plans with the canonical node count canonical_for_limit picks keep no more
+    shards in use at once than the cache has room for."""
+    fp = _footprint(shards)
+    limit = (resident + 1) * 8 * MB + 4 * MB
+    per_shard = np.full(shards, per)
+    canonical = canonical_for_limit(limit, fp, 64, 1, algo)
+    if canonical == 64:
+        return  # everything fits: nothing to check
+    cfg = PlanConfig(per_shard, np.array([shards]), batch_size=8, shuffle=True,
+                     shuffle_algo=algo, shuffle_seed=seed, num_canonical_nodes=canonical)
+    peak = _peak_shards_in_use(cfg, World(num_nodes=1, workers_per_rank=2), per)
+    assert peak <= resident - SPARE, (canonical, peak)

@@ -1,5 +1,6 @@
-"""A cache_limit sizes the default shuffle block so each shard is downloaded about once per epoch,
-also with more shards than the cache holds a block of (a folder serves as the remote)."""
+"""A cache_limit sizes the default shuffle block (py1s/py2s: the canonical node count) so each
+shard is downloaded about once per epoch, also with more shards than the cache holds a block of
+(a folder serves as the remote)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def remote(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("algo", ["py1e", "py1b", "py1br"])
+@pytest.mark.parametrize("algo", ["py1e", "py1b", "py1br", "py1s", "py2s"])
 def test_a_quarter_limit_downloads_each_shard_about_once(remote, tmp_path, algo):
     index = read_index(remote / "index.json")
     shards = len(index.shards)
@@ -39,5 +40,21 @@ def test_a_quarter_limit_downloads_each_shard_about_once(remote, tmp_path, algo)
     assert stats.evictions > 0, stats
     # Measured 1.05-1.25x here (the last batch's padding repeats samples from the epoch's
     # start; prefetching runs ahead of need). Blocks sized to one block's worth of shards
-    # fetched 1.2-2.1x; the whole-epoch default block, 5-6x.
+    # fetched 1.2-2.1x; the whole-epoch default block, 5-6x. py1s/py2s with their default 64
+    # canonical nodes, more than the cache holds shards for: 2.1x, and 14x with reads sized to
+    # half a shard.
     assert stats.downloads <= shards * 1.3, (shards, stats)
+
+
+def test_a_users_own_canonical_count_is_kept_and_warned_about(remote, tmp_path, caplog):
+    index = read_index(remote / "index.json")
+    limit = int(np.sum(index.raw_bytes)) // 4
+    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), cache_limit=limit,
+                          batch_size=32, shuffle=True, shuffle_algo="py1s",
+                          num_canonical_nodes=64)
+    try:
+        assert ds.config.num_canonical_nodes == 64
+        assert ds._read_rows(32) > 1024  # large reads: each pins a shard once
+    finally:
+        ds.close()
+    assert "num_canonical_nodes=64 with shuffle_algo='py1s'" in caplog.text
