@@ -52,3 +52,32 @@ def remove_leftovers(paths: Iterable[Path], *, stale_only: bool) -> None:
                 if stale_only and now - entry.stat().st_mtime < STALE_TEMP:
                     continue
                 unlink(Path(entry.path))
+
+
+def listing(folder: str | os.PathLike) -> dict[str, tuple[int, float]]:
+    """Size and mtime of each file directly in `folder` (empty when it is missing): one scan
+    serves every shard of a folder, where a scan per shard grows with shards x files."""
+    out: dict[str, tuple[int, float]] = {}
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return out
+    for entry in entries:
+        with contextlib.suppress(FileNotFoundError):
+            if entry.is_file(follow_symlinks=False):
+                info = entry.stat(follow_symlinks=False)
+                out[entry.name] = (info.st_size, info.st_mtime)
+    return out
+
+
+def leftover_of(name: str, owners: set[str] | frozenset[str]) -> str | None:
+    """The file among `owners` whose temp or lock file `name` is (`.<owner>.*.tmp`,
+    `.<owner>.*lock`), or None."""
+    if not (name.startswith(".") and name.endswith((".tmp", ".lock"))):
+        return None
+    parts = name[1:].split(".")
+    for k in range(len(parts) - 1, 0, -1):  # the longest owner first: names contain dots
+        owner = ".".join(parts[:k])
+        if owner in owners:
+            return owner
+    return None

@@ -70,8 +70,8 @@ def shard_footprint(table: Any, streams: Any) -> Footprint:
     a kept zip) while cached, the zip (unless it never lands on disk) and lock files while
     being prepared."""
     owner = np.asarray(table.stream_of_shard, np.int64)
-    cached = np.array([streams[s].remote_dir is not None for s in owner], bool)
-    keep = np.array([bool(streams[s].keep_zip) for s in owner], bool)
+    cached = np.array([stream.remote_dir is not None for stream in streams], bool)[owner]
+    keep = np.array([bool(stream.keep_zip) for stream in streams], bool)[owner]
     return Footprint.of(table.raw_bytes, table.zip_bytes, keep, cached, LOCK_SLACK,
                         zipless=zipless_shards(table, streams))
 
@@ -185,14 +185,27 @@ class CacheEngine:
     def _scan(self, table: tb.CacheTable) -> None:
         """First process on the node: adopt complete shards on disk, drop orphans, and count
         every other file in the folders against the limit."""
-        for shard in np.flatnonzero(self.cached):
-            raw, zipped = self._paths(int(shard))
-            disk.remove_leftovers(filter(None, self._paths(int(shard))), stale_only=True)
-            if disk.size(raw) == int(self.preparer.table.raw_bytes[shard]):
-                table.state[shard] = tb.PRESENT
-                table.disk[shard] = disk.size(raw) + (disk.size(zipped) if zipped else 0)
-            elif zipped is not None:
-                disk.unlink(zipped)
+        t = self.preparer.table
+        folders: dict[Path, list[int]] = {}
+        for shard in np.flatnonzero(self.cached).tolist():
+            folders.setdefault(self.preparer.raw_path(shard).parent, []).append(shard)
+        now = time.time()
+        for folder, shards in folders.items():
+            files = disk.listing(folder)
+            owners = frozenset(name for s in shards
+                               for name in (t.basenames[s], t.zip_basenames[s]) if name)
+            for name, (_, mtime) in files.items():
+                if disk.leftover_of(name, owners) is not None and now - mtime >= disk.STALE_TEMP:
+                    disk.unlink(folder / name)
+            for shard in shards:
+                raw = files.get(t.basenames[shard], (-1, 0.0))[0]
+                zip_name = t.zip_basenames[shard]
+                if raw == int(t.raw_bytes[shard]):
+                    table.state[shard] = tb.PRESENT
+                    table.disk[shard] = raw + (files.get(zip_name, (0, 0.0))[0] if zip_name
+                                               else 0)
+                elif zip_name and zip_name in files:
+                    disk.unlink(folder / zip_name)
         table.other_bytes = max(disk.folder_bytes(self.dirs) - int(table.disk.sum()), 0)
 
     # ----- the reader's plan -------------------------------------------------------------
