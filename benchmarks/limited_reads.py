@@ -11,49 +11,34 @@ ratios and the limited epochs' downloads; nothing is asserted (timings vary on s
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _child_epoch import run
+
 # One epoch in a fresh interpreter; argv: remote folder, workers, cache_limit ("none": no limit).
 CHILD = r"""
-import json, resource, shutil, sys, tempfile, time
+import json, shutil, sys, tempfile
+from _child_epoch import timed
 from streaming import StreamingDataLoader, StreamingDataset
 local = tempfile.mkdtemp()
 limit = None if sys.argv[3] == "none" else int(sys.argv[3])
 ds = StreamingDataset(remote=sys.argv[1], local=local, shuffle=True, batch_size=64,
                       cache_limit=limit)
-loader = StreamingDataLoader(ds, batch_size=64, num_workers=int(sys.argv[2]))
-t0 = time.perf_counter()
-before = resource.getrusage(resource.RUSAGE_SELF)
-n = 0
-it = iter(loader)
-for batch in it:
-    n += len(batch["id"])
-wall = time.perf_counter() - t0
-after = resource.getrusage(resource.RUSAGE_SELF)
-del it, batch
-main = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-stats = ds.cache_stats()
+result = timed(StreamingDataLoader(ds, batch_size=64, num_workers=int(sys.argv[2])))
+result["downloads"] = ds.cache_stats().downloads
 ds.close()
 shutil.rmtree(local)
-print(json.dumps({"samples": n, "wall": wall, "cpu": main + kids.ru_utime + kids.ru_stime,
-                  "downloads": stats.downloads}))
+print(json.dumps(result))
 """
 
 
 def epoch(folder: Path, workers: int, limit: int | None) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(workers),
-                          "none" if limit is None else str(limit)],
-                         check=True, capture_output=True, text=True, cwd=tempfile.gettempdir())
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run(CHILD, str(folder), str(workers), "none" if limit is None else str(limit))
 
 
 def main() -> None:

@@ -11,46 +11,33 @@ ratios; nothing is asserted (timings vary on shared machines).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _child_epoch import run
+
 # One epoch in a fresh interpreter; argv: folder, workers, "thread" to send every read to the
 # reader thread (the behaviour before in-thread page-cache reads).
 CHILD = r"""
-import json, resource, sys, time
+import json, sys
 import streaming.iterate
+from _child_epoch import timed
 if sys.argv[3] == "thread":
     streaming.iterate.NOWAIT_READS = False
 from streaming import StreamingDataLoader, StreamingDataset
 ds = StreamingDataset(local=sys.argv[1], shuffle=True, batch_size=64)
-loader = StreamingDataLoader(ds, batch_size=64, num_workers=int(sys.argv[2]))
-t0 = time.perf_counter()
-before = resource.getrusage(resource.RUSAGE_SELF)
-n = 0
-it = iter(loader)
-for batch in it:
-    n += len(batch["id"])
-wall = time.perf_counter() - t0
-after = resource.getrusage(resource.RUSAGE_SELF)
-del it, batch
-main = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"samples": n, "wall": wall, "cpu": main + kids.ru_utime + kids.ru_stime}))
+result = timed(StreamingDataLoader(ds, batch_size=64, num_workers=int(sys.argv[2])))
 ds.close()
+print(json.dumps(result))
 """
 
 
 def epoch(folder: Path, workers: int, way: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(workers), way],
-                         check=True, capture_output=True, text=True, cwd=tempfile.gettempdir())
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run(CHILD, str(folder), str(workers), way)
 
 
 def main() -> None:

@@ -191,23 +191,16 @@ class StreamingDataset(IterableDataset):
         sequences = -(-canonical // self.world.num_groups)  # canonical nodes one node reads
         fit = block_for_limit(limit, footprint, self.samples_per_shard, default,
                               cfg.shuffle_algo, sequences)
-        if cfg.shuffle_block_size is not None:
-            if cfg.shuffle_block_size > fit:
-                self._read_shard = 0
-                logger.warning(
-                    "shuffle_block_size=%d is more than cache_limit=%s can hold (%d samples): "
-                    "shards evicted within a block are downloaded again, several times per "
-                    "epoch each (4.5x for a whole-dataset block at a 25%% limit); a block of at "
-                    "most %d samples, or no shuffle_block_size, avoids it",
-                    cfg.shuffle_block_size, self.cache_limit, fit, fit)
-            return cfg
-        if fit >= default:
-            return cfg
-        logger.warning("cache_limit=%s holds only part of a shuffle block: shuffling over "
-                       "blocks of %d samples instead of %d, so shards are not fetched again "
-                       "within a block (pass shuffle_block_size to choose)", self.cache_limit,
-                       fit, default)
-        return dataclasses.replace(cfg, shuffle_block_size=fit)
+        return self._keep_or_fit(
+            "shuffle_block_size", fit, default,
+            too_big=f"shuffle_block_size={cfg.shuffle_block_size} is more than "
+                    f"cache_limit={self.cache_limit} can hold ({fit} samples): shards evicted "
+                    "within a block are downloaded again, several times per epoch each (4.5x "
+                    "for a whole-dataset block at a 25% limit); a block of at most "
+                    f"{fit} samples, or no shuffle_block_size, avoids it",
+            fitted=f"cache_limit={self.cache_limit} holds only part of a shuffle block: "
+                   f"shuffling over blocks of {fit} samples instead of {default}, so shards "
+                   "are not fetched again within a block (pass shuffle_block_size to choose)")
 
     def _canonical_within(self, limit: int, footprint: Any) -> PlanConfig:
         from streaming.cache.fit import canonical_for_limit
@@ -216,22 +209,33 @@ class StreamingDataset(IterableDataset):
         nodes = self.world.num_groups
         default = cfg.canonical_nodes(self.world)
         fit = canonical_for_limit(limit, footprint, default, nodes, cfg.shuffle_algo)
-        if cfg.num_canonical_nodes is not None:
-            if cfg.num_canonical_nodes > fit:
+        return self._keep_or_fit(
+            "num_canonical_nodes", fit, default,
+            too_big=f"num_canonical_nodes={cfg.num_canonical_nodes} with shuffle_algo="
+                    f"{cfg.shuffle_algo!r} reads more shards at once than cache_limit="
+                    f"{self.cache_limit} holds: shards evicted while still in use are "
+                    f"downloaded again (2x for 64 canonical nodes at a 25% limit); at most "
+                    f"{fit} avoids it",
+            fitted=f"cache_limit={self.cache_limit} holds the shards of only {fit} of {default} "
+                   f"canonical nodes at once: {cfg.shuffle_algo} interleaves {fit} instead, so "
+                   "shards are not fetched again while in use (pass num_canonical_nodes to "
+                   "choose)")
+
+    def _keep_or_fit(self, field: str, fit: int, default: int, *, too_big: str,
+                     fitted: str) -> PlanConfig:
+        """The config with `field` set to `fit` when the user left it unset and the default
+        is more than the cache holds (warning `fitted`); a value the user set is kept, with
+        the `too_big` warning and large reads when it is more than `fit`."""
+        given = getattr(self.config, field)
+        if given is not None:
+            if given > fit:
                 self._read_shard = 0
-                logger.warning(
-                    "num_canonical_nodes=%d with shuffle_algo=%r reads more shards at once than "
-                    "cache_limit=%s holds: shards evicted while still in use are downloaded "
-                    "again (2x for 64 canonical nodes at a 25%% limit); at most %d avoids it",
-                    cfg.num_canonical_nodes, cfg.shuffle_algo, self.cache_limit, fit)
-            return cfg
+                logger.warning(too_big)
+            return self.config
         if fit >= default:
-            return cfg
-        logger.warning("cache_limit=%s holds the shards of only %d of %d canonical nodes at once: "
-                       "%s interleaves %d instead, so shards are not fetched again while in use "
-                       "(pass num_canonical_nodes to choose)", self.cache_limit, fit, default,
-                       cfg.shuffle_algo, fit)
-        return dataclasses.replace(cfg, num_canonical_nodes=fit)
+            return self.config
+        logger.warning(fitted)
+        return dataclasses.replace(self.config, **{field: fit})
 
     def _start_cache(self, cache_limit: int | str | None) -> CacheEngine | None:
         """The node-shared cache engine over the remote streams' folders (None when every

@@ -45,10 +45,6 @@ class Shelf:
     def kept(self, shard: int) -> bool:
         return self._pinning is None or not self._pinning.cached[shard]
 
-    def is_open(self, shard: int) -> bool:
-        """Whether a kept reader of `shard` is open (reading it cannot wait for a download)."""
-        return shard in self._readers
-
     def ready_now(self, shards: list[int]) -> bool:
         """Whether every shard can be read without waiting for a download: kept ones open,
         pinned ones present."""

@@ -186,11 +186,12 @@ class CacheEngine:
         """First process on the node: adopt complete shards on disk, drop orphans, and count
         every other file in the folders against the limit."""
         t = self.preparer.table
-        folders: dict[Path, list[int]] = {}
-        for shard in np.flatnonzero(self.cached).tolist():
-            folders.setdefault(self.preparer.raw_path(shard).parent, []).append(shard)
+        cached = np.flatnonzero(self.cached)
+        owner = np.asarray(t.stream_of_shard, np.int64)[cached]
         now = time.time()
-        for folder, shards in folders.items():
+        for stream in np.unique(owner).tolist():
+            shards = cached[owner == stream].tolist()
+            folder = self.preparer.raw_path(shards[0]).parent
             files = disk.listing(folder)
             owners = frozenset(name for s in shards
                                for name in (t.basenames[s], t.zip_basenames[s]) if name)

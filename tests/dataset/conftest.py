@@ -20,6 +20,20 @@ def write_ids(out: Path, n: int, *, start: int = 0, size_limit: int = 1 << 10,
     return out
 
 
+MANY_SHARDS_SAMPLES = 6000
+
+
+@pytest.fixture(scope="session")
+def many_shards(tmp_path_factory) -> Path:
+    """A zstd dataset of MANY_SHARDS_SAMPLES (~40 per shard, ~150 shards) that a cache_limit
+    holds only part of; tests use its folder as a remote."""
+    from tests.cache._data import write_dataset
+
+    folder = tmp_path_factory.mktemp("many_shards")
+    write_dataset(folder, MANY_SHARDS_SAMPLES, size_limit=12_000)
+    return folder
+
+
 @pytest.fixture
 def ids_dataset(tmp_path: Path) -> Path:
     return write_ids(tmp_path / "src", 300)

@@ -4,31 +4,20 @@ shard is downloaded about once per epoch, also with more shards than the cache h
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.format.index import read_index
-from tests.cache._data import write_dataset
-
-SAMPLES = 6000
-
-
-@pytest.fixture(scope="module")
-def remote(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("remote")
-    write_dataset(folder, SAMPLES, size_limit=12_000)  # ~40 samples per shard, ~150 shards
-    return folder
+from tests.dataset.conftest import MANY_SHARDS_SAMPLES as SAMPLES
 
 
 @pytest.mark.parametrize("algo", ["py1e", "py1b", "py1br", "py1s", "py2s"])
-def test_a_quarter_limit_downloads_each_shard_about_once(remote, tmp_path, algo):
-    index = read_index(remote / "index.json")
+def test_a_quarter_limit_downloads_each_shard_about_once(many_shards, tmp_path, algo, caplog):
+    index = read_index(many_shards / "index.json")
     shards = len(index.shards)
     limit = int(np.sum(index.raw_bytes)) // 4
-    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), cache_limit=limit,
+    ds = StreamingDataset(remote=str(many_shards), local=str(tmp_path / "cache"), cache_limit=limit,
                           batch_size=32, shuffle=True, shuffle_algo=algo, predownload=64)
     try:
         loader = StreamingDataLoader(ds, batch_size=32, num_workers=2)
@@ -44,12 +33,14 @@ def test_a_quarter_limit_downloads_each_shard_about_once(remote, tmp_path, algo)
     # canonical nodes, more than the cache holds shards for: 2.1x, and 14x with reads sized to
     # half a shard.
     assert stats.downloads <= shards * 1.3, (shards, stats)
+    fitted = "interleaves" if algo in ("py1s", "py2s") else "holds only part of a shuffle block"
+    assert fitted in caplog.text  # the user is told the shuffle was fitted to the cache
 
 
-def test_a_users_own_canonical_count_is_kept_and_warned_about(remote, tmp_path, caplog):
-    index = read_index(remote / "index.json")
+def test_a_users_own_canonical_count_is_kept_and_warned_about(many_shards, tmp_path, caplog):
+    index = read_index(many_shards / "index.json")
     limit = int(np.sum(index.raw_bytes)) // 4
-    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), cache_limit=limit,
+    ds = StreamingDataset(remote=str(many_shards), local=str(tmp_path / "cache"), cache_limit=limit,
                           batch_size=32, shuffle=True, shuffle_algo="py1s",
                           num_canonical_nodes=64)
     try:

@@ -13,16 +13,7 @@ import pytest
 import streaming.shelf as shelf_module
 from streaming import StreamingDataset
 from streaming.format.index import read_index
-from tests.cache._data import write_dataset
-
-SAMPLES = 6000
-
-
-@pytest.fixture(scope="module")
-def remote(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("remote")
-    write_dataset(folder, SAMPLES, size_limit=12_000)  # ~40 samples per shard, ~150 shards
-    return folder
+from tests.dataset.conftest import MANY_SHARDS_SAMPLES as SAMPLES
 
 
 def _epoch(remote: Path, local: Path, limit: int | None, opened: Counter | None = None):
@@ -46,13 +37,13 @@ def _epoch(remote: Path, local: Path, limit: int | None, opened: Counter | None 
 
 @pytest.mark.parametrize("layout_bytes", [shelf_module.LAYOUT_BYTES, 1])
 def test_a_limited_pass_validates_each_shard_once_and_reads_the_same_samples(
-        remote, tmp_path, monkeypatch, layout_bytes):
+        many_shards, tmp_path, monkeypatch, layout_bytes):
     monkeypatch.setattr(shelf_module, "LAYOUT_BYTES", layout_bytes)
-    shards = len(read_index(remote / "index.json").shards)
-    limit = int(np.sum(read_index(remote / "index.json").raw_bytes)) // 4
+    shards = len(read_index(many_shards / "index.json").shards)
+    limit = int(np.sum(read_index(many_shards / "index.json").raw_bytes)) // 4
     opened: Counter = Counter()
-    ids, texts, stats = _epoch(remote, tmp_path / "limited", limit, opened)
-    plain_ids, plain_texts, _ = _epoch(remote, tmp_path / "plain", None)
+    ids, texts, stats = _epoch(many_shards, tmp_path / "limited", limit, opened)
+    plain_ids, plain_texts, _ = _epoch(many_shards, tmp_path / "plain", None)
     assert ids == plain_ids and texts == plain_texts
     assert sorted(set(ids)) == list(range(SAMPLES))
     assert stats.evictions > 0 and stats.hits > 2 * shards, stats  # pinned many times each
