@@ -25,8 +25,8 @@ from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
 from streaming.state import ResumeState
 from streaming.stream import Stream, stream_class
-from streaming.util.gcfreeze import freeze_inherited
 from streaming.util.units import parse_bytes
+from streaming.util.worker import settle_worker
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
@@ -463,7 +463,7 @@ class StreamingDataset(IterableDataset):
     def _begin(self) -> tuple[World, np.ndarray]:
         """Register this worker's iteration and fetch its planned ids."""
         world = self._worker_world()
-        freeze_inherited()
+        settle_worker()
         self._node.check()
         epoch, sample_in_epoch = self._epochs.begin(world.worker, world.workers_per_rank)
         with self._node.failing_on_error():

@@ -1,0 +1,53 @@
+"""Let a process reuse the memory of the large buffers it frees instead of faulting in fresh pages.
+
+A DataLoader worker allocates and frees buffers of 0.1-16 MB all the time: HTTP body chunks,
+decompressed pieces, sample bytes, read spans. glibc serves blocks above its mmap threshold
+(128 KiB at first, raised as such blocks are freed) with new mappings, and hands the free top
+of a thread's heap back to the kernel once it exceeds the trim threshold. Every reuse then
+faults in and zeroes fresh pages: on a cold blob epoch from S3 those faults were 17% of the
+workers' CPU (perf). With both thresholds raised, freed blocks stay in the heap for the next
+buffer (docs/performance.md: workers' CPU -20%, about 30 MB more RSS per worker).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 16 << 20  # larger blocks still get their own mapping (and go back at free)
+TRIM_THRESHOLD = 32 << 20  # a heap keeps at most this much free memory at its top
+USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
+
+_tuned_pid: int | None = None
+
+
+def keep_buffers_in_heap() -> bool:
+    """Raise glibc's mmap and trim thresholds for this process; True when done.
+
+    Does nothing off glibc, or when the environment already tunes glibc's malloc (the user's
+    choice wins).
+    """
+    if any(name in os.environ for name in USER_SETTINGS):
+        return False
+    try:
+        os.confstr("CS_GNU_LIBC_VERSION")
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError, ValueError):  # not glibc
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    if not mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD):
+        return False
+    if not mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD):
+        return False
+    global _tuned_pid
+    _tuned_pid = os.getpid()
+    return True
+
+
+def tuned() -> bool:
+    """Whether `keep_buffers_in_heap` tuned this process (a forked child inherits the tuning
+    but reports False: it is the parent's)."""
+    return _tuned_pid == os.getpid()

@@ -1,0 +1,38 @@
+"""Settle a DataLoader worker process once, when it starts iterating a StreamingDataset.
+
+- Keep its garbage collector off the objects it inherited. A worker starts as a copy of the
+  training process, often with torch's ~170k Python objects. Every full collection in the
+  worker walks all of them (180 ms per collection on a 2-vCPU VM, a pause in the batch stream)
+  and writes to their headers, which copies the parent's pages into the worker. Inherited
+  objects live as long as the worker anyway, so moving them into the permanent generation once
+  (`gc.freeze`) loses nothing; objects the worker creates afterwards are collected as usual.
+- Let its allocator reuse freed buffers (`streaming.util.malloc`).
+
+The training process itself is left alone: there, freezing would keep the user's future garbage
+cycles from ever being collected, and its allocator is the user's to tune.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+from streaming.util.malloc import keep_buffers_in_heap
+
+_settled_pid: int | None = None
+
+
+def settle_worker() -> bool:
+    """In a DataLoader worker process, once per process: freeze every object alive now and
+    tune malloc (True when it did). Elsewhere it does nothing."""
+    global _settled_pid
+    if _settled_pid == os.getpid():
+        return False
+    from torch.utils.data import get_worker_info
+
+    if get_worker_info() is None:
+        return False
+    _settled_pid = os.getpid()
+    gc.freeze()
+    keep_buffers_in_heap()
+    return True

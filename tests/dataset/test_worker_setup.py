@@ -1,0 +1,117 @@
+"""A DataLoader worker is settled once when it starts iterating: the objects it inherited are
+frozen and its allocator keeps freed buffers; the training process is never touched."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from streaming import StreamingDataset
+from streaming.util import worker
+from streaming.util.malloc import keep_buffers_in_heap, tuned
+from streaming.util.worker import settle_worker
+
+glibc_only = pytest.mark.skipif(not hasattr(os, "confstr") or sys.platform != "linux",
+                                reason="glibc's mallopt")
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _own_mapping(size: int = 8 << 20) -> bool:
+    """Whether malloc serves a `size`-byte buffer with a mapping of its own (glibc's
+    mallinfo2: hblks counts blocks allocated with mmap)."""
+    mallinfo2 = ctypes.CDLL(None).mallinfo2
+    mallinfo2.restype = _MallInfo2
+    before = mallinfo2().hblks
+    buffer = bytearray(size)
+    grew = mallinfo2().hblks > before
+    del buffer
+    return grew
+
+
+def _worker_state(samples: list) -> tuple[int, bool, list[int]]:
+    """Runs in the worker: frozen objects, whether its malloc was tuned, the ids."""
+    return gc.get_freeze_count(), tuned(), [int(s["id"]) for s in samples]
+
+
+def test_not_in_the_training_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda: calls.append(1))
+    before = gc.get_freeze_count()
+    assert settle_worker() is False
+    assert gc.get_freeze_count() == before
+    assert calls == []
+
+
+def test_once_per_worker_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("torch.utils.data.get_worker_info", lambda: object())
+    monkeypatch.setattr(worker, "_settled_pid", None)
+    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda: True)  # not this process's malloc
+    try:
+        assert settle_worker() is True
+        assert gc.get_freeze_count() > 0
+        assert settle_worker() is False  # the same process again
+    finally:
+        gc.unfreeze()
+
+
+def _in_fresh_python(code: str, **env: str) -> str:
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, **env}, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    return run.stdout.strip()
+
+
+_PROBE = """
+import sys; sys.path.insert(0, 'tests/dataset')
+from test_worker_setup import _own_mapping
+from streaming.util.malloc import keep_buffers_in_heap, tuned
+before = _own_mapping()
+done = keep_buffers_in_heap()
+print(before, done, _own_mapping())
+"""
+
+
+@glibc_only
+def test_large_buffers_come_from_the_heap_once_tuned() -> None:
+    # A fresh process maps an 8 MB buffer on its own (then unmaps it: fresh pages next time);
+    # once tuned, the heap serves it and keeps the memory for the next one.
+    assert _in_fresh_python(_PROBE) == "True True False"
+
+
+@glibc_only
+def test_the_users_malloc_settings_win() -> None:
+    assert _in_fresh_python(_PROBE, MALLOC_TRIM_THRESHOLD_="1048576") == "True False True"
+    assert keep_buffers_in_heap.__module__ == "streaming.util.malloc"
+
+
+@glibc_only
+def test_a_forked_worker_reads_settled(ids_dataset: Path) -> None:
+    parent = gc.get_freeze_count()
+    ds = StreamingDataset(local=str(ids_dataset), batch_size=10)
+    loader = torch.utils.data.DataLoader(ds, batch_size=10, num_workers=1,
+                                         multiprocessing_context="fork",
+                                         collate_fn=_worker_state)
+    counts, tunings, ids = [], [], []
+    for count, was_tuned, batch in loader:
+        counts.append(count)
+        tunings.append(was_tuned)
+        ids.extend(batch)
+    assert sorted(ids) == list(range(300))
+    # Everything the worker inherited (at least the torch modules we imported) is frozen.
+    assert min(counts) > 10_000
+    assert all(tunings)  # what the tuning does: test_large_buffers_come_from_the_heap_once_tuned
+    # The parent's collector and allocator are untouched.
+    assert gc.get_freeze_count() == parent
+    assert not tuned()
