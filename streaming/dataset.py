@@ -413,18 +413,20 @@ class StreamingDataset(IterableDataset):
         same_schema = all(codec == self._codecs[0] for codec in self._codecs)
         return cls.__iter__ is StreamingDataset.__iter__ and not self._overridden() and same_schema
 
-    def iter_batches(self, batch_size: int, drop_last: bool = False, *, numpy: bool = False
-                     ) -> Iterator[dict[str, Any]]:
+    def iter_batches(self, batch_size: int, drop_last: bool = False, *, numpy: bool = False,
+                     views: bool = False) -> Iterator[dict[str, Any]]:
         """This worker's share of the epoch as collated batches of `batch_size`: the batches a
         DataLoader would build from `__iter__` with `streaming.collate.collate` (`numpy` as
         there), read column by column without per-sample dicts (StreamingDataLoader's fast
-        path)."""
+        path). With `views`, `bytes` values are memoryviews of the read buffer instead of
+        copies: for a consumer that copies each batch before asking for the next (the worker
+        transport), since a view keeps a whole read's buffer alive."""
         world, ids = self._begin()
         names = self._codecs[0].column_names
         rows = self._read_rows(batch_size)
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
                              self.predownload, chunk=rows, first=batch_size, columns=True,
-                             **self._cache_args())
+                             views=views, **self._cache_args())
         self._yielded = 0
         try:
             for columns in chunks:

@@ -154,6 +154,7 @@ def iter_chunks(
     chunk: int = MAX_READ,
     first: int = 64,
     columns: bool = False,
+    views: bool = False,
     cache: Any = None,
     open_file: Callable[[int, Path], Any] | None = None,
 ) -> Iterator[list[Any]]:
@@ -161,10 +162,11 @@ def iter_chunks(
     first chunk only `first`, for a quick first batch), preparing shards ahead in threads.
 
     A chunk is a list of samples, or with `columns` a list of per-column value lists (one
-    batch, no per-sample dicts). The rows of chunk k + 1 are copied out of their shards by a
-    reader thread (positional reads release the GIL) while chunk k is decoded here, then a
-    chunk is decoded in one vectorised pass. `item(i)`, when given, replaces the direct read
-    (a user's `__getitem__` override; samples only).
+    batch, no per-sample dicts; with `views` too, `bytes` values are memoryviews of the
+    chunk's buffer, for a consumer that copies them at once). The rows of chunk k + 1 are
+    copied out of their shards by a reader thread (positional reads release the GIL) while
+    chunk k is decoded here, then a chunk is decoded in one vectorised pass. `item(i)`, when
+    given, replaces the direct read (a user's `__getitem__` override; samples only).
 
     With a `cache` (CacheEngine), it prefetches instead of a Prefetcher; with `open_file` too
     and a cache_limit in force, shards it caches are read under a pin, one at a time, through
@@ -209,7 +211,7 @@ def iter_chunks(
                     fetched = pending.result()
                     if k + 2 < len(bounds):
                         pending = reads.start(k + 1)
-                    yield decode(fetched, columns)
+                    yield decode(fetched, columns, views)
         prefetch.check()
     finally:
         prefetch.stop()

@@ -54,10 +54,12 @@ class BatchStream(IterableDataset):
         self.ring: tuple[str, int, ProcessId] | None = None
 
     def __iter__(self) -> Iterator[Any]:
-        batches = self.dataset.iter_batches(self.batch_size, self.drop_last, numpy=self.numpy)
         info = get_worker_info()
         if not (self.numpy and self.ring and info is not None):
-            return batches
+            return self.dataset.iter_batches(self.batch_size, self.drop_last, numpy=self.numpy)
+        # The sender copies every batch into its ring (or pickles it) before the next is read.
+        batches = self.dataset.iter_batches(self.batch_size, self.drop_last, numpy=True,
+                                            views=True)
         token, slots, parent = self.ring
         return map(transport.sender_for(token, info.id, slots, parent).pack, batches)
 

@@ -174,15 +174,15 @@ def _groups(which: np.ndarray, count: int) -> list[np.ndarray]:
     return np.split(order, np.searchsorted(which[order], np.arange(1, count)))
 
 
-def decode(fetched: tuple, columns: bool) -> list[Any]:
+def decode(fetched: tuple, columns: bool, views: bool = False) -> list[Any]:
     """Decode a fetched chunk into samples or columns (a corrupt row raises its shard's error,
-    when the shards are still open)."""
+    when the shards are still open); `views` as in `SampleCodec.decode_columns`."""
     if fetched[0] == "done":
         samples = fetched[1]
         return [[s[name] for s in samples] for name in samples[0]] if columns else samples
     _, codec, opened, which, rows, buffer, lo, hi = fetched
     try:
-        values = codec.decode_columns(buffer, lo, hi)
+        values = codec.decode_columns(buffer, lo, hi, views=views)
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception:

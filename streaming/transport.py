@@ -79,8 +79,20 @@ def _round(n: int, to: int) -> int:
 
 
 def _is_bytes_list(value: Any) -> bool:
+    """A list of bytes, or of memoryviews of bytes (`StreamingDataset.iter_batches(views=True)`),
+    which arrive as bytes."""
     return (isinstance(value, list) and bool(value)
-            and set(map(type, value)) == {bytes})
+            and set(map(type, value)) <= {bytes, memoryview})
+
+
+def _owned(value: Any) -> Any:
+    """`value` with memoryviews made bytes, for the pipe (they cannot be pickled and would
+    keep their read buffer alive)."""
+    if isinstance(value, Mapping):
+        return {key: _owned(item) for key, item in value.items()}
+    if isinstance(value, list) and any(type(item) is memoryview for item in value):
+        return [bytes(item) if type(item) is memoryview else item for item in value]
+    return value
 
 
 def _leaf_bytes(value: Any) -> int:
@@ -161,7 +173,7 @@ class Sender:
         """The descriptor to send instead of `batch` (or `batch` when it is small)."""
         need = _need(batch)
         if not need:
-            return batch
+            return _owned(batch)
         ring = self._ring_for(need)
         slot = self.next
         self.next = (slot + 1) % ring.slots
@@ -215,7 +227,7 @@ def _place(value: Any, view: memoryview, cursor: list[int]) -> Any:
         return Ragged(_place(value.values, view, cursor), value.offsets)
     size = _leaf_bytes(value)
     if not size:
-        return value
+        return _owned(value)
     at = cursor[0]
     cursor[0] += size
     if isinstance(value, np.ndarray):

@@ -126,13 +126,14 @@ class SampleCodec:
             raise ValueError(f"columns end at byte {pos} but the sample has {len(view)} bytes")
         return out
 
-    def decode_columns(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray
-                       ) -> list[Sequence[Any]]:
+    def decode_columns(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray, *,
+                       views: bool = False) -> list[Sequence[Any]]:
         """Decode many samples at once, column by column (in on-disk order).
 
         `starts`/`ends` (int64) are the samples' byte spans in `file`. Column spans come from
         one vectorised read of every sample's length header; a sample whose columns do not
-        exactly fill its span raises ValueError naming its position in `starts`.
+        exactly fill its span raises ValueError naming its position in `starts`. With `views`,
+        `bytes` values are memoryviews of `file` (see `Encoding.view_many`).
         """
         n = len(starts)
         pos = starts + self._header
@@ -149,6 +150,8 @@ class SampleCodec:
             k = int(bad[0])
             raise ValueError(f"sample {k} of the batch: columns end at byte {int(pos[k])} but "
                              f"the sample ends at byte {int(ends[k])}")
+        if views:
+            return [codec.view_many(file, a, b) for codec, (a, b) in zip(self._codecs, spans)]
         return [codec.decode_many(file, a, b) for codec, (a, b) in zip(self._codecs, spans)]
 
     def column_span(self, buf: memoryview | bytes, name: str) -> tuple[int, int]:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import gc
 import os
+import pickle
 import signal
 import subprocess
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ from streaming.collate import Ragged
 from streaming.coord.files import shm_dir
 from streaming.coord.proc import ProcessId
 from streaming.errors import CoordinationError, DeadlineExceeded
+from streaming.loader import BatchStream
 from streaming.transport import MIN_BYTES_LIST, MIN_LEAF_BYTES, Packed, Receiver, Sender, new_token
 from writers.mds import MDSWriter
 
@@ -91,7 +95,7 @@ def build(kind: str, nbytes: int, dtype: str, rows: int, rng: np.random.Generato
 def goes_to_ring(column: object) -> bool:
     if isinstance(column, Ragged | np.ndarray):
         return getattr(column, "values", column).nbytes >= MIN_LEAF_BYTES
-    bytes_list = isinstance(column, list) and all(type(x) is bytes for x in column)
+    bytes_list = isinstance(column, list) and all(type(x) in (bytes, memoryview) for x in column)
     return bytes_list and sum(map(len, column)) >= MIN_BYTES_LIST
 
 
@@ -176,6 +180,40 @@ def test_a_missing_ring_is_a_typed_error(pair) -> None:
     sender.close()
     with pytest.raises(CoordinationError, match="worker 0"):
         receiver.unpack(packed)
+
+
+@pytest.mark.parametrize("total", [MIN_BYTES_LIST // 4, 3 * MIN_BYTES_LIST])
+def test_views_of_a_read_buffer_arrive_as_bytes(pair, total: int) -> None:
+    # iter_batches(views=True) hands the sender memoryviews of the read buffer: copied into
+    # the ring when large, made bytes for the pipe when small (a memoryview cannot be pickled).
+    sender, receiver = pair
+    buffer = bytearray(np.random.default_rng(0).bytes(total))
+    cuts = [0, 7, total // 3, total // 3, total - 1, total]
+    views = [memoryview(buffer)[a:b] for a, b in pairwise(cuts)]
+    want = [bytes(v) for v in views]
+    sent = sender.pack({"id": np.arange(len(views)), "blob": views})
+    assert isinstance(sent, Packed) == (total >= MIN_BYTES_LIST)
+    if not isinstance(sent, Packed):
+        assert [type(v) for v in sent["blob"]] == [bytes] * len(views)
+    buffer[:] = bytes(total)  # the reader reuses nothing, but the batch must not depend on it
+    got = receiver.unpack(pickle.loads(pickle.dumps(sent)))
+    assert got["blob"] == want and all(type(v) is bytes for v in got["blob"])
+
+
+def test_only_a_worker_with_a_ring_reads_views(tmp_path: Path, monkeypatch) -> None:
+    with MDSWriter(columns={"id": "int", "blob": "bytes"}, out=tmp_path / "d") as writer:
+        for i in range(4):
+            writer.write({"id": i, "blob": b"x" * i})
+    ds = StreamingDataset(local=tmp_path / "d", batch_size=2)
+    calls = []
+    monkeypatch.setattr(ds, "iter_batches", lambda *args, **kw: calls.append(kw) or iter(()))
+    stream = BatchStream(ds, 2, False)
+    stream.numpy = True
+    iter(stream)  # the training process (no worker): copies
+    stream.ring = (new_token(), 3, ProcessId.current())
+    monkeypatch.setattr("streaming.loader.get_worker_info", lambda: SimpleNamespace(id=0))
+    iter(stream)  # a worker whose sender copies each batch into its ring: views
+    assert [kw.get("views", False) for kw in calls] == [False, True]
 
 
 @pytest.fixture

@@ -114,3 +114,28 @@ def test_codec_pickles():
     clone = pickle.loads(pickle.dumps(codec))
     assert clone == codec and clone.allow_unsafe_types
     assert clone.decode(codec.encode({"a": 1, "b": [1]})) == {"a": 1, "b": [1]}
+
+
+@given(st.lists(st.tuples(st.text(max_size=20), st.binary(max_size=300), st.integers(0, 99)),
+                min_size=1, max_size=12))
+def test_decode_columns_with_views_gives_the_same_values(rows):
+    from streaming.format.encodings.base import FileBytes
+
+    codec = SampleCodec.from_columns({"t": "str", "b": "bytes", "n": "int"})
+    encoded = [codec.encode({"t": t, "b": b, "n": n}) for t, b, n in rows]
+    ends = np.cumsum([len(e) for e in encoded]).astype(np.int64)
+    starts = ends - [len(e) for e in encoded]
+    buffer = bytearray(b"".join(encoded))
+    copies = codec.decode_columns(FileBytes(buffer), starts, ends)
+    views = codec.decode_columns(FileBytes(buffer), starts, ends, views=True)
+    names = codec.column_names
+    want = {"t": [t for t, _, _ in rows], "b": [b for _, b, _ in rows], "n": [n for *_, n in rows]}
+    assert {name: list(c) for name, c in zip(names, copies)} == want
+    for name, copied, viewed in zip(names, copies, views):
+        if name == "b":  # bytes: zero-copy views of the read buffer, same contents
+            assert all(type(v) is memoryview for v in viewed)
+            assert [bytes(v) for v in viewed] == list(copied) == [b for _, b, _ in rows]
+        else:  # other families decode as usual
+            assert list(viewed) == list(copied)
+    del buffer
+    assert [bytes(v) for v in views[names.index("b")]] == [b for _, b, _ in rows]  # kept alive

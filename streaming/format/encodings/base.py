@@ -68,6 +68,13 @@ class Encoding:
         decode = self.decode
         return [decode(view[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
 
+    def view_many(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray
+                  ) -> Sequence[Any]:
+        """`decode_many`, except that values may be zero-copy views of `file` where the
+        family has them (they keep its buffer alive): for a consumer that copies them at once,
+        such as a DataLoader worker's shared-memory transport."""
+        return self.decode_many(file, starts, ends)
+
     def __repr__(self) -> str:
         return f"<Encoding {self.name}>"
 

@@ -29,6 +29,11 @@ class BytesEncoding(Encoding):
         view = file.view  # one copy per value, whatever the buffer type
         return [bytes(view[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
 
+    def view_many(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray
+                  ) -> list[memoryview]:
+        view = file.view
+        return [view[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+
 
 class StrEncoding(Encoding):
     """`str`: UTF-8 text."""
