@@ -14,6 +14,7 @@ import time
 
 START = time.perf_counter()
 
+import os  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -53,14 +54,24 @@ def main() -> None:
     notes = ["cache_limit not enforced by this build"
              for w in caught if "not enforced" in str(w.message)]
     loader = StreamingDataLoader(ds, batch_size=a["batch"], num_workers=a["workers"])
+    marks: dict[str, float] = {}
+    shards = a.get("shards")
 
     def batches():
-        yield from loader
+        checked = 0.0
+        for batch in loader:
+            now = time.perf_counter()
+            if shards and "all_shards_in" not in marks and now - checked > 0.02:
+                checked = now  # complete shards only: temp files are hidden (.name.tmp)
+                if sum(name.endswith(".mds") and not name.startswith(".")
+                       for name in os.listdir(a["local"])) >= shards:
+                    marks["all_shards_in"] = now - START
+            yield batch
         stats = ds.cache_stats()  # node-wide; downloads beyond the shard count are re-fetches
         notes.append(f"{stats.downloads} downloads, {stats.evictions} evictions, "
                      f"{stats.wait_seconds:.1f} s waiting")
 
-    timed_epoch(START, batches(), count_ours(a["column"]), a["local"], notes)
+    timed_epoch(START, batches(), count_ours(a["column"]), a["local"], notes, marks)
 
 
 if __name__ == "__main__":

@@ -48,10 +48,12 @@ def emit(kind: str, **fields: Any) -> None:
 
 
 def timed_epoch(start: float, loader: Iterable, count: Callable[[Any], tuple[int, int]],
-                cache_dir: str, notes: list[str] | None = None) -> None:
+                cache_dir: str, notes: list[str] | None = None,
+                marks: dict[str, float] | None = None) -> None:
     """Iterate `loader` once, emitting progress and then the result (samples, payload bytes,
     seconds, time to first batch, peak cache bytes) measured from `start`; `ready` is the
-    start-up before iteration (imports, building the dataset and loader)."""
+    start-up before iteration (imports, building the dataset and loader). `marks`: moments
+    (seconds from `start`) the loader recorded while it ran, reported as they are."""
     ready = time.perf_counter() - start
     watch = DiskWatch(cache_dir)
     samples = payload = 0
@@ -71,7 +73,7 @@ def timed_epoch(start: float, loader: Iterable, count: Callable[[Any], tuple[int
     seconds = time.perf_counter() - start
     peak = max(watch.peak, folder_bytes(cache_dir))
     emit("result", samples=samples, bytes=payload, seconds=seconds, first=first, ready=ready,
-         peak_cache=peak, notes=notes or [])
+         peak_cache=peak, notes=notes or [], marks=marks or {})
 
 
 def nbytes(value: Any) -> int:
