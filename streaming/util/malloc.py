@@ -26,10 +26,12 @@ _tuned_pid: int | None = None
 def keep_buffers_in_heap() -> bool:
     """Raise glibc's mmap and trim thresholds for this process; True when done.
 
-    Does nothing off glibc, or when the environment already tunes glibc's malloc (the user's
-    choice wins).
+    Does nothing off glibc, or when the environment already tunes glibc's malloc
+    (`MALLOC_*_` variables or `glibc.malloc.*` in GLIBC_TUNABLES: the user's choice wins).
     """
     if any(name in os.environ for name in USER_SETTINGS):
+        return False
+    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
         return False
     try:
         os.confstr("CS_GNU_LIBC_VERSION")

@@ -93,6 +93,10 @@ def test_large_buffers_come_from_the_heap_once_tuned() -> None:
 @glibc_only
 def test_the_users_malloc_settings_win() -> None:
     assert _in_fresh_python(_PROBE, MALLOC_TRIM_THRESHOLD_="1048576") == "True False True"
+    # (any malloc tunable counts; this one leaves glibc's dynamic threshold on, so the second
+    # 8 MB buffer comes from the heap either way: only "not tuned" is checked)
+    tunables = "glibc.malloc.arena_max=2"
+    assert _in_fresh_python(_PROBE, GLIBC_TUNABLES=tunables).split()[1] == "False"
     assert keep_buffers_in_heap.__module__ == "streaming.util.malloc"
 
 
