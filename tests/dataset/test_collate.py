@@ -186,3 +186,35 @@ def test_large_worker_batches_travel_in_shared_memory(tmp_path: Path) -> None:
         assert all(x == bytes([i]) * 300_000 for x, i in zip(b["blob"], b["id"].tolist()))
         assert b["big"].values.is_shared() and b["big"].lengths.tolist() == [
             300_000 + i for i in b["id"].tolist()]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batches_skip_the_profiler_annotation_unless_profiling(tokens_dir: Path, workers: int,
+                                                               monkeypatch) -> None:
+    # torch's DataLoader wraps each batch in record_function, whose exit releases the GIL;
+    # ours leaves it out unless a torch profiler records (then the trace keeps its events).
+    calls = []
+    real = torch.autograd.profiler.record_function
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd.profiler, "record_function", counting)
+    loader = StreamingDataLoader(StreamingDataset(local=tokens_dir, batch_size=8), batch_size=8,
+                                 num_workers=workers)
+    plain = list(loader)
+    assert len(plain) == 26 and not calls
+    with torch.profiler.profile() as prof:
+        profiled = list(loader)
+    assert len(calls) == 27  # one per batch, and the StopIteration call
+    assert any(e.key.startswith("enumerate(DataLoader)") for e in prof.key_averages())
+    for a, b in zip(plain, profiled):
+        _same(a, b)
+    assert loader.state_dict()["sample_in_epoch"] == 0  # two whole epochs, counted as such
+
+
+def test_an_iterator_without_dataloader_internals_is_used_as_is() -> None:
+    from streaming.loader import _unannotated
+
+    assert list(_unannotated(iter([1, 2, 3]))) == [1, 2, 3]
