@@ -164,9 +164,9 @@ def _unannotated(it: Iterator[Any]) -> Iterator[Any]:
     `_BaseDataLoaderIter.__next__` wraps each batch in `record_function`, whose exit is a torch
     op that releases the GIL: 6 us alone, but ~570 us per batch when another Python thread of
     the training process is busy (it waits for the GIL's switch interval), and 84 us on average
-    in a 2-worker token epoch. The loop below does what `__next__` does otherwise (but for its
-    warning when an IterableDataset yields more than its `len`); an iterator without those
-    internals is used as it is.
+    under cProfile in a 2-worker token epoch. The loop below does what `__next__` does
+    otherwise (but for its warning when an IterableDataset yields more than its `len`); an
+    iterator without those internals is used as it is.
     """
     fields = ("_next_data", "_num_yielded", "_sampler_iter", "_reset")
     if not all(hasattr(it, name) for name in fields):

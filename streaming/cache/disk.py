@@ -44,9 +44,9 @@ def remove_leftovers(paths: Iterable[Path], *, stale_only: bool) -> None:
     for path in paths:
         if not path.parent.is_dir():
             continue
+        owner = {path.name}
         for entry in os.scandir(path.parent):
-            name = entry.name
-            if not (name.startswith(f".{path.name}.") and name.endswith((".tmp", ".lock"))):
+            if leftover_of(entry.name, owner) is None:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 if stale_only and now - entry.stat().st_mtime < STALE_TEMP:
