@@ -18,6 +18,7 @@ import zstandard
 from streaming.format.compression import compress, extension, parse_compression
 from streaming.format.encodings import encoding_size
 from streaming.format.hashing import hexdigest
+from streaming.util.pagewrite import write_sliced
 
 TMP_SUFFIX = ".tmp"
 
@@ -57,7 +58,7 @@ def write_file_atomic(path: Path, data: bytes | memoryview) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            write_sliced(f, data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from streaming.errors import (
 from streaming.format.compression import ZstdStream, decompress_file, extension
 from streaming.format.hashing import file_hexdigest, new_hasher
 from streaming.storage.atomic import staged_file
+from streaming.util.pagewrite import write_sliced
 
 if TYPE_CHECKING:
     from streaming.stream import Stream
@@ -207,7 +208,7 @@ class ShardPreparer:
                 if broken:
                     return
                 try:
-                    out.write(decoder.feed(piece))
+                    write_sliced(out, decoder.feed(piece))
                 except DecompressionError as exc:
                     if not hashers:
                         raise

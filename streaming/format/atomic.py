@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from streaming.util.pagewrite import write_sliced
+
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike, *, durable: bool = True) -> Iterator[BinaryIO]:
@@ -37,7 +39,7 @@ def atomic_output(path: str | os.PathLike, *, durable: bool = True) -> Iterator[
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` to `path` so readers see the old file or the whole new one, never a part."""
     with atomic_output(path) as handle:
-        handle.write(data)
+        write_sliced(handle, data)
     return Path(path)
 
 

@@ -17,6 +17,7 @@ import zstandard
 
 from streaming.errors import DecompressionError, require
 from streaming.format.atomic import atomic_output
+from streaming.util.pagewrite import WRITE_SLICE, write_sliced
 
 # codec -> (default level, lowest level, highest level); None levels: the codec takes no level.
 _LEVELS: dict[str, tuple[int, int, int] | None] = {
@@ -214,7 +215,7 @@ def _checked_chunks(codec: str, src: Path) -> Iterator[bytes]:
         yield chunk
 
 
-ZSTD_READ, ZSTD_WRITE = 1 << 20, 4 << 20  # bytes per read / write of the zstd file-to-file path
+ZSTD_READ = 1 << 20  # bytes per read of the zstd file-to-file path (writes: WRITE_SLICE)
 
 
 def decompress_file(src: str | os.PathLike, dst: str | os.PathLike, name: str, *,
@@ -232,7 +233,7 @@ def decompress_file(src: str | os.PathLike, dst: str | os.PathLike, name: str, *
         if codec == "zstd" and expected_size is not None:
             _, written = _zstd_copy(src, out)  # libzstd rejects trailing bytes itself
         else:
-            written = sum(out.write(chunk) for chunk in _checked_chunks(codec, src))
+            written = sum(write_sliced(out, chunk) for chunk in _checked_chunks(codec, src))
         if expected_size is not None and written != expected_size:
             raise DecompressionError(
                 f"{src}: decompressed to {written} bytes, the index says {expected_size}")
@@ -243,6 +244,6 @@ def _zstd_copy(src: Path, out: BinaryIO) -> tuple[int, int]:
     try:
         with open(src, "rb") as handle:
             return zstandard.ZstdDecompressor().copy_stream(
-                handle, out, read_size=ZSTD_READ, write_size=ZSTD_WRITE)
+                handle, out, read_size=ZSTD_READ, write_size=WRITE_SLICE)
     except zstandard.ZstdError as exc:
         raise DecompressionError(f"corrupt zstd data in {src}: {exc}") from exc

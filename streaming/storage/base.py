@@ -13,6 +13,7 @@ from pathlib import Path
 
 from streaming.errors import DownloadTimeoutError, StorageError
 from streaming.storage.atomic import staged_file
+from streaming.util.pagewrite import write_sliced
 
 CHUNK = 1 << 20  # bytes per read; also how often a download checks its deadline
 
@@ -115,7 +116,7 @@ class Backend(abc.ABC):
             got = 0
             with open(tmp, "wb") as out:
                 for chunk in self._bounded(path, None, None, deadline):
-                    out.write(chunk)
+                    write_sliced(out, chunk)
                     got += len(chunk)
             check_size(self.url(path), got, expected_size)
             if verify is not None:

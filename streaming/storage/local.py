@@ -11,6 +11,7 @@ from pathlib import Path
 from streaming.errors import AccessDeniedError, ObjectNotFoundError, StorageError
 from streaming.storage.atomic import staged_file
 from streaming.storage.base import CHUNK, Backend
+from streaming.util.pagewrite import write_sliced
 
 
 @contextlib.contextmanager
@@ -67,8 +68,8 @@ class LocalBackend(Backend):
         return os.path.isfile(path)
 
     def put(self, path: str, data: bytes) -> None:
-        with _translated(path), staged_file(path) as tmp:
-            tmp.write_bytes(data)
+        with _translated(path), staged_file(path) as tmp, open(tmp, "wb") as out:
+            write_sliced(out, data)
 
     def upload(self, local: Path, path: str) -> None:
         with _translated(str(local)):

@@ -10,6 +10,7 @@ from pathlib import Path
 from streaming.storage.atomic import staged_file
 from streaming.storage.base import Backend, Verifier, check_size
 from streaming.storage.retry import RetryPolicy
+from streaming.util.pagewrite import pwrite_sliced
 
 
 def spans(size: int, part_size: int) -> list[tuple[int, int]]:
@@ -17,13 +18,6 @@ def spans(size: int, part_size: int) -> list[tuple[int, int]]:
     if part_size < 1:
         raise ValueError(f"part_size must be positive, got {part_size}")
     return [(start, min(start + part_size, size)) for start in range(0, size, part_size)]
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
 
 
 def _preallocate(fd: int, size: int) -> None:
@@ -64,7 +58,7 @@ def ranged_download(
             _preallocate(fd, size)
 
             def fetch_part(start: int, end: int) -> None:
-                _pwrite_all(fd, read_part(backend, path, size, start, end, policy), start)
+                pwrite_sliced(fd, read_part(backend, path, size, start, end, policy), start)
 
             pool = ThreadPoolExecutor(max(1, min(max_parts, len(parts))), "range-part")
             try:
