@@ -340,6 +340,20 @@ def _ratio(label: str, a: dict | None, b: dict | None,
         print(f"    {label}: {'n/a' if x is None else f'x{x:.2f}'}{per_round}")
 
 
+def _ratio_after_startup(label: str, ours: list[dict], peer: list[dict]) -> None:
+    """Median after-start-up rates (each system's own median run may differ), then per round."""
+    def rates(runs: list[dict]) -> list[float]:
+        return [_data_sps(r) for r in runs if r and "error" not in r]
+
+    a, b = rates(ours), rates(peer)
+    if not a or not b:
+        return
+    each = [_data_sps(p) / _data_sps(q) for p, q in zip(ours, peer)
+            if p and q and "error" not in p and "error" not in q]
+    per_round = "  (" + ", ".join(f"x{v:.2f}" for v in each) + ")" if len(each) > 1 else ""
+    print(f"    {label}: x{float(np.median(a)) / float(np.median(b)):.2f}{per_round}")
+
+
 def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
     """Every measurement of one corpus; returns the numbers for --json."""
     corpus, folder = build(kind, _size(args))
@@ -408,6 +422,8 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
     for peer in ("reference", "litdata"):
         _ratio(f"ours / {peer}", runs.get("ours"), runs.get(peer),
                list(zip(laps.get("ours", []), laps.get(peer, []))))
+        _ratio_after_startup(f"ours / {peer}, after start-up", laps.get("ours", []),
+                             laps.get(peer, []))
         _ratio(f"ours 25% / {peer} 25%", runs.get("ours, 25%"), runs.get(f"{peer}, 25%"))
     ours, quarter = runs.get("ours"), runs.get("ours, 25%")
     if ours and "error" not in ours:
