@@ -9,7 +9,9 @@ the same bucket in the same run, without and with a cache limit of 25% of the da
 Every system runs the same loop in its own process and venv: a DataLoader with 2 workers, batch
 64, shuffle on, a fresh cache folder, one full epoch (samples/s, payload MB/s, time to first batch,
 peak bytes in the cache folder). Unlimited epochs run --rounds times, the systems taking turns,
-and each system's median run is compared (single runs here drift by tens of percent). Before
+and each system's median run is compared (single runs here drift by tens of percent), then
+the medians of each system's rates after start-up (from iter(), without imports and dataset
+construction). Before
 each epoch the system's packages are imported once in a throwaway process, so no system pays for
 reading torch from a cold disk.
 Peers come from .bench-venvs (benchmarks/peers/setup.sh); a peer
