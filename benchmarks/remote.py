@@ -334,7 +334,12 @@ def _median(results: list[dict]) -> dict:
 def _ratio(label: str, a: dict | None, b: dict | None,
            pairs: list[tuple[dict, dict]] | None = None) -> None:
     x = None if _sps(a) is None or _sps(b) is None else _sps(a) / _sps(b)
-    each = [_sps(p) / _sps(q) if _sps(p) and _sps(q) else None for p, q in pairs or []]
+    _print_ratio(label, x, [_sps(p) / _sps(q) if _sps(p) and _sps(q) else None
+                            for p, q in pairs or []])
+
+
+def _print_ratio(label: str, x: float | None, each: list[float | None]) -> None:
+    """One ratio line: the ratio of medians, then round by round (None: a failed round)."""
     per_round = ""
     if len(each) > 1:
         per_round = "  (" + ", ".join("failed" if v is None else f"x{v:.2f}" for v in each) + ")"
@@ -350,10 +355,9 @@ def _ratio_after_startup(label: str, ours: list[dict], peer: list[dict]) -> None
     a, b = rates(ours), rates(peer)
     if not a or not b:
         return
-    each = [_data_sps(p) / _data_sps(q) for p, q in zip(ours, peer)
-            if p and q and "error" not in p and "error" not in q]
-    per_round = "  (" + ", ".join(f"x{v:.2f}" for v in each) + ")" if len(each) > 1 else ""
-    print(f"    {label}: x{float(np.median(a)) / float(np.median(b)):.2f}{per_round}")
+    each = [_data_sps(p) / _data_sps(q) if _sps(p) and _sps(q) else None
+            for p, q in zip(ours, peer)]
+    _print_ratio(label, float(np.median(a)) / float(np.median(b)), each)
 
 
 def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:

@@ -1,8 +1,9 @@
 """Write large buffers to files in slices of at most 256 KiB.
 
 On this project's VMs (Linux 6.18, ext4, a balloon that hands free memory back to the host) the
-kernel's copy into the page cache ran 3-4x slower for writes of 1-2 MiB than for writes of
-256 KiB: 1.0-3.1 CPU-s per GiB against 0.26-0.37, every byte the same (docs/performance.md).
+kernel's copy into the page cache often ran several times slower for writes of 1-2 MiB than
+for writes of 256 KiB: 0.82-3.70 CPU-s per GiB in 2 MiB writes against 0.27-0.42, every byte the
+same (docs/performance.md; whole epochs gained in some A/B runs, not in others).
 The likely cause: a large write gets large page-cache folios, carved from the free 2 MiB blocks
 the host has taken back, so the copy stalls while the host backs them again. Slicing costs a few
 more system calls and nothing else, so every bulk write of shard bytes goes through here.
