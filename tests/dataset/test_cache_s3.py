@@ -1,7 +1,8 @@
 """StreamingDataset over a real S3 server (moto on loopback) through the cache engine: remote and
-local streams give the same epoch, cache_limit holds on disk with DataLoader workers, a too-small
-limit is refused up front, two training processes download each shard once, and a corrupt shard
-surfaces as HashMismatchError in the training process."""
+local streams give the same epoch (also through a proxy failing one request in five),
+cache_limit holds on disk with DataLoader workers, a too-small limit is refused up front, two
+training processes download each shard once, and a corrupt shard surfaces as HashMismatchError
+in the training process."""
 
 from __future__ import annotations
 
@@ -73,6 +74,29 @@ def test_remote_and_local_streams_read_like_the_same_streams_local(s3_env, bucke
     want = _epoch(StreamingDataset(streams=local, **config), workers=2)
     assert got == want
     assert sorted(set(got)) == sorted([*range(SAMPLES), *range(10_000, 10_400)])
+
+
+@pytest.mark.slow
+def test_one_fault_in_five_requests_gives_the_local_epoch_sample_for_sample(
+        s3_env, bucket, fault_proxy, tmp_path, monkeypatch):
+    name, big, _ = bucket
+    proxy = fault_proxy(rate=0.2, seed=11, stall_seconds=2.0)  # 500, 503, reset, stall, truncate
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    config = dict(batch_size=16, shuffle=True, shuffle_seed=3, num_canonical_nodes=1)
+
+    def samples(ds: StreamingDataset) -> list[tuple[int, str, bytes]]:
+        loader = DataLoader(ds, batch_size=None, num_workers=2)
+        try:
+            return [(int(s["id"]), s["text"], bytes(s["blob"])) for s in loader]
+        finally:
+            ds.close()
+
+    got = samples(StreamingDataset(remote=f"s3://{name}/big", local=str(tmp_path / "cache"),
+                                   download_retry=6, download_timeout=0.5,
+                                   validate_hash="xxh64", **config))
+    want = samples(StreamingDataset(local=str(big), **config))
+    assert got == want and len(got) == SAMPLES
+    assert sum(proxy.injected.values()) > 0, proxy.injected
 
 
 @pytest.mark.slow
