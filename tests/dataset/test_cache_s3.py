@@ -46,10 +46,11 @@ def bucket(s3_server, tmp_path_factory) -> tuple[str, Path, Path]:
     return name, big, ids
 
 
-def _epoch(ds: StreamingDataset, workers: int) -> list[int]:
+def _epoch(ds: StreamingDataset, workers: int, row=lambda sample: int(sample["id"])) -> list:
+    """`row(sample)` for every sample of one epoch (then closes `ds`)."""
     loader = DataLoader(ds, batch_size=None, num_workers=workers)  # streams differ in schema
     try:
-        return [int(sample["id"]) for sample in loader]
+        return [row(sample) for sample in loader]
     finally:
         ds.close()
 
@@ -84,17 +85,14 @@ def test_one_fault_in_five_requests_gives_the_local_epoch_sample_for_sample(
     monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
     config = dict(batch_size=16, shuffle=True, shuffle_seed=3, num_canonical_nodes=1)
 
-    def samples(ds: StreamingDataset) -> list[tuple[int, str, bytes]]:
-        loader = DataLoader(ds, batch_size=None, num_workers=2)
-        try:
-            return [(int(s["id"]), s["text"], bytes(s["blob"])) for s in loader]
-        finally:
-            ds.close()
+    def whole(sample: dict) -> tuple[int, str, bytes]:
+        return int(sample["id"]), sample["text"], bytes(sample["blob"])
 
-    got = samples(StreamingDataset(remote=f"s3://{name}/big", local=str(tmp_path / "cache"),
-                                   download_retry=6, download_timeout=0.5,
-                                   validate_hash="xxh64", **config))
-    want = samples(StreamingDataset(local=str(big), **config))
+    remote = StreamingDataset(remote=f"s3://{name}/big", local=str(tmp_path / "cache"),
+                              download_retry=6, download_timeout=0.5, validate_hash="xxh64",
+                              **config)
+    got = _epoch(remote, 2, whole)
+    want = _epoch(StreamingDataset(local=str(big), **config), 2, whole)
     assert got == want and len(got) == SAMPLES
     assert sum(proxy.injected.values()) > 0, proxy.injected
 
