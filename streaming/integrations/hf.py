@@ -233,6 +233,12 @@ class StreamingTrainerMixin:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         collate_fn = kwargs.get("data_collator")
         super().__init__(*args, **kwargs)
+        self.train_batches: TrainerBatches | None = None
+        self.streaming_callback: StreamingStateCallback | None = None
+        if self.train_dataset is not None:  # else evaluation only: nothing to set up
+            self._set_up_streaming(collate_fn)
+
+    def _set_up_streaming(self, collate_fn: Callable[[list[Any]], Any] | None) -> None:
         targs = self.args
         loader = build_train_loader(self.train_dataset, targs, collate_fn)
         self.train_batches = TrainerBatches(loader)
@@ -247,6 +253,8 @@ class StreamingTrainerMixin:
         self.add_callback(self.streaming_callback)
 
     def get_train_dataloader(self) -> TrainerBatches:
+        if self.train_batches is None:
+            return super().get_train_dataloader()  # raises: no train_dataset
         return self.train_batches
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any,
@@ -254,7 +262,8 @@ class StreamingTrainerMixin:
         checkpoint = resume_from_checkpoint
         if checkpoint is True:
             checkpoint = get_last_checkpoint(self.args.output_dir)
-        self.streaming_callback.resume_from(checkpoint if checkpoint else None)
+        if self.streaming_callback is not None:
+            self.streaming_callback.resume_from(checkpoint if checkpoint else None)
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
 
