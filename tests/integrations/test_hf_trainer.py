@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from itertools import islice
@@ -157,8 +158,16 @@ def test_a_packing_dataset_refuses_a_trainer_collator(data, tmp_path) -> None:
         StreamingTrainer(model=tiny_gpt2(), args=args(tmp_path), train_dataset=[1, 2, 3])
 
 
-def test_epochs_become_exact_steps(data, tmp_path) -> None:
-    ds = dataset(data)
+def test_without_a_train_dataset_nothing_is_set_up(tmp_path) -> None:
+    trainer = StreamingTrainer(model=tiny_gpt2(), args=args(tmp_path))
+    assert trainer.train_batches is None and trainer.streaming_callback is None
+    with pytest.raises(ValueError, match="train_dataset"):
+        trainer.get_train_dataloader()
+
+
+def test_epochs_become_exact_steps(tmp_path) -> None:
+    write_token_data(tmp_path / "small", n=40)
+    ds = dataset(tmp_path / "small")
     per_epoch = [-(-ds.pack_count(e) // ds.packs_per_batch) for e in (0, 1)]
     model = tiny_gpt2()
     calls = record_forward(model)
@@ -202,3 +211,24 @@ def test_plain_dataset_with_a_user_collator_resumes_exactly(data, tmp_path) -> N
     assert trainer.train_batches.batches_yielded == 3
     for got, want in zip(resumed, full[3:], strict=True):
         assert torch.equal(got["input_ids"], want["input_ids"])
+
+
+def test_two_ranks_read_their_own_batches_and_resume_exactly(data, tmp_path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    record = tmp_path / "rank"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                    "--master-addr", "127.0.0.1", "--master-port", str(port),
+                    "-m", "tests.integrations.hf_ddp", str(data), str(tmp_path / "out"),
+                    str(record)], cwd=REPO, env=env, check=True, timeout=300)
+    ranks = [json.loads(Path(f"{record}.{r}").read_text()) for r in (0, 1)]
+    checkpoint = tmp_path / "out" / "checkpoint-4"
+    assert {p.name for p in checkpoint.glob("streaming_loader_rank*.json")} == {
+        "streaming_loader_rank0.json", "streaming_loader_rank1.json"}
+    for rank in ranks:
+        assert rank["ranks"] == 2 and len(rank["full"]) == 8
+        assert rank["packs_in_epoch"] == 8 * 2 * 2  # global: steps x packs per batch x ranks
+        assert rank["resumed"] == rank["full"][4:]
+    assert all(a != b for a, b in zip(ranks[0]["full"], ranks[1]["full"]))
