@@ -3,6 +3,8 @@ logits equal running each sequence alone, for the inputs docs/packing.md recomme
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 import torch
@@ -61,6 +63,38 @@ def test_the_block_mask_isolates_sequences_even_with_a_kv_cache(attn: str, dtype
     model = tiny_gpt2(attn, use_cache=True).eval()
     collator = PackCollator(PACKING_LENGTH, pad=True, block_mask=True, mask_dtype=dtype)
     assert max_difference(model, collator) < 1e-5
+
+
+def varlen_reference(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                     cu_seq_lens_q=None, cu_seq_lens_k=None, max_length_q=None, **kwargs):
+    """A CPU stand-in for flash_attn_varlen_func behind transformers' attention interface:
+    flatten the [B, W] rows like the flash path does and attend causally within each
+    `cu_seq_lens` segment only (position_ids are not looked at)."""
+    rows, heads, width, dim = query.shape
+    q, k, v = (t.transpose(1, 2).reshape(rows * width, heads, dim) for t in (query, key, value))
+    out = torch.zeros_like(q)
+    if cu_seq_lens_q is None:  # an unpacked input: each row is one sequence
+        cu, max_length_q = list(range(0, rows * width + 1, width)), width
+    else:
+        assert torch.equal(cu_seq_lens_q, cu_seq_lens_k)
+        cu = cu_seq_lens_q.tolist()
+    assert cu[0] == 0 and cu[-1] == rows * width
+    for a, b in pairwise(cu):
+        assert b - a <= max_length_q
+        seg = torch.nn.functional.scaled_dot_product_attention(
+            q[a:b].transpose(0, 1), k[a:b].transpose(0, 1), v[a:b].transpose(0, 1),
+            is_causal=True, scale=scaling)
+        out[a:b] = seg.transpose(0, 1)
+    return out.reshape(rows, width, heads, dim), None
+
+
+def test_varlen_kwargs_isolate_sequences_in_a_varlen_kernel() -> None:
+    # Flash attention needs a GPU; the same kwargs reach a registered CPU varlen kernel.
+    from transformers import AttentionInterface
+
+    AttentionInterface.register("streaming_varlen_reference", varlen_reference)
+    model = tiny_gpt2("streaming_varlen_reference", use_cache=True).eval()
+    assert max_difference(model, PackCollator(PACKING_LENGTH, pad=True)) < 1e-5
 
 
 def test_the_model_inputs_name_flash_varlen_kwargs() -> None:
