@@ -29,7 +29,13 @@ from streaming.packing.streaming import PackedStreamingDataset
 require("transformers", feature="streaming.integrations.hf", extra="hf-trainer")
 require("accelerate", feature="streaming.integrations.hf", extra="hf-trainer")
 
-from transformers import PreTrainedModel, Trainer, TrainerCallback  # noqa: E402
+from transformers import (  # noqa: E402
+    PreTrainedModel,
+    Trainer,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+)
 from transformers import TrainingArguments as HFTrainingArguments  # noqa: E402
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint  # noqa: E402
 
@@ -141,8 +147,9 @@ class StreamingStateCallback(TrainerCallback):
         """The checkpoint folder the next `train()` resumes from (None: the default one)."""
         self.checkpoint = Path(checkpoint) if checkpoint is not None else None
 
-    def on_train_begin(self, args: HFTrainingArguments, state: Any, control: Any,
-                       model: PreTrainedModel | None = None, **kwargs: Any) -> None:
+    def on_train_begin(self, args: HFTrainingArguments, state: TrainerState,
+                       control: TrainerControl | None, model: PreTrainedModel | None = None,
+                       **kwargs: Any) -> None:
         if not args.ignore_data_skip:
             raise TrainerSetupError(
                 "StreamingStateCallback restores the loader's exact position itself; set "
@@ -160,8 +167,8 @@ class StreamingStateCallback(TrainerCallback):
                 f"state {path.name}; it was not saved with StreamingStateCallback")
         self.loader.load_state_dict(json.loads(path.read_text()))
 
-    def on_save(self, args: HFTrainingArguments, state: Any, control: Any,
-                **kwargs: Any) -> None:
+    def on_save(self, args: HFTrainingArguments, state: TrainerState,
+                control: TrainerControl | None, **kwargs: Any) -> None:
         folder = checkpoint_folder(args, state.global_step)
         folder.mkdir(parents=True, exist_ok=True)
         path = state_path(folder, args.process_index)
