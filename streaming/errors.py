@@ -107,3 +107,7 @@ class UnsupportedFeatureError(StreamingError, NotImplementedError):
 
 class IndexNotFoundError(IndexFileError, FileNotFoundError):
     """`index.json` does not exist where a dataset was expected."""
+
+
+class TrainerSetupError(StreamingError, ValueError):
+    """A training framework is set up in a way that would train on the wrong data."""

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from streaming.errors import PlanError
+from streaming.packing.masks import MASK_DTYPES, block_causal_mask, segment_ids
 from streaming.packing.metrics import PackStats, pack_stats
 
 IGNORE_INDEX = -100
@@ -29,6 +30,9 @@ class PackCollator:
     `mask_first_label`: label the first token of each sequence `ignore_index`, so a causal LM
     never learns to predict a sequence's start from the previous sequence in the same pack.
     Zero-length sequences are dropped (they have no tokens and would repeat a cu_seqlens entry).
+    `block_mask`: also return `attention_mask`, a [B, 1, W, W] block-diagonal causal mask of
+    `mask_dtype` ("bool", or a float dtype for an additive mask; see streaming.packing.masks)
+    for attention implementations that isolate packed sequences only through a mask.
     """
 
     packing_length: int
@@ -36,16 +40,22 @@ class PackCollator:
     pad_id: int = 0
     mask_first_label: bool = True
     ignore_index: int = IGNORE_INDEX
+    block_mask: bool = False
+    mask_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.packing_length < 1:
             raise PlanError(f"packing_length must be >= 1, got {self.packing_length}")
+        if self.mask_dtype not in MASK_DTYPES:
+            raise PlanError(f"mask_dtype must be one of {MASK_DTYPES}, got {self.mask_dtype!r}")
 
     def pack(self, sequences: Sequence[Any]) -> dict[str, Any]:
         """Collate one pack into 1-D tensors (see `batch` for the keys)."""
         out = self.batch([sequences])
         for key in ("input_ids", "labels", "position_ids"):
             out[key] = out[key].reshape(-1)
+        if "attention_mask" in out:
+            out["attention_mask"] = out["attention_mask"][0]
         return out
 
     def batch(self, packs: Sequence[Sequence[Any]]) -> dict[str, Any]:
@@ -54,7 +64,8 @@ class PackCollator:
         Keys: input_ids, labels, position_ids (int64 [B, W]); cu_seqlens (int32 [S+1], leading 0,
         over the flattened B*W tokens, padding segments included); seq_lens (int32 [S], the
         differences of cu_seqlens); seq_is_pad (bool [S]); max_seqlen (int, longest segment);
-        pack_lengths (int64 [B], real tokens per row).
+        pack_lengths (int64 [B], real tokens per row); with `block_mask`, attention_mask
+        ([B, 1, W, W], see `streaming.packing.masks.block_causal_mask`).
         """
         if len(packs) == 0:
             raise PlanError("cannot collate an empty batch of packs")
@@ -85,7 +96,7 @@ class PackCollator:
         if self.mask_first_label:
             labels[starts[~is_pad]] = self.ignore_index
         shape = (len(rows), width)
-        return {
+        out = {
             "input_ids": torch.from_numpy(tokens.reshape(shape)),
             "labels": torch.from_numpy(labels.reshape(shape)),
             "position_ids": torch.from_numpy(positions.reshape(shape)),
@@ -95,6 +106,9 @@ class PackCollator:
             "max_seqlen": int(lens.max()),
             "pack_lengths": torch.from_numpy(real),
         }
+        if self.block_mask:
+            out["attention_mask"] = block_causal_mask(segment_ids(lens, *shape), self.mask_dtype)
+        return out
 
     def stats(self, batch: dict[str, Any]) -> PackStats:
         """Fill metrics of a collated batch (padding excluded)."""
