@@ -12,6 +12,7 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.cache.split_meta import prepare_meta_files
 from streaming.collate import collate_column
 from streaming.coord.names import Namespace
 from streaming.coord.node import NodeCoordinator
@@ -20,6 +21,7 @@ from streaming.epochs import EpochCounter
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
+from streaming.format.split import open_shard
 from streaming.iterate import PREPARE_THREADS, PlanBoard, iter_chunks, read_size
 from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
@@ -115,6 +117,7 @@ class StreamingDataset(IterableDataset):
         self.world = world or World.from_env(workers_per_rank=1, replication=self.replication)
 
         indexes = [read_index(stream.index_file()) for stream in self.streams]
+        prepare_meta_files(self.streams, indexes)  # text-format (split) shards only
         self._codecs = [ix.codec(allow_unsafe_types=allow_unsafe_types) for ix in indexes]
         self.shards_per_stream = np.array([ix.num_shards for ix in indexes], np.int64)
         self.samples_per_shard = np.concatenate([ix.samples_per_shard for ix in indexes]
@@ -317,7 +320,7 @@ class StreamingDataset(IterableDataset):
 
     def _open_file(self, shard: int, path: Any) -> ShardReader:
         stream = int(self.stream_per_shard[shard])
-        return ShardReader(path, self._codecs[stream],
+        return open_shard(path, self._codecs[stream],
                            expected_samples=int(self.samples_per_shard[shard]),
                            expected_bytes=int(self.preparer.table.raw_bytes[shard]))
 
