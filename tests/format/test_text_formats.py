@@ -131,7 +131,7 @@ def test_index_entry_without_meta_is_refused(tmp_path):
     index = json.loads((tmp_path / "ds" / "index.json").read_text())
     del index["shards"][1]["raw_meta"]
     (tmp_path / "ds" / "index.json").write_text(json.dumps(index))
-    with pytest.raises(IndexFileError, match="shard 1.*raw_meta"):
+    with pytest.raises(IndexFileError, match=r"shard 1.*raw_meta"):
         read_index(tmp_path / "ds")
 
 
