@@ -127,3 +127,7 @@ class IndexJSONError(IndexFileError, json.JSONDecodeError):
 
 class SizeLimitError(StreamingError, ValueError):
     """A writer's `size_limit` is not a positive byte count below 4 GiB (u32 offsets)."""
+
+
+class ArgumentError(StreamingError, ValueError):
+    """Arguments that are missing or do not fit together; the message names them."""

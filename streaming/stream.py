@@ -172,6 +172,11 @@ def register_stream(name: str, cls: type[Stream]) -> None:
     _REGISTRY[name] = cls
 
 
+def registered_streams() -> dict[str, type[Stream]]:
+    """Every registered Stream class by name (a copy)."""
+    return dict(_REGISTRY)
+
+
 def stream_class(name: str) -> type[Stream]:
     """The Stream class registered under `name` (PlanError listing the known names otherwise)."""
     try:
