@@ -17,6 +17,7 @@ from streaming.collate import collate_column
 from streaming.coord.names import Namespace
 from streaming.coord.node import NodeCoordinator
 from streaming.coord.shm import clean_stale_shared_memory
+from streaming.dataset_compat import ReferenceAPI
 from streaming.epochs import EpochCounter
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
@@ -41,7 +42,7 @@ __all__ = ["StreamingDataset", "clean_stale_shared_memory"]
 JOIN_TIMEOUT = 120.0  # seconds a local rank waits for its node's leader at start-up
 
 
-class StreamingDataset(IterableDataset):
+class StreamingDataset(ReferenceAPI, IterableDataset):
     """An iterable (and randomly indexable) dataset over one or more MDS streams.
 
     Iteration yields this rank's share of each epoch in the planned global order; `ds[i]` reads
@@ -149,6 +150,7 @@ class StreamingDataset(IterableDataset):
         self._read_shard = 0  # samples of a typical shard, when reads are sized to it (0: not)
         if cache_limit is not None:
             self.config = self._fit_cache(parse_bytes(cache_limit))
+        self._fill_stream_weights()  # Stream.proportion/repeat/choose, as the reference
         self._readers: dict[int, ShardReader] = {}
         self._lengths: dict[tuple, int] = {}
         self._yielded = 0
