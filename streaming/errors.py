@@ -61,7 +61,7 @@ class StorageError(StreamingError, OSError):
     """A storage backend failed; the message names the URL."""
 
 
-class ObjectNotFoundError(StorageError, FileNotFoundError):
+class ObjectNotFoundError(StorageError, FileNotFoundError, RuntimeError):
     """The object, file or bucket does not exist."""
 
 

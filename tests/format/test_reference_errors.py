@@ -98,3 +98,18 @@ def test_bad_stream_weights_are_value_errors(tmp_path):
     with pytest.raises(ValueError) as info:
         Stream(local=str(tmp_path), proportion=0.5, repeat=2)
     assert isinstance(info.value, PlanError) and isinstance(info.value, StreamingError)
+
+
+def test_missing_shard_is_runtime_and_file_not_found(tmp_path):
+    from streaming.errors import ObjectNotFoundError
+
+    _dataset(tmp_path / "ds", samples=5)
+    (tmp_path / "ds" / "shard.00000.mds").unlink()
+    ds = StreamingDataset(local=str(tmp_path / "ds"))
+    try:
+        with pytest.raises(RuntimeError) as info:  # what the reference's get_item raises
+            ds[0]
+        assert isinstance(info.value, FileNotFoundError)
+        assert isinstance(info.value, ObjectNotFoundError)
+    finally:
+        ds.close()
