@@ -180,7 +180,10 @@ class XSVRows(RowCodec):
         for name, kind in zip(self.column_names, self.column_encodings):
             if name not in sample:
                 raise EncodeError(f"sample has no column {name!r} (columns: {self.column_names})")
-            text = str(_typed(name, kind, sample[name]))
+            value = _typed(name, kind, sample[name])
+            if isinstance(value, bool):  # "True" would not read back as an int
+                raise EncodeError(f"column {name!r} (int) got a bool; text rows store ints")
+            text = str(value)
             if self.separator in text or self.newline in text:
                 raise EncodeError(f"column {name!r}: {text!r} contains the separator "
                                   f"{self.separator!r} or the newline {self.newline!r}")

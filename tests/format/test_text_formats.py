@@ -148,6 +148,8 @@ def test_writer_refuses_wrong_types_and_separators(tmp_path):
             writer.write({"n": 7, "s": "a,b"})
         with pytest.raises(AttributeError):  # what the reference raises for a wrong type
             writer.write({"n": 1.5, "s": "x"})
+        with pytest.raises(EncodeError, match="bool"):  # would not read back
+            writer.write({"n": True, "s": "x"})
         writer.write({"n": 7, "s": "ok"})
     assert LocalDataset(tmp_path / "a")[0] == {"n": 7, "s": "ok"}
 
