@@ -162,3 +162,22 @@ def test_first_row_over_the_limit_leaves_an_empty_shard_as_the_reference(tmp_pat
     assert index.samples_per_shard.tolist() == [0, 1, 1]
     ds = LocalDataset(tmp_path / "a")
     assert [ds[i]["s"] for i in range(len(ds))] == ["longer than ten bytes", "another long row"]
+
+
+@pytest.mark.parametrize("name", ["json_zstd_hashed", "csv_gz", "xsv_pipe"])
+def test_streaming_dataset_reads_text_formats_from_s3(s3_env, name, tmp_path):
+    """Meta files come over the wire too; data files are cached and evicted like MDS shards."""
+    client = s3_env.client()
+    bucket = s3_env.make_bucket()
+    for path in sorted((ROOT / name).iterdir()):
+        client.upload_file(str(path), bucket, f"{name}/{path.name}")
+    ds = StreamingDataset(remote=f"s3://{bucket}/{name}", local=str(tmp_path / "cache"),
+                          validate_hash=EXPECTED["datasets"][name]["writer_args"].get(
+                              "hashes", [None])[0], cache_limit="64kb")
+    try:
+        _same(list(ds), _expected(name))
+        assert ds.shards[0].format == name.split("_")[0]
+        ds.evict_shard(0)
+        assert ds[0] == _expected(name)[0]
+    finally:
+        ds.close()
