@@ -189,9 +189,10 @@ class ReferenceAPI:
 
     def resample_streams(self, epoch: int, stream_id: int | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
-        """The samples `epoch` draws (before shuffling): per shard, whole passes and the
-        partial pass as `shuffle_units` (sizes, shard by shard), and the sorted global ids of
-        every draw (`sample_ids`). `stream_id` limits both to one stream."""
+        """The samples `epoch` draws (before shuffling), shard by shard as the reference lays
+        them out: `shuffle_units` holds each shard's whole passes and then its partial pass as
+        sizes, `sample_ids` the global ids in the same layout (each whole pass in row order,
+        then the partial pass's rows sorted). `stream_id` limits both to one stream."""
         from streaming.plan.order import EpochOrder
 
         cfg = dataclasses.replace(self._config_now(), shuffle=False)
@@ -204,11 +205,16 @@ class ReferenceAPI:
             keep = self.stream_per_shard[shard_of] == int(stream_id)
             ids, shard_of = ids[keep], shard_of[keep]
         drawn = np.bincount(shard_of, minlength=self.num_shards)
+        times = np.bincount(ids, minlength=int(starts[-1]))  # draws of every sample id
         units: list[int] = []
+        parts: list[np.ndarray] = [np.zeros(0, np.int64)]
         for shard in np.flatnonzero(drawn).tolist():
             size, count = int(self.samples_per_shard[shard]), int(drawn[shard])
-            units += [size] * (count // size) + ([count % size] if count % size else [])
-        return np.asarray(units, np.int64), ids
+            rows = np.arange(starts[shard], starts[shard + 1], dtype=np.int64)
+            whole, partial = count // size, count % size
+            units += [size] * whole + ([partial] if partial else [])
+            parts += [rows] * whole + ([rows[times[rows] > whole]] if partial else [])
+        return np.asarray(units, np.int64), np.concatenate(parts)
 
     # ----- streams ---------------------------------------------------------------------------
     def _fill_stream_weights(self) -> None:
@@ -216,7 +222,12 @@ class ReferenceAPI:
         reference does once a dataset is built."""
         targets = np.asarray(self.config.samples_per_stream_epoch, np.int64)
         sizes = np.asarray(self.config.samples_per_stream, np.int64)
-        total = max(int(targets.sum()), 1)
-        for stream, choose, size in zip(self.streams, targets.tolist(), sizes.tolist()):
-            stream.record_mix(proportion=choose / total, repeat=choose / max(size, 1),
+        given = [stream.weights.proportion for stream in self.streams]
+        if all(p is not None for p in given):  # relative weights: their normalised shares
+            shares = np.asarray(given, np.float64) / max(float(np.sum(given)), 1e-300)
+        else:  # absolute or none: each stream's share of the epoch's draws
+            shares = targets / max(int(targets.sum()), 1)
+        for stream, choose, size, share in zip(self.streams, targets.tolist(), sizes.tolist(),
+                                               shares.tolist()):
+            stream.record_mix(proportion=share, repeat=choose / max(size, 1),
                               choose=int(choose))

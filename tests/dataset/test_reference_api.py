@@ -126,7 +126,15 @@ def test_resample_streams_counts_whole_and_partial_passes(tmp_path):
         counts = np.bincount(ids, minlength=50)
         assert sorted(set(counts[:20].tolist())) == [2, 3] and counts[:20].sum() == 50
         assert counts[20:].sum() == 10 and counts[20:].max() == 1
-        assert np.all(np.diff(ids) >= 0)
+        # shard by shard: whole passes in row order, then the partial pass's rows sorted
+        shard0 = int(ds.samples_per_shard[0])
+        whole0 = int(units[0]) == shard0
+        assert whole0 and ids[:shard0].tolist() == list(range(shard0))
+        pos = 0
+        for unit in units.tolist():
+            part = ids[pos:pos + unit]
+            assert np.all(np.diff(part) > 0)
+            pos += unit
         units_a, ids_a = ds.resample_streams(0, stream_id=0)
         assert len(ids_a) == 50 and ids_a.max() < 20 and int(units_a.sum()) == 50
         # every id the epoch yields is one of the resampled draws
@@ -162,5 +170,18 @@ def test_unweighted_streams_get_weights_too(tmp_path):
         assert (first.repeat, second.repeat) == (1.0, 1.0)
         assert first.proportion == pytest.approx(0.4)
         assert not first.weighted  # planning still sees what the user gave
+    finally:
+        ds.close()
+
+
+def test_relative_weights_keep_their_normalised_shares(tmp_path):
+    a, b = _write(tmp_path / "a", 20), _write(tmp_path / "b", 30, start=100)
+    first, second = Stream(local=a, proportion=2), Stream(local=b, proportion=1)
+    ds = StreamingDataset(streams=[first, second], epoch_size=10)
+    try:
+        assert first.proportion == pytest.approx(2 / 3) and second.proportion == \
+            pytest.approx(1 / 3)
+        assert first.choose + second.choose == 10 and first.choose in (6, 7)
+        assert first.repeat == pytest.approx(first.choose / 20)
     finally:
         ds.close()
