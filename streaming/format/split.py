@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from streaming.errors import ShardCorruptError
+from streaming.format.compression import decompress_file
 from streaming.format.encodings.base import FileBytes
 from streaming.format.rows import RowCodec, row_codec
 from streaming.format.sample import SampleCodec
@@ -133,9 +135,6 @@ def open_shard(path: str | os.PathLike, codec: SampleCodec | RowCodec | None,
 def place_meta(entry: dict[str, Any], root: Path, data_path: Path) -> Path:
     """Make the meta file of split shard `entry` exist beside `data_path`, from the dataset
     folder `root` (copied in place when it is already there, else decompressed from its zip)."""
-    from streaming.errors import ShardCorruptError
-    from streaming.format.compression import decompress_file
-
     target = meta_path(data_path)
     size = int(entry["raw_meta"]["bytes"])
     if _has_size(target, size):
