@@ -181,3 +181,16 @@ def test_streaming_dataset_reads_text_formats_from_s3(s3_env, name, tmp_path):
         assert ds[0] == _expected(name)[0]
     finally:
         ds.close()
+
+
+def test_dataloader_workers_read_text_formats(tmp_path):
+    from streaming import StreamingDataLoader
+
+    ds = StreamingDataset(remote=str(ROOT / "xsv_pipe"), local=str(tmp_path / "cache"))
+    try:
+        batches = list(StreamingDataLoader(ds, batch_size=8, num_workers=2))
+        ids = sorted(int(i) for batch in batches for i in batch["id"])
+        assert ids == sorted(s["id"] for s in _expected("xsv_pipe"))
+        assert batches[0]["score"].dtype.is_floating_point
+    finally:
+        ds.close()
