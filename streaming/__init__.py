@@ -13,6 +13,10 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "MDSWriter": "writers.mds",
+    "JSONWriter": "writers.split",
+    "CSVWriter": "writers.split",
+    "TSVWriter": "writers.split",
+    "XSVWriter": "writers.split",
     "LocalDataset": "streaming.local",
     "StreamingDataset": "streaming.dataset",
     "Stream": "streaming.stream",

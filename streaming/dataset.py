@@ -12,14 +12,17 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.cache.split_meta import prepare_meta_files
 from streaming.collate import collate_column
 from streaming.coord.names import Namespace
 from streaming.coord.node import NodeCoordinator
 from streaming.coord.shm import clean_stale_shared_memory
+from streaming.dataset_compat import ReferenceAPI
 from streaming.epochs import EpochCounter
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
+from streaming.format.split import open_shard
 from streaming.iterate import PREPARE_THREADS, PlanBoard, iter_chunks, read_size
 from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
@@ -39,7 +42,7 @@ __all__ = ["StreamingDataset", "clean_stale_shared_memory"]
 JOIN_TIMEOUT = 120.0  # seconds a local rank waits for its node's leader at start-up
 
 
-class StreamingDataset(IterableDataset):
+class StreamingDataset(ReferenceAPI, IterableDataset):
     """An iterable (and randomly indexable) dataset over one or more MDS streams.
 
     Iteration yields this rank's share of each epoch in the planned global order; `ds[i]` reads
@@ -115,6 +118,7 @@ class StreamingDataset(IterableDataset):
         self.world = world or World.from_env(workers_per_rank=1, replication=self.replication)
 
         indexes = [read_index(stream.index_file()) for stream in self.streams]
+        prepare_meta_files(self.streams, indexes)  # text-format (split) shards only
         self._codecs = [ix.codec(allow_unsafe_types=allow_unsafe_types) for ix in indexes]
         self.shards_per_stream = np.array([ix.num_shards for ix in indexes], np.int64)
         self.samples_per_shard = np.concatenate([ix.samples_per_shard for ix in indexes]
@@ -146,6 +150,7 @@ class StreamingDataset(IterableDataset):
         self._read_shard = 0  # samples of a typical shard, when reads are sized to it (0: not)
         if cache_limit is not None:
             self.config = self._fit_cache(parse_bytes(cache_limit))
+        self._fill_stream_weights()  # Stream.proportion/repeat/choose, as the reference
         self._readers: dict[int, ShardReader] = {}
         self._lengths: dict[tuple, int] = {}
         self._yielded = 0
@@ -317,7 +322,7 @@ class StreamingDataset(IterableDataset):
 
     def _open_file(self, shard: int, path: Any) -> ShardReader:
         stream = int(self.stream_per_shard[shard])
-        return ShardReader(path, self._codecs[stream],
+        return open_shard(path, self._codecs[stream],
                            expected_samples=int(self.samples_per_shard[shard]),
                            expected_bytes=int(self.preparer.table.raw_bytes[shard]))
 

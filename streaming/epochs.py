@@ -82,6 +82,11 @@ class EpochCounter:
         k = int(a[_ITER])
         return int(a[_EPOCH]) + max(k - 1, 0), int(a[_SAMPLE]) if k <= 1 else 0
 
+    def next_epoch(self) -> int:
+        """The epoch the next iteration of this rank will run."""
+        a = self._array
+        return int(a[_EPOCH]) + int(a[_ITER])
+
     def overrides(self) -> tuple[int, int]:
         """(num_canonical_nodes, shuffle_seed) set by the last resume; (0, 0) when none."""
         a = self._array

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 
 class StreamingError(Exception):
     """Base class of every error this library raises on purpose."""
@@ -27,11 +29,11 @@ class DecompressionError(ShardCorruptError):
     """A compressed shard could not be decompressed."""
 
 
-class UnknownEncodingError(FormatError):
+class UnknownEncodingError(FormatError, TypeError):
     """A column encoding that this library does not know."""
 
 
-class EncodeError(StreamingError, ValueError):
+class EncodeError(StreamingError, ValueError, TypeError, AttributeError, KeyError):
     """A value cannot be encoded with its column's encoding; the message names the column."""
 
 
@@ -59,7 +61,7 @@ class StorageError(StreamingError, OSError):
     """A storage backend failed; the message names the URL."""
 
 
-class ObjectNotFoundError(StorageError, FileNotFoundError):
+class ObjectNotFoundError(StorageError, FileNotFoundError, RuntimeError):
     """The object, file or bucket does not exist."""
 
 
@@ -105,9 +107,31 @@ class UnsupportedFeatureError(StreamingError, NotImplementedError):
     """A valid request that this version cannot serve yet (e.g. a remote writer output)."""
 
 
-class IndexNotFoundError(IndexFileError, FileNotFoundError):
+class IndexNotFoundError(IndexFileError, FileNotFoundError, RuntimeError):
     """`index.json` does not exist where a dataset was expected."""
 
 
 class TrainerSetupError(StreamingError, ValueError):
     """A training framework is set up in a way that would train on the wrong data."""
+
+
+class IndexJSONError(IndexFileError, json.JSONDecodeError):
+    """`index.json` is not valid JSON (empty, truncated); also a `json.JSONDecodeError`."""
+
+    def __init__(self, msg: str, doc: str = "", pos: int = 0) -> None:
+        json.JSONDecodeError.__init__(self, msg, doc, pos)
+        self.args = (msg,)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.args[0], self.doc, self.pos))
+
+
+class SizeLimitError(StreamingError, ValueError):
+    """A writer's `size_limit` is not a positive byte count below 4 GiB (u32 offsets)."""
+
+
+class ArgumentError(StreamingError, ValueError):
+    """Arguments that are missing or do not fit together; the message names them."""

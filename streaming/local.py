@@ -22,6 +22,7 @@ from streaming.errors import ShardCorruptError
 from streaming.format.compression import decompress_file
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader, validate_file
+from streaming.format.split import open_shard, place_meta
 
 
 class LocalDataset(Dataset):
@@ -123,7 +124,7 @@ class LocalDataset(Dataset):
     # -- shard files --------------------------------------------------------------------------
 
     def _open(self, shard: int) -> ShardReader:
-        reader = ShardReader(
+        reader = open_shard(
             self._raw_path(shard),
             self._codec,
             expected_samples=int(self.samples_per_shard[shard]),
@@ -139,7 +140,7 @@ class LocalDataset(Dataset):
         in_place = self.index.raw_path(shard)
         if _has_size(in_place, size):
             self._check_hash(in_place, entry["raw_data"])
-            return in_place
+            return self._with_meta(entry, in_place)
         src = self.index.zip_path(shard)
         if src is None:
             raise ShardCorruptError(f"{in_place}: shard is missing or not {size} bytes long")
@@ -149,7 +150,13 @@ class LocalDataset(Dataset):
             target.parent.mkdir(parents=True, exist_ok=True)
             decompress_file(src, target, entry["compression"], expected_size=size,
                             durable=False)
-        return target
+        return self._with_meta(entry, target)
+
+    def _with_meta(self, entry: dict[str, Any], data: Path) -> Path:
+        """`data`, with its meta file placed beside it for a text-format (split) shard."""
+        if self.index.row_codec is not None:
+            place_meta(entry, self.root, data)
+        return data
 
     def _decompressed_dir(self) -> Path:
         if self.cache_dir is not None:

@@ -92,14 +92,28 @@ class Stream:
 
     @property
     def weights(self):
-        """This stream's mixing weight as the planner takes it."""
+        """This stream's mixing weight as the planner takes it (what the user set, also after
+        a dataset has filled in the resolved values: see `record_mix`)."""
         from streaming.plan import StreamWeights
 
-        return StreamWeights(proportion=self.proportion, repeat=self.repeat, choose=self.choose)
+        proportion, repeat, choose = self._given_weights()
+        return StreamWeights(proportion=proportion, repeat=repeat, choose=choose)
 
     @property
     def weighted(self) -> bool:
-        return any(v is not None for v in (self.proportion, self.repeat, self.choose))
+        return any(v is not None for v in self._given_weights())
+
+    def _given_weights(self) -> tuple[float | None, float | None, int | None]:
+        given = self.__dict__.get("_given")
+        return given if given is not None else (self.proportion, self.repeat, self.choose)
+
+    def record_mix(self, *, proportion: float, repeat: float, choose: int) -> None:
+        """Set `proportion`, `repeat` and `choose` to what a built dataset resolved for this
+        stream (share of the epoch, passes over the stream, samples per epoch), as the
+        reference implementation does; the weights the user gave still drive planning."""
+        if "_given" not in self.__dict__:
+            self._given = (self.proportion, self.repeat, self.choose)
+        self.proportion, self.repeat, self.choose = proportion, repeat, choose
 
     def fetch(self, basename: str, dest: Path, *, expected_size: int | None = None,
               expected_hashes: dict[str, str] | None = None) -> Path:
@@ -151,7 +165,8 @@ class Stream:
         return dest
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if v is not None)
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
+                           if v is not None and not k.startswith("_"))
         return f"{type(self).__name__}({fields})"
 
 
@@ -170,6 +185,11 @@ def register_stream(name: str, cls: type[Stream]) -> None:
     if not (isinstance(cls, type) and issubclass(cls, Stream)):
         raise TypeError(f"register_stream({name!r}, ...) needs a Stream subclass, got {cls!r}")
     _REGISTRY[name] = cls
+
+
+def registered_streams() -> dict[str, type[Stream]]:
+    """Every registered Stream class by name (a copy)."""
+    return dict(_REGISTRY)
 
 
 def stream_class(name: str) -> type[Stream]:

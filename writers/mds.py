@@ -30,9 +30,9 @@ from streaming.format.compression import parse_compression
 from streaming.format.hashing import is_supported_hash
 from streaming.format.index import write_index
 from streaming.format.sample import SampleCodec
-from streaming.util.units import parse_bytes
 from writers.fast_encode import sample_encoder
 from writers.lengths import LengthRecorder
+from writers.limits import check_size_limit
 from writers.shard_builder import ShardBuilder
 from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
 from writers.upload import make_uploader, resolve_output, shard_files
@@ -81,7 +81,7 @@ class MDSWriter:
         self._codec = SampleCodec(names, encodings, allow_unsafe_types=True)
         self.compression = _check_compression(compression)
         self.hashes = _check_hashes(hashes)
-        self.size_limit = _check_size_limit(size_limit)
+        self.size_limit = check_size_limit(size_limit)
         self.keep_local = keep_local
         self.timeout = float(timeout)
         self.max_workers = max_workers or min(4, os.cpu_count() or 1)
@@ -105,6 +105,11 @@ class MDSWriter:
         self._error: BaseException | None = None
         self._closed = False
         self._progress = _progress_bar(self.directory) if progress_bar else None
+
+    def get_config(self) -> dict[str, Any]:
+        """The shard-writing config every shard header embeds (format, version, columns,
+        compression, hashes, size_limit), as the reference writer's `get_config` returns it."""
+        return dict(self._config)
 
     # -- the hot path -------------------------------------------------------------------------
 
@@ -252,15 +257,6 @@ def _check_hashes(hashes: list[str] | None) -> list[str]:
         if not is_supported_hash(algo):
             raise FormatError(f"unsupported hash algorithm {algo!r} in MDSWriter(hashes=...)")
     return algos
-
-
-def _check_size_limit(size_limit: int | str | None) -> int | None:
-    if size_limit is None:
-        return None
-    limit = parse_bytes(size_limit)
-    if limit <= 0:
-        raise ValueError(f"size_limit must be positive, got {size_limit!r}")
-    return limit
 
 
 def _prepare_directory(directory: Path, exist_ok: bool) -> None:

@@ -436,17 +436,61 @@ class CacheEngine:
         taken = table.pinned(alive)[victims]
         table.state[victims[taken]] = tb.PRESENT
         for victim in victims[~taken].tolist():
-            for path in self._paths(victim):
-                if path is not None:
-                    disk.unlink(path)
-            table.disk[victim] = 0
-            table.state[victim] = tb.ABSENT
-            self._count(tb.EVICTIONS)
+            self._remove(victim)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("cache: evicted %s (next use in %s steps)", self._name(victim),
                           "no known" if distance[victim] == np.iinfo(np.int64).max
                           else distance[victim])
         return limit - table.used() >= cost
+
+    def _remove(self, shard: int) -> None:
+        """Delete an evicting shard's files and mark it absent (caller holds the lock)."""
+        for path in self._paths(shard):
+            if path is not None:
+                disk.unlink(path)
+        self.table.disk[shard] = 0
+        self.table.state[shard] = tb.ABSENT
+        self._count(tb.EVICTIONS)
+
+    def evict(self, shard: int) -> bool:
+        """Evict cached `shard` now (it is downloaded again when next needed); False when it
+        is not in the cache, is local-only data, or a reader holds it."""
+        shard = int(shard)
+        table = self.table
+        with table.locked():
+            if not self.cached[shard] or table.state[shard] != tb.PRESENT:
+                return False
+            table.state[shard] = tb.EVICTING
+            if table.pinned(table.live_slots())[shard]:  # a reader slipped in: see _make_room
+                table.state[shard] = tb.PRESENT
+                return False
+            self._remove(shard)
+        return True
+
+    def evict_coldest(self) -> int | None:
+        """Evict the cached shard eviction would pick first (next use farthest away, or never);
+        its id, or None when no shard can be evicted now."""
+        table = self.table
+        with table.locked():
+            alive = table.live_slots()
+            distance = next_use(table.horizon_shards[alive], table.horizon_starts[alive],
+                                table.horizon_ends[alive], table.progress[alive],
+                                table.num_shards)
+            evictable = np.flatnonzero(self.cached & (table.state == tb.PRESENT)
+                                       & ~table.pinned(alive))
+            if not len(evictable):
+                return None
+            victim = int(evictable[np.argmax(distance[evictable])])
+            table.state[victim] = tb.EVICTING
+            if table.pinned(alive)[victim]:  # a reader slipped in: see _make_room
+                table.state[victim] = tb.PRESENT
+                return None
+            self._remove(victim)
+        return victim
+
+    def usage(self) -> int:
+        """Bytes the node's cache folders hold or have promised to downloads in flight."""
+        return self.table.used()
 
     def _trim(self) -> None:
         """Bring a cache that is over the limit (left by an earlier, larger run) under it."""

@@ -24,8 +24,10 @@ from streaming.cli._common import (
 from streaming.errors import StreamingError, UnsafeTypeError
 from streaming.format.compression import decompress_file
 from streaming.format.index import DatasetIndex
+from streaming.format.rows import RowCodec
 from streaming.format.sample import SampleCodec
-from streaming.format.shard import ShardReader, validate_file
+from streaming.format.shard import validate_file
+from streaming.format.split import meta_path, open_shard
 
 EXAMPLES = """
   streaming validate data/corpus
@@ -49,7 +51,8 @@ def register(sub) -> None:
 class ShardChecker:
     """Checks one shard at a time; safe to use from several threads."""
 
-    def __init__(self, index: DatasetIndex, root: str, scratch: Path, codec: SampleCodec) -> None:
+    def __init__(self, index: DatasetIndex, root: str, scratch: Path,
+                 codec: SampleCodec | RowCodec) -> None:
         self.index, self.root, self.scratch, self.codec = index, root, scratch, codec
         self.remote = is_remote(root)
 
@@ -62,6 +65,27 @@ class ShardChecker:
         dest = self.scratch / basename
         dest.parent.mkdir(parents=True, exist_ok=True)
         return fetch(join(self.root, basename), dest, expected_size=entry["bytes"])
+
+    def _place_meta(self, shard: dict, raw: Path, algos: list[str], cleanup: list[Path]
+                    ) -> None:
+        """Put a text-format shard's meta file beside `raw` (checked like the data file)."""
+        entry, packed_entry = shard["raw_meta"], shard.get("zip_meta")
+        target = meta_path(raw)
+        if not target.is_file():
+            if packed_entry:
+                packed = self._local(packed_entry["basename"], packed_entry)
+                if self.remote:
+                    cleanup.append(packed)
+                validate_file(packed, packed_entry["bytes"], packed_entry.get("hashes") or {},
+                              algos)
+                decompress_file(packed, target, shard["compression"],
+                                expected_size=entry["bytes"], durable=False)
+            else:
+                source = self._local(entry["basename"], entry)
+                if source != target:
+                    target.write_bytes(source.read_bytes())
+            cleanup.append(target)
+        validate_file(target, entry["bytes"], entry.get("hashes") or {}, algos)
 
     def check(self, i: int) -> str | None:
         """None when shard `i` is sound, else what is wrong with it."""
@@ -87,8 +111,10 @@ class ShardChecker:
                     raw = self._local(raw_entry["basename"], raw_entry)
                     cleanup.append(raw)
             validate_file(raw, raw_entry["bytes"], raw_entry.get("hashes") or {}, algos)
-            with ShardReader(raw, self.codec, expected_samples=int(shard["samples"]),
-                             expected_bytes=int(raw_entry["bytes"])) as reader:
+            if self.index.row_codec is not None:
+                self._place_meta(shard, raw, algos, cleanup)
+            with open_shard(raw, self.codec, expected_samples=int(shard["samples"]),
+                            expected_bytes=int(raw_entry["bytes"])) as reader:
                 for row in range(len(reader)):
                     reader.get(row)
             return None

@@ -18,11 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import IndexFileError, IndexNotFoundError, UnknownEncodingError
+from streaming.errors import (
+    IndexFileError,
+    IndexJSONError,
+    IndexNotFoundError,
+    UnknownEncodingError,
+)
 from streaming.format.atomic import atomic_write_bytes
 from streaming.format.compression import parse_compression
 from streaming.format.encodings import get_encoding
+from streaming.format.rows import ROW_FORMATS, RowCodec
 from streaming.format.sample import SampleCodec
+from streaming.format.split_index import check_split_shard
 
 INDEX_NAME = "index.json"
 INDEX_VERSION = 2
@@ -30,7 +37,7 @@ INDEX_VERSION = 2
 LENGTHS_KEY = "sample_lengths"
 LENGTHS_SUFFIX = ".lengths"
 LENGTHS_DTYPE = "<u4"
-SUPPORTED_FORMATS = ("mds",)
+SUPPORTED_FORMATS = ("mds", *ROW_FORMATS)
 _SCHEMA_KEYS = ("column_names", "column_encodings", "column_sizes")
 _REQUIRED = {
     "format": str,
@@ -62,6 +69,7 @@ class DatasetIndex:
     source: str = ""
     root: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    row_codec: RowCodec | None = None  # the text formats' rows (None: MDS)
     sample_offsets: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -80,12 +88,22 @@ class DatasetIndex:
         return len(self.shards)
 
     @property
+    def format(self) -> str:
+        """Shard format: `mds`, or a text format (`json`, `csv`, `tsv`, `xsv`)."""
+        return "mds" if self.row_codec is None else self.row_codec.format
+
+    @property
     def column_sizes(self) -> list[int | None]:
         """Fixed byte size per column (None for variable), in on-disk order."""
+        if self.row_codec is not None:
+            return self.row_codec.column_sizes
         return [get_encoding(enc).size for enc in self.columns.values()]
 
-    def codec(self, *, allow_unsafe_types: bool = False) -> SampleCodec:
-        """A SampleCodec for this dataset's columns (UnsafeTypeError for pkl unless allowed)."""
+    def codec(self, *, allow_unsafe_types: bool = False) -> SampleCodec | RowCodec:
+        """A SampleCodec for this dataset's columns (UnsafeTypeError for pkl unless allowed),
+        or the row codec of a text format."""
+        if self.row_codec is not None:
+            return self.row_codec
         return SampleCodec(
             list(self.columns), list(self.columns.values()), allow_unsafe_types=allow_unsafe_types
         )
@@ -226,7 +244,8 @@ def parse_index(
         try:
             data = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise IndexFileError(f"{source}: not valid JSON (truncated?): {exc}") from None
+            raise IndexJSONError(f"{source}: not valid JSON (truncated?): {exc}",
+                                 getattr(exc, "doc", ""), getattr(exc, "pos", 0)) from None
     if not isinstance(data, dict):
         raise IndexFileError(f"{source}: expected a JSON object, got {type(data).__name__}")
     version = data.get("version")
@@ -243,11 +262,24 @@ def parse_index(
     zip_basenames: list[str | None] = []
     columns: dict[str, str] = {}
     schemas: set[tuple] = set()
+    row_codecs: dict[tuple, RowCodec] = {}
+    row_codec: RowCodec | None = None
     for i, shard in enumerate(shards):
-        raw_name, raw_size, zip_name, zip_size = _check_shard(shard, i, source, schemas)
-        schema = dict(zip(shard["column_names"], shard["column_encodings"]))
+        fmt = shard.get("format") if isinstance(shard, dict) else None
+        if fmt in ROW_FORMATS:
+            codec, raw_name, raw_size, zip_name, zip_size = check_split_shard(
+                shard, i, source, _check_file_entry, row_codecs)
+            schema = codec.columns
+        else:
+            codec = None
+            raw_name, raw_size, zip_name, zip_size = _check_shard(shard, i, source, schemas)
+            schema = dict(zip(shard["column_names"], shard["column_encodings"]))
         if i == 0:
-            columns = schema
+            columns, row_codec = schema, codec
+        elif codec != row_codec:
+            raise _fail(source, f"shard {i} ({raw_name})",
+                        f"format {fmt!r} ({codec}) differs from shard 0's "
+                        f"({row_codec or 'mds'}): one index holds one format")
         elif schema != columns or list(schema) != list(columns):
             raise _fail(
                 source, f"shard {i} ({raw_name})",
@@ -269,6 +301,7 @@ def parse_index(
         source=source,
         root=root,
         extra={k: v for k, v in data.items() if k not in ("shards", "version")},
+        row_codec=row_codec,
     )
 
 
@@ -352,6 +385,9 @@ def merge_index(
             shard = copy.copy(shard)
             shard["raw_data"] = _prefixed(shard["raw_data"], prefix)
             shard["zip_data"] = _prefixed(shard["zip_data"], prefix)
+            for key in ("raw_meta", "zip_meta"):  # split shards' meta files
+                if key in shard:
+                    shard[key] = _prefixed(shard[key], prefix)
             merged.append(shard)
         spec = part.extra.get(LENGTHS_KEY)
         ok = isinstance(spec, dict) and isinstance(spec.get("files"), list) and all(

@@ -138,3 +138,19 @@ def test_cache_show_and_clear_only_marked_caches(cli, corpus: Path, tmp_path: Pa
     assert ran.code == 0 and f"removed {count} shard files" in ran.out
     assert not list(cache.rglob("shard.*")) and (cache / "index.json").is_file()
     assert cli("cache", "show", cache, "--json").json()["shard_files"] == 0
+
+
+def test_validate_reads_text_formats(cli, tmp_path: Path):
+    """json/csv/tsv/xsv datasets written by the reference check out, raw and compressed, and a
+    corrupt meta file is reported."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "reference-formats"
+    for name in ("json_zstd_hashed", "csv_gz", "xsv_pipe"):
+        ran = cli("validate", root / name)
+        assert ran.code == 0, ran.out + ran.err
+    shutil.copytree(root / "tsv_plain", tmp_path / "tsv")
+    meta = tmp_path / "tsv" / "shard.00001.tsv.meta"
+    meta.write_bytes(meta.read_bytes()[:-3])
+    ran = cli("validate", tmp_path / "tsv")
+    assert ran.code != 0 and "shard.00001.tsv" in ran.out

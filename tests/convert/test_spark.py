@@ -111,3 +111,27 @@ def test_dataframe_to_mds_straight_to_s3(spark, s3_server, tmp_path: Path):
     assert got[7]["text"] == "row 7"
     with pytest.raises(OutputExistsError, match=r"index\.json"):
         dataframe_to_mds(df, url)
+
+
+def test_reference_calling_convention(spark, tmp_path: Path):
+    from streaming.base.converters import dataframe_to_mds
+
+    df = spark.createDataFrame(spark.sparkContext.parallelize(
+        [(i, f"t{i}") for i in range(30)], 3), ["id", "text"])
+    out = str(tmp_path / "out")
+    assert dataframe_to_mds(df, merge_index=True,
+                            mds_kwargs={"out": out, "columns": {"id": "int", "text": "str"},
+                                        "keep_local": True}) == (out, "")
+    assert [g["id"] for g in read_samples(tmp_path / "out")] == list(range(30))
+    plain = str(tmp_path / "parts")
+    dataframe_to_mds(df, merge_index=False, mds_kwargs={"out": plain, "columns": {"id": "int"}},
+                     udf_iterable=lambda pdf, k: [{"id": int(r["id"]) * k}
+                                                  for r in pdf.to_dict("records")],
+                     udf_kwargs={"k": 2})
+    assert not (tmp_path / "parts" / "index.json").exists()
+    parts = sorted((tmp_path / "parts").glob("part-*/index.json"))
+    assert len(parts) == 3
+    got = [g["id"] for p in parts for g in read_samples(p.parent)]
+    assert got == [2 * i for i in range(30)]
+    with pytest.raises(ValueError, match="out"):
+        dataframe_to_mds(df, mds_kwargs={"columns": {"id": "int"}})

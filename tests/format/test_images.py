@@ -72,6 +72,13 @@ def test_image_lists_start_with_a_zero_word(kind):
 @pytest.mark.parametrize("name", ["pil", "jpeg", "png", "jpeg_array", "list[pil]"])
 def test_non_images_are_refused(name):
     with pytest.raises(EncodeError, match="PIL"):
+        get_encoding(name).encode("not an image" if "[" not in name else ["x"])
+
+
+@pytest.mark.parametrize("name", ["pil", "list[pil]"])
+def test_raw_pixels_refuse_bytes(name):
+    """Only the file encodings take already encoded bytes (docs/writing.md)."""
+    with pytest.raises(EncodeError, match="PIL"):
         get_encoding(name).encode(b"not an image" if "[" not in name else [b"x"])
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.errors import EncodeError, OutputExistsError, require
-from streaming.format.index import merge_index
+from streaming.format.index import merge_index as merge_parts
 from streaming.storage import backend_for, join
 from streaming.storage.registry import split_scheme
 from writers.convert.infer import apply_coercers, coercers
@@ -100,7 +100,7 @@ def _publish_remote(out: str, part_indexes: dict[int, bytes]) -> str:
             folder.mkdir()
             (folder / "index.json").write_bytes(part_indexes[i])
             parts.append(folder)
-        merged = merge_index(tmp, parts)
+        merged = merge_parts(tmp, parts)
         backend, path = backend_for(join(out, "index.json"))
         backend.upload(merged, path)
     return join(out, "index.json")
@@ -130,11 +130,13 @@ def dataframe_to_mds(
     hashes: list[str] | None = None,
     size_limit: int | str | None = 1 << 26,
     transform: Transform | None = None,
+    merge_index: bool = True,
 ) -> dict[str, Any]:
     """Write `df` as MDS under `out` (one sub-dataset per partition); returns counts.
 
     `columns` defaults to encodings derived from the schema (a None value drops a column);
-    with a `transform`, give the columns of the samples it produces.
+    with a `transform`, give the columns of the samples it produces. `merge_index=False`
+    leaves only the parts' own index.json files (no root index).
     """
     require("pyspark", feature="Spark conversion", extra="spark")
     if columns is None and transform is not None:
@@ -148,11 +150,14 @@ def dataframe_to_mds(
     task = _partition_writer(target, final, transform, args)
     results = df.rdd.mapPartitionsWithIndex(task).collect()
     counts = {index: count for index, count, _ in results}
-    if _is_remote(target):
+    if not merge_index:
+        index = None
+        out_value = target if _is_remote(target) else Path(target)
+    elif _is_remote(target):
         index: Any = _publish_remote(target, {i: raw for i, _, raw in results})
         out_value: Any = target
     else:
         out_value = Path(target)
-        index = merge_index(out_value, [out_value / f"part-{i:05d}" for i in sorted(counts)])
+        index = merge_parts(out_value, [out_value / f"part-{i:05d}" for i in sorted(counts)])
     return {"out": out_value, "index": index, "parts": len(counts),
             "samples": sum(counts.values()), "columns": final}

@@ -6,6 +6,8 @@ from streaming.format.encodings.registry import (
     get_encoding,
     is_known_encoding,
     known_encodings,
+    register_encoding,
 )
 
-__all__ = ["Encoding", "encoding_size", "get_encoding", "is_known_encoding", "known_encodings"]
+__all__ = ["Encoding", "encoding_size", "get_encoding", "is_known_encoding", "known_encodings",
+           "register_encoding"]

@@ -62,15 +62,18 @@ class PILEncoding(Encoding):
 
 
 class FileImageEncoding(Encoding):
-    """`jpeg` / `png`: the encoded image file; a JPEG opened from disk is stored byte for byte."""
+    """`jpeg` / `png`: the encoded image file; a JPEG opened from disk is stored byte for byte,
+    and already encoded file bytes (bytes, bytearray, memoryview) are stored as they are."""
 
     def __init__(self, name: str, pil_format: str) -> None:
         self.name = name
         self.pil_format = pil_format
 
     def encode(self, value: Any) -> bytes:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
         if not _is_image(value):
-            raise self.fail(value, "expected a PIL.Image.Image")
+            raise self.fail(value, f"expected a PIL.Image.Image or the {self.name} file's bytes")
         source = getattr(value, "filename", None)
         if value.format == self.pil_format and source and Path(source).is_file():
             return Path(source).read_bytes()
@@ -100,7 +103,7 @@ class ImageListEncoding(Encoding):
 
     def encode(self, value: Any) -> bytes:
         if not isinstance(value, (list, tuple)):
-            raise self.fail(value, "expected a list of PIL images")
+            raise self.fail(value, "expected a list of PIL images (or of encoded image bytes)")
         return _pack_list([self.item.encode(image) for image in value], self.lead)
 
     def decode(self, data: memoryview | bytes) -> list[Any]:

@@ -39,6 +39,19 @@ def _lookup(name: str) -> Encoding:
     )
 
 
+def register_encoding(name: str, encoding: Encoding) -> None:
+    """Make `encoding` readable and writable under `name` (replacing any previous one); the
+    compatibility layer's `_encodings[name] = cls` comes here (docs/from-reference-api.md)."""
+    if not isinstance(name, str) or not name or ":" in name:
+        raise UnknownEncodingError(f"an encoding name is a non-empty string without ':', got "
+                                   f"{name!r}")
+    if not isinstance(encoding, Encoding):
+        raise UnknownEncodingError(f"register_encoding({name!r}, ...) needs an Encoding "
+                                   f"instance, got {encoding!r}")
+    _FIXED[name] = encoding
+    _lookup.cache_clear()
+
+
 def is_known_encoding(name: str) -> bool:
     """Whether `name` is an encoding this library can read and write."""
     try:

@@ -99,12 +99,29 @@ class JSONEncoding(Encoding):
 
     def encode(self, value: Any) -> bytes:
         try:
-            return json.dumps(value).encode("utf-8")
+            return json.dumps(_plain(value), default=_plain_or_fail).encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise self.fail(value, f"not JSON-serialisable ({exc})") from exc
 
     def decode(self, data: memoryview | bytes) -> Any:
         return json.loads(bytes(data))
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays and scalars as the Python lists and numbers `json` knows (a float64 stays
+    as it is: it is a float already, and is written the same either way)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic) and not isinstance(value, float):
+        return value.item()
+    return value
+
+
+def _plain_or_fail(value: Any) -> Any:
+    """`json.dumps` fallback: numpy values nested in lists and dicts; anything else fails."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return _plain(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def text_encodings() -> dict[str, Encoding]:

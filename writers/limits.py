@@ -1,0 +1,26 @@
+"""Argument checks every shard writer shares."""
+
+from __future__ import annotations
+
+from streaming.errors import SizeLimitError
+from streaming.util.units import parse_bytes
+
+# Sample offsets are u32: a raw shard must stay below 4 GiB, whatever size_limit says.
+MAX_SIZE_LIMIT = (1 << 32) - 1
+
+
+def check_size_limit(size_limit: int | str | None) -> int | None:
+    """`size_limit` in bytes (None: one shard); SizeLimitError unless in [1, 4 GiB)."""
+    if size_limit is None:
+        return None
+    try:
+        limit = parse_bytes(size_limit)
+    except ValueError as exc:
+        raise SizeLimitError(f"size_limit: {exc}") from None
+    if limit <= 0:
+        raise SizeLimitError(f"size_limit must be positive, got {size_limit!r}")
+    if limit > MAX_SIZE_LIMIT:
+        raise SizeLimitError(
+            f"size_limit={size_limit!r} ({limit} bytes) is 4 GiB or more: shard sample offsets "
+            "are u32, so a shard must stay below 2**32 bytes")
+    return limit

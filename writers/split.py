@@ -1,0 +1,213 @@
+"""Writers of the text shard formats: `JSONWriter`, `XSVWriter`, `CSVWriter`, `TSVWriter`.
+
+Each shard is a data file of rows (`shard.00000.json`) plus a meta file indexing it
+(`shard.00000.json.meta`), byte-identical to what the MDS ecosystem's writers produce for the
+same samples, so either side reads the other's datasets. Rows are encoded by the row codecs of
+`streaming.format.rows`; files are compressed, hashed and written like MDS shards, and index.json
+is written last and atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from streaming.errors import FormatError, OutputExistsError, StreamingError
+from streaming.format.compression import parse_compression
+from streaming.format.hashing import is_supported_hash
+from streaming.format.index import write_index
+from streaming.format.rows import JSONRows, RowCodec, XSVRows
+from streaming.format.split import META_SUFFIX, meta_bytes
+from writers.limits import check_size_limit
+from writers.shard_files import write_shard
+from writers.upload import make_uploader, resolve_output, shard_files
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SIZE_LIMIT = 1 << 26
+_DATASET_FILE = re.compile(
+    r"^(index\.json|shard\.\d{5}\.(json|csv|tsv|xsv)(\.meta)?(\.[a-z0-9]+)?)$")
+
+
+class SplitWriter:
+    """Shared machinery: buffer encoded rows, cut a shard when the next row would pass
+    `size_limit` (row bytes only, as the reference counts them), write data + meta files."""
+
+    format = ""
+
+    def __init__(self, codec: RowCodec, *, out: Any, compression: str | None,
+                 hashes: list[str] | None, size_limit: int | str | None,
+                 keep_local: bool | None, exist_ok: bool, retry: int = 2,
+                 progress_bar: bool = False, max_workers: int | None = None) -> None:
+        del progress_bar, max_workers  # accepted for MDSWriter parity; writing is synchronous
+        self.codec = codec
+        self.compression = compression
+        if compression is not None:
+            parse_compression(compression)
+        self.hashes = list(hashes or [])
+        for algo in self.hashes:
+            if not is_supported_hash(algo):
+                raise FormatError(f"unsupported hash algorithm {algo!r} in hashes=...")
+        self.size_limit = check_size_limit(size_limit)
+        self.output = resolve_output(out)
+        self.directory = self.output.local
+        _prepare_directory(self.directory, exist_ok)
+        self._uploader = make_uploader(self.output, exist_ok=exist_ok, keep_local=keep_local,
+                                       retry=retry)
+        self._rows: list[bytes] = []
+        self._size = 0
+        self._shards: list[dict[str, Any]] = []
+        self._closed = False
+
+    def get_config(self) -> dict[str, Any]:
+        """The config every meta file embeds and every index entry repeats."""
+        return {"version": 2, "format": self.format, "compression": self.compression,
+                "hashes": self.hashes, "size_limit": self.size_limit}
+
+    def _header(self) -> bytes:
+        """Bytes the data file starts with (the column line of xsv formats)."""
+        return b""
+
+    def write(self, sample: Mapping[str, Any]) -> None:
+        """Encode one sample into the current shard, cutting a shard first if it would
+        overflow (a first row larger than the limit leaves an empty shard, as the reference)."""
+        if self._closed:
+            raise StreamingError(f"{type(self).__name__} for {self.directory} is finished")
+        row = self.codec.encode(sample)
+        if self.size_limit is not None and self.size_limit < self._size + len(row):
+            self._flush()
+        self._rows.append(row)
+        self._size += len(row)
+
+    def _flush(self) -> None:
+        name = f"shard.{len(self._shards):05d}.{self.format}"
+        header = self._header()
+        data = b"".join([header, *self._rows])
+        meta = meta_bytes([len(r) for r in self._rows], len(header), self.get_config())
+        config = self.get_config()
+        data_entry = write_shard(self.directory, name, memoryview(data), len(self._rows), config)
+        meta_entry = write_shard(self.directory, name + META_SUFFIX, memoryview(meta), 0, config)
+        entry = {**data_entry, "raw_meta": meta_entry["raw_data"],
+                 "zip_meta": meta_entry["zip_data"]}
+        self._shards.append(entry)
+        if self._uploader is not None:
+            self._uploader.submit(name, shard_files(self.directory, entry))
+        self._rows, self._size = [], 0
+
+    def finish(self) -> None:
+        """Write the last shard, then index.json (and publish it when writing to a remote)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._rows:
+                self._flush()
+            write_index(self.directory, self._shards)
+            if self._uploader is not None:
+                self._uploader.publish()
+        finally:
+            if self._uploader is not None:
+                self._uploader.close()
+
+    def __enter__(self) -> SplitWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            self._closed = True
+            log.warning("%s for %s aborted, no index written: %s", type(self).__name__,
+                        self.directory, exc)
+            if self._uploader is not None:
+                self._uploader.close()
+
+
+class JSONWriter(SplitWriter):
+    """Write samples as `json` shards: one `json.dumps(sample, sort_keys=True)` per line.
+    Column types: `str`, `int`, `float`."""
+
+    format = "json"
+
+    def __init__(self, *, columns: Mapping[str, str], out: Any, newline: str = "\n",
+                 compression: str | None = None, hashes: list[str] | None = None,
+                 size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+                 keep_local: bool | None = None, exist_ok: bool = False,
+                 **options: Any) -> None:
+        self.columns = dict(columns)
+        self.newline = newline
+        super().__init__(JSONRows(columns, newline), out=out, compression=compression,
+                         hashes=hashes, size_limit=size_limit, keep_local=keep_local,
+                         exist_ok=exist_ok, **options)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "columns": self.columns, "newline": self.newline}
+
+
+class XSVWriter(SplitWriter):
+    """Write samples as separated-value shards (`separator` of any length; values may contain
+    neither it nor the newline). Columns are stored sorted by name, after a header line."""
+
+    format = "xsv"
+
+    def __init__(self, *, columns: Mapping[str, str], out: Any, separator: str,
+                 newline: str = "\n", compression: str | None = None,
+                 hashes: list[str] | None = None,
+                 size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
+                 keep_local: bool | None = None, exist_ok: bool = False,
+                 **options: Any) -> None:
+        self.columns = dict(columns)
+        self.separator = separator
+        self.newline = newline
+        self.rows = XSVRows.sorted(columns, separator, newline, self.format)
+        super().__init__(self.rows, out=out, compression=compression, hashes=hashes,
+                         size_limit=size_limit, keep_local=keep_local, exist_ok=exist_ok,
+                         **options)
+
+    def _header(self) -> bytes:
+        return self.rows.header()
+
+    def get_config(self) -> dict[str, Any]:
+        config = {**super().get_config(), "column_names": self.rows.column_names,
+                  "column_encodings": self.rows.column_encodings, "newline": self.newline}
+        if self.format == "xsv":
+            config["separator"] = self.separator
+        return config
+
+
+class CSVWriter(XSVWriter):
+    """`XSVWriter` with the `,` separator and format `csv`."""
+
+    format = "csv"
+
+    def __init__(self, *, columns: Mapping[str, str], out: Any, **options: Any) -> None:
+        super().__init__(columns=columns, out=out, separator=",", **options)
+
+
+class TSVWriter(XSVWriter):
+    """`XSVWriter` with the tab separator and format `tsv`."""
+
+    format = "tsv"
+
+    def __init__(self, *, columns: Mapping[str, str], out: Any, **options: Any) -> None:
+        super().__init__(columns=columns, out=out, separator="\t", **options)
+
+
+def _prepare_directory(directory: Path, exist_ok: bool) -> None:
+    """Create `directory`, or clear a previous text-format dataset in it when exist_ok allows."""
+    if directory.exists() and not directory.is_dir():
+        raise OutputExistsError(f"writer output {directory} exists and is not a directory")
+    if directory.is_dir() and any(directory.iterdir()):
+        if not exist_ok:
+            raise OutputExistsError(
+                f"writer output {directory} is not empty; pass exist_ok=True to replace it")
+        (directory / "index.json").unlink(missing_ok=True)
+        for path in directory.iterdir():
+            if _DATASET_FILE.match(path.name):
+                path.unlink()
+    directory.mkdir(parents=True, exist_ok=True)
