@@ -88,7 +88,7 @@ def start_azurite(timeout: float = START_TIMEOUT) -> AzuriteServer:
             process = subprocess.Popen(
                 [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port),
                  "--inMemoryPersistence", "--skipApiVersionCheck", "--loose",
-                 "--disableTelemetry", "--location", folder],
+                 "--disableTelemetry"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=folder,
                 preexec_fn=_die_with_parent,
             )
