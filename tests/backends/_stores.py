@@ -66,6 +66,7 @@ class S3Store(Store):
 
     def __init__(self, server: S3Server) -> None:
         self.server = server
+        self.client = server.client()
 
     @property
     def upstream(self) -> str:
@@ -81,10 +82,10 @@ class S3Store(Store):
         return {**self.server.env(), **({"S3_ENDPOINT_URL": via.endpoint} if via else {})}
 
     def put(self, space: str, key: str, data: bytes) -> None:
-        self.server.client().put_object(Bucket=space, Key=key, Body=data)
+        self.client.put_object(Bucket=space, Key=key, Body=data)
 
     def read_dir(self, space: str, prefix: str) -> dict[str, bytes]:
-        client = self.server.client()
+        client = self.client
         listed = client.list_objects_v2(Bucket=space, Prefix=prefix + "/").get("Contents", [])
         return {item["Key"][len(prefix) + 1:]:
                 client.get_object(Bucket=space, Key=item["Key"])["Body"].read()
