@@ -23,6 +23,7 @@ from urllib.parse import quote
 from streaming.errors import (
     AccessDeniedError,
     DownloadTimeoutError,
+    MissingExtraError,
     ObjectNotFoundError,
     StorageError,
     require,
@@ -214,7 +215,7 @@ class AzureBackend(Backend):
     def _translated(self, path: str) -> Iterator[None]:
         try:
             yield
-        except StorageError:
+        except (StorageError, MissingExtraError):
             raise
         except Exception as exc:
             raise self._error(exc, path) from exc

@@ -23,6 +23,7 @@ from urllib.parse import quote
 from streaming.errors import (
     AccessDeniedError,
     DownloadTimeoutError,
+    MissingExtraError,
     ObjectNotFoundError,
     StorageError,
     require,
@@ -33,7 +34,8 @@ EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 # Env settings that change which credentials or endpoint a new client uses (client cache key).
 _CLIENT_ENV = (
-    EMULATOR_ENV, "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CONFIG",
+    EMULATOR_ENV, "API_ENDPOINT_OVERRIDE", "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CONFIG",
 )
 _HOW_TO_AUTH = (
     "no Google Cloud credentials found (the request went out anonymous): set "
@@ -136,7 +138,7 @@ class GCSBackend(Backend):
     def _translated(self, path: str) -> Iterator[None]:
         try:
             yield
-        except StorageError:
+        except (StorageError, MissingExtraError):
             raise
         except Exception as exc:
             raise self._error(exc, path) from exc

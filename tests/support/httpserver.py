@@ -25,13 +25,16 @@ _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 class HTTPFileServer:
     """Serves `root` on 127.0.0.1; `.endpoint` is its base URL."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, port: int = 0) -> None:
         self.root = root
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(root))
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(root))
         self._server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def wait(self) -> None:
+        self._thread.join()
 
     def close(self) -> None:
         self._server.shutdown()
@@ -53,9 +56,11 @@ class _FileHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def _send(self, status: int, headers: dict[str, str], body: bytes = b"") -> None:
+    def _send(self, status: int, headers: dict[str, str], body: bytes = b"",
+              length: int | None = None) -> None:
         self.send_response(status)
-        for key, value in {**headers, "Content-Length": str(len(body))}.items():
+        size = len(body) if length is None else length  # a HEAD announces what a GET would send
+        for key, value in {**headers, "Content-Length": str(size)}.items():
             self.send_header(key, value)
         self.end_headers()
         if self.command != "HEAD":
@@ -68,16 +73,21 @@ class _FileHandler(BaseHTTPRequestHandler):
             return self._send(403, {}, b"forbidden")
         if not path.is_file() or self.root.resolve() not in path.parents:
             return self._send(404, {}, b"not found")
-        data = path.read_bytes()
+        size = path.stat().st_size
         wanted = _RANGE.match(self.headers.get("Range") or "")
+        start, end = 0, size
+        if wanted is not None:
+            start = int(wanted.group(1))
+            end = min(int(wanted.group(2)) + 1 if wanted.group(2) else size, size)
+            if start >= size:
+                return self._send(416, {"Content-Range": f"bytes */{size}"})
+        with open(path, "rb") as source:  # only the asked-for bytes are read
+            source.seek(start)
+            body = source.read(end - start) if self.command != "HEAD" else b""
         if wanted is None:
-            return self._send(200, {"Accept-Ranges": "bytes"}, data)
-        start = int(wanted.group(1))
-        end = min(int(wanted.group(2)) + 1 if wanted.group(2) else len(data), len(data))
-        if start >= len(data):
-            return self._send(416, {"Content-Range": f"bytes */{len(data)}"})
-        return self._send(206, {"Content-Range": f"bytes {start}-{end - 1}/{len(data)}"},
-                          data[start:end])
+            return self._send(200, {"Accept-Ranges": "bytes"}, body, length=size)
+        return self._send(206, {"Content-Range": f"bytes {start}-{end - 1}/{size}"}, body,
+                          length=end - start)
 
     do_HEAD = do_GET
 
@@ -96,3 +106,18 @@ def http_server() -> Iterator[HTTPFileServer]:
     finally:
         server.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    """`python -m tests.support.httpserver ROOT PORT`: serve ROOT until killed (benchmarks)."""
+    import sys
+
+    server = HTTPFileServer(Path(sys.argv[1]), port=int(sys.argv[2]))
+    try:
+        server.wait()
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()
