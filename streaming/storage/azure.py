@@ -1,7 +1,7 @@
 """Azure Blob Storage through azure-storage-blob (extra `azure`).
 
-URL forms: `az://container/key` (account from the connection string or the environment),
-`abfs[s]://container@account.dfs.core.windows.net/key` and
+URL forms: `az://container/key` or `azure://container/key` (account from the connection string
+or the environment), `abfs[s]://container@account.dfs.core.windows.net/key` and
 `https://account.blob.core.windows.net/container/key`. Credentials, first found wins:
 AZURE_STORAGE_CONNECTION_STRING, an account key (AZURE_STORAGE_ACCOUNT_KEY), a SAS token
 (AZURE_STORAGE_SAS_TOKEN), DefaultAzureCredential when azure-identity is installed, else
@@ -31,8 +31,9 @@ from streaming.errors import (
 from streaming.storage.base import CHUNK, Backend
 
 CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
-ACCOUNT_ENV = ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT")
-KEY_ENV = ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY")
+# The second names of each pair are those the reference implementation and LitData read.
+ACCOUNT_ENV = ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT")
+KEY_ENV = ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_ACCOUNT_ACCESS_KEY", "AZURE_STORAGE_KEY")
 SAS_ENV = "AZURE_STORAGE_SAS_TOKEN"
 _CLIENT_ENV = (CONNECTION_STRING_ENV, *ACCOUNT_ENV, *KEY_ENV, SAS_ENV, "AZURE_CLIENT_ID",
                "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET")

@@ -56,6 +56,7 @@ _FACTORIES: dict[str, Factory] = {
     "s3": _s3,
     "gs": _lazy("gcs"),
     "az": _lazy("azure", "from_az_url"),
+    "azure": _lazy("azure", "from_az_url"),  # the reference implementation's spelling
     "abfs": _lazy("azure", "from_abfs_url"),
     "abfss": _lazy("azure", "from_abfs_url"),
     "http": _lazy("http", "from_http_url"),

@@ -22,6 +22,7 @@ from tests.support.httpserver import http_server  # noqa: F401
 @pytest.mark.parametrize(("url", "backend", "path"), [
     ("gs://bucket/a/b.mds", GCSBackend("bucket"), "a/b.mds"),
     ("az://cont/a/b.mds", AzureBackend("cont"), "a/b.mds"),
+    ("azure://cont/a/b.mds", AzureBackend("cont"), "a/b.mds"),
     ("az://cont@acct.blob.core.windows.net/a", AzureBackend("cont", "acct"), "a"),
     ("abfs://cont@acct.dfs.core.windows.net/a/b", AzureBackend("cont", "acct"), "a/b"),
     ("abfss://cont@acct.dfs.core.windows.net/a", AzureBackend("cont", "acct"), "a"),
