@@ -6,11 +6,13 @@ dataset URL our library reads, and fetches byte ranges with its own client for t
 from __future__ import annotations
 
 import abc
+import http.client
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -144,7 +146,7 @@ class HTTPTarget(Target):
                 if time.monotonic() > deadline or self.process.poll() is not None:
                     raise RuntimeError("the HTTP file server did not start") from None
                 time.sleep(0.05)
-        self._opener = opener
+        self._local = threading.local()
 
     def url(self, prefix: str) -> str:
         return f"{self.endpoint}/{BUCKET}/{prefix}"
@@ -155,10 +157,11 @@ class HTTPTarget(Target):
         shutil.copyfile(path, dest)
 
     def get_range(self, key: str, lo: int, hi: int) -> int:
-        request = urllib.request.Request(f"{self.endpoint}/{BUCKET}/{key}",
-                                         headers={"Range": f"bytes={lo}-{hi}"})
-        with self._opener.open(request, timeout=60) as response:
-            return len(response.read())
+        conn = getattr(self._local, "conn", None)  # one kept-alive connection per thread
+        if conn is None:
+            conn = self._local.conn = http.client.HTTPConnection(self.endpoint[7:], timeout=60)
+        conn.request("GET", f"/{BUCKET}/{key}", headers={"Range": f"bytes={lo}-{hi}"})
+        return len(conn.getresponse().read())
 
     def stop(self) -> None:
         self.process.terminate()
