@@ -22,6 +22,7 @@ from streaming.storage import backend_for, fetch, fetch_once, upload
 from tests.backends._stores import AzureStore
 from tests.support.azurite import KEY
 from tests.support.s3server import free_port
+from writers.mds import MDSWriter
 
 pytestmark = pytest.mark.slow
 
@@ -49,6 +50,8 @@ def test_write_operations(store_env, tmp_path):
                      lambda: backend.delete(root + "/x")):
             with pytest.raises(UnsupportedFeatureError, match="read-only"):
                 call()
+        with pytest.raises(UnsupportedFeatureError, match="read-only"):  # before any shard
+            MDSWriter(columns={"id": "int"}, out=store_env.url(space, "w"))
         return
     backend.put(f"{root}/a", b"first")
     backend.put(f"{root}/b/c", b"second")
