@@ -110,7 +110,7 @@ def _new_clients() -> _Clients:
     adapter = HTTPAdapter(pool_connections=4, pool_maxsize=32, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
-    client = storage.Client(project=project or "<none>", credentials=credentials, _http=session)
+    client = storage.Client(project=project, credentials=credentials, _http=session)
     return _Clients(client, session, _endpoint(), anonymous)
 
 
