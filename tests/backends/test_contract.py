@@ -150,7 +150,7 @@ def test_stalled_object_gives_up_after_timeout_times_attempts(store_env, proxy_f
     with pytest.raises(DownloadTimeoutError, match=r"after 2 attempt"):
         fetch(url, tmp_path / "s", expected_size=50_000, timeout=1.0, retry=1, backoff=0.1)
     took = time.monotonic() - start
-    assert 1.0 <= took < 1.0 * 2 + 2.0, took  # two attempts of 1 s each, plus a short pause
+    assert 1.0 <= took < 1.0 * 2 + 3.0, took  # two attempts of 1 s each, a short pause, slack
     assert proxy.count("GET", store_env.request_path(space, "slow/shard.00000.mds")) == 2
 
 
