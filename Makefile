@@ -4,7 +4,11 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS ?= test
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test lint bench clean venv azurite
+
+# Azurite (the Azure Blob Storage emulator the tests start) lives in .node/, never globally.
+AZURITE_VERSION := 3.35.0
+AZURITE_STAMP   := .node/.azurite-$(AZURITE_VERSION)
 
 venv: $(STAMP)
 
@@ -18,7 +22,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m streaming.demo
 
-test: $(STAMP)
+azurite: $(AZURITE_STAMP)
+
+$(AZURITE_STAMP):
+	npm install --silent --no-audit --no-fund --prefix .node azurite@$(AZURITE_VERSION)
+	touch $(AZURITE_STAMP)
+
+test: $(STAMP) $(AZURITE_STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
@@ -35,4 +45,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/convert.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .node

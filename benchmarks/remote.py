@@ -5,6 +5,7 @@ the same bucket in the same run, without and with a cache limit of 25% of the da
     .venv/bin/python benchmarks/remote.py --quick    # ~80 MB each
     .venv/bin/python benchmarks/remote.py --full     # ~1 GB each: start-up weighs less
     .venv/bin/python benchmarks/remote.py --corpus tokens --no-peers
+    .venv/bin/python benchmarks/remote.py --backend gcs --quick   # or azure, http (ours only)
 
 Every system runs the same loop in its own process and venv: a DataLoader with 2 workers, batch
 64, shuffle on, a fresh cache folder, one full epoch (samples/s, payload MB/s, time to first batch,
@@ -19,7 +20,10 @@ that fails, stops making progress for --stall seconds or runs past --wall second
 and reported, not fatal. The ceilings are measured in the same run on the same objects:
 parallel ranged GETs, and fetch+decompress with a thread pool and nothing else; the cache
 engine alone (in order, no loader) shows what the cache costs. Absolute numbers vary between
-machines; read the ratios.
+machines; read the ratios. With --backend gcs|azure|http the same corpora are served by that
+store's emulator (gcp-storage-emulator, Azurite, a Range-honouring file server) and only this
+project runs; its fraction of that store's own ranged-GET ceiling (fetched with the store's own
+client) is what compares across backends, since the emulators differ in speed.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import BENCH_DATA, Corpus, blob_corpus, token_corpus
+from _targets import BUCKET, TARGETS, Target
 
 from streaming.cache.engine import CacheEngine
 from streaming.cache.prepare import ShardPreparer, ShardTable
@@ -51,7 +56,6 @@ from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
 from streaming.spanner import Spanner
 from streaming.stream import Stream
-from tests.support.s3server import start_s3_server
 from writers.mds import MDSWriter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +66,6 @@ SHARD_SIZE = "8mb"  # small enough that even --quick has tens of shards to pipel
 SHARD_BYTES = 8 * MB  # the same, for LitData's chunk_bytes
 PART = 8 * MB
 BLOCK_SHARDS = 4  # shards' worth of samples in the shuffle block of the "ours, block" row
-BUCKET = "bench"
 WORKERS, BATCH = 2, 64
 # corpus kind -> (generator, {size: samples}, payload column)
 CORPORA = {"tokens": (token_corpus, {"quick": 20_000, "default": 60_000, "full": 250_000},
@@ -85,30 +88,25 @@ def build(kind: str, size: str) -> tuple[Corpus, Path]:
     return corpus, out
 
 
-def upload(client, folder: Path, prefix: str) -> list[tuple[str, int]]:
+def upload(target: Target, folder: Path, prefix: str) -> list[tuple[str, int]]:
     """Put every file of `folder` under `prefix/`; return (key, size) of the data objects."""
     keys = []
     for path in sorted(folder.iterdir()):
         if path.name in ("done", "index.json") or path.name.endswith(".lock"):
             continue
-        client.upload_file(str(path), BUCKET, f"{prefix}/{path.name}")
+        target.put(path, f"{prefix}/{path.name}")
         keys.append((f"{prefix}/{path.name}", path.stat().st_size))
-    client.upload_file(str(folder / "index.json"), BUCKET, f"{prefix}/index.json")  # last
+    target.put(folder / "index.json", f"{prefix}/index.json")  # last
     return keys
 
 
-def ceiling(client, bucket: str, keys: list[tuple[str, int]], threads: int = 8) -> float:
-    """MB/s of fetching every object as parallel 8 MiB range GETs (bytes to memory only)."""
+def ceiling(target: Target, keys: list[tuple[str, int]], threads: int = 8) -> float:
+    """MB/s of fetching every object as parallel 8 MiB range GETs with the store's own client
+    (bytes to memory only)."""
     ranges = [(k, lo, min(lo + PART, size) - 1) for k, size in keys for lo in range(0, size, PART)]
-
-    def get(item: tuple[str, int, int]) -> int:
-        key, lo, hi = item
-        body = client.get_object(Bucket=bucket, Key=key, Range=f"bytes={lo}-{hi}")["Body"]
-        return len(body.read())
-
     start = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        total = sum(pool.map(get, ranges))
+        total = sum(pool.map(lambda item: target.get_range(*item), ranges))
     return total / MB / (time.perf_counter() - start)
 
 
@@ -228,9 +226,10 @@ def run_child(cmd: list[str], env: dict, stall: float, wall: float) -> dict:
     return {"error": f"failed{where}: {errors[-1].strip()[:300]}"}
 
 
-def systems(kind: str, litdata_dir: Path | None, env: dict) -> dict[str, tuple[list[str], str]]:
+def systems(kind: str, litdata_dir: Path | None, env: dict,
+            remote: str) -> dict[str, tuple[list[str], str]]:
     """name -> (command prefix taking the JSON arguments last, remote URL) for each system."""
-    found = {"ours": ([sys.executable, str(PEERS / "ours_remote.py")], f"s3://{BUCKET}/{kind}")}
+    found = {"ours": ([sys.executable, str(PEERS / "ours_remote.py")], remote)}
     ref = VENVS / "reference" / "bin" / "python"
     if ref.exists():
         found["reference"] = ([str(ref), str(PEERS / "reference_remote.py")],
@@ -279,8 +278,8 @@ def epoch(cmd: list[str], remote: str, column: str, limit: int | None, env: dict
     before, served = resource.getrusage(resource.RUSAGE_CHILDREN), _server_cpu()
     try:
         a = {"remote": remote, "local": local, "limit": limit, "column": column,
-             "workers": WORKERS, "batch": BATCH, "endpoint": env["S3_ENDPOINT_URL"],
-             "key": env["AWS_ACCESS_KEY_ID"], "secret": env["AWS_SECRET_ACCESS_KEY"],
+             "workers": WORKERS, "batch": BATCH, "endpoint": env.get("S3_ENDPOINT_URL"),
+             "key": env.get("AWS_ACCESS_KEY_ID"), "secret": env.get("AWS_SECRET_ACCESS_KEY"),
              "shards": SHARDS.get(remote), **(extra or {})}
         result = run_child([*cmd, json.dumps(a)], env, args.stall, args.wall)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -360,25 +359,24 @@ def _ratio_after_startup(label: str, ours: list[dict], peer: list[dict]) -> None
     _print_ratio(label, float(np.median(a)) / float(np.median(b)), each)
 
 
-def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
+def bench(kind: str, args: argparse.Namespace, target: Target, env: dict) -> dict:
     """Every measurement of one corpus; returns the numbers for --json."""
     corpus, folder = build(kind, _size(args))
     column = CORPORA[kind][2]
-    client = server.client()
-    keys = upload(client, folder, kind)
+    keys = upload(target, folder, kind)
     lit = None if args.no_peers else litdata_copy(corpus, kind)
     if lit is not None:
-        upload(client, lit, f"litdata-{kind}")
+        upload(target, lit, f"litdata-{kind}")
     zip_mb = sum(size for _, size in keys) / MB
     index = read_index(folder / "index.json")
     raw = int(np.sum(index.raw_bytes))
     limit = raw // 4
     print(f"\n{kind}: {len(corpus):,} samples, {corpus.nbytes / MB:,.0f} MB payload, "
-          f"{len(keys)} zstd shards, {zip_mb:,.0f} MB in S3 ({raw / MB:,.0f} MB raw); "
+          f"{len(keys)} zstd shards, {zip_mb:,.0f} MB in {target.name} ({raw / MB:,.0f} MB raw); "
           f"cache_limit 25% = {limit / MB:,.0f} MB")
-    top = ceiling(client, BUCKET, keys)
+    top = ceiling(target, keys)
     top_sps = len(corpus) * top / zip_mb
-    remote = f"s3://{BUCKET}/{kind}"
+    remote = target.url(kind)
     SHARDS[remote] = int(index.num_shards)
     work = prepare_ceiling(remote, keys, dict(zip(index.zip_basenames,
                                                   index.raw_bytes.tolist())))
@@ -393,12 +391,14 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
         sps = run["samples"] / run["seconds"]
         print(f"  {name:<24} {sps:>9,.0f} samples/s  first sample {run['first']:5.2f} s  "
               f"x{sps / top_sps:.2f} of GET ceiling  (in order, one thread, no loader)")
-    found = {name: (cmd, url, None) for name, (cmd, url) in systems(kind, lit, env).items()
+    found = {name: (cmd, url, None)
+             for name, (cmd, url) in systems(kind, lit, env, remote).items()
              if not (args.no_peers and name != "ours")}
     # Our default py1e block spans this whole corpus, so batch 1 waits for every shard; a block
     # of BLOCK_SHARDS shards' samples lets downloads overlap reading (an option, not the default).
     block = BLOCK_SHARDS * index.num_samples // index.num_shards
-    found[f"ours, block {block:,}"] = (found["ours"][0], found["ours"][1], {"block": block})
+    if target.name == "s3":
+        found[f"ours, block {block:,}"] = (found["ours"][0], found["ours"][1], {"block": block})
     # Unlimited epochs: `rounds` interleaved rounds (this machine drifts by tens of percent
     # between minutes), each system once per round; the median run stands for the system.
     laps: dict[str, list[dict]] = {name: [] for name in found}
@@ -433,8 +433,9 @@ def bench(kind: str, args: argparse.Namespace, server, env: dict) -> dict:
         _ratio(f"ours 25% / {peer} 25%", runs.get("ours, 25%"), runs.get(f"{peer}, 25%"))
     ours, quarter = runs.get("ours"), runs.get("ours, 25%")
     if ours and "error" not in ours:
-        print(f"    ours / GET ceiling: x{_sps(ours) / top_sps:.2f} "
+        print(f"    ours / {target.name} GET ceiling: x{_sps(ours) / top_sps:.2f} "
               f"(whole epoch), x{_data_sps(ours) / top_sps:.2f} (after start-up)")
+        report["fraction_of_ceiling"] = _sps(ours) / top_sps
     _download_phase(laps.get("ours", []), zip_mb, top)
     _ratio("ours 25% / ours no limit", quarter, ours)
     return report
@@ -462,6 +463,8 @@ def main() -> None:
     size.add_argument("--full", action="store_true",
                       help="large corpora (~1 GB each), where start-up weighs less")
     parser.add_argument("--corpus", choices=["tokens", "blobs", "both"], default="both")
+    parser.add_argument("--backend", choices=sorted(TARGETS), default="s3",
+                        help="the store serving the corpora (peers run on s3 only)")
     parser.add_argument("--no-peers", action="store_true", help="only this project")
     parser.add_argument("--stall", type=float, default=180.0,
                         help="seconds without progress before a system is killed as stalled")
@@ -475,19 +478,23 @@ def main() -> None:
     kinds = ["tokens", "blobs"] if args.corpus == "both" else [args.corpus]
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"{WORKERS} workers, batch {BATCH}, shuffle, cold cache")
-    server = start_s3_server()
+    if args.backend != "s3":
+        args.no_peers = True  # the peers' scripts speak S3 only
+    target = TARGETS[args.backend]()
     try:
         # AWS_ALLOW_HTTP: LitData fetches chunks with obstore, which refuses http:// without it
-        env = {**os.environ, **server.env(), "OMP_NUM_THREADS": "1", "AWS_ALLOW_HTTP": "true"}
+        env = {**os.environ, **target.env, "OMP_NUM_THREADS": "1", "AWS_ALLOW_HTTP": "true"}
         env.pop("PYTHONPATH", None)
-        os.environ.update(server.env())
-        server.client().create_bucket(Bucket=BUCKET)
+        os.environ.update(target.env)
         global SERVER_PID
-        SERVER_PID = server.process.pid
-        print(f"moto server at {server.endpoint}")
-        report = {kind: bench(kind, args, server, env) for kind in kinds}
+        SERVER_PID = target.pid
+        print(f"{target.name} server serving {target.url('')}")
+        report = {kind: bench(kind, args, target, env) for kind in kinds}
+        summary = ", ".join(f"{kind} x{r['fraction_of_ceiling']:.2f}"
+                            for kind, r in report.items() if "fraction_of_ceiling" in r)
+        print(f"\nours / {target.name} ranged-GET ceiling: {summary}")
     finally:
-        server.stop()
+        target.stop()
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))

@@ -30,9 +30,37 @@ def _s3(netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
     return S3Backend(netloc, **options), path.lstrip("/")
 
 
+def _lazy(module: str, name: str = "from_url") -> Factory:
+    """A factory that imports `streaming.storage.<module>` only when its scheme is used."""
+
+    def factory(netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
+        import importlib
+
+        return getattr(importlib.import_module(f"streaming.storage.{module}"), name)(
+            netloc, path, options
+        )
+
+    return factory
+
+
+def _https(netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
+    """Azure account endpoints go to the Azure backend; every other host is plain HTTPS."""
+    from streaming.storage.azure import is_azure_host
+
+    module = "azure" if is_azure_host(netloc) else "http"
+    return _lazy(module, "from_https_url")(netloc, path, options)
+
+
 _FACTORIES: dict[str, Factory] = {
     "file": _local,
     "s3": _s3,
+    "gs": _lazy("gcs"),
+    "az": _lazy("azure", "from_az_url"),
+    "azure": _lazy("azure", "from_az_url"),  # the reference implementation's spelling
+    "abfs": _lazy("azure", "from_abfs_url"),
+    "abfss": _lazy("azure", "from_abfs_url"),
+    "http": _lazy("http", "from_http_url"),
+    "https": _https,
 }
 
 

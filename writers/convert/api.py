@@ -14,6 +14,7 @@ from typing import Any
 from streaming.errors import UnsupportedFeatureError
 from streaming.format.compression import parse_compression
 from streaming.format.hashing import is_supported_hash
+from streaming.storage.registry import split_scheme
 from streaming.util.units import parse_bytes
 from writers.convert.infer import infer_columns
 from writers.convert.parallel import (
@@ -71,7 +72,9 @@ def open_source(source: Any, fmt: str | None = None) -> tuple[Source, str]:
     fmt = (fmt or detect_format(source)).lower()
     if fmt not in FORMATS:
         raise ValueError(f"unknown input format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if isinstance(source, (str, os.PathLike)) and fmt != "hf" and str(source).startswith("s3:"):
+    if isinstance(source, (str, os.PathLike)) and fmt != "hf" and split_scheme(source)[0] not in (
+        "", "file"
+    ):
         raise UnsupportedFeatureError(f"convert reads local files only; download {source} first")
     if fmt == "jsonl":
         from writers.convert.jsonl import JsonlSource

@@ -1,0 +1,243 @@
+"""Read-only `http://` and `https://` datasets (a web server or CDN) with ranged GETs.
+
+No listing is needed: the index names every shard. Only the standard library is used, so no
+extra is required. A `user:password@` in the URL becomes HTTP basic authentication. Writing,
+listing and deleting raise UnsupportedFeatureError: publish by writing locally and serving
+the folder.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import os
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from streaming.errors import (
+    AccessDeniedError,
+    DownloadTimeoutError,
+    ObjectNotFoundError,
+    StorageError,
+    UnsupportedFeatureError,
+)
+from streaming.storage.base import CHUNK, Backend
+
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+_IDLE_PER_HOST = 32  # kept-alive connections per process and server
+
+
+def _from_url(scheme: str, netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
+    """`http[s]://[user:pass@]host[:port]/path` -> (HTTPBackend(origin), "/path")."""
+    userinfo, _, host = netloc.rpartition("@")
+    if not host:
+        raise StorageError(f"{scheme}://{netloc}{path}: an HTTP URL needs a host")
+    return HTTPBackend(scheme, host, unquote(userinfo) or None, **options), path or "/"
+
+
+def from_http_url(netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
+    return _from_url("http", netloc, path, options)
+
+
+def from_https_url(netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
+    return _from_url("https", netloc, path, options)
+
+
+class _Pool:
+    """Idle keep-alive connections per (scheme, host, timeouts), for this process only."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.idle: dict[tuple, list[http.client.HTTPConnection]] = {}
+        self.lock = threading.Lock()
+
+    def take(self, key: tuple) -> http.client.HTTPConnection | None:
+        with self.lock:
+            if self.pid != os.getpid():  # forked: the parent's sockets are not ours
+                self.idle.clear()
+                self.pid = os.getpid()
+            free = self.idle.get(key)
+            return free.pop() if free else None
+
+    def give(self, key: tuple, conn: http.client.HTTPConnection) -> None:
+        with self.lock:
+            free = self.idle.setdefault(key, [])
+            if self.pid == os.getpid() and len(free) < _IDLE_PER_HOST:
+                free.append(conn)
+                return
+        conn.close()
+
+
+_pool = _Pool()
+
+
+@dataclass(frozen=True)
+class HTTPBackend(Backend):
+    """One origin (scheme + host); paths are URL paths. Picklable: holds settings only."""
+
+    scheme: str
+    host: str
+    userinfo: str | None = None
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+
+    parallel_ranges = True
+
+    def url(self, path: str) -> str:
+        return f"{self.scheme}://{self.host}{path}"
+
+    def __repr__(self) -> str:  # never print a password
+        return f"HTTPBackend({self.scheme}://{self.host})"
+
+    def _key(self) -> tuple:
+        return (self.scheme, self.host, self.connect_timeout, self.read_timeout)
+
+    def _connect(self) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        conn = cls(self.host, timeout=self.connect_timeout)
+        conn.connect()
+        conn.sock.settimeout(self.read_timeout)
+        return conn
+
+    def _headers(self, extra: dict[str, str]) -> dict[str, str]:
+        headers = {"Accept-Encoding": "identity", **extra}
+        if self.userinfo:
+            token = base64.b64encode(self.userinfo.encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        return headers
+
+    @contextlib.contextmanager
+    def _request(
+        self, method: str, path: str, headers: dict[str, str]
+    ) -> Iterator[http.client.HTTPResponse]:
+        """Send one request on a pooled connection; typed errors; the connection goes back to
+        the pool only when its response was read to the end."""
+        url = self.url(path)
+        key = self._key()
+        conn = None
+        try:
+            reused = _pool.take(key)
+            conn = reused or self._connect()
+            try:
+                conn.request(method, path, headers=self._headers(headers))
+                response = conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                if reused is None:
+                    raise
+                conn.close()  # the server dropped an idle kept-alive connection: one fresh try
+                conn = self._connect()
+                conn.request(method, path, headers=self._headers(headers))
+                response = conn.getresponse()
+            yield response
+            if response.isclosed() and not response.will_close and response.length == 0:
+                _pool.give(key, conn)  # read to its announced end: the connection is clean
+                conn = None
+        except StorageError:
+            raise
+        except TimeoutError as exc:
+            raise DownloadTimeoutError(f"{url}: timed out: {exc}") from exc
+        except ConnectionRefusedError as exc:
+            raise StorageError(f"{url}: cannot reach {self.scheme}://{self.host}: {exc}") from exc
+        except socket.gaierror as exc:
+            raise StorageError(f"{url}: cannot resolve {self.host}: {exc}") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise StorageError(f"{url}: transfer failed: {exc!r}") from exc
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _status_error(self, path: str, response: http.client.HTTPResponse) -> StorageError:
+        url, status = self.url(path), response.status
+        with contextlib.suppress(Exception):
+            response.read(64 << 10)
+        if status in (404, 410):
+            return ObjectNotFoundError(f"{url}: no such object (HTTP {status})")
+        if status in (401, 403):
+            how = "check the user:password in the URL" if self.userinfo else (
+                "the server wants credentials: put user:password@ in the URL")
+            return AccessDeniedError(f"{url}: access denied (HTTP {status}); {how}")
+        error = StorageError(f"{url}: HTTP {status} {response.reason}")
+        error.retryable = not 400 <= status < 500 or status in (408, 429)
+        return error
+
+    def iter_chunks(
+        self, path: str, start: int | None = None, end: int | None = None, *,
+        deadline: float | None = None,
+    ) -> Iterator[bytes]:
+        first = start or 0
+        headers = {}
+        if start is not None or end is not None:
+            headers["Range"] = f"bytes={first}-{'' if end is None else end - 1}"
+        with self._request("GET", path, headers) as response:
+            if response.status not in (200, 206):
+                raise self._status_error(path, response)
+            skip = 0
+            if response.status == 206:
+                got = _CONTENT_RANGE.match(response.getheader("Content-Range") or "")
+                if got is None or int(got.group(1)) != first:
+                    raise StorageError(f"{self.url(path)}: the server answered bytes "
+                                       f"{response.getheader('Content-Range')} for {headers}")
+            else:
+                skip = first  # the server ignored Range: drop the bytes before `start`
+            left = None if end is None else end - first
+            while left is None or left > 0:
+                chunk = response.read(CHUNK)
+                if not chunk:
+                    break
+                if skip:
+                    cut = min(skip, len(chunk))
+                    chunk, skip = chunk[cut:], skip - cut
+                if left is not None:
+                    chunk = chunk[:left]
+                    left -= len(chunk)
+                if chunk:
+                    yield chunk
+
+    def size(self, path: str) -> int:
+        with self._request("HEAD", path, {}) as response:
+            response.read()
+            length = response.getheader("Content-Length")
+            if response.status == 200 and length is not None:
+                return int(length)
+            if response.status not in (200, 405, 501):
+                raise self._status_error(path, response)
+        with self._request("GET", path, {"Range": "bytes=0-0"}) as response:  # no HEAD support
+            if response.status not in (200, 206):
+                raise self._status_error(path, response)
+            response.read()
+            got = _CONTENT_RANGE.match(response.getheader("Content-Range") or "")
+            if response.status == 206 and got and got.group(3) != "*":
+                return int(got.group(3))
+        raise StorageError(f"{self.url(path)}: the server tells neither Content-Length nor range")
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.size(path)
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    def _read_only(self, path: str, what: str) -> UnsupportedFeatureError:
+        return UnsupportedFeatureError(
+            f"{self.url(path)}: http(s) URLs are read-only ({what} is not possible); write the "
+            "dataset to a local folder or object store and serve that folder over HTTP"
+        )
+
+    def put(self, path: str, data: bytes) -> None:
+        raise self._read_only(path, "writing")
+
+    def upload(self, local: Path, path: str) -> None:
+        raise self._read_only(path, "uploading")
+
+    def list(self, prefix: str) -> list[str]:
+        raise self._read_only(prefix, "listing")
+
+    def delete(self, path: str) -> None:
+        raise self._read_only(path, "deleting")

@@ -1,0 +1,123 @@
+"""A loopback HTTP file server that honours Range, for the read-only http(s):// backend.
+
+Serves the files under a root folder (GET and HEAD, single `bytes=a-b` / `bytes=a-` ranges,
+keep-alive); a path holding `forbidden` answers 403. Use from any test folder:
+    from tests.support.httpserver import http_server  # noqa: F401
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+
+
+class HTTPFileServer:
+    """Serves `root` on 127.0.0.1; `.endpoint` is its base URL."""
+
+    def __init__(self, root: Path, port: int = 0) -> None:
+        self.root = root
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(root))
+        self._server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _handler_for(root: Path) -> type[BaseHTTPRequestHandler]:
+    class Handler(_FileHandler):
+        pass
+
+    Handler.root = root
+    return Handler
+
+
+class _FileHandler(BaseHTTPRequestHandler):
+    root: Path
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, headers: dict[str, str], body: bytes = b"",
+              length: int | None = None) -> None:
+        self.send_response(status)
+        size = len(body) if length is None else length  # a HEAD announces what a GET would send
+        for key, value in {**headers, "Content-Length": str(size)}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        relative = unquote(urlsplit(self.path).path).lstrip("/")
+        path = (self.root / relative).resolve()
+        if "forbidden" in relative:
+            return self._send(403, {}, b"forbidden")
+        if not path.is_file() or self.root.resolve() not in path.parents:
+            return self._send(404, {}, b"not found")
+        size = path.stat().st_size
+        wanted = _RANGE.match(self.headers.get("Range") or "")
+        start, end = 0, size
+        if wanted is not None:
+            start = int(wanted.group(1))
+            end = min(int(wanted.group(2)) + 1 if wanted.group(2) else size, size)
+            if start >= size:
+                return self._send(416, {"Content-Range": f"bytes */{size}"})
+        with open(path, "rb") as source:  # only the asked-for bytes are read
+            source.seek(start)
+            body = source.read(end - start) if self.command != "HEAD" else b""
+        if wanted is None:
+            return self._send(200, {"Accept-Ranges": "bytes"}, body, length=size)
+        return self._send(206, {"Content-Range": f"bytes {start}-{end - 1}/{size}"}, body,
+                          length=end - start)
+
+    do_HEAD = do_GET
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+
+
+@pytest.fixture(scope="session")
+def http_server() -> Iterator[HTTPFileServer]:
+    """One file server for the session over a fresh temporary root folder."""
+    root = Path(tempfile.mkdtemp(prefix="http-root-"))
+    server = HTTPFileServer(root)
+    try:
+        yield server
+    finally:
+        server.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    """`python -m tests.support.httpserver ROOT PORT`: serve ROOT until killed (benchmarks)."""
+    import sys
+
+    server = HTTPFileServer(Path(sys.argv[1]), port=int(sys.argv[2]))
+    try:
+        server.wait()
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()
