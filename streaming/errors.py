@@ -107,3 +107,8 @@ class UnsupportedFeatureError(StreamingError, NotImplementedError):
 
 class IndexNotFoundError(IndexFileError, FileNotFoundError):
     """`index.json` does not exist where a dataset was expected."""
+
+
+class WorldDetectionError(PlanError):
+    """This process's place in the training job (rank, node, world size) cannot be told
+    consistently from the process group and the launchers' variables; the message names them."""

@@ -25,6 +25,7 @@ from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.registry import make_packer
 from streaming.plan import World, plan_node
 from streaming.state import ResumeState
+from streaming.world_detect import worker_slot
 
 
 def rank_epoch_packs(ids: np.ndarray, lengths: np.ndarray, packing_length: int,
@@ -233,6 +234,13 @@ class PackedStreamingDataset(StreamingDataset):
         if "packs_in_epoch" not in obj:
             raise StateMismatchError("not a packing state (no 'packs_in_epoch'): it was saved "
                                      "by a dataset without packing")
+        slot = worker_slot()
+        if slot is not None and slot.num_workers > 1:
+            raise StateMismatchError(
+                f"a packing state loaded inside DataLoader worker {slot.id} of "
+                f"{slot.num_workers} (torchdata's StatefulDataLoader) counts only that "
+                "worker's packs, so the resume would not be exact: use StreamingDataLoader "
+                "(its state is the rank's) or num_workers <= 1")
         same = obj.get("packing") == self._packing_identity()
         if not same and strict:
             raise StateMismatchError(
