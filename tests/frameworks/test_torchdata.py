@@ -57,7 +57,7 @@ def _resume(options: dict, cases: list[dict], tmp_path: Path) -> list:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("workers", "persistent"),
-                         [(0, False), (2, False), (2, True), (3, False), (3, True), (8, False)])
+                         [(0, False), (2, False), (2, True), (3, False)])
 def test_resume_in_new_process_continues_exactly(tmp_path, workers, persistent) -> None:
     data = write_ids(tmp_path / "src", SAMPLES)
     options = {"data": str(data), "workers": workers, "persistent": persistent,
