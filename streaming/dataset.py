@@ -540,7 +540,8 @@ class StreamingDataset(IterableDataset):
             shuffle_seed=int(cfg.shuffle_seed), fingerprint=self._fingerprint(cfg),
             initial_physical_nodes=self.world.num_nodes).to_dict()
         if slot is not None:
-            state["worker"] = WorkerPosition(worker, workers, done, ended).to_dict()
+            state["worker"] = WorkerPosition(worker, workers, done, ended, self.world.num_nodes,
+                                             self.world.ranks_per_node).to_dict()
         return state
 
     def _fingerprint(self, cfg: PlanConfig) -> str:
@@ -577,6 +578,13 @@ class StreamingDataset(IterableDataset):
                 f"is being loaded in {where}: load the StatefulDataLoader's own state_dict() "
                 "into a StatefulDataLoader with the same num_workers, or use "
                 "StreamingDataLoader, whose state is the rank's")
+        shape = (self.world.num_nodes, self.world.ranks_per_node)
+        if (mine.num_nodes, mine.ranks_per_node) != shape:
+            raise StateMismatchError(
+                f"this per-worker state (torchdata's StatefulDataLoader) was taken on "
+                f"{mine.num_nodes} node(s) of {mine.ranks_per_node} rank(s); this job has "
+                f"{shape[0]} of {shape[1]}: per-worker positions resume on the same shape only "
+                "(StreamingDataLoader's rank-wide state resumes on any)")
         self._epochs.set_worker_resume(state.epoch, state.sample_in_epoch, ncn, seed,
                                        worker=mine.worker, num_workers=mine.num_workers,
                                        skip=mine.samples, ended=mine.ended)

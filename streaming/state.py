@@ -72,12 +72,16 @@ class WorkerPosition:
     torchdata's StatefulDataLoader saves each worker's state separately (taken in the worker,
     as of the last batch the trainer received from it) and gives each worker back its own, so
     a worker state records the iteration's start (the ResumeState) plus this worker's count.
+    The count indexes a plan for this many nodes and ranks per node, so it resumes on the
+    same shape only (a rank-wide StreamingDataLoader state resumes on any).
     """
 
     worker: int
     num_workers: int
     samples: int
     ended: bool
+    num_nodes: int = 1
+    ranks_per_node: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +90,8 @@ class WorkerPosition:
     def from_dict(cls, obj: Any) -> WorkerPosition:
         try:
             position = cls(int(obj["worker"]), int(obj["num_workers"]), int(obj["samples"]),
-                           bool(obj["ended"]))
+                           bool(obj["ended"]), int(obj.get("num_nodes", 1)),
+                           int(obj.get("ranks_per_node", 1)))
         except (TypeError, KeyError, ValueError) as exc:
             raise StateMismatchError(f"malformed per-worker position {obj!r}: {exc}") from None
         if not 0 <= position.worker < position.num_workers or position.samples < 0:

@@ -199,6 +199,11 @@ def _hosts_of_group() -> list[str]:
     """Every rank's host name, gathered over the default group (one collective)."""
     import torch.distributed as dist
 
+    if in_worker():
+        raise WorldDetectionError(
+            "the ranks per node are unknown (no LOCAL_WORLD_SIZE or launcher variables) and a "
+            "DataLoader worker cannot ask the process group: build the dataset in the "
+            "training process or pass world=World(...)")
     hosts: list[str | None] = [None] * dist.get_world_size()
     dist.all_gather_object(hosts, socket.gethostname())
     return [str(h) for h in hosts]

@@ -85,7 +85,8 @@ def test_a_worker_state_is_refused_outside_its_worker(tmp_path) -> None:
     next(it)
     worker_state = loader.state_dict()["_snapshot"]["_worker_snapshots"]["worker_0"]
     state = worker_state["dataset_state"]
-    assert state["worker"] == {"worker": 0, "num_workers": 2, "samples": BATCH, "ended": False}
+    assert state["worker"] == {"worker": 0, "num_workers": 2, "samples": BATCH, "ended": False,
+                               "num_nodes": 1, "ranks_per_node": 1}
     del it, loader
     fresh = make_loader(str(data), workers=0, persistent=False, batch_size=BATCH)
     with pytest.raises(StateMismatchError, match="worker 0 of 2"):
@@ -112,4 +113,24 @@ def test_packing_refuses_a_per_worker_resume(tmp_path) -> None:
     resumed = loader()
     resumed.load_state_dict(state)
     with pytest.raises(StateMismatchError, match="StreamingDataLoader"):
+        next(iter(resumed))
+
+
+def test_a_worker_state_is_refused_on_another_topology(tmp_path) -> None:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from streaming import StreamingDataset
+    from streaming.plan import World
+
+    data = write_ids(tmp_path / "src", 40)
+    loader = make_loader(str(data), workers=2, persistent=False, batch_size=BATCH)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    del it, loader
+    two_ranks = World(ranks_per_node=2)
+    ds = StreamingDataset(local=str(data), shuffle=True, batch_size=BATCH, world=two_ranks)
+    resumed = StatefulDataLoader(ds, batch_size=BATCH, num_workers=2)
+    resumed.load_state_dict(state)
+    with pytest.raises(StateMismatchError, match="same shape only"):
         next(iter(resumed))
