@@ -305,6 +305,8 @@ class StreamingDataset(IterableDataset):
 
     def __len__(self) -> int:
         """Samples this rank yields per epoch (the epoch padded to whole global batches)."""
+        if self._explicit_world is None:
+            check_unchanged(self.world)  # a trainer sizes its epoch with len: fail before that
         return self._samples_per_rank(self._config_now())
 
     def _samples_per_rank(self, cfg: PlanConfig) -> int:

@@ -102,14 +102,27 @@ def test_inconsistent_sources_name_everything_read() -> None:
         place({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"})
 
 
-def test_a_dataset_built_before_the_process_group_is_refused() -> None:
+def test_a_dataset_built_before_the_process_group_is_refused(tmp_path, monkeypatch) -> None:
     import torch.distributed as dist
 
+    from streaming import StreamingDataset
+    from tests.dataset.conftest import write_ids
+
+    data = write_ids(tmp_path / "src", 20)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    early = StreamingDataset(local=str(data))  # as rank 1 of 2, before the group exists
+    explicit = StreamingDataset(local=str(data), world=World(ranks_per_node=2, rank_in_node=1))
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         check_unchanged(World())
         with pytest.raises(WorldDetectionError, match="process group says rank 0 of 1"):
-            check_unchanged(World(ranks_per_node=2, rank_in_node=1))
+            len(early)
+        with pytest.raises(WorldDetectionError, match="process group says rank 0 of 1"):
+            next(iter(early))
+        assert len(explicit) == 10  # an explicit world is the user's word
         assert place({"LOCAL_RANK": "0"}, group=(0, 1)) == (0, 1, 0, 1, 0)
     finally:
         dist.destroy_process_group()
+        early.close()
+        explicit.close()
