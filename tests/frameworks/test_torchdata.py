@@ -1,7 +1,7 @@
 """torchdata's StatefulDataLoader over a StreamingDataset: a state saved at any step (mid-epoch,
 after an epoch's last batch, after the epoch ended, in a later epoch) resumes in a new process
 with exactly the batches the uninterrupted run went on with, for 0, 2 and 3 workers, with
-persistent workers on and off."""
+persistent workers on and off, and over packed batches."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ import pytest
 
 from streaming.errors import StateMismatchError
 from tests.dataset.conftest import write_ids
-from tests.frameworks.torchdata_common import make_loader
+from tests.frameworks.torchdata_common import batch_ids, make_loader
 
 pytest.importorskip("torchdata.stateful_dataloader")
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES, BATCH, LOOPS = 120, 4, 2
+PACKED_SAMPLES = 150  # ~24 batches of 2 packs of 256 tokens
 TIMEOUT = 240  # seconds for the resuming process
 
 
@@ -31,7 +32,7 @@ def _uninterrupted(options: dict) -> tuple[list[list[list[int]]], dict[str, dict
     for loop in range(LOOPS):
         batches = []
         for batch in loader:
-            batches.append(batch["id"].tolist())
+            batches.append(batch_ids(batch))
             state = loader.state_dict()
             if loop == 0 and len(batches) == 11:
                 states["mid"] = state
@@ -62,8 +63,23 @@ def test_resume_in_new_process_continues_exactly(tmp_path, workers, persistent) 
     data = write_ids(tmp_path / "src", SAMPLES)
     options = {"data": str(data), "workers": workers, "persistent": persistent,
                "batch_size": BATCH}
+    _check_resumes(options, SAMPLES, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("workers", "persistent"), [(0, False), (2, True), (3, False)])
+def test_packed_batches_resume_exactly(tmp_path, workers, persistent) -> None:
+    from tests.packing.datasets import write_tokens
+
+    write_tokens(tmp_path / "src", PACKED_SAMPLES, max_len=100)
+    options = {"data": str(tmp_path / "src"), "workers": workers, "persistent": persistent,
+               "batch_size": 1, "packing": True}
+    _check_resumes(options, PACKED_SAMPLES, tmp_path)
+
+
+def _check_resumes(options: dict, samples: int, tmp_path: Path) -> None:
     loops, states = _uninterrupted(options)
-    assert all(sorted(i for b in loop for i in b) == list(range(SAMPLES)) for loop in loops)
+    assert all(sorted(i for b in loop for i in b) == list(range(samples)) for loop in loops)
     assert loops[0] != loops[1]
     expected = {
         "mid": [loops[0][11:], loops[1]],
@@ -91,29 +107,6 @@ def test_a_worker_state_is_refused_outside_its_worker(tmp_path) -> None:
     fresh = make_loader(str(data), workers=0, persistent=False, batch_size=BATCH)
     with pytest.raises(StateMismatchError, match="worker 0 of 2"):
         fresh.dataset.load_state_dict(state)
-
-
-def test_packing_refuses_a_per_worker_resume(tmp_path) -> None:
-    from torchdata.stateful_dataloader import StatefulDataLoader
-
-    from streaming.packing.streaming import PackedStreamingDataset
-    from tests.packing.datasets import write_tokens
-
-    write_tokens(tmp_path / "a", 60, max_len=100)
-
-    def loader() -> StatefulDataLoader:
-        ds = PackedStreamingDataset(local=str(tmp_path / "a"), packing_length=256)
-        return StatefulDataLoader(ds, batch_size=None, num_workers=2)
-
-    first = loader()
-    it = iter(first)
-    next(it)
-    state = first.state_dict()
-    del it, first
-    resumed = loader()
-    resumed.load_state_dict(state)
-    with pytest.raises(StateMismatchError, match="StreamingDataLoader"):
-        next(iter(resumed))
 
 
 def test_a_worker_state_is_refused_on_another_topology(tmp_path) -> None:

@@ -17,7 +17,7 @@ def main() -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
-    from tests.frameworks.torchdata_common import make_loader
+    from tests.frameworks.torchdata_common import batch_ids, make_loader
 
     cases = json.loads(Path(args.cases).read_text())
     options = cases["options"]
@@ -25,7 +25,7 @@ def main() -> int:
     for case in cases["cases"]:
         loader = make_loader(**options)
         loader.load_state_dict(case["state"])
-        batches = [[b["id"].tolist() for b in loader] for _ in range(case["loops"])]
+        batches = [[batch_ids(b) for b in loader] for _ in range(case["loops"])]
         results.append(batches)
         del loader
     Path(args.out).write_text(json.dumps(results))
