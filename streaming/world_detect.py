@@ -6,9 +6,10 @@ environment variables; `streaming.plan` only ever sees the pure `World` built he
 Order: an initialised torch.distributed process group (rank and world size; ranks per node from
 the environment, else from the group); otherwise the variables of torchrun (RANK, WORLD_SIZE,
 LOCAL_RANK, LOCAL_WORLD_SIZE), Lightning's launcher (NODE_RANK, LOCAL_RANK, WORLD_SIZE, no
-RANK), SLURM's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, tasks per node)
-and MPI launchers (OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE with MPI_LOCALRANKID/MPI_LOCALNRANKS),
-the first present winning; otherwise a single process. An explicit `world=` skips all of this.
+RANK), SLURM's srun (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_NODEID, tasks
+per node) and MPI launchers (OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE with MPI_LOCALRANKID and
+MPI_LOCALNRANKS), the first present winning; otherwise a single process. An explicit `world=`
+skips all of this.
 """
 
 from __future__ import annotations
@@ -136,12 +137,14 @@ def _tasks_per_node(raw: str | None) -> int | None:
 
 
 def _slurm(env: Mapping[str, str]) -> Placement | None:
-    """A task started by srun: SLURM_PROCID of SLURM_STEP_NUM_TASKS (or SLURM_NTASKS)."""
+    """A task started by srun: SLURM_PROCID of SLURM_STEP_NUM_TASKS. A batch script's own
+    process also sees SLURM_PROCID=0 and the allocation's SLURM_NTASKS but no step variables:
+    it is one process, not rank 0 of SLURM_NTASKS."""
     v = _present(env, _SLURM)
-    if "SLURM_PROCID" not in v or not ({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"} & v.keys()):
+    if "SLURM_PROCID" not in v or "SLURM_STEP_NUM_TASKS" not in v:
         return None
     src = "SLURM variables"
-    size = _int(v, "SLURM_STEP_NUM_TASKS", src) or _int(v, "SLURM_NTASKS", src)
+    size = _int(v, "SLURM_STEP_NUM_TASKS", src)
     per_node = _tasks_per_node(v.get("SLURM_STEP_TASKS_PER_NODE")) \
         or _tasks_per_node(v.get("SLURM_NTASKS_PER_NODE"))
     nodes = _int(v, "SLURM_STEP_NUM_NODES", src) or _int(v, "SLURM_NNODES", src)

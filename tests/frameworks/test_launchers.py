@@ -22,7 +22,8 @@ _LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_
 
 def slurm_env(rank: int, nodes: int, per_node: int) -> dict[str, str]:
     return {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_PROCID": str(rank),
-            "SLURM_NTASKS": str(nodes * per_node), "SLURM_LOCALID": str(rank % per_node),
+            "SLURM_NTASKS": str(nodes * per_node), "SLURM_STEP_NUM_TASKS": str(nodes * per_node),
+            "SLURM_LOCALID": str(rank % per_node),
             "SLURM_NODEID": str(rank // per_node), "SLURM_NNODES": str(nodes),
             "SLURM_STEP_TASKS_PER_NODE": f"{per_node}(x{nodes})"}
 

@@ -56,11 +56,15 @@ def test_ddp_spawn_child_uses_the_group_and_host_names() -> None:
 
 
 def test_slurm_tasks() -> None:
-    env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
+    env = {"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_LOCALID": "1",
            "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
     assert place(env) == (3, 4, 1, 2, 1)
-    by_nodes = {"SLURM_PROCID": "2", "SLURM_NTASKS": "6", "SLURM_NNODES": "3"}
+    by_nodes = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "6", "SLURM_STEP_NUM_NODES": "3"}
     assert place(by_nodes) == (2, 6, 0, 2, 1)
+    # a batch script's own process: the allocation's task count, but no srun step
+    batch = {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+             "SLURM_NNODES": "4", "SLURM_TASKS_PER_NODE": "1(x4)"}
+    assert place(batch) == (0, 1, 0, 1, 0)
     uneven = {**env, "SLURM_STEP_TASKS_PER_NODE": "3,1"}
     with pytest.raises(WorldDetectionError, match="same number of ranks"):
         place(uneven)
@@ -76,17 +80,17 @@ def test_mpi_launchers() -> None:
 
 def test_order_torchrun_before_slurm_and_group_before_all() -> None:
     inside_sbatch = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
-                     "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+                     "SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "1"}
     assert place(inside_sbatch) == (3, 4, 1, 2, 1)
     assert place(inside_sbatch, group=(3, 4)) == (3, 4, 1, 2, 1)
     # mp.spawn inside an allocation: the group's size matches no variables; host names decide
-    spawned = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+    spawned = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "1"}
     assert place(spawned, group=(2, 4), hosts=["a", "a", "b", "b"]) == (2, 4, 0, 2, 1)
 
 
 def test_inconsistent_sources_name_everything_read() -> None:
     env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "SLURM_PROCID": "1",
-           "SLURM_NTASKS": "2"}
+           "SLURM_STEP_NUM_TASKS": "2"}
     with pytest.raises(WorldDetectionError) as err:
         place(env, group=(1, 2))
     message = str(err.value)
