@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import default_convert, get_worker_info
+from torch.utils.data import default_convert
+
+from streaming.world_detect import in_worker
 
 __all__ = ["Ragged", "collate", "collate_column", "collate_numpy", "convert", "tensors"]
 
@@ -182,7 +184,7 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype, numpy: bool
     if tdtype is None:
         tdtype = _TORCH_DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if get_worker_info() is not None and nbytes:
+    if in_worker() and nbytes:
         storage = torch.UntypedStorage._new_shared(nbytes)
         out = torch.empty(0, dtype=tdtype).set_(storage, 0, shape)
     else:

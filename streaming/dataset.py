@@ -18,7 +18,7 @@ from streaming.coord.names import Namespace
 from streaming.coord.node import NodeCoordinator
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.dataset_compat import ReferenceAPI
-from streaming.epochs import EpochCounter
+from streaming.epochs import EpochCounter, IterationStart
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
@@ -26,10 +26,11 @@ from streaming.format.split import open_shard
 from streaming.iterate import PREPARE_THREADS, PlanBoard, iter_chunks, read_size
 from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
-from streaming.state import ResumeState
+from streaming.state import ResumeState, WorkerPosition
 from streaming.stream import Stream, stream_class
 from streaming.util.units import parse_bytes
 from streaming.util.worker import settle_worker
+from streaming.world_detect import check_unchanged, detect_world, worker_slot
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
@@ -115,7 +116,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self.allow_unsafe_types = allow_unsafe_types
         self.replication = replication or 1
         self._explicit_world = world
-        self.world = world or World.from_env(workers_per_rank=1, replication=self.replication)
+        self.world = world or detect_world(workers_per_rank=1, replication=self.replication)
 
         indexes = [read_index(stream.index_file()) for stream in self.streams]
         prepare_meta_files(self.streams, indexes)  # text-format (split) shards only
@@ -154,6 +155,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self._readers: dict[int, ShardReader] = {}
         self._lengths: dict[tuple, int] = {}
         self._yielded = 0
+        # This process's iteration, for torchdata's state_dict(): where it started, whether a
+        # new one was asked for (iter) but not begun, whether it ran to its end.
+        self._start: IterationStart | None = None
+        self._pending = False
+        self._ended = False
 
         salt = self.config.fingerprint()
         self._namespace = Namespace.for_job([s.local_dir for s in self.streams], salt=salt)
@@ -304,6 +310,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
     def __len__(self) -> int:
         """Samples this rank yields per epoch (the epoch padded to whole global batches)."""
+        if self._explicit_world is None:
+            check_unchanged(self.world)  # a trainer sizes its epoch with len: fail before that
         return self._samples_per_rank(self._config_now())
 
     def _samples_per_rank(self, cfg: PlanConfig) -> int:
@@ -374,9 +382,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         return dataclasses.replace(self.config, num_canonical_nodes=ncn, shuffle_seed=seed)
 
     def _worker_world(self) -> World:
-        from torch.utils.data import get_worker_info
-
-        info = get_worker_info()
+        info = worker_slot()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         base = self.world
         return World(base.num_nodes, base.ranks_per_node, workers, base.node,
@@ -396,6 +402,10 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                                  world.rank_in_node, world.worker)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        self._pending = True  # noted now: torchdata asks for the state before the first sample
+        return self._samples_of_iteration()
+
+    def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
         world, ids = self._begin()
         item = self.__getitem__ if self._overridden() else None
         chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
@@ -411,6 +421,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         except Exception as exc:
             self._fail(world, exc)
             raise
+        self._ended = True
 
     def batches_supported(self) -> bool:
         """Whether `iter_batches` reads what `__iter__` would (no subclass override)."""
@@ -470,11 +481,15 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def _begin(self) -> tuple[World, np.ndarray]:
         """Register this worker's iteration and fetch its planned ids."""
         world = self._worker_world()
+        if self._explicit_world is None:
+            check_unchanged(self.world)
         settle_worker()
         self._node.check()
-        epoch, sample_in_epoch = self._epochs.begin(world.worker, world.workers_per_rank)
+        start = self._epochs.begin_worker(world.worker, world.workers_per_rank)
+        self._start, self._pending, self._ended, self._yielded = start, False, False, 0
         with self._node.failing_on_error():
-            return world, self.worker_sample_ids(epoch, sample_in_epoch, world)
+            ids = self.worker_sample_ids(start.epoch, start.sample_in_epoch, world)
+        return world, ids[start.skip:]
 
     def _fail(self, world: World, exc: BaseException) -> None:
         self._node.fail(f"rank {world.rank} worker {world.worker}: {type(exc).__name__}: {exc}")
@@ -486,11 +501,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
         `from_beginning=False` counts from where the current epoch started (a resume point),
         True from the epoch's first sample. Without `num_samples` (torchdata's
-        StatefulDataLoader protocol) it uses what this process's iterator has yielded times
-        the data-parallel ranks, which is exact when iterating without DataLoader workers.
+        StatefulDataLoader protocol) it is the state of this process's iteration: see
+        `_iteration_state`.
         """
         if num_samples is None:
-            num_samples = self._yielded * self.world.data_parallel_ranks
+            return self._iteration_state()
         cfg = self._config_now()
         epoch, offset = self._epochs.current()
         sample = num_samples if from_beginning else offset + num_samples
@@ -501,6 +516,40 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             num_canonical_nodes=int(cfg.canonical_nodes(self.world)),
             shuffle_seed=int(cfg.shuffle_seed), fingerprint=self._fingerprint(cfg),
             initial_physical_nodes=self.world.num_nodes).to_dict()
+
+    def _iteration_state(self) -> dict[str, Any]:
+        """The state after what this process's iteration has yielded (torchdata's protocol).
+
+        In the training process (no DataLoader workers) that is the rank's position. Inside a
+        worker it is the worker's own: the rank-wide point its iteration started from plus
+        `worker` (a WorkerPosition), since torchdata saves every worker's state as of the last
+        batch the trainer got from it and hands each worker back its own. A state taken after
+        the last sample but before the iteration saw its end points at that end, so the
+        resumed iteration ends at once, as the uninterrupted one did.
+        """
+        slot = worker_slot()
+        worker, workers = (slot.id, slot.num_workers) if slot is not None else (0, 1)
+        if self._start is None or self._pending:
+            start = self._epochs.peek(worker, workers)
+            done, ended = start.skip, start.ended
+        else:
+            start, done, ended = self._start, self._start.skip + self._yielded, self._ended
+        cfg = self._config_now()
+        dp = self.world.data_parallel_ranks
+        epoch, sample = start.epoch, start.sample_in_epoch
+        if slot is None:
+            sample += done * dp
+            if ended:
+                epoch, sample = epoch + 1, 0
+        state = ResumeState(
+            epoch=epoch, sample_in_epoch=int(sample),
+            num_canonical_nodes=int(cfg.canonical_nodes(self.world)),
+            shuffle_seed=int(cfg.shuffle_seed), fingerprint=self._fingerprint(cfg),
+            initial_physical_nodes=self.world.num_nodes).to_dict()
+        if slot is not None:
+            state["worker"] = WorkerPosition(worker, workers, done, ended, self.world.num_nodes,
+                                             self.world.ranks_per_node).to_dict()
+        return state
 
     def _fingerprint(self, cfg: PlanConfig) -> str:
         """The config's fingerprint minus what may change on resume: the canonical node count
@@ -521,7 +570,31 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                 f"{self.config.shuffle_seed}; pass strict=False to resume anyway")
         state.check(self._fingerprint(self.config), strict=strict)
         ncn = state.num_canonical_nodes or int(self.config.canonical_nodes(self.world))
-        self._epochs.set_resume(state.epoch, state.sample_in_epoch, ncn, seed)
+        self._start, self._pending = None, False
+        if "worker" not in obj:
+            self._epochs.set_resume(state.epoch, state.sample_in_epoch, ncn, seed)
+            return
+        mine = WorkerPosition.from_dict(obj["worker"])
+        slot = worker_slot()
+        if slot is None or (slot.id, slot.num_workers) != (mine.worker, mine.num_workers):
+            where = "the training process" if slot is None else \
+                f"worker {slot.id} of {slot.num_workers}"
+            raise StateMismatchError(
+                f"this state was taken by DataLoader worker {mine.worker} of "
+                f"{mine.num_workers} (torchdata's StatefulDataLoader saves one per worker) and "
+                f"is being loaded in {where}: load the StatefulDataLoader's own state_dict() "
+                "into a StatefulDataLoader with the same num_workers, or use "
+                "StreamingDataLoader, whose state is the rank's")
+        shape = (self.world.num_nodes, self.world.ranks_per_node)
+        if (mine.num_nodes, mine.ranks_per_node) != shape:
+            raise StateMismatchError(
+                f"this per-worker state (torchdata's StatefulDataLoader) was taken on "
+                f"{mine.num_nodes} node(s) of {mine.ranks_per_node} rank(s); this job has "
+                f"{shape[0]} of {shape[1]}: per-worker positions resume on the same shape only "
+                "(StreamingDataLoader's rank-wide state resumes on any)")
+        self._epochs.set_worker_resume(state.epoch, state.sample_in_epoch, ncn, seed,
+                                       worker=mine.worker, num_workers=mine.num_workers,
+                                       skip=mine.samples, ended=mine.ended)
 
     # ----- lifecycle ---------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:

@@ -7,10 +7,15 @@ for every (num_workers, worker) the last iteration that worker ran. A worker sta
 joins iteration G (a sibling of the same DataLoader already started it) or starts iteration G+1
 (it ran G itself, or G was run by a different set of workers, e.g. the main process). Iteration
 k (from 0) runs epoch `resume_epoch + k`, from `resume_sample` when k == 0, else from 0.
+
+A resume point can also be per worker (torchdata's StatefulDataLoader restores each worker from
+its own state): then every worker of iteration 0 also skips the samples it had yielded, and when
+every worker had ended its iteration, iteration 0 is the next epoch instead.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +23,27 @@ import numpy as np
 from streaming.coord.files import shm_dir
 from streaming.coord.lock import FileLock
 from streaming.coord.shm import SharedArray
-from streaming.errors import CoordinationError
+from streaming.errors import CoordinationError, StateMismatchError
 
-_EPOCH, _SAMPLE, _NCN, _SEED, _ITER = 0, 1, 2, 3, 4
+_EPOCH, _SAMPLE, _NCN, _SEED, _ITER, _WORKERS = 0, 1, 2, 3, 4, 5
 _SLOTS = 8
 MAX_WORKERS = 64
-_SIZE = _SLOTS + MAX_WORKERS * (MAX_WORKERS + 1) // 2
+_ROWS = MAX_WORKERS * (MAX_WORKERS + 1) // 2
+_SKIP = _SLOTS + _ROWS  # per worker: samples of its list already yielded (per-worker resume)
+_ENDED = _SKIP + MAX_WORKERS  # per worker: 1 when it had ended its iteration
+_SIZE = _ENDED + MAX_WORKERS
+
+
+@dataclass(frozen=True)
+class IterationStart:
+    """Where one worker's iteration starts: the epoch, the rank-wide resume point the plan is
+    computed from, the samples of this worker's list to skip and whether it had ended (both
+    nonzero only after a per-worker resume)."""
+
+    epoch: int
+    sample_in_epoch: int
+    skip: int = 0
+    ended: bool = False
 
 
 def _row(num_workers: int) -> slice:
@@ -57,14 +77,33 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             a[_SLOTS:] = 0
-            a[_ITER] = 0
+            a[_ITER] = a[_WORKERS] = 0
             a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
             a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
 
+    def set_worker_resume(self, epoch: int, sample_in_epoch: int, num_canonical_nodes: int,
+                          shuffle_seed: int, *, worker: int, num_workers: int, skip: int,
+                          ended: bool) -> None:
+        """One worker's part of a per-worker resume point: every worker of the DataLoader
+        loads its own (before any of them iterates), with the same epoch and sample."""
+        _check_workers(num_workers)
+        a = self._array
+        with FileLock(self.lock_path, timeout=30.0):
+            a[_SLOTS:_SKIP] = 0
+            a[_ITER] = 0
+            a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
+            a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
+            a[_WORKERS] = num_workers
+            a[_SKIP + worker], a[_ENDED + worker] = skip, int(ended)
+
     def begin(self, worker: int, num_workers: int) -> tuple[int, int]:
         """Register worker `worker` of `num_workers` starting; return (epoch, sample_in_epoch)."""
-        if not 0 < num_workers <= MAX_WORKERS:
-            raise CoordinationError(f"at most {MAX_WORKERS} DataLoader workers, got {num_workers}")
+        start = self.begin_worker(worker, num_workers)
+        return start.epoch, start.sample_in_epoch
+
+    def begin_worker(self, worker: int, num_workers: int) -> IterationStart:
+        """Register worker `worker` of `num_workers` starting; return where it starts."""
+        _check_workers(num_workers)
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             row = a[_row(num_workers)]
@@ -73,8 +112,44 @@ class EpochCounter:
                 current += 1
                 a[_ITER] = current
             row[worker] = current
-            k = current - 1
-            return int(a[_EPOCH]) + k, int(a[_SAMPLE]) if k == 0 else 0
+            if current == 1 and self._all_ended(num_workers):
+                a[_EPOCH] += 1  # every worker had ended: iteration 0 is the next epoch
+                a[_SAMPLE] = a[_WORKERS] = 0
+            return self._start(current - 1, worker, num_workers)
+
+    def peek(self, worker: int, num_workers: int) -> IterationStart:
+        """Where worker `worker` of `num_workers` would start if it began now (no change)."""
+        _check_workers(num_workers)
+        a = self._array
+        with FileLock(self.lock_path, timeout=30.0):
+            row = a[_row(num_workers)]
+            current = int(a[_ITER])
+            if row[worker] == current or not (row == current).any():
+                current += 1
+            if current == 1 and self._all_ended(num_workers):
+                return IterationStart(int(a[_EPOCH]) + 1, 0)
+            return self._start(current - 1, worker, num_workers)
+
+    def _all_ended(self, num_workers: int) -> bool:
+        a = self._array
+        return int(a[_WORKERS]) == num_workers and bool(a[_ENDED:_ENDED + num_workers].all())
+
+    def _start(self, k: int, worker: int, num_workers: int) -> IterationStart:
+        """Iteration k's start for a worker (called under the lock)."""
+        a = self._array
+        epoch = int(a[_EPOCH]) + k
+        if k > 0:
+            return IterationStart(epoch, 0)
+        by_worker = int(a[_WORKERS])
+        if by_worker == 0:
+            return IterationStart(epoch, int(a[_SAMPLE]))
+        if by_worker != num_workers:
+            raise StateMismatchError(
+                f"the loaded state was taken by DataLoader workers one by one ({by_worker} "
+                f"workers); it is iterated by {num_workers}: resume with num_workers="
+                f"{by_worker}")
+        return IterationStart(epoch, int(a[_SAMPLE]), int(a[_SKIP + worker]),
+                              bool(a[_ENDED + worker]))
 
     def current(self) -> tuple[int, int]:
         """(epoch, sample offset it started from) of the latest iteration of this rank."""
@@ -96,3 +171,8 @@ class EpochCounter:
         if self._seg is not None:
             self._seg.close()
             self._seg = None
+
+
+def _check_workers(num_workers: int) -> None:
+    if not 0 < num_workers <= MAX_WORKERS:
+        raise CoordinationError(f"at most {MAX_WORKERS} DataLoader workers, got {num_workers}")

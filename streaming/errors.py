@@ -135,3 +135,8 @@ class SizeLimitError(StreamingError, ValueError):
 
 class ArgumentError(StreamingError, ValueError):
     """Arguments that are missing or do not fit together; the message names them."""
+
+
+class WorldDetectionError(PlanError):
+    """This process's place in the training job (rank, node, world size) cannot be told
+    consistently from the process group and the launchers' variables; the message names them."""

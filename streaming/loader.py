@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset
 
 from streaming import transport
 from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.coord.proc import ProcessId
+from streaming.world_detect import worker_slot
 
 
 def batch_length(batch: Any) -> int | None:
@@ -54,7 +55,7 @@ class BatchStream(IterableDataset):
         self.ring: tuple[str, int, ProcessId] | None = None
 
     def __iter__(self) -> Iterator[Any]:
-        info = get_worker_info()
+        info = worker_slot()
         if not (self.numpy and self.ring and info is not None):
             return self.dataset.iter_batches(self.batch_size, self.drop_last, numpy=self.numpy)
         # The sender copies every batch into its ring (or pickles it) before the next is read.

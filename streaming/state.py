@@ -63,3 +63,37 @@ class ResumeState:
                 f"dataset has {fingerprint}: streams, weights, epoch_size, batching or shuffle "
                 "settings differ. Pass load_state_dict(state, strict=False) to resume anyway "
                 "(the sample order will not continue exactly).")
+
+
+@dataclass(frozen=True)
+class WorkerPosition:
+    """How far one DataLoader worker got in its list of the iteration a state points at.
+
+    torchdata's StatefulDataLoader saves each worker's state separately (taken in the worker,
+    as of the last batch the trainer received from it) and gives each worker back its own, so
+    a worker state records the iteration's start (the ResumeState) plus this worker's count.
+    The count indexes a plan for this many nodes and ranks per node, so it resumes on the
+    same shape only (a rank-wide StreamingDataLoader state resumes on any).
+    """
+
+    worker: int
+    num_workers: int
+    samples: int
+    ended: bool
+    num_nodes: int = 1
+    ranks_per_node: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, obj: Any) -> WorkerPosition:
+        try:
+            position = cls(int(obj["worker"]), int(obj["num_workers"]), int(obj["samples"]),
+                           bool(obj["ended"]), int(obj.get("num_nodes", 1)),
+                           int(obj.get("ranks_per_node", 1)))
+        except (TypeError, KeyError, ValueError) as exc:
+            raise StateMismatchError(f"malformed per-worker position {obj!r}: {exc}") from None
+        if not 0 <= position.worker < position.num_workers or position.samples < 0:
+            raise StateMismatchError(f"malformed per-worker position {obj!r}")
+        return position

@@ -132,9 +132,9 @@ def rank_packs(plan: EpochPacks, rank: int, ranks: int) -> EpochPacks:
 
 
 def _default_ranks() -> tuple[int, int]:
-    from streaming.plan import World
+    from streaming.world_detect import detect_world
 
-    world = World.from_env(workers_per_rank=1)
+    world = detect_world(workers_per_rank=1)
     return world.data_parallel_rank, world.data_parallel_ranks
 
 

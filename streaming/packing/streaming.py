@@ -24,7 +24,8 @@ from streaming.packing.planner import pack_lengths
 from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.registry import make_packer
 from streaming.plan import World, plan_node
-from streaming.state import ResumeState
+from streaming.state import ResumeState, WorkerPosition
+from streaming.world_detect import worker_slot
 
 
 def rank_epoch_packs(ids: np.ndarray, lengths: np.ndarray, packing_length: int,
@@ -137,20 +138,27 @@ class PackedStreamingDataset(StreamingDataset):
 
     # ----- iteration ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        self._pending = True  # noted now: torchdata asks for the state before the first batch
+        return self._packs_of_iteration()
+
+    def _packs_of_iteration(self) -> Iterator[dict[str, Any]]:
         world = self._worker_world()
         self._node.check()
-        epoch, _ = self._epochs.begin(world.worker, world.workers_per_rank)
+        start = self._epochs.begin_worker(world.worker, world.workers_per_rank)
+        self._start, self._pending, self._ended = start, False, False
+        self._packs_yielded = 0
         try:
             with self._node.failing_on_error():
-                plan = self.rank_packs(epoch, world)
-                mine = worker_packs(plan, self._resume_skip(epoch), self.packs_per_batch,
+                plan = self.rank_packs(start.epoch, world)
+                mine = worker_packs(plan, self._resume_skip(start.epoch), self.packs_per_batch,
                                     world.worker, world.workers_per_rank)
-            self._packs_yielded = 0
+                mine = mine.select(np.arange(min(start.skip, mine.num_packs), mine.num_packs))
             yield from self._batches(mine)
         except Exception as exc:
             self._node.fail(f"rank {world.rank} worker {world.worker}: "
                             f"{type(exc).__name__}: {exc}")
             raise
+        self._ended = True
 
     def _batches(self, plan: EpochPacks) -> Iterator[dict[str, Any]]:
         import torch
@@ -208,18 +216,42 @@ class PackedStreamingDataset(StreamingDataset):
         StreamingDataLoader passes packs: its batches' leading size is packs per batch)."""
         dp = self.world.data_parallel_ranks
         if num_samples is None:
-            num_samples = self._packs_yielded * dp
+            return self._packed_iteration_state()
         epoch, _ = self._epochs.current()
         packs = num_samples // dp + (0 if from_beginning else self._resume_skip(epoch))
         if packs >= self.rank_packs(epoch).num_packs:
             epoch, packs = epoch + 1, 0
+        return self._packed_state(epoch, packs)
+
+    def _packed_state(self, epoch: int, packs: int) -> dict[str, Any]:
         cfg = self._config_now()
         state = ResumeState(
             epoch=epoch, sample_in_epoch=0,
             num_canonical_nodes=int(cfg.canonical_nodes(self.world)),
             shuffle_seed=int(cfg.shuffle_seed), fingerprint=self._fingerprint(cfg),
             initial_physical_nodes=self.world.num_nodes).to_dict()
+        dp = self.world.data_parallel_ranks
         return {**state, "packs_in_epoch": packs * dp, "packing": self._packing_identity()}
+
+    def _packed_iteration_state(self) -> dict[str, Any]:
+        """torchdata's state_dict(): the rank's packs in the training process; inside a
+        DataLoader worker the packs before the iteration's start plus a `worker` entry with
+        this worker's own count (see StreamingDataset._iteration_state)."""
+        slot = worker_slot()
+        worker, workers = (slot.id, slot.num_workers) if slot is not None else (0, 1)
+        if self._start is None or self._pending:
+            start = self._epochs.peek(worker, workers)
+            done, ended = start.skip, start.ended
+        else:
+            start, done, ended = self._start, self._start.skip + self._packs_yielded, self._ended
+        epoch, packs = start.epoch, self._resume_skip(start.epoch)
+        if slot is not None:
+            position = WorkerPosition(worker, workers, done, ended, self.world.num_nodes,
+                                      self.world.ranks_per_node)
+            return {**self._packed_state(epoch, packs), "worker": position.to_dict()}
+        if ended:
+            return self._packed_state(epoch + 1, 0)
+        return self._packed_state(epoch, packs + done)
 
     def _packing_identity(self) -> dict[str, Any]:
         return {**self.packing, "packing_length": self.packing_length,

@@ -40,13 +40,6 @@ class World:
                 f"divides world_size={self.world_size}"
             )
 
-    @classmethod
-    def from_env(cls, workers_per_rank: int | None = None, replication: int = 1) -> World:
-        """Read RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE and torch's DataLoader worker info."""
-        from streaming.plan.world_env import world_from_env
-
-        return world_from_env(workers_per_rank=workers_per_rank, replication=replication)
-
     @property
     def world_size(self) -> int:
         return self.num_nodes * self.ranks_per_node

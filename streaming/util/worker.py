@@ -28,9 +28,9 @@ def settle_worker() -> bool:
     global _settled_pid
     if _settled_pid == os.getpid():
         return False
-    from torch.utils.data import get_worker_info
+    from streaming.world_detect import in_worker
 
-    if get_worker_info() is None:
+    if not in_worker():
         return False
     _settled_pid = os.getpid()
     gc.freeze()

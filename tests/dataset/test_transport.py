@@ -211,7 +211,8 @@ def test_only_a_worker_with_a_ring_reads_views(tmp_path: Path, monkeypatch) -> N
     stream.numpy = True
     iter(stream)  # the training process (no worker): copies
     stream.ring = (new_token(), 3, ProcessId.current())
-    monkeypatch.setattr("streaming.loader.get_worker_info", lambda: SimpleNamespace(id=0))
+    monkeypatch.setattr("streaming.loader.worker_slot",
+                        lambda: SimpleNamespace(id=0, num_workers=1))
     iter(stream)  # a worker whose sender copies each batch into its ring: views
     assert [kw.get("views", False) for kw in calls] == [False, True]
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -55,7 +56,8 @@ def test_not_in_the_training_process(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_once_per_worker_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("torch.utils.data.get_worker_info", lambda: object())
+    monkeypatch.setattr("torch.utils.data.get_worker_info",
+                        lambda: SimpleNamespace(id=0, num_workers=1))
     monkeypatch.setattr(worker, "_settled_pid", None)
     monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda: True)  # not this process's malloc
     try:

@@ -33,29 +33,3 @@ def test_replication_across_nodes() -> None:
 def test_invalid_worlds(kwargs, match) -> None:
     with pytest.raises(PlanError, match=match):
         World(**kwargs)
-
-
-def test_from_env(monkeypatch) -> None:
-    for key, value in {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
-                       "LOCAL_WORLD_SIZE": "4"}.items():
-        monkeypatch.setenv(key, value)
-    w = World.from_env(workers_per_rank=2)
-    assert (w.num_nodes, w.ranks_per_node, w.node, w.rank_in_node) == (2, 4, 1, 1)
-    assert (w.workers_per_rank, w.worker) == (2, 0)
-
-
-def test_from_env_defaults_to_single_process(monkeypatch) -> None:
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
-        monkeypatch.delenv(key, raising=False)
-    assert World.from_env() == World()
-
-
-def test_from_env_rejects_inconsistent_values(monkeypatch) -> None:
-    monkeypatch.setenv("WORLD_SIZE", "6")
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    monkeypatch.setenv("RANK", "0")
-    with pytest.raises(PlanError, match="LOCAL_WORLD_SIZE"):
-        World.from_env()
-    monkeypatch.setenv("WORLD_SIZE", "x")
-    with pytest.raises(PlanError, match="WORLD_SIZE"):
-        World.from_env()

@@ -1,0 +1,52 @@
+"""EpochCounter's per-worker resume points (torchdata restores each DataLoader worker from its
+own state): skips per worker, the next epoch when every worker had ended, and a refusal when
+another number of workers iterates."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from streaming.coord.names import Namespace
+from streaming.epochs import EpochCounter, IterationStart
+from streaming.errors import StateMismatchError
+
+
+@pytest.fixture
+def counter():
+    ns = Namespace(secrets.token_hex(6))  # named like a dataset's, so leftovers are reclaimed
+    c = EpochCounter(ns.name("e0"), ns.name("e0k"), create=True)
+    yield c
+    c.close()
+
+
+def _load(c: EpochCounter, skips: list[int], ended: list[bool]) -> None:
+    for w, (skip, end) in enumerate(zip(skips, ended)):
+        c.set_worker_resume(3, 40, 2, 9, worker=w, num_workers=len(skips), skip=skip,
+                            ended=end)
+
+
+def test_each_worker_skips_its_own_count_in_iteration_zero_only(counter) -> None:
+    _load(counter, [8, 4], [False, True])
+    assert counter.peek(1, 2) == IterationStart(3, 40, 4, True)
+    assert counter.begin_worker(0, 2) == IterationStart(3, 40, 8, False)
+    assert counter.begin_worker(1, 2) == IterationStart(3, 40, 4, True)
+    assert counter.begin_worker(0, 2) == IterationStart(4, 0)  # the next iteration
+    assert counter.overrides() == (2, 9)
+
+
+def test_every_worker_ended_means_the_next_epoch(counter) -> None:
+    _load(counter, [8, 4], [True, True])
+    assert counter.peek(0, 2) == IterationStart(4, 0)
+    assert counter.begin_worker(1, 2) == IterationStart(4, 0)
+    assert counter.begin_worker(0, 2) == IterationStart(4, 0)
+    assert counter.current() == (4, 0)
+
+
+def test_another_worker_count_is_refused_and_a_rank_resume_clears(counter) -> None:
+    _load(counter, [8, 4], [False, False])
+    with pytest.raises(StateMismatchError, match="num_workers=2"):
+        counter.begin_worker(0, 3)
+    counter.set_resume(5, 0, 2, 9)
+    assert counter.begin_worker(0, 3) == IterationStart(5, 0)

@@ -1,0 +1,37 @@
+"""Run a framework script as a real process group with a hard deadline (tests/frameworks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_script(script: str, args: list[str], *, timeout: float, env: dict | None = None
+               ) -> subprocess.CompletedProcess:
+    """`python tests/frameworks/<script> args...` in its own session; on timeout the whole
+    process group (launchers start children) is killed and the test fails with its output."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name(script)), *args],
+                            cwd=REPO, env=full_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"{script} {args} did not finish in {timeout}s:\n{out[-4000:]}"
+                             ) from None
+    if proc.returncode != 0:
+        raise AssertionError(f"{script} {args} exited {proc.returncode}:\n{out[-4000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+
+def read_batches(path: Path) -> list[list[int]]:
+    """The `ids` of every JSON line of `path`, in order."""
+    return [json.loads(line)["ids"] for line in path.read_text().splitlines()]

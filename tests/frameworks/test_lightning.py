@@ -1,0 +1,64 @@
+"""PyTorch Lightning over StreamingDataset: ranks placed correctly under Lightning's own
+launchers (ddp started with plain python, ddp_spawn), and checkpoints that resume the data
+exactly from `ckpt_path` in a new process, alone and under DDP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.dataset.conftest import write_ids
+from tests.frameworks._launch import read_batches, run_script
+
+pytest.importorskip("lightning")
+
+SAMPLES, BATCH = 96, 4
+TIMEOUT = 240  # seconds per Lightning run (torch's own collective timeout is far longer)
+
+
+def _train(data: Path, out: Path, *extra: str) -> Path:
+    out.mkdir(parents=True)
+    run_script("lightning_run.py", ["--data", str(data), "--out", str(out),
+                                    "--batch-size", str(BATCH), *extra], timeout=TIMEOUT)
+    return out
+
+
+def _disjoint_and_covering(out: Path, ranks: int) -> list[list[list[int]]]:
+    per_rank = [read_batches(out / f"rank{r}.jsonl") for r in range(ranks)]
+    seen = [[i for batch in batches for i in batch] for batches in per_rank]
+    assert all(len(s) == SAMPLES // ranks for s in seen)
+    assert sorted(i for s in seen for i in s) == list(range(SAMPLES))
+    return per_rank
+
+
+@pytest.mark.slow
+def test_ddp_under_plain_python_places_ranks_and_resumes_exactly(tmp_path) -> None:
+    data = write_ids(tmp_path / "src", SAMPLES)
+    full = _train(data, tmp_path / "full", "--strategy", "ddp", "--devices", "2",
+                  "--workers", "2", "--checkpoint-every", "5")
+    per_rank = _disjoint_and_covering(full, 2)
+    resumed = _train(data, tmp_path / "resumed", "--strategy", "ddp", "--devices", "2",
+                     "--workers", "2", "--resume", str(full / "ckpt" / "step=5.ckpt"))
+    for rank in range(2):
+        assert read_batches(resumed / f"rank{rank}.jsonl") == per_rank[rank][5:]
+
+
+@pytest.mark.slow
+def test_ddp_spawn_places_ranks(tmp_path) -> None:
+    data = write_ids(tmp_path / "src", SAMPLES)
+    out = _train(data, tmp_path / "spawn", "--strategy", "ddp_spawn", "--devices", "2")
+    _disjoint_and_covering(out, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", [8, 24], ids=["mid-epoch", "epoch-end"])
+def test_single_device_checkpoint_resumes_exactly(tmp_path, step) -> None:
+    data = write_ids(tmp_path / "src", SAMPLES)
+    full = _train(data, tmp_path / "full", "--workers", "2", "--epochs", "2",
+                  "--checkpoint-every", str(step))
+    batches = read_batches(full / "rank0.jsonl")
+    assert len(batches) == 2 * SAMPLES // BATCH
+    resumed = _train(data, tmp_path / "resumed", "--workers", "2", "--epochs", "2",
+                     "--resume", str(full / "ckpt" / f"step={step}.ckpt"))
+    assert read_batches(resumed / "rank0.jsonl") == batches[step:]

@@ -1,0 +1,129 @@
+"""torchdata's StatefulDataLoader over a StreamingDataset: a state saved at any step (mid-epoch,
+after an epoch's last batch, after the epoch ended, in a later epoch) resumes in a new process
+with exactly the batches the uninterrupted run went on with, for 0, 2 and 3 workers, with
+persistent workers on and off, and over packed batches."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streaming.errors import StateMismatchError
+from tests.dataset.conftest import write_ids
+from tests.frameworks.torchdata_common import batch_ids, make_loader
+
+pytest.importorskip("torchdata.stateful_dataloader")
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES, BATCH, LOOPS = 120, 4, 2
+PACKED_SAMPLES = 150  # ~24 batches of 2 packs of 256 tokens
+TIMEOUT = 240  # seconds for the resuming process
+
+
+def _uninterrupted(options: dict) -> tuple[list[list[list[int]]], dict[str, dict]]:
+    """Every loop's batches, and the loader's state at the points the tests resume from."""
+    loader = make_loader(**options)
+    loops: list[list[list[int]]] = []
+    states: dict[str, dict] = {}
+    for loop in range(LOOPS):
+        batches = []
+        for batch in loader:
+            batches.append(batch_ids(batch))
+            state = loader.state_dict()
+            if loop == 0 and len(batches) == 11:
+                states["mid"] = state
+            if loop == 1 and len(batches) == 5:
+                states["later"] = state
+        if loop == 0:
+            states["last"] = state  # after the last batch, before the loop saw the end
+            states["end"] = loader.state_dict()  # after the loop ended
+        loops.append(batches)
+    return loops, states
+
+
+def _resume(options: dict, cases: list[dict], tmp_path: Path) -> list:
+    spec, out = tmp_path / "cases.json", tmp_path / "out.json"
+    spec.write_text(json.dumps({"options": options, "cases": cases}))
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("torchdata_resume.py")),
+         "--cases", str(spec), "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("workers", "persistent"),
+                         [(0, False), (2, False), (2, True), (3, False)])
+def test_resume_in_new_process_continues_exactly(tmp_path, workers, persistent) -> None:
+    data = write_ids(tmp_path / "src", SAMPLES)
+    options = {"data": str(data), "workers": workers, "persistent": persistent,
+               "batch_size": BATCH}
+    _check_resumes(options, SAMPLES, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("workers", "persistent"), [(0, False), (2, True), (3, False)])
+def test_packed_batches_resume_exactly(tmp_path, workers, persistent) -> None:
+    from tests.packing.datasets import write_tokens
+
+    write_tokens(tmp_path / "src", PACKED_SAMPLES, max_len=100)
+    options = {"data": str(tmp_path / "src"), "workers": workers, "persistent": persistent,
+               "batch_size": 1, "packing": True}
+    _check_resumes(options, PACKED_SAMPLES, tmp_path)
+
+
+def _check_resumes(options: dict, samples: int, tmp_path: Path) -> None:
+    loops, states = _uninterrupted(options)
+    assert all(sorted(i for b in loop for i in b) == list(range(samples)) for loop in loops)
+    assert loops[0] != loops[1]
+    expected = {
+        "mid": [loops[0][11:], loops[1]],
+        "last": [[], loops[1]],
+        "end": [loops[1]],
+        "later": [loops[1][5:]],
+    }
+    names = list(expected)
+    cases = [{"state": states[n], "loops": len(expected[n])} for n in names]
+    resumed = _resume(options, cases, tmp_path)
+    for name, got in zip(names, resumed):
+        assert got == expected[name], f"resumed from {name!r}"
+
+
+def test_a_worker_state_is_refused_outside_its_worker(tmp_path) -> None:
+    data = write_ids(tmp_path / "src", 40)
+    loader = make_loader(str(data), workers=2, persistent=False, batch_size=BATCH)
+    it = iter(loader)
+    next(it)
+    worker_state = loader.state_dict()["_snapshot"]["_worker_snapshots"]["worker_0"]
+    state = worker_state["dataset_state"]
+    assert state["worker"] == {"worker": 0, "num_workers": 2, "samples": BATCH, "ended": False,
+                               "num_nodes": 1, "ranks_per_node": 1}
+    del it, loader
+    fresh = make_loader(str(data), workers=0, persistent=False, batch_size=BATCH)
+    with pytest.raises(StateMismatchError, match="worker 0 of 2"):
+        fresh.dataset.load_state_dict(state)
+
+
+def test_a_worker_state_is_refused_on_another_topology(tmp_path) -> None:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from streaming import StreamingDataset
+    from streaming.plan import World
+
+    data = write_ids(tmp_path / "src", 40)
+    loader = make_loader(str(data), workers=2, persistent=False, batch_size=BATCH)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    del it, loader
+    two_ranks = World(ranks_per_node=2)
+    ds = StreamingDataset(local=str(data), shuffle=True, batch_size=BATCH, world=two_ranks)
+    resumed = StatefulDataLoader(ds, batch_size=BATCH, num_workers=2)
+    resumed.load_state_dict(state)
+    with pytest.raises(StateMismatchError, match="same shape only"):
+        next(iter(resumed))
