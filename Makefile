@@ -3,8 +3,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS ?= test
+# The reference implementation (mosaicml-streaming) for tests/parity, in a venv of its own: its
+# import name `streaming` collides with ours. When it cannot be built the parity tests skip.
+REF_VENV  ?= .venv-reference
+REF_STAMP := $(REF_VENV)/.installed-stamp
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test lint bench clean venv reference-venv
 
 venv: $(STAMP)
 
@@ -15,12 +19,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
+reference-venv: $(REF_STAMP)
+
+$(REF_STAMP):
+	@( test -x $(REF_VENV)/bin/python || python3 -m venv $(REF_VENV) ) && \
+	  $(REF_VENV)/bin/python -m pip install -q torch==2.13.0 mosaicml-streaming==0.13.0 && \
+	  touch $(REF_STAMP) || \
+	  echo "reference venv $(REF_VENV) could not be built: tests/parity will be skipped"
+
 demo: $(STAMP)
 	$(PY) -m streaming.demo
 
-test: $(STAMP)
+test: $(STAMP) $(REF_STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	STREAMING_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(PY) -m pytest -q -p no:cacheprovider tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
@@ -35,4 +47,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/convert.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(REF_VENV) build *.egg-info
