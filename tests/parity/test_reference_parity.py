@@ -62,6 +62,10 @@ SCENARIOS: dict[str, dict] = {
     "per_stream_7": {"streams": [{"name": "s300"}, {"name": "s200"}],
                      "dataset": {"batch_size": 7, "batching_method": "per_stream"},
                      "world": [1, 1, 1]},
+    "per_stream_canonical": {"streams": [{"name": "s300"}, {"name": "s200"}],
+                             "dataset": {"batch_size": 4, "batching_method": "per_stream",
+                                         "num_canonical_nodes": 8},
+                             "world": [1, 1, 1]},
     "stratified": {"streams": [{"name": "s70"}, {"name": "s30"}],
                    "dataset": {"batch_size": 3, "batching_method": "stratified",
                                "shuffle": True},
@@ -181,7 +185,8 @@ def test_shuffled_epochs_hold_the_same_samples(reference, data) -> None:
     assert mine["epochs"][0] != mine["epochs"][1]
 
 
-@pytest.mark.parametrize("name,batch", [("per_stream_4", 4), ("per_stream_7", 7)])
+@pytest.mark.parametrize("name,batch", [("per_stream_4", 4), ("per_stream_7", 7),
+                                        ("per_stream_canonical", 4)])
 def test_per_stream_batches(reference, data, name, batch) -> None:
     mine, theirs = ours(data, name), reference[name]
     for side in (mine, theirs):
@@ -221,3 +226,10 @@ def test_device_per_stream_batches(reference, data) -> None:
         assert side["epochs"][0] == side["epochs"][1]
     count = [len(r) // 4 for r in mine["epochs"][0]]
     assert count[0] == count[1] == (120 // 4 + 70 // 4 + 1) // 2
+
+
+def test_per_stream_canonical_padding_adds_a_batch_only_in_the_reference(reference, data) -> None:
+    theirs = reference["per_stream_canonical"]["epochs"][0][0]
+    mine = ours(data, "per_stream_canonical")["epochs"][0][0]
+    assert (len(theirs) // 4, len(mine) // 4) == (126, 125)
+    assert len(set(mine)) == len(mine) and len(set(theirs)) < len(theirs)
