@@ -4,17 +4,26 @@ on stdin and prints, for each, every rank's samples per epoch in DataLoader orde
 Never imported by our tests (the reference's import name `streaming` collides with ours): they
 start it with the reference venv's Python and read its JSON.
 """
-# ruff: noqa: I001  (`streaming` here is the reference's third-party package, not ours)
 
 import json
 import logging
+import os
 import sys
+import sysconfig
+import types
 import warnings
 
 import numpy as np
-from streaming import Stream, StreamingDataset
-from streaming.base.batching import generate_work
-from streaming.base.world import World
+
+# Load the reference's `streaming.base` without its top-level package file, which also imports
+# its vision/text extras (torchvision, whose wheel may not match a CPU-only torch).
+_package = types.ModuleType("streaming")
+_package.__path__ = [os.path.join(sysconfig.get_paths()["purelib"], "streaming")]
+sys.modules["streaming"] = _package
+
+from streaming.base import Stream, StreamingDataset  # noqa: E402
+from streaming.base.batching import generate_work  # noqa: E402
+from streaming.base.world import World  # noqa: E402
 
 logging.disable(logging.WARNING)
 warnings.simplefilter("ignore")

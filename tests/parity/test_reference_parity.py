@@ -94,8 +94,8 @@ def reference(data) -> dict[str, dict]:
         pytest.skip("the reference implementation's venv is missing: run `make reference-venv` "
                     "or set STREAMING_REFERENCE_PYTHON to its python")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # never our `streaming`
-    probe = subprocess.run([str(python), "-c", "import streaming.base.batching"], env=env,
-                           capture_output=True, text=True, timeout=300, cwd=str(python.parent))
+    probe = subprocess.run([str(python), str(SCRIPT)], input="[]", env=env, text=True,
+                           capture_output=True, timeout=300, cwd=str(python.parent))
     if probe.returncode:
         pytest.skip(f"{python} cannot import the reference implementation (an unfinished "
                     f"`make reference-venv`?): {probe.stderr.strip()[-300:]}")
