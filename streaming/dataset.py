@@ -302,7 +302,8 @@ class StreamingDataset(IterableDataset):
         return self.world.data_parallel_ranks
 
     def __len__(self) -> int:
-        """Samples this rank yields per epoch (the epoch padded to whole global batches)."""
+        """Samples this rank yields per epoch (all of it on one rank; with several ranks the
+        epoch padded to a multiple of the rank count, divided over them)."""
         return self._samples_per_rank(self._config_now())
 
     def _samples_per_rank(self, cfg: PlanConfig) -> int:

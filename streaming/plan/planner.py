@@ -128,8 +128,8 @@ def global_order(
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The whole epoch's global sequence from `sample_in_epoch` (for tests and inspection).
 
-    Global batch g is entries [g*B, (g+1)*B). With `with_padding`, also a mask of the entries
-    that repeat a sample only to fill whole batches and equal canonical lengths.
+    Global batch g is entries [g*B, (g+1)*B) (the last may be partial). With `with_padding`,
+    also a mask of the entries that repeat a sample only to give several ranks equal counts.
     """
     world = World() if world is None else world
     order, method, batch = _setup(cfg, world, epoch, sample_in_epoch)

@@ -2,9 +2,9 @@
 
 Streams are cut into whole device batches (a stream's last partial one is left out, as in the
 reference) and interleaved with jittered stratification; the count is padded to whole global
-batches by repeating the epoch's first device batches, so every rank gets the same number of
-batches (the reference leaves such ranks short instead). Without shuffling every epoch has one
-order.
+batches (a multiple of the rank count) by repeating the epoch's first device batches, so every
+rank gets the same number of batches (the reference leaves such ranks short instead). Without
+shuffling every epoch has one order.
 """
 
 from __future__ import annotations
