@@ -25,9 +25,17 @@ def _end(order: EpochOrder, ranks: int, start: int) -> int:
 
 
 def _real(order: EpochOrder) -> np.ndarray:
-    """The epoch's samples without padding, in global order (a single rank's sequence)."""
-    ids, pad = order.take(np.arange(order.span, dtype=np.int64))
-    return ids[~pad]
+    """The epoch's samples without padding, in global order (a single rank's sequence).
+
+    Padding lies only in rounds past the shortest canonical node, so the rounds before are
+    taken by strided slices (a view for one canonical node) and only the tail is filtered.
+    """
+    full = int(order.lengths.min()) * order.num_canonical
+    head = order.take_progression(0, 1, full)
+    if full == order.span:
+        return head
+    ids, pad = order.take(np.arange(full, order.span, dtype=np.int64))
+    return np.concatenate((head, ids[~pad].astype(head.dtype, copy=False)))
 
 
 def _extend(order: EpochOrder, first: int, step: int, ids: np.ndarray, groups: int
