@@ -330,7 +330,10 @@ def test_a_node_materialises_only_its_own_canonical_nodes(data, algo, nodes, k, 
         finally:
             EpochOrder.sequence = original
         source = EpochOrder(cfg, nodes * k, 0).source
-        assert asked == {int(source[c]) for c in range(nodes * k) if c % nodes == n}
+        own = {int(source[c]) for c in range(nodes * k) if c % nodes == n}
+        assert asked <= own  # near the end of the epoch a node may need only some of them
+        if start % cfg.epoch_size == 0:
+            assert asked == own
 
 
 @given(setups(weighted=True))
