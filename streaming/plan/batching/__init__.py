@@ -49,12 +49,6 @@ def stream_orders(order: EpochOrder) -> list[np.ndarray]:
     return np.split(grouped, np.cumsum(counts)[:-1])
 
 
-def cyclic(values: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """`values` repeated to `length` entries, and a mask of the repeated (padding) tail."""
-    index = np.arange(length, dtype=np.int64)
-    return values[index % max(len(values), 1)], index >= len(values)
-
-
 def interleave(counts: np.ndarray, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
     """(stream, chunk index) of all streams' chunks, mixed in proportion to their counts.
 
