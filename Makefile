@@ -3,8 +3,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS ?= test
+# The reference implementation (mosaicml-streaming) for tests/parity, in a venv of its own: its
+# import name `streaming` collides with ours. When it cannot be built the parity tests skip.
+REF_VENV  ?= .venv-reference
+REF_STAMP := $(REF_VENV)/.installed-stamp
 
-.PHONY: demo test lint bench clean venv azurite
+.PHONY: demo test lint bench clean venv azurite reference-venv
 
 # Azurite (the Azure Blob Storage emulator the tests start) lives in .node/, never globally.
 AZURITE_VERSION := 3.35.0
@@ -19,6 +23,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
+reference-venv: $(REF_STAMP)
+
+$(REF_STAMP):
+	@( test -x $(REF_VENV)/bin/python || python3 -m venv $(REF_VENV) ) && \
+	  $(REF_VENV)/bin/python -m pip install -q torch==2.13.0 mosaicml-streaming==0.13.0 && \
+	  touch $(REF_STAMP) || \
+	  echo "reference venv $(REF_VENV) could not be built: tests/parity will be skipped"
+
 demo: $(STAMP)
 	$(PY) -m streaming.demo
 
@@ -28,9 +40,9 @@ $(AZURITE_STAMP):
 	npm install --silent --no-audit --no-fund --prefix .node azurite@$(AZURITE_VERSION)
 	touch $(AZURITE_STAMP)
 
-test: $(STAMP) $(AZURITE_STAMP)
+test: $(STAMP) $(AZURITE_STAMP) $(REF_STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	STREAMING_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(PY) -m pytest -q -p no:cacheprovider tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
@@ -45,4 +57,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/convert.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .node
+	rm -rf $(VENV) $(REF_VENV) build *.egg-info .node

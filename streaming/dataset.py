@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +109,10 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                                                      epoch_size)
         if predownload is not None and predownload < 0:
             raise PlanError(f"predownload must be >= 0, got {predownload}")
+        if predownload is not None and batch_size is not None and predownload < batch_size:
+            warnings.warn(f"predownload={predownload} is smaller than batch_size={batch_size}: "
+                          "batches then wait for downloads; set predownload to at least "
+                          "batch_size", stacklevel=2)
         self.predownload = predownload if predownload is not None else 8 * (batch_size or 8)
         self.cache_limit = cache_limit
         self.batch_size = batch_size
@@ -136,13 +141,12 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         raw_bytes = float(np.sum(self.preparer.table.raw_bytes))
         self._mean_sample_bytes = raw_bytes / max(self.num_samples, 1)
 
-        weighted = [s.weighted for s in self.streams]
-        if any(weighted) and not all(weighted):
-            raise PlanError("either every stream sets proportion/repeat/choose or none does")
+        # An unweighted stream beside weighted ones counts as repeat=1 (docs/mixing.md).
+        weighted = any(s.weighted for s in self.streams)
         self.config = PlanConfig(
             samples_per_shard=self.samples_per_shard,
             shards_per_stream=self.shards_per_stream,
-            weights=tuple(s.weights for s in self.streams) if all(weighted) else (),
+            weights=tuple(s.weights for s in self.streams) if weighted else (),
             epoch_size=epoch_size, batch_size=batch_size, shuffle=shuffle,
             shuffle_algo=shuffle_algo, shuffle_seed=shuffle_seed,
             shuffle_block_size=shuffle_block_size, num_canonical_nodes=num_canonical_nodes,
@@ -309,7 +313,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         return self.world.data_parallel_ranks
 
     def __len__(self) -> int:
-        """Samples this rank yields per epoch (the epoch padded to whole global batches)."""
+        """Samples this rank yields per epoch (all of it on one rank; with several ranks the
+        epoch padded to a multiple of the rank count, divided over them)."""
         if self._explicit_world is None:
             check_unchanged(self.world)  # a trainer sizes its epoch with len: fail before that
         return self._samples_per_rank(self._config_now())

@@ -159,7 +159,10 @@ def run(args: argparse.Namespace) -> int:
     cfg, world = setup.cfg, setup.world
     global_batch = cfg.device_batch() * world.data_parallel_ranks
     print(f"streams           {len(setup.names)}  ({int(cfg.shards_per_stream.sum())} shards)")
-    print(f"epoch size        {cfg.epoch_size} samples, {cfg.epoch_size // global_batch} "
+    from streaming.plan import global_order
+
+    served = len(global_order(cfg, args.epoch, world))  # stratified/per_stream may stop early
+    print(f"epoch size        {cfg.epoch_size} samples, {-(-served // global_batch)} "
           f"global batches of {global_batch}")
     print(f"topology          {world.num_nodes} nodes x {world.ranks_per_node} ranks x "
           f"{world.workers_per_rank} workers, batching {cfg.batching_method}")

@@ -67,6 +67,8 @@ def build_layout(
         rows = np.where(rate_o[pos] > 0, np.rint((targets - before) / rate_o[pos]), 0)
     rows = np.clip(rows.astype(np.int64), 0, size_o[pos])
     cuts = np.maximum.accumulate(starts[pos] + rows) if len(pos) else pos
+    if np.all(rate_o == 1):  # unweighted: cut k sits at k * N // C exactly, as the reference's
+        cuts = int(starts[-1]) * np.arange(1, num_canonical, dtype=np.int64) // num_canonical
     piece_start = np.union1d(starts[:-1][size_o > 0], cuts)
     piece_start = piece_start[piece_start < starts[-1]]
     piece_end = np.append(piece_start[1:], starts[-1])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -66,8 +68,8 @@ def stream_targets(
 ) -> np.ndarray:
     """Samples each stream contributes to every epoch (int64, fixed for the run).
 
-    Relative weights: floor of each share plus the leftover handed to distinct streams drawn with
-    probability proportional to their fractional parts (seeded, so fixed per run).
+    Relative weights: floor of each exact share plus one more for the streams with the largest
+    remainders (as many as the floors leave over).
     """
     sizes = np.asarray(samples_per_stream, dtype=np.int64)
     if not weights:
@@ -98,18 +100,22 @@ def stream_targets(
 
 
 def _relative(sizes: np.ndarray, props: np.ndarray, epoch_size: int | None, seed: int):
+    """Largest-remainder split of the epoch, computed in exact rationals (floats such as
+    0.6 x 200 must not floor to 119). Ties go to the lower stream index."""
+    del seed  # the split is exact, so no draw is needed
     total = float(props.sum())
     if total <= 0:
         raise PlanError("stream proportions must not all be zero")
     epoch = int(sizes.sum()) if epoch_size is None else int(epoch_size)
-    exact = props / total * epoch
-    out = np.floor(exact).astype(np.int64)
+    shares = [Fraction(float(p)) for p in props]
+    whole = sum(shares)
+    exact = [share * epoch / whole for share in shares]
+    out = np.array([math.floor(x) for x in exact], dtype=np.int64)
     left = epoch - int(out.sum())
     if left:
-        frac = exact - out
-        rng = np.random.default_rng([seed, 0x4D49])
-        chosen = rng.choice(len(sizes), size=left, replace=False, p=frac / frac.sum())
-        out[chosen] += 1
+        remainders = [x - math.floor(x) for x in exact]
+        ranked = sorted(range(len(exact)), key=lambda s: (-remainders[s], s))
+        out[ranked[:left]] += 1
     _check_drawable(sizes, out)
     return out
 

@@ -1,13 +1,15 @@
 """An epoch's global order: canonical node sequences interleaved round-robin.
 
 Position p of the global order is sample p // C of canonical node c = p % C. Canonical nodes
-whose sequence is shorter than the longest one repeat their own samples (padding), so a
-position's owner is arithmetic and any node can compute just the positions it serves.
+whose sequence is shorter than the longest one are padded with their own last samples (the
+batching method decides whether padding is served or skipped), so a position's owner is
+arithmetic and any node can compute just the positions it serves.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -20,7 +22,7 @@ from streaming.plan.sampling import (
     piece_extras,
     stream_sizes_by_canonical,
 )
-from streaming.plan.shuffle import get_shuffle
+from streaming.plan.shuffle import get_shuffle, index_dtype
 
 _SHARD_ORDER_TAG, _SHUFFLE_TAG, _NAIVE_TAG = 0x0D01, 0x0D02, 0x0D03
 
@@ -58,6 +60,24 @@ class EpochOrder:
         self.source = np.where(self.lengths > 0, np.arange(num_canonical), nonempty[nxt])
         self._cache: dict[int, np.ndarray] = {}
         self._naive: np.ndarray | None = None
+        self._warn_small(cfg, num_canonical)
+
+    def _warn_small(self, cfg: PlanConfig, num_canonical: int) -> None:
+        """The reference's warnings for an epoch smaller than its canonical nodes and for a py1e
+        block smaller than a shard (then a shard mixes only with its neighbours)."""
+        if self.total < num_canonical:
+            warnings.warn(
+                f"the epoch has {self.total} samples for {num_canonical} canonical nodes: "
+                "several ranks then repeat samples to fill their batches; check the dataset "
+                "size or lower num_canonical_nodes", stacklevel=4)
+        if cfg.shuffle and cfg.shuffle_algo == "py1e" and len(cfg.samples_per_shard):
+            block, largest = cfg.block_size(num_canonical), int(cfg.samples_per_shard.max())
+            if block < largest:
+                warnings.warn(
+                    f"shuffle_block_size={block} is smaller than the largest shard ({largest} "
+                    "samples): py1e spreads such a shard only over its own length, so it mixes "
+                    "with its neighbours only; a block of at least one shard mixes better",
+                    stacklevel=4)
 
     def picks(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         """Canonical node c's picked ids in storage/piece order, and piece bounds."""
@@ -78,8 +98,8 @@ class EpochOrder:
                 # No local reference to the picks: the shuffle may free them as it goes.
                 seq = get_shuffle(cfg.shuffle_algo)(
                     *self.picks(c), rng, cfg.block_size(self.num_canonical))
-            else:
-                seq = np.sort(self.picks(c)[0])
+            else:  # storage order; a repeated piece is read in whole passes ([0, 1, 0, 1])
+                seq = self.picks(c)[0]
         self._cache[c] = seq
         return seq
 
@@ -96,7 +116,7 @@ class EpochOrder:
         canon = positions % num
         index = positions // num
         pad = index >= self.lengths[canon]
-        out = np.empty(len(positions), dtype=self.sequence(int(self.source[0])).dtype)
+        out = np.empty(len(positions), dtype=index_dtype(int(self.cfg.shard_offsets[-1])))
         small = canon.astype(np.int16 if num < 2**15 else np.int64)
         order = np.argsort(small, kind="stable")
         counts = np.bincount(canon, minlength=num)
@@ -105,7 +125,7 @@ class EpochOrder:
             where = order[bounds[c]:bounds[c + 1]]
             src = int(self.source[c])
             seq = self.sequence(src)
-            out[where] = seq[index[where] % len(seq)]
+            out[where] = seq[_wrap(index[where], len(seq))]
         return out, pad
 
     def take_progression(self, first: int, step: int, count: int) -> np.ndarray:
@@ -134,5 +154,12 @@ class EpochOrder:
             dest[:inside] = seq[start:start + stride * inside:stride]
             if inside < n:
                 wrap = start + stride * np.arange(inside, n, dtype=np.int64)
-                dest[inside:] = seq[wrap % len(seq)]
+                dest[inside:] = seq[_wrap(wrap, len(seq))]
         return np.empty(0, dtype=np.int64) if out is None else out
+
+
+def _wrap(index: np.ndarray, length: int) -> np.ndarray:
+    """Index into a sequence of `length` for positions past its end: the last sample first,
+    then backwards (a short canonical node repeats its own last samples)."""
+    beyond = np.maximum(index - length, 0)
+    return np.where(index < length, index, length - 1 - beyond % length)

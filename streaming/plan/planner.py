@@ -21,7 +21,8 @@ from streaming.plan.world import World
 
 @dataclass(frozen=True)
 class NodePlan:
-    """One node's plan: ids[rank_in_node, worker, i], -1 pads the end of short workers."""
+    """One node's plan: ids[rank_in_node, worker, i]; -1 fills the end of short workers (and of a
+    partial last batch). Every rank has `samples_per_rank` real ids."""
 
     ids: np.ndarray
     batch_size: int
@@ -54,6 +55,11 @@ def _setup(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int):
         raise PlanError(f"sample_in_epoch must be a non-negative int, got {sample_in_epoch!r}")
     if not isinstance(world, World):
         raise PlanError(f"world must be a World, got {type(world).__name__}")
+    if cfg.batch_size is None and world.workers_per_rank > 1 and sample_in_epoch:
+        raise PlanError(
+            "resuming mid-epoch with several DataLoader workers needs batch_size (the per-device "
+            "batch of the DataLoader): without it the position cannot be mapped to the workers' "
+            "batches")
     num_canonical = cfg.canonical_nodes(world)
     get_partition(cfg.partition_algo)(num_canonical, world.num_groups)
     order = EpochOrder(cfg, num_canonical, int(epoch))
@@ -91,7 +97,7 @@ def plan_node(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int = 
     return NodePlan(
         ids=_to_node(batches, world),
         batch_size=batch,
-        samples_per_rank=int(batches.shape[0] * batch),
+        samples_per_rank=int(np.count_nonzero(batches[:, 0] >= 0)) if len(batches) else 0,
         sample_in_epoch=int(start),
         epoch=int(epoch),
         shard_offsets=cfg.shard_offsets,
@@ -122,8 +128,8 @@ def global_order(
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The whole epoch's global sequence from `sample_in_epoch` (for tests and inspection).
 
-    Global batch g is entries [g*B, (g+1)*B). With `with_padding`, also a mask of the entries
-    that repeat a sample only to fill whole batches and equal canonical lengths.
+    Global batch g is entries [g*B, (g+1)*B) (the last may be partial). With `with_padding`,
+    also a mask of the entries that repeat a sample only to give several ranks equal counts.
     """
     world = World() if world is None else world
     order, method, batch = _setup(cfg, world, epoch, sample_in_epoch)

@@ -109,8 +109,8 @@ def test_batch_path_equals_sample_path(tokens_dir: Path, workers: int) -> None:
     assert len(got) == len(want) == 26
     for a, b in zip(got, want):
         _same(a, b)
-    ids = [i for b in got for i in b["id"].tolist()]  # 203 samples padded to 26 batches of 8
-    assert len(ids) == 208 and set(ids) == set(range(203))
+    ids = [i for b in got for i in b["id"].tolist()]  # one rank: each of 203 samples once
+    assert sorted(ids) == list(range(203)) and len(got[-1]["id"]) == 3
 
 
 def test_batch_path_resumes_exactly_and_drops_last(tokens_dir: Path) -> None:
@@ -121,9 +121,9 @@ def test_batch_path_resumes_exactly_and_drops_last(tokens_dir: Path) -> None:
                                 batch_size=8, num_workers=2)
     fresh.load_state_dict(state)
     rest = [i for batch in fresh for i in batch["id"].tolist()]
-    assert len(seen + rest) == 208 and set(seen + rest) == set(range(203))
+    assert sorted(seen + rest) == list(range(203))
     loose = StreamingDataLoader(StreamingDataset(local=tokens_dir, batch_size=8), batch_size=48)
-    assert [len(b["id"]) for b in loose] == [48] * 4 + [16] and len(loose) == 5
+    assert [len(b["id"]) for b in loose] == [48] * 4 + [11] and len(loose) == 5
     dropped = StreamingDataLoader(StreamingDataset(local=tokens_dir, batch_size=8),
                                   batch_size=48, drop_last=True)
     assert [len(b["id"]) for b in dropped] == [48] * 4 and len(dropped) == 4

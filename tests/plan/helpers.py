@@ -69,34 +69,47 @@ def node_plans(cfg: PlanConfig, world: World, epoch: int, start: int = 0):
     return [plan_node(cfg, world.with_position(n), epoch, start) for n in range(world.num_nodes)]
 
 
+def rank_sequence(plan, r: int, workers: int) -> np.ndarray:
+    """Rank r's samples in the order its DataLoader batches them (-1 dropped)."""
+    b = plan.batch_size
+    rows = plan.ids[r]
+    nb = rows.shape[1] // b * workers
+    parts = [rows[g % workers, (g // workers) * b:(g // workers + 1) * b] for g in range(nb)]
+    seq = np.concatenate(parts) if parts else np.empty(0, np.int64)
+    return seq[seq >= 0]
+
+
 def assemble(cfg: PlanConfig, world: World, epoch: int, start: int = 0) -> np.ndarray:
-    """Rebuild the global sequence (from `start`) that all ranks' plans consume together."""
+    """Rebuild the global sequence (from `start`) that all ranks' plans consume together.
+
+    random: data-parallel rank l of node group q holds positions l * groups + q (mod ranks)
+    counted from the group's first position; other methods: rank d holds slot d of each
+    global batch.
+    """
     plans = node_plans(cfg, world, epoch, start)
     b = cfg.device_batch()
     ranks, workers = world.ranks_per_node, world.workers_per_rank
     per_rank = plans[0].samples_per_rank
-    nb = per_rank // b
     dp = world.data_parallel_ranks
-    out = np.full(nb * b * dp, -2, dtype=np.int64)
-    for n, plan in enumerate(plans):
+    groups, group_ranks = world.num_groups, world.group_ranks
+    out = np.full(per_rank * dp, -2, dtype=np.int64)
+    for plan in plans:
         assert plan.ids.shape[:2] == (ranks, workers)
         assert plan.samples_per_rank == per_rank
+    for n, plan in enumerate(plans):
         for r in range(ranks):
             d = (n * ranks + r) // world.replication
-            rank_seq = np.concatenate([
-                plan.ids[r, g % workers, (g // workers) * b:(g // workers + 1) * b]
-                for g in range(nb)]) if nb else np.empty(0, np.int64)
-            batches = rank_seq.reshape(nb, b)
+            seq = rank_sequence(plan, r, workers)
+            assert len(seq) == per_rank
             if cfg.batching_method == "random":
-                q, rd = divmod(d, max(ranks // world.replication, 1))
-                groups = dp // max(ranks // world.replication, 1)
-                per_group = max(ranks // world.replication, 1)
-                local = (np.arange(nb)[:, None] * per_group + rd) * b + np.arange(b)
-                pos = (q - start) % groups + groups * local
+                q, local = divmod(d, group_ranks)
+                first = (q - start) % groups
+                pos = first + groups * (local + group_ranks * np.arange(per_rank))
             else:
-                pos = np.arange(nb)[:, None] * b * dp + d * b + np.arange(b)
+                j = np.arange(per_rank)
+                pos = (j // b) * b * dp + d * b + j % b
             previous = out[pos]
-            assert np.all((previous == -2) | (previous == batches))
-            out[pos] = batches
+            assert np.all((previous == -2) | (previous == seq))
+            out[pos] = seq
     assert np.all(out >= 0)
     return out

@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, global_order, plan_node, plan_worker
 from streaming.plan.order import EpochOrder
 from tests.plan.helpers import (
@@ -34,12 +35,20 @@ def setups(draw, weighted: bool = False, method: str | None = None):
     weights = draw(weights_for(len(counts))) if weighted else ()
     batching = method or draw(st.sampled_from(METHODS))
     batch = draw(st.integers(1, 4))
-    if batching == "random" and draw(st.booleans()):
-        batch = None
+    if batching == "random" and world.workers_per_rank == 1 and draw(st.booleans()):
+        batch = None  # a mid-epoch resume with several workers needs batch_size
     assume(has_samples(sizes, counts, weights))
     cfg = PlanConfig(sizes, counts, weights=weights, batch_size=batch, batching_method=batching,
                      sampling_granularity=draw(st.sampled_from([1, 1, 3])), **kwargs)
-    return cfg, world, draw(st.integers(0, 3))
+    epoch = draw(st.integers(0, 3))
+    if batching != "random":  # a stream too small for one batch is refused, as the reference
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                global_order(cfg, epoch, world)
+        except PlanError:
+            assume(False)
+    return cfg, world, epoch
 
 
 def stream_of(cfg: PlanConfig, ids: np.ndarray) -> np.ndarray:
@@ -50,12 +59,19 @@ def stream_of(cfg: PlanConfig, ids: np.ndarray) -> np.ndarray:
 def test_every_sample_exactly_once_and_plans_match_global_order(setup) -> None:
     cfg, world, epoch = setup
     ids, pad = global_order(cfg, epoch, world, with_padding=True)
-    assert np.array_equal(np.sort(ids[~pad]), np.arange(cfg.epoch_size))
-    assert len(ids) % (cfg.device_batch() * world.data_parallel_ranks) == 0
+    real = np.sort(ids[~pad])
+    if cfg.batching_method == "random":  # every sample; the others drop partial batches
+        assert np.array_equal(real, np.arange(cfg.epoch_size))
+        assert len(ids) % world.data_parallel_ranks == 0
+        if world.data_parallel_ranks == 1:
+            assert not pad.any()
+    else:
+        assert len(np.unique(real)) == len(real) and np.all(real < cfg.epoch_size)
+        assert len(ids) % (cfg.device_batch() * world.data_parallel_ranks) == 0
     assert np.array_equal(assemble(cfg, world, epoch), ids)
 
 
-@given(setups(weighted=True))
+@given(setups(weighted=True, method="random"))
 def test_per_stream_counts_match_weights(setup) -> None:
     cfg, world, epoch = setup
     ids, pad = global_order(cfg, epoch, world, with_padding=True)
@@ -146,8 +162,15 @@ def test_global_batches_identical_across_node_counts(data, algo, method, draw) -
     for nodes, ranks, batch in topologies:
         cfg = PlanConfig(sizes, counts, weights=weights, batch_size=batch, **cfg_kwargs)
         world = World(nodes, ranks, draw.draw(st.integers(1, 3)))
-        seq = assemble(cfg, world, 1)
-        batches = np.sort(seq.reshape(-1, 8), axis=1)
+        try:
+            seq = assemble(cfg, world, 1)
+        except PlanError:  # a stream smaller than one global batch, for every topology
+            assume(reference is not None)
+            raise
+        if method == "random":  # the epoch's positions; ranks pad differently past its end
+            seq = seq[:EpochOrder(cfg, 4, 1).span]
+        whole = len(seq) - len(seq) % 8
+        batches = np.sort(seq[:whole].reshape(-1, 8), axis=1)
         if reference is None:
             reference = (seq, batches)
         else:
@@ -171,6 +194,7 @@ def test_resume_gives_exactly_the_remainder(setup, draw) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         plan = plan_node(cfg, world, epoch, start)
+    caught = [w for w in caught if "rounded" in str(w.message)]
     global_batch = cfg.device_batch() * world.data_parallel_ranks
     used = plan.sample_in_epoch
     if cfg.batching_method == "random":
@@ -203,20 +227,23 @@ def test_equal_batches_per_rank_and_padding_only_at_worker_ends(setup) -> None:
                 ids = plan.worker_ids(r, w)
                 valid = ids >= 0
                 assert np.all(valid[: valid.sum()])
-        assert per_rank % cfg.device_batch() == 0
+        if cfg.batching_method != "random":
+            assert per_rank % cfg.device_batch() == 0
 
 
 @given(setups(weighted=True, method="stratified"))
-def test_stratified_batches_have_exact_shares(setup) -> None:
+def test_stratified_batches_have_a_fixed_composition(setup) -> None:
     cfg, world, epoch = setup
     ids = global_order(cfg, epoch, world)
     batch = cfg.device_batch() * world.data_parallel_ranks
     per_batch = np.stack([np.bincount(stream_of(cfg, row), minlength=cfg.num_streams)
                           for row in ids.reshape(-1, batch)])
-    share = per_batch.sum(axis=0) / len(per_batch)
-    assert np.all(per_batch >= np.floor(share)) and np.all(per_batch <= np.ceil(share))
+    assert np.all(per_batch == per_batch[0])
     exact = batch * cfg.samples_per_stream_epoch / cfg.epoch_size
-    assert np.all(np.abs(per_batch - exact) < 2)
+    assert np.all(np.abs(per_batch[0] - exact) < 1)
+    # The epoch ends when a stream has no whole part left.
+    left = cfg.samples_per_stream_epoch - per_batch.sum(axis=0)
+    assert np.any(left < per_batch[0])
 
 
 @given(setups(weighted=True, method="per_stream"))
@@ -262,10 +289,11 @@ def test_resume_on_a_different_node_count_continues_the_same_order(data, algo, k
     cfg = PlanConfig(sizes, counts, batch_size=2, shuffle=True, shuffle_algo=algo,
                      num_canonical_nodes=4 * k)
     start = start % (cfg.epoch_size + 1)
+    inside = max(EpochOrder(cfg, 4 * k, 1).span - start, 0)  # past the end, padding differs
     before = assemble(cfg, World(4, 2, 2), 1, start)
     after = assemble(cfg, World(2, 4, 3), 1, start)
-    assert np.array_equal(before, after)
-    assert np.array_equal(after, global_order(cfg, 1, World(1, 8), start))
+    assert np.array_equal(before[:inside], after[:inside])
+    assert np.array_equal(after, global_order(cfg, 1, World(2, 4), start))
 
 
 @given(setups(weighted=True, method="random"))
@@ -302,7 +330,10 @@ def test_a_node_materialises_only_its_own_canonical_nodes(data, algo, nodes, k, 
         finally:
             EpochOrder.sequence = original
         source = EpochOrder(cfg, nodes * k, 0).source
-        assert asked == {int(source[c]) for c in range(nodes * k) if c % nodes == n}
+        own = {int(source[c]) for c in range(nodes * k) if c % nodes == n}
+        assert asked <= own  # near the end of the epoch a node may need only some of them
+        if start % cfg.epoch_size == 0:
+            assert asked == own
 
 
 @given(setups(weighted=True))

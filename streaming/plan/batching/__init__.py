@@ -49,12 +49,6 @@ def stream_orders(order: EpochOrder) -> list[np.ndarray]:
     return np.split(grouped, np.cumsum(counts)[:-1])
 
 
-def cyclic(values: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """`values` repeated to `length` entries, and a mask of the repeated (padding) tail."""
-    index = np.arange(length, dtype=np.int64)
-    return values[index % max(len(values), 1)], index >= len(values)
-
-
 def interleave(counts: np.ndarray, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
     """(stream, chunk index) of all streams' chunks, mixed in proportion to their counts.
 
@@ -70,19 +64,29 @@ def interleave(counts: np.ndarray, seed: int, epoch: int) -> tuple[np.ndarray, n
     return stream[order], chunk[order]
 
 
-def chunked(streams: list[np.ndarray], unit: int, seed: int, epoch: int
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """Streams cut into chunks of `unit` (tails padded from their own stream), interleaved."""
-    counts = np.array([-(-len(s) // unit) for s in streams], dtype=np.int64)
-    which, chunk = interleave(counts, seed, epoch)
+def interleave_epoch(order: EpochOrder) -> int:
+    """Epoch word of the stream interleave: unshuffled (or `fixed`) epochs repeat one order."""
+    cfg = order.cfg
+    return order.epoch if cfg.shuffle and cfg.sampling_method == "balanced" else -1
+
+
+def full_chunks(streams: list[np.ndarray], unit: int, seed: int, epoch: int, method: str
+                ) -> np.ndarray:
+    """Each stream cut into whole chunks of `unit` (a partial last chunk is dropped), the
+    chunks of all streams interleaved; PlanError when a stream cannot fill a single chunk."""
+    counts = np.array([len(s) // unit for s in streams], dtype=np.int64)
+    empty = np.flatnonzero(counts == 0)
+    if len(empty):
+        s = int(empty[0])
+        raise PlanError(
+            f"batching_method={method!r}: stream {s} has {len(streams[s])} samples this epoch, "
+            f"fewer than one batch of {unit}; raise its weight or lower batch_size")
+    which, chunk = interleave(counts, seed, epoch + 1)
     ids = np.empty((len(which), unit), dtype=np.int64)
-    pad = np.empty((len(which), unit), dtype=bool)
     for s, values in enumerate(streams):
         rows = np.flatnonzero(which == s)
-        full, full_pad = cyclic(values, int(counts[s]) * unit)
-        ids[rows] = full.reshape(-1, unit)[chunk[rows]]
-        pad[rows] = full_pad.reshape(-1, unit)[chunk[rows]]
-    return ids.reshape(-1), pad.reshape(-1)
+        ids[rows] = values[:int(counts[s]) * unit].reshape(-1, unit)[chunk[rows]]
+    return ids.reshape(-1)
 
 
 def group_share(sequence: np.ndarray, world: World, batch: int) -> np.ndarray:

@@ -1,15 +1,23 @@
 """device_per_stream: every device batch comes from a single stream; a global batch may mix.
 
-Streams are cut into device batches (tails padded from their own stream) and interleaved with
-jittered stratification; the count is padded to whole global batches by repeating the epoch's
-first device batches, so every rank gets the same number of batches.
+Streams are cut into whole device batches (a stream's last partial one is left out, as in the
+reference) and interleaved with jittered stratification; the count is padded to whole global
+batches (a multiple of the rank count) by repeating the epoch's first device batches, so every
+rank gets the same number of batches (the reference leaves such ranks short instead). Without
+shuffling every epoch has one order.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from streaming.plan.batching import chunked, round_to_batch, sequence_share, stream_orders
+from streaming.plan.batching import (
+    full_chunks,
+    interleave_epoch,
+    round_to_batch,
+    sequence_share,
+    stream_orders,
+)
 from streaming.plan.order import EpochOrder
 from streaming.plan.world import World
 
@@ -19,10 +27,10 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
     ranks = world.data_parallel_ranks
     global_batch = batch * ranks
     start = round_to_batch(start, global_batch, "device_per_stream")
-    cfg = order.cfg
-    ids, pad = chunked(stream_orders(order), batch, cfg.shuffle_seed, order.epoch)
-    device_batches = len(ids) // batch
-    missing = -device_batches % ranks
+    ids = full_chunks(stream_orders(order), batch, order.cfg.shuffle_seed,
+                      interleave_epoch(order), "device_per_stream")
+    pad = np.zeros(len(ids), dtype=bool)
+    missing = -(len(ids) // batch) % ranks
     if missing:
         reuse = np.arange(missing * batch) % len(ids)
         ids = np.concatenate((ids, ids[reuse]))

@@ -1,13 +1,22 @@
 """per_stream: every global batch comes from a single stream.
 
-Each stream's samples (in the random global order's relative order) are cut into global
-batches, its last batch padded from its own samples; batches of all streams are interleaved
-with jittered stratification so every part of the epoch sees each stream at its rate.
+Each stream's samples (in the random global order's relative order) are cut into whole global
+batches; a stream's last partial batch is left out of the epoch, as in the reference, so no
+sample repeats. Batches of all streams are interleaved with jittered stratification so every
+part of the epoch sees each stream at its rate; without shuffling every epoch has one order.
 """
 
 from __future__ import annotations
 
-from streaming.plan.batching import chunked, round_to_batch, sequence_share, stream_orders
+import numpy as np
+
+from streaming.plan.batching import (
+    full_chunks,
+    interleave_epoch,
+    round_to_batch,
+    sequence_share,
+    stream_orders,
+)
 from streaming.plan.order import EpochOrder
 from streaming.plan.world import World
 
@@ -16,9 +25,9 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
     """Whole global sequence from `start` rounded to a batch (ids, padding mask, start used)."""
     global_batch = batch * world.data_parallel_ranks
     start = round_to_batch(start, global_batch, "per_stream")
-    cfg = order.cfg
-    ids, pad = chunked(stream_orders(order), global_batch, cfg.shuffle_seed, order.epoch)
-    return ids[start:], pad[start:], start
+    ids = full_chunks(stream_orders(order), global_batch, order.cfg.shuffle_seed,
+                      interleave_epoch(order), "per_stream")[start:]
+    return ids, np.zeros(len(ids), dtype=bool), start
 
 
 def group_batches(order: EpochOrder, world: World, batch: int, start: int):

@@ -1,39 +1,40 @@
-"""stratified: every global batch holds each stream's exact share (floor or ceil of it).
+"""stratified: every global batch holds the same number of samples of each stream.
 
-Per-batch counts come from McNaughton's wrap-around rule: stream s gets floor(n_s / G) samples
-in every batch plus one extra in a contiguous cyclic run of batches, so counts are exact,
-deterministic and each stream is consumed in its own order, one contiguous stretch per batch.
+Stream s's part of a global batch of B is floor(B * n_s / N) of its n_s samples in an epoch of
+N, plus one for the streams with the largest remainders until the parts fill B (ties to the
+later stream), as in the reference. The epoch ends when the first stream runs out of whole
+parts, so the other streams' leftovers wait for the next epoch's draw. Inside a batch the
+streams are spread evenly, so every device batch gets its share of each.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from streaming.plan.batching import cyclic, round_to_batch, sequence_share, stream_orders
+from streaming.errors import PlanError
+from streaming.plan.batching import round_to_batch, sequence_share, stream_orders
 from streaming.plan.order import EpochOrder
 from streaming.plan.world import World
 
 
-def batch_counts(stream_sizes: np.ndarray, global_batch: int) -> np.ndarray:
-    """int64 [G, S]: samples of each stream in each global batch (rows sum to the batch)."""
+def batch_parts(stream_sizes: np.ndarray, global_batch: int) -> np.ndarray:
+    """int64 [S]: samples of each stream in every global batch (summing to the batch)."""
     total = int(stream_sizes.sum())
-    batches = max(-(-total // global_batch), 1)
-    # Pad the epoch to whole batches, shares proportional to stream sizes (largest remainder).
-    exact = stream_sizes * (batches * global_batch / total)
-    ext = np.maximum(np.floor(exact).astype(np.int64), stream_sizes)
-    short = batches * global_batch - int(ext.sum())
+    scaled = global_batch * stream_sizes.astype(np.int64)
+    parts = scaled // max(total, 1)
+    short = global_batch - int(parts.sum())
     if short > 0:
-        ext[np.argsort(-(exact - np.floor(exact)), kind="stable")[:short]] += 1
-    base = ext // batches
-    extra = ext - base * batches
-    first = np.cumsum(extra) - extra
-    g = np.arange(batches + 1)[:, None]
-
-    def wrapped(x: np.ndarray) -> np.ndarray:  # slots t < x with t mod G < g
-        return (x // batches) * g + np.minimum(x % batches, g)
-
-    consumed = g * base + wrapped(first + extra) - wrapped(first)
-    return np.diff(consumed, axis=0)
+        remainder = scaled - parts * total
+        ranked = np.lexsort((-np.arange(len(parts)), -remainder))
+        parts[ranked[:short]] += 1
+    small = np.flatnonzero(parts == 0)
+    if len(small):
+        s = int(small[0])
+        raise PlanError(
+            f"batching_method='stratified': stream {s} has {int(stream_sizes[s])} of {total} "
+            f"samples, less than one per global batch of {global_batch}; raise its weight or "
+            "the batch size")
+    return parts
 
 
 def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
@@ -41,25 +42,27 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
     global_batch = batch * world.data_parallel_ranks
     start = round_to_batch(start, global_batch, "stratified")
     streams = stream_orders(order)
-    counts = batch_counts(np.array([len(s) for s in streams], dtype=np.int64), global_batch)
+    sizes = np.array([len(s) for s in streams], dtype=np.int64)
+    parts = batch_parts(sizes, global_batch)
+    batches = min(len(s) // int(p) for s, p in zip(streams, parts))
+    if batches == 0:
+        raise PlanError(f"batching_method='stratified': the epoch's streams ({sizes.tolist()} "
+                        f"samples) do not fill one global batch of {global_batch}")
     first = start // global_batch
-    consumed = counts[:first].sum(axis=0)
-    counts = counts[first:]
-    if len(counts) == 0:
+    if first >= batches:
         return np.empty(0, np.int64), np.empty(0, bool), start
-    ids, pad, keys = [], [], []
+    # Slot t of stream s sits at (t + 0.5) / part_s of the batch: the streams interleave evenly.
+    stream = np.repeat(np.arange(len(parts)), parts)
+    offsets = np.cumsum(parts) - parts
+    slot = np.arange(global_batch) - offsets[stream]
+    where = np.empty(global_batch, dtype=np.int64)
+    where[np.lexsort((stream, (slot + 0.5) / parts[stream]))] = np.arange(global_batch)
+    out = np.empty((batches - first, global_batch), dtype=np.int64)
     for s, values in enumerate(streams):
-        per_batch = counts[:, s]
-        total = int(per_batch.sum())
-        full, full_pad = cyclic(values, int(consumed[s]) + total)
-        ids.append(full[int(consumed[s]):])
-        pad.append(full_pad[int(consumed[s]):])
-        g = np.repeat(np.arange(len(per_batch)), per_batch)
-        rank = np.arange(total) - np.repeat(np.cumsum(per_batch) - per_batch, per_batch)
-        keys.append((g, (rank + 0.5) / np.maximum(per_batch[g], 1), np.full(total, s)))
-    g, key, s = (np.concatenate(part) for part in zip(*keys))
-    perm = np.lexsort((s, key, g))
-    return np.concatenate(ids)[perm], np.concatenate(pad)[perm], start
+        p, o = int(parts[s]), int(offsets[s])
+        out[:, where[o:o + p]] = values[first * p:batches * p].reshape(-1, p)
+    ids = out.reshape(-1)
+    return ids, np.zeros(len(ids), dtype=bool), start
 
 
 def group_batches(order: EpochOrder, world: World, batch: int, start: int):
