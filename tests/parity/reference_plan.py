@@ -21,9 +21,10 @@ _package = types.ModuleType("streaming")
 _package.__path__ = [os.path.join(sysconfig.get_paths()["purelib"], "streaming")]
 sys.modules["streaming"] = _package
 
-from streaming.base import Stream, StreamingDataset  # noqa: E402
 from streaming.base.batching import generate_work  # noqa: E402
 from streaming.base.world import World  # noqa: E402
+
+from streaming.base import Stream, StreamingDataset  # noqa: E402
 
 logging.disable(logging.WARNING)
 warnings.simplefilter("ignore")
