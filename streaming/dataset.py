@@ -19,6 +19,7 @@ from streaming.coord.shm import clean_stale_shared_memory
 from streaming.epochs import EpochCounter
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
+from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.iterate import PREPARE_THREADS, PlanBoard, iter_chunks, read_size
 from streaming.plan import PlanConfig, World, plan_node
@@ -115,6 +116,9 @@ class StreamingDataset(IterableDataset):
         self.world = world or World.from_env(workers_per_rank=1, replication=self.replication)
 
         indexes = [read_index(stream.index_file()) for stream in self.streams]
+        for stream, index in zip(self.streams, indexes):
+            if stream.remote_dir is None:  # read in place: nothing can fetch a bad shard again
+                check_local_shards(index)
         self._codecs = [ix.codec(allow_unsafe_types=allow_unsafe_types) for ix in indexes]
         self.shards_per_stream = np.array([ix.num_shards for ix in indexes], np.int64)
         self.samples_per_shard = np.concatenate([ix.samples_per_shard for ix in indexes]
@@ -466,13 +470,13 @@ class StreamingDataset(IterableDataset):
         """Register this worker's iteration and fetch its planned ids."""
         world = self._worker_world()
         settle_worker()
-        self._node.check()
         epoch, sample_in_epoch = self._epochs.begin(world.worker, world.workers_per_rank)
+        self._node.check(epoch)
         with self._node.failing_on_error():
             return world, self.worker_sample_ids(epoch, sample_in_epoch, world)
 
     def _fail(self, world: World, exc: BaseException) -> None:
-        self._node.fail(f"rank {world.rank} worker {world.worker}: {type(exc).__name__}: {exc}")
+        self._node.fail_with(exc, f"rank {world.rank} worker {world.worker}")
 
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False

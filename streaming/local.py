@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-from streaming.errors import ShardCorruptError
 from streaming.format.compression import decompress_file
 from streaming.format.index import read_index
+from streaming.format.local_files import check_local_shards, size_error
 from streaming.format.shard import ShardReader, validate_file
 
 
@@ -42,6 +42,7 @@ class LocalDataset(Dataset):
     ) -> None:
         self.root = Path(local) / split if split else Path(local)
         self.index = read_index(self.root / "index.json")
+        check_local_shards(self.index)
         self.validate_hash = validate_hash
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.allow_unsafe_types = allow_unsafe_types
@@ -142,9 +143,12 @@ class LocalDataset(Dataset):
             return in_place
         src = self.index.zip_path(shard)
         if src is None:
-            raise ShardCorruptError(f"{in_place}: shard is missing or not {size} bytes long")
+            raise size_error(in_place, size, _size_of(in_place))
         target = self._decompressed_dir().joinpath(*self.index.basenames[shard].split("/"))
         if not _has_size(target, size):
+            zip_size = int(self.index.zip_bytes[shard])
+            if not _has_size(src, zip_size):
+                raise size_error(src, zip_size, _size_of(src))
             self._check_hash(src, entry["zip_data"])
             target.parent.mkdir(parents=True, exist_ok=True)
             decompress_file(src, target, entry["compression"], expected_size=size,
@@ -175,11 +179,15 @@ class LocalDataset(Dataset):
         self._init_lookup()
 
 
-def _has_size(path: Path, size: int) -> bool:
+def _size_of(path: Path) -> int | None:
     try:
-        return path.stat().st_size == size
+        return path.stat().st_size
     except FileNotFoundError:
-        return False
+        return None
+
+
+def _has_size(path: Path, size: int) -> bool:
+    return _size_of(path) == size
 
 
 def _default_cache(root: Path) -> Path:

@@ -334,9 +334,9 @@ class CacheEngine:
         deadline = Deadline(self.wait_timeout)
         pause = 0.001
         while True:
-            if self.flag is not None and (reason := self.flag.reason()) is not None:
-                raise CoordinationError(f"stopped waiting for {self._name(shard)}: another "
-                                        f"process failed: {reason}")
+            if self.flag is not None and (
+                    failed := self.flag.error(f"stopped waiting for {self._name(shard)}")):
+                raise failed
             error = self._errors.pop(shard, None)
             if error is not None:
                 raise error

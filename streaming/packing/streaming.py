@@ -138,8 +138,8 @@ class PackedStreamingDataset(StreamingDataset):
     # ----- iteration ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
         world = self._worker_world()
-        self._node.check()
         epoch, _ = self._epochs.begin(world.worker, world.workers_per_rank)
+        self._node.check(epoch)
         try:
             with self._node.failing_on_error():
                 plan = self.rank_packs(epoch, world)
@@ -148,8 +148,7 @@ class PackedStreamingDataset(StreamingDataset):
             self._packs_yielded = 0
             yield from self._batches(mine)
         except Exception as exc:
-            self._node.fail(f"rank {world.rank} worker {world.worker}: "
-                            f"{type(exc).__name__}: {exc}")
+            self._node.fail_with(exc, f"rank {world.rank} worker {world.worker}")
             raise
 
     def _batches(self, plan: EpochPacks) -> Iterator[dict[str, Any]]:
