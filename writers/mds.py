@@ -272,12 +272,17 @@ def _prepare_directory(directory: Path, exist_ok: bool) -> None:
             raise OutputExistsError(
                 f"MDSWriter output {directory} is not empty; pass exist_ok=True to replace it"
             )
-        # The index goes first so no moment exists where it names a removed shard.
-        (directory / "index.json").unlink(missing_ok=True)
-        for path in directory.iterdir():
-            if _DATASET_FILE.match(path.name) or _TEMP_FILE.match(path.name):
-                path.unlink()
+        clear_dataset_files(directory)
     directory.mkdir(parents=True, exist_ok=True)
+
+
+def clear_dataset_files(directory: Path) -> None:
+    """Remove the index, shard files and writer temp files of an MDS dataset in `directory`
+    (the index first, so no moment exists where it names a removed shard); nothing else."""
+    (directory / "index.json").unlink(missing_ok=True)
+    for path in directory.iterdir():
+        if _DATASET_FILE.match(path.name) or _TEMP_FILE.match(path.name):
+            path.unlink()
 
 
 def _progress_bar(directory: Path) -> Any:
