@@ -22,6 +22,7 @@ from typing import Any
 
 from streaming.errors import (
     DeadlineExceeded,
+    DiskFullError,
     FormatError,
     OutputExistsError,
     StreamingError,
@@ -196,8 +197,19 @@ class MDSWriter:
         except DeadlineExceeded:
             hung = True
             raise
+        except DiskFullError:
+            self._shutdown()
+            self._discard_files()
+            raise
         finally:
             self._shutdown(wait=not hung)
+
+    def _discard_files(self) -> None:
+        """Remove the shard files this writer made: without an index nobody can read them,
+        and after a full disk they hold the space the user needs back."""
+        clear_dataset_files(self.directory)
+        for path in self.directory.glob(f"*{TMP_SUFFIX}"):
+            path.unlink(missing_ok=True)
 
     def _wait_all(self) -> list[dict[str, Any]]:
         deadline = time.monotonic() + self.timeout
@@ -237,6 +249,8 @@ class MDSWriter:
         elif not self._closed:
             log.warning("MDSWriter for %s aborted, no index written: %s", self.directory, exc)
             self._shutdown(wait=not isinstance(exc, DeadlineExceeded))
+            if isinstance(exc, DiskFullError):
+                self._discard_files()
 
 
 def _check_compression(compression: str | None) -> str | None:

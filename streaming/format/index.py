@@ -21,6 +21,7 @@ import numpy as np
 from streaming.errors import IndexFileError, IndexNotFoundError, UnknownEncodingError
 from streaming.format.atomic import atomic_write_bytes
 from streaming.format.compression import parse_compression
+from streaming.format.disk_full import naming_full_disk
 from streaming.format.encodings import get_encoding
 from streaming.format.sample import SampleCodec
 
@@ -329,7 +330,9 @@ def write_index(
     directory: str | os.PathLike, shards: list[dict], extra: dict[str, Any] | None = None
 ) -> Path:
     """Write `directory/index.json` for `shards` atomically (temp file, fsync, rename)."""
-    return atomic_write_bytes(Path(directory) / INDEX_NAME, index_bytes(shards, extra))
+    path, data = Path(directory) / INDEX_NAME, index_bytes(shards, extra)
+    with naming_full_disk(path, len(data)):
+        return atomic_write_bytes(path, data)
 
 
 def _natural_key(text: str) -> list[Any]:
@@ -385,7 +388,8 @@ def merge_index(
     document: dict[str, Any] = {"version": INDEX_VERSION, "shards": merged}
     document.update(_merged_lengths(lengths))
     text = json.dumps(document).encode()
-    return atomic_write_bytes(out / INDEX_NAME, text)
+    with naming_full_disk(out / INDEX_NAME, len(text)):
+        return atomic_write_bytes(out / INDEX_NAME, text)
 
 
 def _merged_lengths(specs: list[dict | None]) -> dict[str, Any]:
