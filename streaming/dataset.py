@@ -22,6 +22,7 @@ from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.iterate import PREPARE_THREADS, PlanBoard, iter_chunks, read_size
+from streaming.open_shards import OpenShards
 from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
 from streaming.state import ResumeState
@@ -150,7 +151,7 @@ class StreamingDataset(IterableDataset):
         self._read_shard = 0  # samples of a typical shard, when reads are sized to it (0: not)
         if cache_limit is not None:
             self.config = self._fit_cache(parse_bytes(cache_limit))
-        self._readers: dict[int, ShardReader] = {}
+        self._readers = OpenShards(self._open_prepared)
         self._lengths: dict[tuple, int] = {}
         self._yielded = 0
 
@@ -314,10 +315,10 @@ class StreamingDataset(IterableDataset):
     # ----- random access -----------------------------------------------------------------
     def _reader(self, shard: int) -> ShardReader:
         """A reader of `shard` kept open for the dataset's life."""
-        reader = self._readers.get(shard)
-        if reader is None:
-            reader = self._readers[shard] = self._open_file(shard, self._prepare(shard))
-        return reader
+        return self._readers.get(shard)
+
+    def _open_prepared(self, shard: int) -> ShardReader:
+        return self._open_file(shard, self._prepare(shard))
 
     def _open_file(self, shard: int, path: Any) -> ShardReader:
         stream = int(self.stream_per_shard[shard])
@@ -524,15 +525,11 @@ class StreamingDataset(IterableDataset):
 
     # ----- lifecycle ---------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_readers"] = {}
-        return state
+        return self.__dict__.copy()  # OpenShards pickles without its open readers
 
     def close(self) -> None:
         """Release shared memory and open shards (also done at garbage collection / exit)."""
-        for reader in self._readers.values():
-            reader.close()
-        self._readers.clear()
+        self._readers.close()
         if getattr(self, "cache", None) is not None:
             self.cache.close()
         self._board.close()

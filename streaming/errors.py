@@ -92,6 +92,10 @@ class DiskFullError(StreamingError, OSError):
     bytes the write needed. `errno` is the underlying ENOSPC or EDQUOT."""
 
 
+class TooManyOpenFilesError(StreamingError, OSError):
+    """The process hit its open-file limit; the message names the limit and the fix."""
+
+
 def require(module: str, *, feature: str, extra: str, package: str | None = None):
     """Import an optional module or raise MissingExtraError naming the extra to install."""
     import importlib

@@ -22,6 +22,7 @@ from streaming.format.compression import decompress_file
 from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards, size_error
 from streaming.format.shard import ShardReader, validate_file
+from streaming.open_shards import OpenShards
 
 
 class LocalDataset(Dataset):
@@ -57,7 +58,7 @@ class LocalDataset(Dataset):
         # Python lists make the scalar lookup a C-level bisect (no numpy call overhead).
         self._ends = self.shard_offsets[1:].tolist()
         self._starts = self.shard_offsets[:-1].tolist()
-        self._readers: list[ShardReader | None] = [None] * len(self._ends)
+        self._readers = OpenShards(self._open)
 
     @property
     def size(self) -> int:
@@ -83,7 +84,7 @@ class LocalDataset(Dataset):
         """Every sample in order, shard by shard (skips the per-sample shard lookup)."""
         for shard, count in enumerate(self.samples_per_shard.tolist()):
             if count:
-                reader = self._readers[shard] or self._open(shard)
+                reader = self._readers.get(shard)
                 for row in range(count):
                     yield reader.get(row)
 
@@ -95,7 +96,7 @@ class LocalDataset(Dataset):
         if not 0 <= i < self.num_samples:
             raise IndexError(f"sample {index} out of range for {self.root} ({self.num_samples})")
         shard = bisect_right(self._ends, i)
-        reader = self._readers[shard] or self._open(shard)
+        reader = self._readers.get(shard)
         return reader.get(i - self._starts[shard])
 
     def get_many(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
@@ -114,7 +115,7 @@ class LocalDataset(Dataset):
         rows = ids - self.shard_offsets[shards]
         out = []
         for shard, row in zip(shards.tolist(), rows.tolist()):
-            reader = self._readers[shard] or self._open(shard)
+            reader = self._readers.get(shard)
             out.append(reader.get(row))
         return out
 
@@ -130,7 +131,6 @@ class LocalDataset(Dataset):
             expected_samples=int(self.samples_per_shard[shard]),
             expected_bytes=int(self.index.raw_bytes[shard]),
         )
-        self._readers[shard] = reader
         return reader
 
     def _raw_path(self, shard: int) -> Path:
