@@ -15,7 +15,7 @@ from streaming.format.shard import ShardReader
 
 FDS_PER_READER = 2  # the mapping's descriptor and the one positional reads use
 RESERVED_FDS = 128  # left for everything else the process opens (sockets, pipes, libraries)
-MIN_CAPACITY = 32  # readers one read may use at once (see shelf.GROUP_SHARDS)
+MIN_CAPACITY = 32  # readers one chunk read may use at once (see Shelf.group_shards)
 
 
 def open_file_limit() -> int:
@@ -54,11 +54,13 @@ class OpenShards:
 
     def get(self, shard: int) -> ShardReader:
         """The open reader of `shard` (opened by `open_reader` on a miss)."""
-        with self._lock:
-            reader = self._readers.get(shard)
-            if reader is not None:
+        reader = self._readers.get(shard)
+        if reader is not None:  # a hit needs no lock: both calls are atomic under the GIL
+            try:  # noqa: SIM105 (a hot path: contextlib.suppress costs more than the call)
                 self._readers.move_to_end(shard)
-                return reader
+            except KeyError:  # closed by another thread just now; this caller may still use it
+                pass
+            return reader
         try:
             reader = self._open_reader(shard)
         except OSError as exc:

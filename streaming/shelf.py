@@ -20,9 +20,9 @@ import numpy as np
 
 from streaming.format.encodings.base import FileBytes
 from streaming.format.shard import ShardLayout, read_spans, read_spans_into, samples_of
+from streaming.open_shards import MIN_CAPACITY, default_capacity
 
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
-GROUP_SHARDS = 32  # kept shards one positional read uses at once (open_shards.MIN_CAPACITY)
 
 
 class NotOpen(BlockingIOError):
@@ -40,6 +40,8 @@ class Shelf:
         self._pinning = pinning
         self._open_file = open_file
         self._opened: set[int] = set()  # kept shards opened (so prepared) in this pass
+        # Kept shards one chunk read may hold open at once: half what OpenShards keeps open.
+        self.group_shards = max(MIN_CAPACITY, default_capacity() // 2)
         self._layouts: OrderedDict[int, ShardLayout] = OrderedDict()
         self._layout_bytes = 0
 
@@ -126,7 +128,7 @@ def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = Fal
         raise NotOpen("a shard of this chunk is not open yet")
     if not all(shelf.kept(shard) for shard in listed):
         return _fetch_pinned(uniq, which, rows, shelf, nowait)
-    if len(listed) > GROUP_SHARDS:
+    if len(listed) > shelf.group_shards:
         return _fetch_grouped(uniq, which, rows, shelf, nowait)
     opened = [shelf.reader(shard) for shard in listed]
     codec = opened[0].codec
@@ -143,7 +145,7 @@ def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = Fal
 
 def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf,
                    nowait: bool) -> tuple:
-    """`fetch` of a chunk spread over many kept shards, GROUP_SHARDS shards at a time, so the
+    """`fetch` of a chunk spread over many kept shards, `shelf.group_shards` at a time, so the
     descriptors one read needs stay far below the open-file limit (readers of earlier groups
     may be closed by later ones; a decode error re-opens them to explain itself)."""
     parts = _groups(which, len(uniq))
@@ -162,15 +164,25 @@ def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf:
     lo, hi = places[:-1], places[1:]
     buffer = bytearray(int(places[-1]))
     view = memoryview(buffer)
-    for first in range(0, len(listed), GROUP_SHARDS):
-        group = listed[first:first + GROUP_SHARDS]
+    for first in range(0, len(listed), shelf.group_shards):
+        group = listed[first:first + shelf.group_shards]
         fds = [shelf.reader(shard).fileno() for shard in group]
         where = (which >= first) & (which < first + len(group))
         read_spans_into(view, fds, which[where] - first, starts[where], ends[where], lo[where],
                         hi[where], nowait=nowait)
-    readers = [shelf.reader(shard) for shard in listed[-GROUP_SHARDS:]]
-    opened = [None] * (len(listed) - len(readers)) + readers
-    return ("read", codec, opened, which, rows, FileBytes(buffer), lo, hi)
+    return ("read", codec, _Readers(shelf, listed), which, rows, FileBytes(buffer), lo, hi)
+
+
+class _Readers:
+    """The readers of a grouped chunk's shards, asked for again only when a decode error needs
+    them (some may have been closed to stay within the open-file limit)."""
+
+    def __init__(self, shelf: Shelf, shards: list[int]) -> None:
+        self._shelf = shelf
+        self._shards = shards
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self._shelf.reader(shard) for shard in self._shards)
 
 
 def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf,
@@ -223,8 +235,7 @@ def decode(fetched: tuple, columns: bool, views: bool = False) -> list[Any]:
         raise
     except Exception:
         for k, reader in enumerate(opened or ()):
-            if reader is not None:
-                reader.get_columns(rows[which == k])  # raises the shard's precise error
+            reader.get_columns(rows[which == k])  # raises the shard's precise error
         raise
     return values if columns else samples_of(codec.column_names, values)
 

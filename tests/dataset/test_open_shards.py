@@ -45,3 +45,53 @@ def test_running_out_of_descriptors_names_the_limit():
 
 def test_default_capacity_leaves_room():
     assert 32 <= default_capacity() <= open_file_limit()
+
+
+@pytest.fixture
+def small_groups(monkeypatch):
+    """Chunk reads grouped two shards at a time (as under a tiny open-file limit)."""
+    import streaming.shelf as shelf_module
+
+    monkeypatch.setattr(shelf_module, "MIN_CAPACITY", 1)
+    monkeypatch.setattr(shelf_module, "default_capacity", lambda: 4)
+
+
+def _texts(out, count: int = 120) -> list[str]:
+    texts = [f"sample {i} " + "é" * (i % 7) for i in range(count)]
+    with MDSWriter(columns={"id": "int", "text": "str"}, out=out, size_limit=300) as writer:
+        for i, text in enumerate(texts):
+            writer.write({"id": i, "text": text})
+    return texts
+
+
+def test_grouped_chunk_reads_return_the_plan_order(tmp_path, small_groups):
+    from streaming import StreamingDataset
+
+    texts = _texts(tmp_path / "ds")
+    dataset = StreamingDataset(local=str(tmp_path / "ds"), batch_size=10, shuffle=True)
+    try:
+        batches = list(dataset.iter_batches(10))
+        planned = dataset.worker_sample_ids(0, 0)
+    finally:
+        dataset.close()
+    ids = [int(i) for batch in batches for i in batch["id"]]
+    assert ids == [int(i) for i in planned if i >= 0] and sorted(ids) == list(range(len(texts)))
+    assert [t for batch in batches for t in batch["text"]] == [texts[i] for i in ids]
+
+
+def test_grouped_chunk_read_explains_a_corrupt_sample(tmp_path, small_groups):
+    from streaming import StreamingDataset
+    from streaming.errors import ShardCorruptError
+
+    _texts(tmp_path / "ds")
+    shard = tmp_path / "ds" / "shard.00003.mds"
+    data = bytearray(shard.read_bytes())
+    at = data.index("é".encode())
+    data[at] = 0xFF  # no longer UTF-8
+    shard.write_bytes(bytes(data))
+    dataset = StreamingDataset(local=str(tmp_path / "ds"), batch_size=10, shuffle=True)
+    try:
+        with pytest.raises(ShardCorruptError, match=r"shard\.00003\.mds"):
+            list(dataset.iter_batches(10))
+    finally:
+        dataset.close()
