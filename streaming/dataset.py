@@ -314,7 +314,7 @@ class StreamingDataset(IterableDataset):
 
     # ----- random access -----------------------------------------------------------------
     def _reader(self, shard: int) -> ShardReader:
-        """A reader of `shard` kept open for the dataset's life."""
+        """An open reader of `shard` (at most `OpenShards.capacity` stay open at once)."""
         return self._readers.get(shard)
 
     def _open_prepared(self, shard: int) -> ShardReader:
