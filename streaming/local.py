@@ -53,6 +53,8 @@ class LocalDataset(Dataset):
         # Built up front so an unsafe column fails here, not later in a DataLoader worker.
         self._codec = self.index.codec(allow_unsafe_types=allow_unsafe_types)
         self._init_lookup()
+        if validate_hash is not None:
+            self._verify_empty_shards()
 
     def _init_lookup(self) -> None:
         # Python lists make the scalar lookup a C-level bisect (no numpy call overhead).
@@ -132,6 +134,12 @@ class LocalDataset(Dataset):
             expected_bytes=int(self.index.raw_bytes[shard]),
         )
         return reader
+
+    def _verify_empty_shards(self) -> None:
+        """Open (verify, decompress, check the header of) every shard the index says is empty:
+        no sample of theirs would ever be read, so a wrong count of 0 would go unnoticed."""
+        for shard in np.flatnonzero(self.samples_per_shard == 0).tolist():
+            self._open(shard).close()
 
     def _raw_path(self, shard: int) -> Path:
         """Path of the shard's raw file, decompressing it first when only the zip exists."""

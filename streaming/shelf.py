@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from streaming.errors import ShardCorruptError
 from streaming.format.encodings.base import FileBytes
 from streaming.format.shard import ShardLayout, read_spans, read_spans_into, samples_of
 from streaming.open_shards import MIN_CAPACITY, default_capacity
@@ -233,10 +234,11 @@ def decode(fetched: tuple, columns: bool, views: bool = False) -> list[Any]:
         values = codec.decode_columns(buffer, lo, hi, views=views)
     except (MemoryError, KeyboardInterrupt):
         raise
-    except Exception:
+    except Exception as exc:
         for k, reader in enumerate(opened or ()):
             reader.get_columns(rows[which == k])  # raises the shard's precise error
-        raise
+        raise ShardCorruptError(f"a chunk's samples do not decode: {type(exc).__name__}: "
+                                f"{exc}") from exc
     return values if columns else samples_of(codec.column_names, values)
 
 

@@ -266,6 +266,7 @@ def parse_index(
     zip_basenames: list[str | None] = []
     columns: dict[str, str] = {}
     schemas: set[tuple] = set()
+    named: dict[str | None, int] = {}  # file name -> the shard that names it
     for i, shard in enumerate(shards):
         raw_name, raw_size, zip_name, zip_size = _check_shard(shard, i, source, schemas)
         schema = dict(zip(shard["column_names"], shard["column_encodings"]))
@@ -276,6 +277,11 @@ def parse_index(
                 source, f"shard {i} ({raw_name})",
                 f"columns {schema} differ from shard 0's {columns}",
             )
+        for name in (raw_name, zip_name):
+            if name is not None and name in named:
+                raise _fail(source, f"shard {i} ({raw_name})",
+                            f"file {name!r} is also named by shard {named[name]}")
+            named[name] = i
         samples[i] = shard["samples"]
         raw_bytes[i], zip_bytes[i] = raw_size, zip_size
         basenames.append(raw_name)

@@ -32,3 +32,14 @@ def test_mutants_end_in_typed_errors_or_correct_data(bases, reader):
     assert not tally.bad, "\n".join(map(str, tally.bad[:10]))
     assert tally.counts.get("typed", 0) > MUTANTS_PER_READER // 2
     assert tally.counts.get("data", 0) > 0
+
+
+# Mutants a longer run of benchmarks/fuzz_readers.py found: two shards naming one raw file (a
+# later decompression replaced the file under an open reader), and a compressed shard whose
+# index entry claims 0 samples (never opened, so never checked).
+@pytest.mark.parametrize("seed,reader", [(129827, "streaming"), (100999, "local+hash"),
+                                         (132898, "local+hash"), (140926, "local+hash")])
+def test_mutants_found_by_longer_runs(bases, seed, reader):
+    scratch, datasets, expected = bases
+    outcome = run_mutant(seed, datasets, expected, scratch, reader)
+    assert outcome.result != "bad", outcome

@@ -19,9 +19,10 @@ from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
 
-def _write(out: Path, compression: str | None = None, shards: int = 3) -> Path:
+def _write(out: Path, compression: str | None = None, shards: int = 3,
+           hashes: list[str] | None = None) -> Path:
     with MDSWriter(columns={"id": "int", "text": "str"}, out=out, compression=compression,
-                   size_limit=400) as writer:
+                   size_limit=400, hashes=hashes) as writer:
         for i in range(shards * 12):
             writer.write({"id": i, "text": f"sample {i}"})
     return out
@@ -116,3 +117,33 @@ def test_zstd_truncated_after_construction_names_sizes(tmp_path):
     shard.write_bytes(shard.read_bytes()[: full // 2])
     with pytest.raises(ShardCorruptError, match=rf"{full // 2} bytes, the index says {full}"):
         list(dataset)
+
+
+def test_two_shards_naming_one_file_is_an_index_error(dataset, tmp_path):
+    root = _edit(dataset, tmp_path / "ds",
+                 lambda shard: shard["raw_data"].update(basename="shard.00000.mds"))
+    with pytest.raises(IndexFileError, match=r"also named by shard 0"):
+        LocalDataset(root)
+
+
+def test_a_file_replaced_under_an_open_reader_is_refused(dataset, tmp_path):
+    from streaming.format import ShardReader
+
+    shutil.copytree(dataset, tmp_path / "ds")
+    path = tmp_path / "ds" / "shard.00001.mds"
+    reader = ShardReader(path)
+    replacement = tmp_path / "other"
+    replacement.write_bytes(path.read_bytes())
+    replacement.replace(path)
+    with pytest.raises(ShardCorruptError, match="replaced"):
+        reader.fileno()
+
+
+def test_an_empty_compressed_shard_is_checked_when_hashes_are_asked(tmp_path):
+    root = _write(tmp_path / "zstd", compression="zstd", hashes=["sha1"])
+    document = json.loads((root / "index.json").read_text())
+    document["shards"][1]["samples"] = 0
+    (root / "index.json").write_text(json.dumps(document))
+    assert len(LocalDataset(root)) < 36  # without hashes, the index is taken at its word
+    with pytest.raises(ShardCorruptError, match=r"shard\.00001\.mds: header says \d+ samples"):
+        LocalDataset(root, validate_hash="sha1")
