@@ -249,10 +249,29 @@ def run_mutant(seed: int, bases: dict[str | None, Path], expected: list[dict[str
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
         shutil.rmtree(root.parent, ignore_errors=True)
-    if validate and (len(got) != len(expected)
-                     or not all(same(a, b) for a, b in zip(got, expected))):
-        return Outcome(seed, mutation, reader, "bad", "wrong data with validate_hash on")
+    if validate:
+        wrong = _wrong_data(got, expected, complete=" index.json: " not in mutation)
+        if wrong:
+            return Outcome(seed, mutation, reader, "bad", f"{wrong} with validate_hash on")
     return Outcome(seed, mutation, reader, "data")
+
+
+def _wrong_data(got: list[dict[str, Any]], expected: list[dict[str, Any]],
+                complete: bool) -> str:
+    """Why `got` is not what hashed files can give ("" if it is): every sample exactly as
+    written, none twice, and all of them unless the index itself was mutated (hashes protect
+    the shard files; an index may describe fewer shards, consistently, and nothing can tell)."""
+    seen: set[int] = set()
+    for sample in got:
+        key = sample.get("id")
+        if not isinstance(key, int) or not 0 <= key < len(expected) or key in seen:
+            return f"sample id {key!r} unknown or repeated"
+        if not same(sample, expected[key]):
+            return f"sample {key} differs from what was written"
+        seen.add(key)
+    if complete and len(seen) != len(expected):
+        return f"{len(expected) - len(seen)} samples missing"
+    return ""
 
 
 def scratch_dir(fallback: Path) -> Path:
