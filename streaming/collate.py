@@ -122,10 +122,8 @@ def collate_column(values: list[Any] | np.ndarray, *, numpy: bool = False) -> An
         return _arrays(values, numpy)
     if isinstance(first, torch.Tensor):
         return _arrays([v.numpy(force=True) for v in values], numpy)
-    if isinstance(first, (str, bytes, bytearray, memoryview)):
-        return values
-    if isinstance(first, Mapping):
-        return collate(values, numpy=numpy)
+    if isinstance(first, (str, bytes, bytearray, memoryview, Mapping)):
+        return values  # a Mapping here is a json value: its keys may differ sample to sample
     if isinstance(first, (np.generic, numbers.Number)) and _all(values, type(first)):
         array = np.array(values)
         if array.dtype.kind in "biuf":

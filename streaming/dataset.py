@@ -22,9 +22,11 @@ from streaming.dataset_compat import ReferenceAPI
 from streaming.epochs import EpochCounter, IterationStart
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
+from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.format.split import open_shard
 from streaming.iterate import PREPARE_THREADS, PlanBoard, iter_chunks, read_size
+from streaming.open_shards import OpenShards
 from streaming.plan import PlanConfig, World, plan_node
 from streaming.spanner import Spanner
 from streaming.state import ResumeState, WorkerPosition
@@ -125,6 +127,9 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
         indexes = [read_index(stream.index_file()) for stream in self.streams]
         prepare_meta_files(self.streams, indexes)  # text-format (split) shards only
+        for stream, index in zip(self.streams, indexes):
+            if stream.remote_dir is None:  # read in place: nothing can fetch a bad shard again
+                check_local_shards(index)
         self._codecs = [ix.codec(allow_unsafe_types=allow_unsafe_types) for ix in indexes]
         self.shards_per_stream = np.array([ix.num_shards for ix in indexes], np.int64)
         self.samples_per_shard = np.concatenate([ix.samples_per_shard for ix in indexes]
@@ -156,7 +161,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         if cache_limit is not None:
             self.config = self._fit_cache(parse_bytes(cache_limit))
         self._fill_stream_weights()  # Stream.proportion/repeat/choose, as the reference
-        self._readers: dict[int, ShardReader] = {}
+        self._readers = OpenShards(self._open_prepared)
         self._lengths: dict[tuple, int] = {}
         self._yielded = 0
         # This process's iteration, for torchdata's state_dict(): where it started, whether a
@@ -327,11 +332,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
     # ----- random access -----------------------------------------------------------------
     def _reader(self, shard: int) -> ShardReader:
-        """A reader of `shard` kept open for the dataset's life."""
-        reader = self._readers.get(shard)
-        if reader is None:
-            reader = self._readers[shard] = self._open_file(shard, self._prepare(shard))
-        return reader
+        """An open reader of `shard` (at most `OpenShards.capacity` stay open at once)."""
+        return self._readers.get(shard)
+
+    def _open_prepared(self, shard: int) -> ShardReader:
+        return self._open_file(shard, self._prepare(shard))
 
     def _open_file(self, shard: int, path: Any) -> ShardReader:
         stream = int(self.stream_per_shard[shard])
@@ -489,15 +494,15 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         if self._explicit_world is None:
             check_unchanged(self.world)
         settle_worker()
-        self._node.check()
         start = self._epochs.begin_worker(world.worker, world.workers_per_rank)
+        self._node.check(start.epoch)
         self._start, self._pending, self._ended, self._yielded = start, False, False, 0
         with self._node.failing_on_error():
             ids = self.worker_sample_ids(start.epoch, start.sample_in_epoch, world)
         return world, ids[start.skip:]
 
     def _fail(self, world: World, exc: BaseException) -> None:
-        self._node.fail(f"rank {world.rank} worker {world.worker}: {type(exc).__name__}: {exc}")
+        self._node.fail_with(exc, f"rank {world.rank} worker {world.worker}")
 
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
@@ -603,15 +608,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
     # ----- lifecycle ---------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_readers"] = {}
-        return state
+        return self.__dict__.copy()  # OpenShards pickles without its open readers
 
     def close(self) -> None:
         """Release shared memory and open shards (also done at garbage collection / exit)."""
-        for reader in self._readers.values():
-            reader.close()
-        self._readers.clear()
+        self._readers.close()
         if getattr(self, "cache", None) is not None:
             self.cache.close()
         self._board.close()

@@ -89,6 +89,15 @@ class StateMismatchError(StreamingError, ValueError):
     """A resumption state does not belong to this dataset configuration."""
 
 
+class DiskFullError(StreamingError, OSError):
+    """No space left (or quota exceeded) while writing; the message names the folder and the
+    bytes the write needed. `errno` is the underlying ENOSPC or EDQUOT."""
+
+
+class TooManyOpenFilesError(StreamingError, OSError):
+    """The process hit its open-file limit; the message names the limit and the fix."""
+
+
 def require(module: str, *, feature: str, extra: str, package: str | None = None):
     """Import an optional module or raise MissingExtraError naming the extra to install."""
     import importlib

@@ -18,7 +18,6 @@ from streaming.coord.files import shm_dir
 from streaming.coord.lock import FileLock
 from streaming.coord.names import Namespace
 from streaming.coord.shm import SegmentMissingError, SharedArray
-from streaming.errors import CoordinationError
 from streaming.format.shard import NOWAIT_READS
 from streaming.shelf import NotOpen, Shelf, decode
 from streaming.shelf import fetch as fetch_chunk
@@ -118,8 +117,9 @@ class Prefetcher:
             self.error = exc
 
     def check(self) -> None:
+        """Re-raise a preparing thread's error as it is: the root cause's type and message."""
         if self.error is not None:
-            raise CoordinationError(f"shard preparation failed: {self.error}") from self.error
+            raise self.error
 
     def stop(self) -> None:
         self._stop = True

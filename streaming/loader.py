@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from streaming import transport
 from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.coord.proc import ProcessId
+from streaming.loader_checks import check_batch_size
 from streaming.world_detect import worker_slot
 
 
@@ -84,6 +85,7 @@ class StreamingDataLoader(DataLoader):
 
     def __init__(self, dataset: Any, batch_size: int | None = 1, *args: Any,
                  **kwargs: Any) -> None:
+        check_batch_size(dataset, batch_size)
         default_collate = kwargs.get("collate_fn") is None and len(args) < 5
         plain = not args and not any(kwargs.get(k) for k in ("sampler", "batch_sampler",
                                                                 "shuffle"))

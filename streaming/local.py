@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-from streaming.errors import ShardCorruptError
 from streaming.format.compression import decompress_file
 from streaming.format.index import read_index
+from streaming.format.local_files import check_local_shards, size_error
 from streaming.format.shard import ShardReader, validate_file
 from streaming.format.split import open_shard, place_meta
+from streaming.open_shards import OpenShards
 
 
 class LocalDataset(Dataset):
@@ -43,6 +44,7 @@ class LocalDataset(Dataset):
     ) -> None:
         self.root = Path(local) / split if split else Path(local)
         self.index = read_index(self.root / "index.json")
+        check_local_shards(self.index)
         self.validate_hash = validate_hash
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.allow_unsafe_types = allow_unsafe_types
@@ -52,12 +54,14 @@ class LocalDataset(Dataset):
         # Built up front so an unsafe column fails here, not later in a DataLoader worker.
         self._codec = self.index.codec(allow_unsafe_types=allow_unsafe_types)
         self._init_lookup()
+        if validate_hash is not None:
+            self._verify_empty_shards()
 
     def _init_lookup(self) -> None:
         # Python lists make the scalar lookup a C-level bisect (no numpy call overhead).
         self._ends = self.shard_offsets[1:].tolist()
         self._starts = self.shard_offsets[:-1].tolist()
-        self._readers: list[ShardReader | None] = [None] * len(self._ends)
+        self._readers = OpenShards(self._open)
 
     @property
     def size(self) -> int:
@@ -83,7 +87,7 @@ class LocalDataset(Dataset):
         """Every sample in order, shard by shard (skips the per-sample shard lookup)."""
         for shard, count in enumerate(self.samples_per_shard.tolist()):
             if count:
-                reader = self._readers[shard] or self._open(shard)
+                reader = self._readers.get(shard)
                 for row in range(count):
                     yield reader.get(row)
 
@@ -95,7 +99,7 @@ class LocalDataset(Dataset):
         if not 0 <= i < self.num_samples:
             raise IndexError(f"sample {index} out of range for {self.root} ({self.num_samples})")
         shard = bisect_right(self._ends, i)
-        reader = self._readers[shard] or self._open(shard)
+        reader = self._readers.get(shard)
         return reader.get(i - self._starts[shard])
 
     def get_many(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
@@ -114,7 +118,7 @@ class LocalDataset(Dataset):
         rows = ids - self.shard_offsets[shards]
         out = []
         for shard, row in zip(shards.tolist(), rows.tolist()):
-            reader = self._readers[shard] or self._open(shard)
+            reader = self._readers.get(shard)
             out.append(reader.get(row))
         return out
 
@@ -130,8 +134,13 @@ class LocalDataset(Dataset):
             expected_samples=int(self.samples_per_shard[shard]),
             expected_bytes=int(self.index.raw_bytes[shard]),
         )
-        self._readers[shard] = reader
         return reader
+
+    def _verify_empty_shards(self) -> None:
+        """Open (verify, decompress, check the header of) every shard the index says is empty:
+        no sample of theirs would ever be read, so a wrong count of 0 would go unnoticed."""
+        for shard in np.flatnonzero(self.samples_per_shard == 0).tolist():
+            self._open(shard).close()
 
     def _raw_path(self, shard: int) -> Path:
         """Path of the shard's raw file, decompressing it first when only the zip exists."""
@@ -143,9 +152,12 @@ class LocalDataset(Dataset):
             return self._with_meta(entry, in_place)
         src = self.index.zip_path(shard)
         if src is None:
-            raise ShardCorruptError(f"{in_place}: shard is missing or not {size} bytes long")
+            raise size_error(in_place, size, _size_of(in_place))
         target = self._decompressed_dir().joinpath(*self.index.basenames[shard].split("/"))
         if not _has_size(target, size):
+            zip_size = int(self.index.zip_bytes[shard])
+            if not _has_size(src, zip_size):
+                raise size_error(src, zip_size, _size_of(src))
             self._check_hash(src, entry["zip_data"])
             target.parent.mkdir(parents=True, exist_ok=True)
             decompress_file(src, target, entry["compression"], expected_size=size,
@@ -182,11 +194,15 @@ class LocalDataset(Dataset):
         self._init_lookup()
 
 
-def _has_size(path: Path, size: int) -> bool:
+def _size_of(path: Path) -> int | None:
     try:
-        return path.stat().st_size == size
+        return path.stat().st_size
     except FileNotFoundError:
-        return False
+        return None
+
+
+def _has_size(path: Path, size: int) -> bool:
+    return _size_of(path) == size
 
 
 def _default_cache(root: Path) -> Path:

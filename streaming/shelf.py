@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from streaming.errors import ShardCorruptError
 from streaming.format.encodings.base import FileBytes
 from streaming.format.shard import ShardLayout, read_spans, read_spans_into, samples_of
+from streaming.open_shards import MIN_CAPACITY, default_capacity
 
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
 
@@ -38,7 +40,9 @@ class Shelf:
         self._prefetch = prefetch
         self._pinning = pinning
         self._open_file = open_file
-        self._readers: dict[int, Any] = {}
+        self._opened: set[int] = set()  # kept shards opened (so prepared) in this pass
+        # Kept shards one chunk read may hold open at once: half what OpenShards keeps open.
+        self.group_shards = max(MIN_CAPACITY, default_capacity() // 2)
         self._layouts: OrderedDict[int, ShardLayout] = OrderedDict()
         self._layout_bytes = 0
 
@@ -49,7 +53,7 @@ class Shelf:
         """Whether every shard can be read without waiting for a download: kept ones open,
         pinned ones present."""
         pinned = [s for s in shards if not self.kept(s)]
-        return (all(s in self._readers for s in shards if self.kept(s))
+        return (all(s in self._opened for s in shards if self.kept(s))
                 and (not pinned or self._pinning.present(np.asarray(pinned))))
 
     def layout(self, shard: int) -> ShardLayout | None:
@@ -57,11 +61,12 @@ class Shelf:
         return self._layouts.get(shard)
 
     def reader(self, shard: int) -> Any:
-        """The open reader of a kept shard (opened, and prepared, on first use)."""
-        reader = self._readers.get(shard)
-        if reader is None:
+        """The open reader of a kept shard (opened, and prepared, on first use). Asked of
+        `open_shard` every time: it bounds the readers open at once (see open_shards)."""
+        if shard not in self._opened:
             self._prefetch.check()
-            reader = self._readers[shard] = self._open_shard(shard)
+        reader = self._open_shard(shard)
+        self._opened.add(shard)
         return reader
 
     @contextlib.contextmanager
@@ -124,6 +129,8 @@ def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = Fal
         raise NotOpen("a shard of this chunk is not open yet")
     if not all(shelf.kept(shard) for shard in listed):
         return _fetch_pinned(uniq, which, rows, shelf, nowait)
+    if len(listed) > shelf.group_shards:
+        return _fetch_grouped(uniq, which, rows, shelf, nowait)
     opened = [shelf.reader(shard) for shard in listed]
     codec = opened[0].codec
     if any(reader.codec != codec for reader in opened):
@@ -135,6 +142,48 @@ def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = Fal
     buffer, lo, hi = read_spans([r.fileno() for r in opened], which, starts, ends,
                                 nowait=nowait)
     return ("read", codec, opened, which, rows, buffer, lo, hi)
+
+
+def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf,
+                   nowait: bool) -> tuple:
+    """`fetch` of a chunk spread over many kept shards, `shelf.group_shards` at a time, so the
+    descriptors one read needs stay far below the open-file limit (readers of earlier groups
+    may be closed by later ones; a decode error re-opens them to explain itself)."""
+    parts = _groups(which, len(uniq))
+    listed = uniq.tolist()
+    starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
+    codec = None
+    for k, shard in enumerate(listed):  # spans first: the buffer is laid out in plan order
+        reader = shelf.reader(shard)
+        if codec is None:
+            codec = reader.codec
+        elif reader.codec != codec:
+            return ("done", _read_by_shard(uniq, which, rows, shelf))
+        starts[parts[k]], ends[parts[k]] = reader.spans(rows[parts[k]])
+    places = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(ends - starts, out=places[1:])
+    lo, hi = places[:-1], places[1:]
+    buffer = bytearray(int(places[-1]))
+    view = memoryview(buffer)
+    for first in range(0, len(listed), shelf.group_shards):
+        group = listed[first:first + shelf.group_shards]
+        fds = [shelf.reader(shard).fileno() for shard in group]
+        where = (which >= first) & (which < first + len(group))
+        read_spans_into(view, fds, which[where] - first, starts[where], ends[where], lo[where],
+                        hi[where], nowait=nowait)
+    return ("read", codec, _Readers(shelf, listed), which, rows, FileBytes(buffer), lo, hi)
+
+
+class _Readers:
+    """The readers of a grouped chunk's shards, asked for again only when a decode error needs
+    them (some may have been closed to stay within the open-file limit)."""
+
+    def __init__(self, shelf: Shelf, shards: list[int]) -> None:
+        self._shelf = shelf
+        self._shards = shards
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self._shelf.reader(shard) for shard in self._shards)
 
 
 def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf,
@@ -185,10 +234,11 @@ def decode(fetched: tuple, columns: bool, views: bool = False) -> list[Any]:
         values = codec.decode_columns(buffer, lo, hi, views=views)
     except (MemoryError, KeyboardInterrupt):
         raise
-    except Exception:
+    except Exception as exc:
         for k, reader in enumerate(opened or ()):
             reader.get_columns(rows[which == k])  # raises the shard's precise error
-        raise
+        raise ShardCorruptError(f"a chunk's samples do not decode: {type(exc).__name__}: "
+                                f"{exc}") from exc
     return values if columns else samples_of(codec.column_names, values)
 
 

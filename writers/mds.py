@@ -22,6 +22,7 @@ from typing import Any
 
 from streaming.errors import (
     DeadlineExceeded,
+    DiskFullError,
     FormatError,
     OutputExistsError,
     StreamingError,
@@ -201,8 +202,19 @@ class MDSWriter:
         except DeadlineExceeded:
             hung = True
             raise
+        except DiskFullError:
+            self._shutdown()
+            self._discard_files()
+            raise
         finally:
             self._shutdown(wait=not hung)
+
+    def _discard_files(self) -> None:
+        """Remove the shard files this writer made: without an index nobody can read them,
+        and after a full disk they hold the space the user needs back."""
+        clear_dataset_files(self.directory)
+        for path in self.directory.glob(f"*{TMP_SUFFIX}"):
+            path.unlink(missing_ok=True)
 
     def _wait_all(self) -> list[dict[str, Any]]:
         deadline = time.monotonic() + self.timeout
@@ -242,6 +254,8 @@ class MDSWriter:
         elif not self._closed:
             log.warning("MDSWriter for %s aborted, no index written: %s", self.directory, exc)
             self._shutdown(wait=not isinstance(exc, DeadlineExceeded))
+            if isinstance(exc, DiskFullError):
+                self._discard_files()
 
 
 def _check_compression(compression: str | None) -> str | None:
@@ -268,12 +282,17 @@ def _prepare_directory(directory: Path, exist_ok: bool) -> None:
             raise OutputExistsError(
                 f"MDSWriter output {directory} is not empty; pass exist_ok=True to replace it"
             )
-        # The index goes first so no moment exists where it names a removed shard.
-        (directory / "index.json").unlink(missing_ok=True)
-        for path in directory.iterdir():
-            if _DATASET_FILE.match(path.name) or _TEMP_FILE.match(path.name):
-                path.unlink()
+        clear_dataset_files(directory)
     directory.mkdir(parents=True, exist_ok=True)
+
+
+def clear_dataset_files(directory: Path) -> None:
+    """Remove the index, shard files and writer temp files of an MDS dataset in `directory`
+    (the index first, so no moment exists where it names a removed shard); nothing else."""
+    (directory / "index.json").unlink(missing_ok=True)
+    for path in directory.iterdir():
+        if _DATASET_FILE.match(path.name) or _TEMP_FILE.match(path.name):
+            path.unlink()
 
 
 def _progress_bar(directory: Path) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 import zstandard
 
 from streaming.format.compression import compress, extension, parse_compression
+from streaming.format.disk_full import naming_full_disk
 from streaming.format.encodings import encoding_size
 from streaming.format.hashing import hexdigest
 from streaming.util.pagewrite import write_sliced
@@ -57,7 +58,7 @@ def write_file_atomic(path: Path, data: bytes | memoryview) -> None:
     """Write `data` to a temporary sibling, then rename it to `path` (no fsync: see docs)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
     try:
-        with open(tmp, "wb") as f:
+        with naming_full_disk(path, len(data)), open(tmp, "wb") as f:
             write_sliced(f, data)
         os.replace(tmp, path)
     except BaseException:

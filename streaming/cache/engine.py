@@ -213,6 +213,7 @@ class CacheEngine:
     def follow(self, shards: np.ndarray) -> None:
         """Start prefetching for a reader that will read one sample of `shards[i]` per step i."""
         self.stop()
+        self._errors.clear()  # a new pass tries again what failed in the last one
         seq = np.asarray(shards, np.int64).reshape(-1)
         if len(seq) and (int(seq.min()) < 0 or int(seq.max()) >= len(self.cached)):
             raise ValueError(f"follow() needs shard ids in [0, {len(self.cached)}) (drop the -1 "
@@ -334,9 +335,9 @@ class CacheEngine:
         deadline = Deadline(self.wait_timeout)
         pause = 0.001
         while True:
-            if self.flag is not None and (reason := self.flag.reason()) is not None:
-                raise CoordinationError(f"stopped waiting for {self._name(shard)}: another "
-                                        f"process failed: {reason}")
+            if self.flag is not None and (
+                    failed := self.flag.error(f"stopped waiting for {self._name(shard)}")):
+                raise failed
             error = self._errors.pop(shard, None)
             if error is not None:
                 raise error

@@ -23,6 +23,7 @@ from streaming.errors import (
 )
 from streaming.format.compression import ZstdStream, decompress_file, extension
 from streaming.format.hashing import file_hexdigest, new_hasher
+from streaming.format.local_files import file_size, size_error
 from streaming.storage.atomic import staged_file
 from streaming.util.pagewrite import write_sliced
 
@@ -161,9 +162,8 @@ class ShardPreparer:
         fetched = False
         if not _has_size(zipped, int(t.zip_bytes[shard])):
             if not remote:
-                raise ObjectNotFoundError(
-                    f"shard {zip_name!r} is missing or has the wrong size in {stream.local_dir} "
-                    "and the stream has no remote to fetch it from")
+                raise size_error(zipped, int(t.zip_bytes[shard]), file_size(zipped),
+                                 "; the stream has no remote to fetch it from")
             if decoded_in_flight(stream, zip_name, t.compression[shard]):
                 self._fetch_decompressed(shard, stream, raw, algo)
                 return

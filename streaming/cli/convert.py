@@ -45,6 +45,8 @@ def register(sub) -> None:
                    help="merge parts in the order they finish instead of input order")
     p.add_argument("--no-resume", action="store_true",
                    help="discard an earlier, different conversion in OUT instead of refusing")
+    p.add_argument("--exist-ok", action="store_true",
+                   help="replace an MDS dataset or another conversion already in OUT")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(run=run)
 
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         args.input, args.out, format=args.format, columns=parse_columns(args.columns),
         compression=compression, workers=args.workers, ordered=not args.unordered,
         size_limit=args.size_limit, hashes=hashes, progress=not args.quiet,
-        resume=not args.no_resume,
+        resume=not args.no_resume, exist_ok=args.exist_ok,
     )
     if not args.quiet:
         reused = f", {result.skipped_parts} reused" if result.skipped_parts else ""

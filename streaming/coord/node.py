@@ -67,6 +67,7 @@ class NodeCoordinator:
         self._published: deque[SharedArray] = deque()
         self._version = 0
         self._reading: tuple[int, SharedArray] | None = None
+        self._epoch = -1  # the epoch this process runs, for failures it reports
 
     @classmethod
     def join(
@@ -180,12 +181,22 @@ class NodeCoordinator:
             return None
         return f"the node leader ({self.leader}) of {self.ns} died"
 
-    def fail(self, reason: str) -> None:
-        """Raise the node's failure flag so every waiting process stops with `reason`."""
-        self.flag.set(reason)
+    def fail(self, reason: str, *, kind: str = "") -> None:
+        """Raise the node's failure flag so every waiting process stops with `reason` (as an
+        error of class `kind`), marked with the epoch last passed to `check`."""
+        self.flag.set(reason, kind=kind, epoch=self._epoch)
 
-    def check(self) -> None:
-        """Raise CoordinationError if any process of the node has failed."""
+    def fail_with(self, exc: BaseException, where: str = "") -> None:
+        """`fail` with `exc`'s class and message, prefixed by `where`."""
+        prefix = f"{where}: " if where else ""
+        self.fail(f"{prefix}{type(exc).__name__}: {exc}", kind=type(exc).__name__)
+
+    def check(self, epoch: int | None = None) -> None:
+        """Raise the root cause's error if any process of the node has failed. With `epoch`
+        (the one this process starts), a failure of an earlier epoch is forgotten first."""
+        if epoch is not None:
+            self._epoch = epoch
+            self.flag.clear_before(epoch)
         self.flag.raise_if_set(str(self.ns))
 
     @contextlib.contextmanager
@@ -194,7 +205,7 @@ class NodeCoordinator:
         try:
             yield
         except BaseException as exc:
-            self.fail(f"{type(exc).__name__}: {exc}")
+            self.fail_with(exc)
             raise
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import fcntl
 import mmap
+import multiprocessing.util as mp_util
 import os
 import re
 import secrets
@@ -180,6 +181,9 @@ class SharedArray:
             array.fill(fill)
         self = cls(name, path, mm, array, owner, created, None)
         self._finalizer = weakref.finalize(self, _release_owned, fd, path, owner.pid)
+        # A multiprocessing child (a DataLoader worker) ends in os._exit, which skips the atexit
+        # hook of weakref.finalize; multiprocessing's own exit finalizers do run there.
+        mp_util.Finalize(self, self._finalizer, exitpriority=0)
         return self
 
     @staticmethod

@@ -16,6 +16,8 @@ class Flag(Protocol):
 
     def reason(self) -> str | None: ...
 
+    def error(self, context: str = "") -> Exception | None: ...
+
 
 class Deadline:
     """A point in monotonic time `seconds` from now."""
@@ -53,8 +55,8 @@ def wait_for(
     deadline = Deadline(timeout)
     sleep = 0.001
     while True:
-        if flag is not None and (reason := flag.reason()) is not None:
-            raise CoordinationError(f"stopped waiting for {what}: another process failed: {reason}")
+        if flag is not None and (error := flag.error(f"stopped waiting for {what}")) is not None:
+            raise error
         value = predicate()
         if value is not None and value is not False:
             return value

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -20,7 +20,7 @@ from streaming.util.pagewrite import write_sliced
 def atomic_output(path: str | os.PathLike, *, durable: bool = True) -> Iterator[BinaryIO]:
     """Yield a file whose content replaces `path` only if the block completes without error."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
@@ -41,6 +41,18 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     with atomic_output(path) as handle:
         write_sliced(handle, data)
     return Path(path)
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """A new hidden sibling of `path`, created with mode 0666 so the umask alone decides who may
+    read the published file (mkstemp's 0600 would survive the rename and lock colleagues out)."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -26,6 +26,7 @@ from streaming.errors import (
 )
 from streaming.format.atomic import atomic_write_bytes
 from streaming.format.compression import parse_compression
+from streaming.format.disk_full import naming_full_disk
 from streaming.format.encodings import get_encoding
 from streaming.format.rows import ROW_FORMATS, RowCodec
 from streaming.format.sample import SampleCodec
@@ -157,13 +158,30 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _check_file_entry(entry: Any, *, source: str, where: str) -> tuple[str, int]:
+# A raw shard's offsets are u32 and its last offset is the file size, so it holds at most
+# 2**32 - 1 bytes, and its header (count plus one offset) is at least 8; no codec grows data
+# anywhere near twofold, so a compressed file above MAX_ZIP_BYTES is a corrupt index.
+MAX_RAW_BYTES = 2**32 - 1
+MIN_RAW_BYTES = 8
+MAX_ZIP_BYTES = 2**33
+
+
+def max_samples(raw_bytes: int) -> int:
+    """The most samples a raw shard of `raw_bytes` can hold (4 offset bytes per sample)."""
+    return max(raw_bytes - MIN_RAW_BYTES, 0) // 4
+
+
+def _check_file_entry(entry: Any, *, source: str, where: str,
+                      limits: tuple[int, int]) -> tuple[str, int]:
     if not isinstance(entry, dict):
         raise _fail(source, where, f"expected an object with basename/bytes/hashes, got {entry!r}")
     basename = check_basename(entry.get("basename"), source=source, where=where)
     size = entry.get("bytes")
     if not _is_count(size):
         raise _fail(source, where, f"{basename}: bytes must be a non-negative int, got {size!r}")
+    low, high = limits
+    if not low <= size <= high:
+        raise _fail(source, where, f"{basename}: bytes {size} is outside [{low}, {high}]")
     hashes = entry.get("hashes", {})
     if not isinstance(hashes, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()
@@ -192,10 +210,14 @@ def _check_shard(
             raise _fail(source, where, f"{key} has the wrong type: {value!r}")
     if shard["version"] != INDEX_VERSION:
         raise _fail(source, where, f"shard version {shard['version']} (expected 2)")
-    raw_name, raw_size = _check_file_entry(shard["raw_data"], source=source, where=where)
+    raw_name, raw_size = _check_file_entry(shard["raw_data"], source=source, where=where,
+                                           limits=(MIN_RAW_BYTES, MAX_RAW_BYTES))
     where = f"shard {i} ({raw_name})"
     if not _is_count(shard["samples"]):
         raise _fail(source, where, f"samples must be a non-negative int: {shard['samples']!r}")
+    if shard["samples"] > max_samples(raw_size):
+        raise _fail(source, where, f"{shard['samples']} samples cannot fit in {raw_size} bytes "
+                                   f"(at most {max_samples(raw_size)})")
     # Shards almost always share one schema: check each distinct schema once.
     schema = tuple(tuple(shard[key]) for key in _SCHEMA_KEYS)
     try:
@@ -212,7 +234,8 @@ def _check_shard(
         raise _fail(source, where, str(exc)) from None
     zip_name, zip_size = None, 0
     if shard["zip_data"] is not None:
-        zip_name, zip_size = _check_file_entry(shard["zip_data"], source=source, where=where)
+        zip_name, zip_size = _check_file_entry(shard["zip_data"], source=source, where=where,
+                                               limits=(0, MAX_ZIP_BYTES))
     if (compression is None) != (zip_name is None):
         raise _fail(source, where, f"compression {compression!r} but zip_data {zip_name!r}")
     if not all(isinstance(h, str) for h in shard["hashes"]):
@@ -264,6 +287,7 @@ def parse_index(
     schemas: set[tuple] = set()
     row_codecs: dict[tuple, RowCodec] = {}
     row_codec: RowCodec | None = None
+    named: dict[str | None, int] = {}  # file name -> the shard that names it
     for i, shard in enumerate(shards):
         fmt = shard.get("format") if isinstance(shard, dict) else None
         if fmt in ROW_FORMATS:
@@ -285,6 +309,11 @@ def parse_index(
                 source, f"shard {i} ({raw_name})",
                 f"columns {schema} differ from shard 0's {columns}",
             )
+        for name in (raw_name, zip_name):
+            if name is not None and name in named:
+                raise _fail(source, f"shard {i} ({raw_name})",
+                            f"file {name!r} is also named by shard {named[name]}")
+            named[name] = i
         samples[i] = shard["samples"]
         raw_bytes[i], zip_bytes[i] = raw_size, zip_size
         basenames.append(raw_name)
@@ -340,7 +369,9 @@ def write_index(
     directory: str | os.PathLike, shards: list[dict], extra: dict[str, Any] | None = None
 ) -> Path:
     """Write `directory/index.json` for `shards` atomically (temp file, fsync, rename)."""
-    return atomic_write_bytes(Path(directory) / INDEX_NAME, index_bytes(shards, extra))
+    path, data = Path(directory) / INDEX_NAME, index_bytes(shards, extra)
+    with naming_full_disk(path, len(data)):
+        return atomic_write_bytes(path, data)
 
 
 def _natural_key(text: str) -> list[Any]:
@@ -399,7 +430,8 @@ def merge_index(
     document: dict[str, Any] = {"version": INDEX_VERSION, "shards": merged}
     document.update(_merged_lengths(lengths))
     text = json.dumps(document).encode()
-    return atomic_write_bytes(out / INDEX_NAME, text)
+    with naming_full_disk(out / INDEX_NAME, len(text)):
+        return atomic_write_bytes(out / INDEX_NAME, text)
 
 
 def _merged_lengths(specs: list[dict | None]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ class ShardReader:
         self._mmap: mmap.mmap | None = None
         self._file: FileBytes | None = None
         self._fd: int | None = None  # for positional reads (get_columns(copy=True))
+        self._identity: tuple[int, int] = (0, 0)  # device and inode of the validated file
         self._spans: np.ndarray | None = None  # int64 copy of the offsets, for get_columns
         self._offsets: np.ndarray | None = None
         self._config: dict[str, Any] = {}
@@ -62,7 +63,9 @@ class ShardReader:
 
     def _open(self) -> None:
         with open(self.path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+            stat = os.fstat(handle.fileno())
+            size = stat.st_size
+            self._identity = (stat.st_dev, stat.st_ino)
             if self.expected_bytes is not None and size != self.expected_bytes:
                 raise self._corrupt(f"file has {size} bytes, the index says {self.expected_bytes}")
             if size < 4:
@@ -199,7 +202,12 @@ class ShardReader:
         """A descriptor of the shard for positional reads (closed by `close`)."""
         self._ensure_open()
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self.path, os.O_RDONLY)
+            stat = os.fstat(fd)
+            if (stat.st_dev, stat.st_ino) != self._identity:
+                os.close(fd)  # offsets validated for the old file would misread the new one
+                raise self._corrupt("the file was replaced after it was validated")
+            self._fd = fd
         return self._fd
 
     def get_columns(self, rows: np.ndarray, *, copy: bool = False) -> list[Sequence[Any]]:

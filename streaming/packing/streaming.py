@@ -143,8 +143,8 @@ class PackedStreamingDataset(StreamingDataset):
 
     def _packs_of_iteration(self) -> Iterator[dict[str, Any]]:
         world = self._worker_world()
-        self._node.check()
         start = self._epochs.begin_worker(world.worker, world.workers_per_rank)
+        self._node.check(start.epoch)
         self._start, self._pending, self._ended = start, False, False
         self._packs_yielded = 0
         try:
@@ -155,8 +155,7 @@ class PackedStreamingDataset(StreamingDataset):
                 mine = mine.select(np.arange(min(start.skip, mine.num_packs), mine.num_packs))
             yield from self._batches(mine)
         except Exception as exc:
-            self._node.fail(f"rank {world.rank} worker {world.worker}: "
-                            f"{type(exc).__name__}: {exc}")
+            self._node.fail_with(exc, f"rank {world.rank} worker {world.worker}")
             raise
         self._ended = True
 

@@ -53,7 +53,7 @@ def ranged_download(
     parts = spans(size, part_size)
 
     with staged_file(dest) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         try:
             _preallocate(fd, size)
 

@@ -52,8 +52,9 @@ def test_jsonl_without_final_newline_and_blank_lines(tmp_path: Path):
     assert all_records(JsonlSource(path), 3) == [{"a": 1}, {"a": 2}, {"a": 3}]
 
 
-@pytest.mark.parametrize(("text", "words"), [('{"a": 1}\n{oops\n', "byte 9"), ("[1]\n", "list")])
-def test_jsonl_bad_lines_name_file_and_offset(tmp_path: Path, text, words):
+@pytest.mark.parametrize(("text", "words"),
+                         [('{"a": 1}\n{oops\n', "line 2, column 2"), ("[1]\n", "list")])
+def test_jsonl_bad_lines_name_file_line_and_column(tmp_path: Path, text, words):
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
     with pytest.raises(FormatError, match=r"bad\.jsonl") as info:

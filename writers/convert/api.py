@@ -149,11 +149,13 @@ def convert(
     progress: bool = True,
     resume: bool = True,
     timeout: float | None = None,
+    exist_ok: bool = False,
 ) -> Result:
     """Convert `source` (file path, HF Dataset, or iterable of dicts) to MDS under `out`.
 
     `columns` overrides inferred encodings (None drops a field); `transform(record)` returns
     None, a dict, or several dicts. Parts finished by an interrupted run are reused (resume).
+    `exist_ok` replaces an MDS dataset (or another conversion) already at `out`.
     """
     started = time.monotonic()
     if workers < 1:
@@ -163,12 +165,13 @@ def convert(
     _check_options(compression, hashes)
     output = resolve_output(out)
     if output.remote is not None:  # convert into the local (or a staging) folder, then upload
-        uploader = make_uploader(output, timeout=timeout or 600.0)
+        uploader = make_uploader(output, timeout=timeout or 600.0, exist_ok=exist_ok)
         try:
             result = convert(
                 source, output.local, format=format, columns=columns, transform=transform,
                 compression=compression, workers=workers, ordered=ordered, size_limit=size_limit,
                 hashes=hashes, progress=progress, resume=resume, timeout=timeout,
+                exist_ok=exist_ok,
             )
             index = uploader.publish()
         finally:
@@ -183,7 +186,8 @@ def convert(
     if src.size_unit == "records" and getattr(src, "sequence", None) is None and workers > 1:
         log.info("%s cannot be split; converting it in one process", src.label)
         workers = 1
-    pieces = load_or_plan(out, key, lambda: src.pieces(part_count(src, workers)), resume)
+    pieces = load_or_plan(out, key, lambda: src.pieces(part_count(src, workers)), resume,
+                          exist_ok)
     todo = [p for p in pieces if not is_done(out, p)]
     skipped = len(pieces) - len(todo)
     if skipped:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from streaming.errors import FormatError
+from writers.convert.position import line_of
 from writers.convert.source import (
     Cursor,
     Piece,
@@ -25,6 +26,7 @@ from writers.convert.source import (
 )
 
 BLOCK = 16 << 20
+FIELD_LIMIT = 2**31 - 1  # the largest limit every platform's C long accepts
 _NEWLINE = ord("\n")
 
 
@@ -107,6 +109,8 @@ class CsvSource:
         self.label = str(self.path)
         self.size = self.path.stat().st_size
         self.dialect = {"delimiter": delimiter, "quotechar": quotechar}
+        # The csv module refuses fields over 128 KiB by default; documents are often longer.
+        csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
         self.header, self.data_start = self._read_header()
 
     def _read_header(self) -> tuple[list[str], int]:
@@ -138,20 +142,22 @@ class CsvSource:
         header, width = self.header, len(self.header)
         with open(self.path, "rb") as handle:
             lines = _line_iter(handle, piece.start, piece.stop, cursor)
+            start = 0  # where the next record begins, relative to the piece
             try:
                 for row in csv.reader(lines, **self.dialect):
+                    cursor.at, start = piece.start + start, cursor.done
                     if len(row) != width:
                         if not row:
                             continue
                         raise FormatError(
-                            f"{self.path}: a record near byte {piece.start + cursor.done} has "
-                            f"{len(row)} fields, the header has {width}"
+                            f"{self.path}: the record on line {line_of(self.path, cursor.at)} "
+                            f"has {len(row)} fields, the header has {width}"
                         )
                     yield dict(zip(header, row))
             except (csv.Error, UnicodeDecodeError) as exc:
-                raise FormatError(
-                    f"{self.path}: malformed CSV near byte {piece.start + cursor.done}: {exc}"
-                ) from exc
+                line = line_of(self.path, piece.start + start)
+                raise FormatError(f"{self.path}: malformed CSV in the record starting on line "
+                                  f"{line}: {exc}") from exc
 
     def fingerprint(self) -> dict:
         return file_fingerprint(self.path)

@@ -138,6 +138,10 @@ def _to_array(dtype: str, from_text: bool) -> Callable[[Any], Any]:
         if from_text and isinstance(value, str):
             value = json.loads(value)
         arr = np.asarray(value)
+        if arr.size == 0:
+            raise ValueError("an empty list cannot be stored in an ndarray column (MDS arrays "
+                             "hold at least one element); drop such records in transform= or "
+                             "use the 'json' encoding for this column")
         # same_kind refuses float -> int, so a stray 1.5 in a token list is an error, not a 1.
         return arr if arr.dtype == target else arr.astype(target, casting="same_kind")
 
@@ -170,7 +174,8 @@ def apply_coercers(sample: dict, funcs: Mapping[str, Callable], where: str) -> d
             try:
                 sample[name] = func(sample[name])
             except (TypeError, ValueError) as exc:
+                prefix = f"{where}: " if where else ""
                 raise EncodeError(
-                    f"{where}: column {name!r}: cannot convert {sample[name]!r:.80} ({exc})"
+                    f"{prefix}column {name!r}: cannot convert {sample[name]!r:.80} ({exc})"
                 ) from exc
     return sample

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from streaming.errors import FormatError
+from writers.convert.position import line_of
 from writers.convert.source import (
     Cursor,
     Piece,
@@ -107,15 +108,21 @@ class JsonlSource:
                 try:
                     record = json.loads(line)
                 except ValueError as exc:
-                    raise FormatError(
-                        f"{self.path}: invalid JSON at byte {offset}: {exc}"
-                    ) from exc
+                    raise FormatError(f"{self.path}: {self._where(offset, exc)}: invalid JSON: "
+                                      f"{getattr(exc, 'msg', exc)}") from exc
             if not isinstance(record, dict):
                 raise FormatError(
-                    f"{self.path}: line at byte {offset} is a {type(record).__name__}, "
+                    f"{self.path}: {self._where(offset)} is a {type(record).__name__}, "
                     "expected a JSON object"
                 )
+            cursor.at = offset
             yield record
+
+    def _where(self, offset: int, exc: ValueError | None = None) -> str:
+        """'line N' (and ', column C' from a JSON error) of the line starting at `offset`."""
+        where = f"line {line_of(self.path, offset)}"
+        column = getattr(exc, "colno", None)
+        return f"{where}, column {column}" if column is not None else where
 
     def fingerprint(self) -> dict:
         return file_fingerprint(self.path)

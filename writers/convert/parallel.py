@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streaming.errors import CoordinationError, OutputExistsError
+from streaming.errors import CoordinationError, EncodeError, OutputExistsError
 from streaming.format.index import merge_index
 from writers.convert.infer import apply_coercers, coercers
+from writers.convert.position import record_position
 from writers.convert.source import Cursor, Piece, Source, Transform, samples_from
-from writers.mds import MDSWriter
+from writers.mds import MDSWriter, clear_dataset_files
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +75,16 @@ def convert_piece(job: Job, piece: Piece, report: Callable[[int, int], None]) ->
     samples = reported_units = reported_samples = 0
     coerce, transform = job.coerce, job.transform
     with MDSWriter(columns=job.columns, out=folder, **job.writer_args) as writer:
-        for record in job.source.records(piece, cursor):
-            for sample in samples_from(record, transform, where):
-                if coerce:
-                    apply_coercers(sample, coerce, where)
-                writer.write(sample)
-                samples += 1
+        for index, record in enumerate(job.source.records(piece, cursor)):
+            try:
+                for sample in samples_from(record, transform, where):
+                    if coerce:
+                        apply_coercers(sample, coerce, "")
+                    writer.write(sample)
+                    samples += 1
+            except EncodeError as exc:
+                position = record_position(job.source, piece, cursor, index)
+                raise EncodeError(f"{job.source.label}: {position}: {exc}") from exc
             if samples - reported_samples >= REPORT_EVERY:
                 report(cursor.done - reported_units, samples - reported_samples)
                 reported_units, reported_samples = cursor.done, samples
@@ -114,24 +119,29 @@ def is_done(out: Path, piece: Piece) -> bool:
 
 
 def load_or_plan(out: Path, key: dict, make_pieces: Callable[[], list[Piece]],
-                 resume: bool) -> list[Piece]:
-    """The pieces of this conversion: reused from a matching earlier run, else planned anew."""
+                 resume: bool, exist_ok: bool = False) -> list[Piece]:
+    """The pieces of this conversion: reused from a matching earlier run, else planned anew.
+    `exist_ok` replaces an earlier dataset or conversion in `out` (never other files)."""
     plan_path = out / PLAN_FILE
     previous = _read_json(plan_path)
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"conversion output {out} exists and is not a directory")
     if previous is None and out.is_dir() and any(out.iterdir()):
-        raise OutputExistsError(
-            f"conversion output {out} is not empty and holds no earlier conversion; "
-            "choose an empty or new directory"
-        )
+        if not exist_ok:
+            raise OutputExistsError(
+                f"conversion output {out} is not empty and holds no earlier conversion; choose "
+                "an empty or new directory, or pass exist_ok=True (CLI: --exist-ok) to replace "
+                "the MDS dataset in it"
+            )
+        _clear_conversion(out)
     if previous is not None:
         if resume and previous.get("key") == key:
             return [Piece.from_json(p) for p in previous["pieces"]]
-        if resume:
+        if resume and not exist_ok:
             raise OutputExistsError(
                 f"{out} holds a conversion of a different input or with different options; "
-                "pass resume=False (CLI: --no-resume) to replace it"
+                "pass exist_ok=True or resume=False (CLI: --exist-ok or --no-resume) to "
+                "replace it"
             )
         _clear_conversion(out)
     pieces = make_pieces()
@@ -141,12 +151,20 @@ def load_or_plan(out: Path, key: dict, make_pieces: Callable[[], list[Piece]],
 
 
 def _clear_conversion(out: Path) -> None:
-    """Remove what an earlier conversion left: root index, plan, part folders."""
+    """Remove what an earlier conversion or MDSWriter left (root index, plan, part folders,
+    shard files); OutputExistsError naming anything else, which is never removed."""
+    (out / "index.json").unlink(missing_ok=True)  # first: it must never name a removed shard
     for child in out.iterdir():
         if child.is_dir() and child.name.startswith("part") and child.name[4:].isdigit():
             shutil.rmtree(child)
-    for name in ("index.json", PLAN_FILE):
-        (out / name).unlink(missing_ok=True)
+    (out / PLAN_FILE).unlink(missing_ok=True)
+    clear_dataset_files(out)
+    foreign = sorted(child.name for child in out.iterdir())
+    if foreign:
+        raise OutputExistsError(
+            f"conversion output {out} holds files that are not part of an MDS dataset "
+            f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); move them or "
+            "choose another directory")
 
 
 _JOB: Job | None = None

@@ -38,10 +38,11 @@ class Piece:
 class Cursor:
     """How much of the current piece a reader has consumed, in the source's size units."""
 
-    __slots__ = ("done",)
+    __slots__ = ("at", "done")
 
     def __init__(self) -> None:
         self.done = 0
+        self.at = -1  # byte offset of the record last yielded, when the source knows it
 
 
 class Source(Protocol):

@@ -1,0 +1,63 @@
+"""A clean run with DataLoader workers leaves no shared-memory file behind (a worker that
+published a plan exits through multiprocessing's exit path, which skips atexit); a killed
+run's leftovers are still reclaimed by the next start."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from streaming import StreamingDataLoader, StreamingDataset
+from tests.dataset.conftest import write_ids
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def shm(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    monkeypatch.setenv("STREAMING_SHM_DIR", str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_clean_run_with_workers_leaves_no_segment(tmp_path, shm, workers):
+    root = write_ids(tmp_path / "data", 300)
+    dataset = StreamingDataset(local=str(root), batch_size=10, shuffle=True)
+    for _ in range(2):
+        loader = StreamingDataLoader(dataset, batch_size=10, num_workers=workers)
+        assert sum(len(batch["id"]) for batch in loader) == 300
+        del loader
+    dataset.close()
+    del dataset
+    gc.collect()
+    assert sorted(os.listdir(shm)) == []
+
+
+def test_killed_run_is_reclaimed_at_next_start(tmp_path, shm):
+    root = write_ids(tmp_path / "data", 300)
+    script = textwrap.dedent(f"""
+        import os, signal
+        from streaming import StreamingDataset
+        ds = StreamingDataset(local={str(root)!r}, batch_size=10)
+        next(iter(ds))
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, timeout=120)
+    assert done.returncode == -signal.SIGKILL
+    assert os.listdir(shm)  # the killed run's files
+    dataset = StreamingDataset(local=str(root), batch_size=10)
+    assert len(list(dataset)) == 300
+    dataset.close()
+    del dataset
+    gc.collect()
+    assert sorted(os.listdir(shm)) == []

@@ -1,0 +1,56 @@
+"""StreamingDataLoader misuse gets a clear, early error or warning; json columns whose dicts have
+different keys batch as lists, as docs/dataset.md says."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from streaming import StreamingDataLoader, StreamingDataset
+from streaming.collate import collate
+from streaming.errors import PlanError
+from writers.mds import MDSWriter
+
+METAS = [{"a": 1}, {"b": [1, 2]}, {"a": 2, "c": "x"}, {}, {"d": None}, {"a": 3}]
+
+
+@pytest.fixture
+def json_dataset(tmp_path):
+    out = tmp_path / "json"
+    with MDSWriter(columns={"id": "int", "meta": "json"}, out=out, size_limit=200) as writer:
+        for i in range(36):
+            writer.write({"id": i, "meta": METAS[i % len(METAS)]})
+    return out
+
+
+@pytest.mark.parametrize("batch_size", [-1, 0, -8])
+def test_non_positive_batch_size_is_refused(json_dataset, batch_size):
+    dataset = StreamingDataset(local=str(json_dataset))
+    with pytest.raises(PlanError, match="batch_size"):
+        StreamingDataLoader(dataset, batch_size=batch_size)
+
+
+def test_batch_size_unlike_the_datasets_warns(json_dataset):
+    dataset = StreamingDataset(local=str(json_dataset), batch_size=4)
+    with pytest.warns(UserWarning, match=r"batch_size=6.*batch_size=4|batch_size=4.*batch_size=6"):
+        StreamingDataLoader(dataset, batch_size=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        StreamingDataLoader(dataset, batch_size=4)
+
+
+def test_collate_keeps_json_dicts_with_different_keys_as_a_list():
+    batch = collate([{"id": 1, "meta": {"a": 1}}, {"id": 2, "meta": {"b": 2}}])
+    assert batch["meta"] == [{"a": 1}, {"b": 2}]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_loader_batches_json_dicts_with_different_keys(json_dataset, workers):
+    dataset = StreamingDataset(local=str(json_dataset), batch_size=6)
+    loader = StreamingDataLoader(dataset, batch_size=6, num_workers=workers)
+    seen = {}
+    for batch in loader:
+        assert isinstance(batch["meta"], list)
+        seen.update(zip(batch["id"].tolist(), batch["meta"]))
+    assert seen == {i: METAS[i % len(METAS)] for i in range(36)}
