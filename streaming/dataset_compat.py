@@ -160,7 +160,7 @@ class ReferenceAPI:
         if self.cache is not None:
             self.cache.evict(shard_id)
             self.preparer.forget(shard_id)  # type: ignore[attr-defined]
-        self._readers.pop(shard_id, None)  # type: ignore[attr-defined]
+        self._readers.forget(shard_id)  # type: ignore[attr-defined]
 
     def evict_coldest_shard(self) -> None:
         """Evict the cached shard whose next use is farthest away (CacheLimitError, a
@@ -170,7 +170,7 @@ class ReferenceAPI:
             raise CacheLimitError("no cached shard can be evicted (none is present, or every "
                                   "present one is in use or has no remote)")
         self.preparer.forget(victim)  # type: ignore[attr-defined]
-        self._readers.pop(victim, None)  # type: ignore[attr-defined]
+        self._readers.forget(victim)  # type: ignore[attr-defined]
 
     # ----- epochs ----------------------------------------------------------------------------
     @property

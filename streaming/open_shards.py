@@ -88,6 +88,13 @@ class OpenShards:
     def __iter__(self) -> Iterator[ShardReader]:
         return iter(list(self._readers.values()))
 
+    def forget(self, shard: int) -> None:
+        """Close `shard`'s reader, if open (its file was evicted or replaced)."""
+        with self._lock:
+            reader = self._readers.pop(shard, None)
+        if reader is not None:
+            reader.close()
+
     def close(self) -> None:
         """Close every reader."""
         with self._lock:

@@ -13,6 +13,7 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -292,7 +293,8 @@ def parse_index(
         fmt = shard.get("format") if isinstance(shard, dict) else None
         if fmt in ROW_FORMATS:
             codec, raw_name, raw_size, zip_name, zip_size = check_split_shard(
-                shard, i, source, _check_file_entry, row_codecs)
+                shard, i, source, partial(_check_file_entry, limits=(0, MAX_ZIP_BYTES)),
+                row_codecs)
             schema = codec.columns
         else:
             codec = None

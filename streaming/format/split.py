@@ -53,7 +53,9 @@ class SplitShardReader(ShardReader):
 
     def _open(self) -> None:
         with open(self.path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+            stat = os.fstat(handle.fileno())
+            size = stat.st_size
+            self._identity = (stat.st_dev, stat.st_ino)  # fileno() refuses a replaced file
             if self.expected_bytes is not None and size != self.expected_bytes:
                 raise self._corrupt(f"file has {size} bytes, the index says {self.expected_bytes}")
             # An empty data file (a shard of no rows) cannot be mapped: stand in one zero byte.

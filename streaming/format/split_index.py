@@ -3,6 +3,7 @@ entries, so a bad entry is named up front rather than mid-epoch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from streaming.errors import FormatError, IndexFileError
@@ -28,7 +29,7 @@ def _fail(source: str, where: str, what: str) -> IndexFileError:
     return IndexFileError(f"{source}: {where}: {what}")
 
 
-def check_split_shard(shard: dict, i: int, source: str, check_file: Any,
+def check_split_shard(shard: dict, i: int, source: str, check_file: Callable[..., tuple[str, int]],
                       codecs: dict[tuple, RowCodec]) -> tuple[RowCodec, str, int, str | None, int]:
     """Validate split shard entry `i`; return its row codec and (raw name, raw bytes, zip name,
     zip bytes) of its data file. `check_file(entry, source=, where=)` checks a file entry and
