@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch.utils.data import IterableDataset
 
+from streaming.cache.limit import check_cache_limit
 from streaming.cache.prepare import ShardPreparer, ShardTable
 from streaming.collate import collate_column
 from streaming.coord.names import Namespace
@@ -105,6 +106,8 @@ class StreamingDataset(IterableDataset):
         if predownload is not None and predownload < 0:
             raise PlanError(f"predownload must be >= 0, got {predownload}")
         self.predownload = predownload if predownload is not None else 8 * (batch_size or 8)
+        if cache_limit is not None:
+            check_cache_limit(cache_limit)
         self.cache_limit = cache_limit
         self.batch_size = batch_size
         self.shuffle = shuffle

@@ -107,3 +107,24 @@ class UnsupportedFeatureError(StreamingError, NotImplementedError):
 
 class IndexNotFoundError(IndexFileError, FileNotFoundError):
     """`index.json` does not exist where a dataset was expected."""
+
+
+class LocationError(StreamingError, ValueError):
+    """A `remote` or `local` that is neither a valid URL nor a usable path (e.g. `s3:/bucket`)."""
+
+
+class CacheFolderError(StreamingError, OSError):
+    """A stream's `local` folder cannot serve as its cache (a file, unwritable, untrusted...);
+    the message names the folder."""
+
+
+class CacheOriginError(CacheFolderError):
+    """A `local` folder already caches another remote's shards; the message names both."""
+
+
+class CacheSpaceError(StreamingError, OSError):
+    """The disk under a cache folder has too little free space; names the folder and bytes."""
+
+
+class UnknownHashError(StreamingError, ValueError):
+    """`validate_hash` names an algorithm this library cannot compute."""

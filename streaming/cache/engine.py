@@ -117,8 +117,9 @@ class CacheEngine:
         t = self.preparer.table
         digest = hashlib.blake2b(digest_size=8)
         for shard in np.flatnonzero(self.cached):
-            digest.update(f"{t.basenames[shard]}:{int(t.raw_bytes[shard])}\0".encode())
-        return Namespace.derive(self.dirs, job=None, salt=digest.hexdigest(),
+            digest.update(f"{t.basenames[shard]}:{int(t.raw_bytes[shard])}:"
+                          f"{sorted(t.raw_hashes[shard].items())}\0".encode())
+        return Namespace.derive(self.dirs, job=None, salt=f"{digest.hexdigest()}{tb.MAGIC:x}",
                                 instance="cache").token
 
     def _reset_runtime(self) -> None:
@@ -160,14 +161,8 @@ class CacheEngine:
         if self._table is None:
             table = _shared_table(self.token, len(self.cached), self._scan)
             with table.locked():
-                if self.limit is not None:
-                    shared = int(table._globals[6])
-                    table._globals[6] = self.limit if shared <= 0 else min(shared, self.limit)
-                if self.max_downloads is not None:
-                    shared = int(table._globals[7])
-                    table._globals[7] = (self.max_downloads if shared <= 0
-                                         else min(shared, self.max_downloads))
                 self._slot = table.claim_slot(lambda shard: self._recover(shard, table))
+                table.ask(self._slot, self.limit or 0, self.max_downloads or 0)
             self._table = table
         return self._table
 
@@ -186,21 +181,19 @@ class CacheEngine:
         """First process on the node: adopt complete shards on disk, drop orphans, and count
         every other file in the folders against the limit."""
         t = self.preparer.table
-        cached = np.flatnonzero(self.cached)
-        owner = np.asarray(t.stream_of_shard, np.int64)[cached]
-        now = time.time()
-        for stream in np.unique(owner).tolist():
-            shards = cached[owner == stream].tolist()
-            folder = self.preparer.raw_path(shards[0]).parent
+        by_folder: dict[Path, list[int]] = {}
+        for shard in np.flatnonzero(self.cached).tolist():  # part folders: `0/shard...` etc.
+            by_folder.setdefault(self.preparer.raw_path(shard).parent, []).append(shard)
+        for folder, shards in by_folder.items():
             files = disk.listing(folder)
-            owners = frozenset(name for s in shards
-                               for name in (t.basenames[s], t.zip_basenames[s]) if name)
-            for name, (_, mtime) in files.items():
-                if disk.leftover_of(name, owners) is not None and now - mtime >= disk.STALE_TEMP:
-                    disk.unlink(folder / name)
+            leaf = {s: (Path(t.basenames[s]).name,
+                        Path(t.zip_basenames[s]).name if t.zip_basenames[s] else None)
+                    for s in shards}
+            for name in disk.sweep_orphans(folder, files, dict(leaf.values())):
+                files.pop(name, None)
             for shard in shards:
-                raw = files.get(t.basenames[shard], (-1, 0.0))[0]
-                zip_name = t.zip_basenames[shard]
+                raw_name, zip_name = leaf[shard]
+                raw = files.get(raw_name, (-1, 0.0))[0]
                 if raw == int(t.raw_bytes[shard]):
                     table.state[shard] = tb.PRESENT
                     table.disk[shard] = raw + (files.get(zip_name, (0, 0.0))[0] if zip_name
@@ -281,8 +274,10 @@ class CacheEngine:
         table = self.table
         self._pin(shard)
         if table.state[shard] == tb.PRESENT:  # read after the pin: see _evict
-            self._count(tb.HITS)
-            return self.preparer.raw_path(shard)
+            if self.preparer.usable(shard):
+                self._count(tb.HITS)
+                return self.preparer.raw_path(shard)
+            self._lost(shard)
         if not wait:
             self._unpin(shard)
             return None
@@ -313,6 +308,22 @@ class CacheEngine:
         path = self.acquire(shard)
         self.release(shard)
         return path
+
+    def _lost(self, shard: int) -> None:
+        """A present shard's file vanished, changed size or fails its digest underneath us (a
+        clean-up script, another job, a full disk): forget it, so it is prepared again."""
+        table = self.table
+        with table.locked():
+            if table.state[shard] != tb.PRESENT or self.preparer.usable(shard):
+                return
+            log.warning("cache: %s is missing, truncated or corrupt on disk; fetching it again",
+                        self._name(shard))
+            for path in self._paths(shard):
+                if path is not None:
+                    disk.unlink(path)
+            table.disk[shard] = 0
+            table.state[shard] = tb.ABSENT
+        self.preparer.forget(shard)
 
     def _pin(self, shard: int) -> None:
         pins = self.table.pins[self._slot]

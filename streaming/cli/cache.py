@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from streaming.cache.marker import CACHE_MARKER, mark_cache
+from streaming.cache.origin import ORIGIN_FILE
 from streaming.cli._common import UserError, add_command, human_bytes
 
 __all__ = ["CACHE_MARKER", "mark_cache", "register", "run", "shard_files"]
@@ -63,5 +64,7 @@ def run(args: argparse.Namespace) -> int:
         )
     for path in files:
         path.unlink(missing_ok=True)
+    for record in folder.rglob(ORIGIN_FILE):  # the folder may now cache another remote
+        record.unlink(missing_ok=True)
     print(f"removed {len(files)} shard files ({human_bytes(size)}) from {folder}")
     return 0

@@ -1,0 +1,55 @@
+"""Which files this node has already checked against an index digest, so `validate_hash` costs
+one hash per file version per node (not one per process or per read).
+
+A record is an empty file in a folder of this user's on the shared-memory file system, named by
+a digest of the file's identity: real path, device, inode, size, and modification and change
+times in nanoseconds. Any write to the file, or a new file under the same name, changes the
+identity, so the record no longer matches. Records vanish at reboot; a folder that is not this
+user's own (0700, owned by the uid) is never trusted, and then nothing is remembered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+
+def _records() -> Path | None:
+    """This user's record folder (created 0700), or None when it cannot be trusted."""
+    from streaming.coord.files import shm_dir
+
+    folder = shm_dir() / f"mds-verified-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid()
+            or info.st_mode & 0o077):
+        return None
+    return folder
+
+
+def _name(path: Path, info: os.stat_result, algo: str) -> str:
+    identity = (f"{os.path.realpath(path)}|{info.st_dev}|{info.st_ino}|{info.st_size}|"
+                f"{info.st_mtime_ns}|{info.st_ctime_ns}|{algo}")
+    return hashlib.blake2b(identity.encode(), digest_size=16).hexdigest()
+
+
+def is_verified(path: Path, info: os.stat_result, algo: str) -> bool:
+    """Whether this node verified the file (as `info` describes it) with `algo` before."""
+    folder = _records()
+    return folder is not None and (folder / _name(path, info, algo)).exists()
+
+
+def mark_verified(path: Path, algo: str) -> None:
+    """Remember that the file now at `path` matched its `algo` digest."""
+    folder = _records()
+    if folder is None:
+        return
+    with contextlib.suppress(OSError):
+        info = os.stat(path)
+        (folder / _name(path, info, algo)).touch()
