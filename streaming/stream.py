@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from streaming.cache.folder import check_location
+from streaming.cache.folder import check_location, user_cache_root, warn_if_shared
 from streaming.errors import PlanError
 
 _UNSET_KNOBS = ("download_retry", "download_timeout", "validate_hash", "keep_zip")
@@ -155,6 +154,7 @@ class Stream:
             # One plain GET: the ranged path would first ask for the size (a HEAD request).
             fetch(self.remote_url("index.json"), dest, max_parts=1, **self._transfer_options())
 
+        warn_if_shared(self.local_dir, bool(self.validate_hash))
         return sync_index(self.local_dir, self.remote_dir, fetch_index)
 
     def __repr__(self) -> str:
@@ -163,9 +163,10 @@ class Stream:
 
 
 def _default_local(remote: str | None, split: str | None) -> str:
-    """A per-remote cache directory under the temp dir when the user gives no `local`."""
+    """A per-remote cache directory in this user's own folder under the temp dir when the user
+    gives no `local` (docs/cache.md says why not ~/.cache)."""
     digest = hashlib.sha1(f"{remote}|{split}".encode()).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), "mds-streaming", digest)
+    return os.fspath(user_cache_root() / digest)
 
 
 _PLAIN_FETCH = Stream.fetch  # a replaced or overridden fetch must see every transfer

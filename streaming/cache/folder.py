@@ -82,3 +82,46 @@ def remove_created(created: list[Path]) -> None:
         except OSError as exc:
             if exc.errno not in (errno.ENOTEMPTY, errno.ENOENT):
                 raise
+
+
+def user_cache_root() -> Path:
+    """This user's folder for default caches, `<temp dir>/mds-streaming-<uid>` (TMPDIR is
+    honoured: the temp dir is usually on the node's local disk), created 0700. CacheFolderError
+    when it exists but is not a folder of this user's that only this user can write: anyone who
+    could write there could plant shards this user would read."""
+    import stat
+    import tempfile
+
+    root = Path(tempfile.gettempdir()) / f"mds-streaming-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        root.mkdir(mode=0o700)
+    info = os.lstat(root)
+    ours = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+    if ours and info.st_mode & 0o070 and not info.st_mode & 0o002:
+        os.chmod(root, 0o700)  # LocalDataset and the lengths cache make it with the umask
+    elif not ours or info.st_mode & 0o002:
+        raise CacheFolderError(
+            f"the default cache folder {root} is not this user's own (a folder owned by uid "
+            f"{os.getuid()} that only it can write): another user could have planted shards "
+            "there. Remove it, or pass `local` (a folder of yours)")
+    return root
+
+
+def warn_if_shared(folder: Path, hashed: bool) -> bool:
+    """Warn (once per call) when cache `folder` belongs to another user or anyone may write to
+    it and no `validate_hash` checks what is read from it; True when it warned."""
+    import logging
+
+    try:
+        info = os.stat(folder)
+    except FileNotFoundError:
+        return False
+    foreign = info.st_uid != os.getuid()
+    if hashed or not (foreign or info.st_mode & 0o002):
+        return False
+    who = f"owned by uid {info.st_uid}" if foreign else "writable by every user"
+    logging.getLogger("streaming.cache").warning(
+        "cache folder %s is %s: shards there could be changed by someone else and are read "
+        "without a check; pass validate_hash (e.g. 'xxh64', if the index records it) to verify "
+        "every shard before use", folder, who)
+    return True

@@ -184,3 +184,42 @@ def test_a_failed_constructor_leaves_no_folders(tmp_path: Path) -> None:
     with pytest.raises(ObjectNotFoundError):
         StreamingDataset(remote=str(tmp_path / "missing"), local=str(local))
     assert not (tmp_path / "deep").exists()
+
+
+def test_the_default_cache_is_per_user_and_must_be_the_users_own(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    import tempfile
+
+    from streaming.stream import Stream
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    remote = write_ids(tmp_path / "remote", 30)
+    ds = StreamingDataset(remote=str(remote))
+    root = tmp_path / "tmp" / f"mds-streaming-{os.getuid()}"
+    assert Path(ds.streams[0].local).parent == root
+    assert (root.stat().st_mode & 0o777) == 0o700
+    assert _ids(ds) == list(range(30))
+    root.chmod(0o777)  # anyone could plant shards there now
+    with pytest.raises(CacheFolderError, match="mds-streaming"):
+        Stream(remote=str(remote))
+    root.chmod(0o700)
+    if os.geteuid() == 0:  # a folder another user owns (only root can make one)
+        os.chown(root, 4321, -1)
+        with pytest.raises(CacheFolderError, match="uid"):
+            Stream(remote=str(remote))
+        os.chown(root, os.getuid(), -1)
+
+
+def test_a_cache_folder_others_can_write_warns_without_validate_hash(tmp_path: Path,
+                                                                     caplog) -> None:
+    remote = write_ids(tmp_path / "remote", 30, hashes=["xxh64"])
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert _ids(StreamingDataset(remote=str(remote), local=str(shared))) == list(range(30))
+    assert "writable by every user" in caplog.text and "validate_hash" in caplog.text
+    caplog.clear()
+    assert _ids(StreamingDataset(remote=str(remote), local=str(shared),
+                                 validate_hash="xxh64")) == list(range(30))
+    assert "writable by every user" not in caplog.text
