@@ -114,7 +114,7 @@ def warn_if_shared(folder: Path, hashed: bool) -> bool:
 
     try:
         info = os.stat(folder)
-    except FileNotFoundError:
+    except OSError:  # not there yet (make_folder reports what stands in its way)
         return False
     foreign = info.st_uid != os.getuid()
     if hashed or not (foreign or info.st_mode & 0o002):
