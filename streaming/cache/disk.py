@@ -4,6 +4,7 @@ temporary files a dead or failed preparation leaves beside a shard."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from collections.abc import Collection, Iterable
@@ -113,3 +114,26 @@ def sweep_orphans(folder: Path, files: dict[str, tuple[int, float]],
             lock.release()  # removes the lock file too
         removed += names
     return removed
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes this user may still write on the file system holding `folder` (or its nearest
+    existing parent)."""
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    info = os.statvfs(probe)
+    return info.f_bavail * info.f_frsize
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether `exc`, or an error it was raised from, is ENOSPC or EDQUOT (a full disk or
+    quota)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False

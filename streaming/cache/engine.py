@@ -9,6 +9,7 @@ evicted. Actual copying, decompression and verification is the `ShardPreparer`'s
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -34,7 +35,12 @@ from streaming.cache.stats import CacheStats
 from streaming.coord.flag import FailureFlag
 from streaming.coord.names import Namespace
 from streaming.coord.wait import Deadline, Flag
-from streaming.errors import CacheLimitError, CoordinationError, DownloadTimeoutError
+from streaming.errors import (
+    CacheLimitError,
+    CacheSpaceError,
+    CoordinationError,
+    DownloadTimeoutError,
+)
 from streaming.storage.retry import RetryPolicy
 from streaming.util.units import parse_bytes
 
@@ -170,6 +176,7 @@ class CacheEngine:
         """Join the node table now (the first process creates it and keeps it alive: call
         this in the training process before DataLoader workers start)."""
         _ = self.table
+        self._warn_space()
         return self
 
     def effective_limit(self) -> int | None:
@@ -398,6 +405,8 @@ class CacheEngine:
                 return WAIT
             if not self._make_room(cost, farther_than):
                 return WAIT
+            if not self._check_space(shard, cost, farther_than):
+                return WAIT
             table.state[shard] = tb.PREPARING
             table.owner[shard] = self._slot + 1
             table.reserved[shard] = cost
@@ -405,10 +414,12 @@ class CacheEngine:
         try:
             self.preparer.forget(shard)  # its memo may predate an eviction elsewhere
             self.preparer.prepare(shard)
-        except BaseException:
+        except BaseException as exc:
             with table.locked():
                 self._recover(shard)
                 table.fails[shard] += 1
+            if disk.disk_full(exc):
+                raise self._space_error(shard, cost, disk.free_bytes(raw.parent)) from exc
             raise
         with table.locked():
             raw, zipped = self._paths(shard)
@@ -423,6 +434,65 @@ class CacheEngine:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("cache: prepared %s", self._name(shard))
         return READY
+
+    def _check_space(self, shard: int, cost: int, farther_than: int) -> bool:
+        """Whether the disk has `cost` free bytes for `shard` (caller holds the lock). Under a
+        cache_limit, shards are evicted to free what is missing, and False (wait) means the
+        shards that could go are still needed sooner or pinned; CacheSpaceError when even
+        evicting every cached shard would not make room, or without a limit."""
+        table = self.table
+        folder = self.preparer.raw_path(shard).parent
+        free = disk.free_bytes(folder)
+        limit = self.effective_limit()
+        if free >= cost:
+            return True
+        if limit is not None:
+            if self._make_room(limit - table.used() + (cost - free), farther_than):
+                free = disk.free_bytes(folder)
+                if free >= cost:
+                    return True
+            if int(table.disk[self.cached].sum()) >= cost - free:
+                return False
+        raise self._space_error(shard, cost, free)
+
+    def _space_error(self, shard: int, cost: int, free: int) -> CacheSpaceError:
+        folder = self.preparer.raw_path(shard).parent
+        return CacheSpaceError(
+            errno.ENOSPC,
+            f"no room on the disk of {folder} for {self._name(shard)}: it needs {cost} bytes, "
+            f"{free} are free; free some space, or set a cache_limit below what the disk holds")
+
+    def _warn_space(self) -> None:
+        """Warn at start-up when the shards still to fetch (at most `cache_limit`'s worth)
+        need more than the disks of the cache folders have free."""
+        table = self.table
+        owner = np.asarray(self.preparer.table.stream_of_shard, np.int64)
+        missing = self.cached & (table.state != tb.PRESENT)
+        limit = self.effective_limit()
+        by_disk: dict[int, tuple[str, int]] = {}
+        for s, stream in enumerate(self.preparer.streams):
+            mine = missing & (owner == s)
+            if not mine.any():
+                continue
+            folder = stream.local_dir
+            need = int(self.footprint.resident[mine].sum())
+            try:
+                device = os.stat(folder).st_dev
+            except OSError:
+                continue
+            where, before = by_disk.get(device, (str(folder), 0))
+            by_disk[device] = (where, before + need)
+        for where, need in by_disk.values():
+            if limit is not None:
+                need = min(need, max(limit - table.used(), 0))
+            free = disk.free_bytes(Path(where))
+            if need > free:
+                log.warning(
+                    "the cache in %s may need %d more bytes (%s) but its disk has %d free: "
+                    "preparing a shard that does not fit raises CacheSpaceError; set a "
+                    "cache_limit below the free space to have shards evicted instead", where,
+                    need, "up to cache_limit" if limit is not None else "every shard not yet "
+                    "cached", free)
 
     def _make_room(self, cost: int, farther_than: int) -> bool:
         """Evict until `cost` more bytes fit under the limit (caller holds the lock)."""
