@@ -21,6 +21,16 @@ def size(path: Path | None) -> int:
         return 0
 
 
+def identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns) of `path`, None when it is missing: tells a file from the
+    one that replaced it."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
 def unlink(path: Path) -> None:
     """Remove `path` if it is there."""
     with contextlib.suppress(FileNotFoundError):

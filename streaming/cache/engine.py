@@ -281,10 +281,11 @@ class CacheEngine:
         table = self.table
         self._pin(shard)
         if table.state[shard] == tb.PRESENT:  # read after the pin: see _evict
+            seen = disk.identity(self.preparer.raw_path(shard))
             if self.preparer.usable(shard):
                 self._count(tb.HITS)
                 return self.preparer.raw_path(shard)
-            self._lost(shard)
+            self._lost(shard, seen)
         if not wait:
             self._unpin(shard)
             return None
@@ -316,12 +317,14 @@ class CacheEngine:
         self.release(shard)
         return path
 
-    def _lost(self, shard: int) -> None:
-        """A present shard's file vanished, changed size or fails its digest underneath us (a
-        clean-up script, another job, a full disk): forget it, so it is prepared again."""
+    def _lost(self, shard: int, seen: tuple[int, int, int] | None) -> None:
+        """A present shard's file (`seen`: its identity when it was found unusable) vanished,
+        changed size or fails its digest underneath us (a clean-up script, another job, a full
+        disk): forget it, so it is prepared again. Not if another reader replaced it since."""
         table = self.table
         with table.locked():
-            if table.state[shard] != tb.PRESENT or self.preparer.usable(shard):
+            if (table.state[shard] != tb.PRESENT
+                    or disk.identity(self.preparer.raw_path(shard)) != seen):
                 return
             log.warning("cache: %s is missing, truncated or corrupt on disk; fetching it again",
                         self._name(shard))

@@ -128,7 +128,7 @@ class ShardPreparer:
             return raw
         if not self.usable(shard):
             with self._node_lock(shard, raw):
-                if not self.usable(shard):
+                if not self.usable(shard, locked=True):
                     self._discard(shard, raw)
                     self._materialise(shard, raw)
                     self._verified(shard, raw)
@@ -148,16 +148,18 @@ class ShardPreparer:
         with contextlib.suppress(FileNotFoundError):
             os.remove(raw)
 
-    def usable(self, shard: int) -> bool:
+    def usable(self, shard: int, *, locked: bool = False) -> bool:
         """Whether the shard's raw file on disk can be read now: present at the size the index
         gives (one stat) and, with `validate_hash`, matching its digest (see `trusted`)."""
-        return self._complete(self.raw_path(shard), shard) and self.trusted(shard)
+        return self._complete(self.raw_path(shard), shard) and self.trusted(shard, locked=locked)
 
-    def trusted(self, shard: int) -> bool:
+    def trusted(self, shard: int, *, locked: bool = False) -> bool:
         """True unless the stream asks for `validate_hash` and the raw file on disk does not
         match the index's digest. Each file version is hashed once per node (remembered in
         `streaming.cache.verified`), whichever way it arrived: downloaded, decompressed,
-        adopted from an earlier run, or read in place."""
+        adopted from an earlier run, or read in place. In a cache folder, processes that meet
+        an unverified file at once take turns (the shard's node lock, unless the caller holds
+        it: `locked`), so only the first one hashes it."""
         algo = self._algo(shard)
         if not algo:
             return True
@@ -168,10 +170,14 @@ class ShardPreparer:
             return False
         if is_verified(raw, info, algo):
             return True
+        stream = self.streams[int(self.table.stream_of_shard[shard])]
+        if not locked and stream.remote_dir is not None:  # a read-only dataset gets no lock
+            with self._node_lock(shard, raw):
+                return self.trusted(shard, locked=True)
         want = _pick(self.table.raw_hashes[shard], algo)
         if file_hexdigest(algo, raw) != want[algo]:
             return False
-        mark_verified(raw, algo)
+        mark_verified(raw, algo, info)
         return True
 
     def _algo(self, shard: int) -> str | None:

@@ -45,11 +45,15 @@ def is_verified(path: Path, info: os.stat_result, algo: str) -> bool:
     return folder is not None and (folder / _name(path, info, algo)).exists()
 
 
-def mark_verified(path: Path, algo: str) -> None:
-    """Remember that the file now at `path` matched its `algo` digest."""
+def mark_verified(path: Path, algo: str, info: os.stat_result | None = None) -> None:
+    """Remember that the file at `path` (as `info`, taken before it was hashed, describes it;
+    default: as it is now) matched its `algo` digest. Nothing is remembered when the file
+    changed since `info`."""
     folder = _records()
     if folder is None:
         return
     with contextlib.suppress(OSError):
-        info = os.stat(path)
-        (folder / _name(path, info, algo)).touch()
+        now = os.stat(path)
+        if info is not None and _name(path, now, algo) != _name(path, info, algo):
+            return
+        (folder / _name(path, now, algo)).touch()
