@@ -84,17 +84,18 @@ def remove_created(created: list[Path]) -> None:
                 raise
 
 
-def user_cache_root() -> Path:
+def user_cache_root(temp: Path | None = None) -> Path:
     """This user's folder for default caches, `<temp dir>/mds-streaming-<uid>` (TMPDIR is
-    honoured: the temp dir is usually on the node's local disk), created 0700. CacheFolderError
+    honoured: the temp dir is usually on the node's local disk; `temp` overrides it), created
+    0700. CacheFolderError
     when it exists but is not a folder of this user's that only this user can write: anyone who
     could write there could plant shards this user would read."""
     import stat
     import tempfile
 
-    root = Path(tempfile.gettempdir()) / f"mds-streaming-{os.getuid()}"
+    root = Path(temp or tempfile.gettempdir()) / f"mds-streaming-{os.getuid()}"
     with contextlib.suppress(FileExistsError):
-        root.mkdir(mode=0o700)
+        root.mkdir(mode=0o700, parents=True)
     info = os.lstat(root)
     ours = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
     if ours and info.st_mode & 0o070 and not info.st_mode & 0o002:

@@ -80,3 +80,11 @@ def test_a_bogus_or_unrecorded_algorithm_fails_at_construction(tmp_path: Path) -
         StreamingDataset(local=str(local), validate_hash="xxh64")
     with pytest.raises(UnknownHashError, match="nope"):
         StreamingDataset(remote=str(local), local=str(tmp_path / "c"), validate_hash="nope")
+
+
+def test_local_dataset_refuses_a_bogus_algorithm_at_construction(tmp_path: Path) -> None:
+    from streaming import LocalDataset
+
+    local = write_ids(tmp_path / "data", 30, hashes=["sha1"])
+    with pytest.raises(UnknownHashError, match="nope"):
+        LocalDataset(local, validate_hash="nope")
