@@ -92,6 +92,7 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
     folder's origin record, drop files the new index changed; returns the local index path.
 
     Folders this call created are removed again when it fails."""
+    remote = remote.rstrip("/")  # s3://b/x and s3://b/x/ are one remote
     created = make_folder(folder)
     index = folder / "index.json"
     try:
@@ -124,7 +125,8 @@ def _sweep(folder: Path) -> None:
     from streaming.cache.disk import leftover_of, listing, unlink
 
     for name in listing(folder):
-        if name.endswith(".tmp") and leftover_of(name, ("index.json", ORIGIN_FILE)):
+        if name.endswith(".tmp") and (name.startswith(("..index.json.", ".index.json."))
+                                      or leftover_of(name, (ORIGIN_FILE,))):
             unlink(folder / name)
 
 

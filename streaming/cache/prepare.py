@@ -157,9 +157,9 @@ class ShardPreparer:
         """True unless the stream asks for `validate_hash` and the raw file on disk does not
         match the index's digest. Each file version is hashed once per node (remembered in
         `streaming.cache.verified`), whichever way it arrived: downloaded, decompressed,
-        adopted from an earlier run, or read in place. In a cache folder, processes that meet
-        an unverified file at once take turns (the shard's node lock, unless the caller holds
-        it: `locked`), so only the first one hashes it."""
+        adopted from an earlier run, or read in place. Readers that meet an unverified file at
+        once take turns (the shard's lock, unless the caller holds it: `locked`; across
+        processes only in a cache folder), so only the first one hashes it."""
         algo = self._algo(shard)
         if not algo:
             return True
@@ -170,9 +170,9 @@ class ShardPreparer:
             return False
         if is_verified(raw, info, algo):
             return True
-        stream = self.streams[int(self.table.stream_of_shard[shard])]
-        if not locked and stream.remote_dir is not None:  # a read-only dataset gets no lock
-            with self._node_lock(shard, raw):
+        if not locked:  # a dataset read in place may be read-only: no lock file there
+            cache = self.streams[int(self.table.stream_of_shard[shard])].remote_dir is not None
+            with self._node_lock(shard, raw, node=cache):
                 return self.trusted(shard, locked=True)
         want = _pick(self.table.raw_hashes[shard], algo)
         if file_hexdigest(algo, raw) != want[algo]:
@@ -196,14 +196,19 @@ class ShardPreparer:
             return False
 
     @contextlib.contextmanager
-    def _node_lock(self, shard: int, raw: Path):
-        """Serialise preparation of one shard across this node's processes and threads; other
-        shards prepare in parallel (downloads and zstd release the GIL)."""
+    def _node_lock(self, shard: int, raw: Path, *, node: bool = True):
+        """Serialise preparation of one shard across this node's processes and threads (with
+        `node=False`, across this process's threads only: no lock file); other shards prepare
+        in parallel (downloads and zstd release the GIL)."""
         from streaming.coord.lock import FileLock
 
-        raw.parent.mkdir(parents=True, exist_ok=True)
         with self._mutex:
             lock = self._locks.setdefault(shard, threading.Lock())
+        if not node:
+            with lock:
+                yield
+            return
+        raw.parent.mkdir(parents=True, exist_ok=True)
         with lock, FileLock(raw.parent / f".{raw.name}.prep.lock", timeout=LOCK_TIMEOUT):
             yield
 

@@ -1,11 +1,13 @@
 """Which files this node has already checked against an index digest, so `validate_hash` costs
 one hash per file version per node (not one per process or per read).
 
-A record is an empty file in a folder of this user's on the shared-memory file system, named by
-a digest of the file's identity: real path, device, inode, size, and modification and change
-times in nanoseconds. Any write to the file, or a new file under the same name, changes the
-identity, so the record no longer matches. Records vanish at reboot; a folder that is not this
-user's own (0700, owned by the uid) is never trusted, and then nothing is remembered.
+A record is a small file in a folder of this user's on the shared-memory file system, named by
+a digest of the file's real path and the algorithm, holding the file's identity when it matched:
+device, inode, size, and modification and change times in nanoseconds. Any write to the file,
+or a new file under the same name, changes the identity, so the record no longer matches (and
+there is one record per path, however often a shard is evicted and fetched again). Records
+vanish at reboot; a folder that is not this user's own (0700, owned by the uid) is never
+trusted, and then nothing is remembered.
 """
 
 from __future__ import annotations
@@ -33,16 +35,25 @@ def _records() -> Path | None:
     return folder
 
 
-def _name(path: Path, info: os.stat_result, algo: str) -> str:
-    identity = (f"{os.path.realpath(path)}|{info.st_dev}|{info.st_ino}|{info.st_size}|"
-                f"{info.st_mtime_ns}|{info.st_ctime_ns}|{algo}")
-    return hashlib.blake2b(identity.encode(), digest_size=16).hexdigest()
+def _name(path: Path, algo: str) -> str:
+    return hashlib.blake2b(f"{os.path.realpath(path)}|{algo}".encode(),
+                           digest_size=16).hexdigest()
+
+
+def _identity(info: os.stat_result) -> str:
+    return (f"{info.st_dev} {info.st_ino} {info.st_size} {info.st_mtime_ns} "
+            f"{info.st_ctime_ns}")
 
 
 def is_verified(path: Path, info: os.stat_result, algo: str) -> bool:
     """Whether this node verified the file (as `info` describes it) with `algo` before."""
     folder = _records()
-    return folder is not None and (folder / _name(path, info, algo)).exists()
+    if folder is None:
+        return False
+    try:
+        return (folder / _name(path, algo)).read_text() == _identity(info)
+    except OSError:
+        return False
 
 
 def mark_verified(path: Path, algo: str, info: os.stat_result | None = None) -> None:
@@ -53,7 +64,10 @@ def mark_verified(path: Path, algo: str, info: os.stat_result | None = None) -> 
     if folder is None:
         return
     with contextlib.suppress(OSError):
-        now = os.stat(path)
-        if info is not None and _name(path, now, algo) != _name(path, info, algo):
+        now = _identity(os.stat(path))
+        if info is not None and _identity(info) != now:
             return
-        (folder / _name(path, now, algo)).touch()
+        record = folder / _name(path, algo)
+        tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+        tmp.write_text(now)
+        os.replace(tmp, record)
