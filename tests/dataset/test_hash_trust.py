@@ -88,3 +88,33 @@ def test_local_dataset_refuses_a_bogus_algorithm_at_construction(tmp_path: Path)
     local = write_ids(tmp_path / "data", 30, hashes=["sha1"])
     with pytest.raises(UnknownHashError, match="nope"):
         LocalDataset(local, validate_hash="nope")
+
+
+def test_adopted_shards_are_hashed_once_per_node_with_workers(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """Two DataLoader workers (forked processes) and the training process share one node:
+    every adopted shard is hashed once in all, not once per process."""
+    from torch.utils.data import DataLoader
+
+    from streaming.cache import prepare
+
+    remote = write_ids(tmp_path / "remote", 400, hashes=["xxh64"])
+    local = tmp_path / "cache"
+    assert _ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(400))
+    log = tmp_path / "hashed"
+    real = prepare.file_hexdigest
+
+    def logged(algo, path):
+        with open(log, "a") as f:
+            f.write(f"{Path(path).name}\n")
+        return real(algo, path)
+
+    monkeypatch.setattr(prepare, "file_hexdigest", logged)  # forked workers inherit it
+    ds = StreamingDataset(remote=str(remote), local=str(local), validate_hash="xxh64")
+    try:
+        loader = DataLoader(ds, batch_size=None, num_workers=2)
+        assert sorted(int(s["id"]) for s in loader) == list(range(400))
+    finally:
+        ds.close()
+    hashed = log.read_text().split()
+    assert sorted(hashed) == sorted(p.name for p in local.glob("shard.*.mds"))

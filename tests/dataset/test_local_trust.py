@@ -223,3 +223,11 @@ def test_a_cache_folder_others_can_write_warns_without_validate_hash(tmp_path: P
     assert _ids(StreamingDataset(remote=str(remote), local=str(shared),
                                  validate_hash="xxh64")) == list(range(30))
     assert "writable by every user" not in caplog.text
+
+
+def test_a_later_process_also_refuses_the_other_remote(pair, tmp_path: Path) -> None:
+    a, b = pair
+    local = tmp_path / "cache"
+    assert _ids(StreamingDataset(remote=str(a), local=str(local))) == list(range(120))
+    with pytest.raises(CacheOriginError, match="already caches"):
+        epoch_in_new_process(remote=str(b), local=str(local))
