@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from streaming.cache.disk import listing, unlink
 from streaming.cache.folder import make_folder, remove_created
 from streaming.errors import CacheOriginError, StreamingError
 from streaming.storage.atomic import staged_file, temp_path_for
@@ -66,25 +67,23 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def entry_digests(index_text: bytes) -> dict[str, str]:
-    """File name (raw and compressed) -> digest of its shard's whole index entry; empty for
-    text that is not an index (read_index reports that one properly)."""
+def file_entries(index_text: bytes) -> dict[str, dict]:
+    """File name (raw and compressed) -> its shard's whole index entry; empty for text that is
+    not an index (read_index reports that one properly)."""
     try:
-        shards = json.loads(index_text)["shards"]
-        out: dict[str, str] = {}
-        for shard in shards:
-            digest = _digest(json.dumps(shard, sort_keys=True).encode())
+        out: dict[str, dict] = {}
+        for shard in json.loads(index_text)["shards"]:
             for key in ("raw_data", "zip_data"):
                 if isinstance(shard.get(key), dict):
-                    out[str(shard[key]["basename"])] = digest
+                    out[str(shard[key]["basename"])] = shard
         return out
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return {}
 
 
-def changed_files(old: dict[str, str], new: dict[str, str]) -> list[str]:
+def changed_files(old: dict[str, dict], new: dict[str, dict]) -> list[str]:
     """Names whose entry differs between two indexes (or that only one of them has)."""
-    return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
+    return [name for name in old.keys() | new.keys() if old.get(name) != new.get(name)]
 
 
 def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path:
@@ -122,7 +121,7 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
 def _sweep(folder: Path) -> None:
     """Remove temp files an index fetch or origin write left when its process died (the
     caller holds the origin lock, so no live process is writing them)."""
-    from streaming.cache.disk import leftover_of, listing, unlink
+    from streaming.cache.disk import leftover_of
 
     for name in listing(folder):
         if name.endswith(".tmp") and (name.startswith(("..index.json.", ".index.json."))
@@ -143,14 +142,20 @@ def _adopt(folder: Path, remote: str, text: bytes) -> None:
     previous = b""
     with contextlib.suppress(OSError):
         previous = (folder / "index.json").read_bytes()
-    if old is not None and old.index == new.index == _digest(previous):
+    if old is not None and old.index == new.index and previous == text:
         return
-    stale = changed_files(entry_digests(previous), entry_digests(text))
+    stale = changed_files(file_entries(previous), file_entries(text))
     dropped = 0
-    for name in stale:
-        for path in (folder / name,):
-            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-                os.unlink(path)
+    by_folder: dict[str, list[str]] = {}
+    for name in stale:  # basenames use "/" (part folders), whatever the OS
+        sub, _, leaf = name.rpartition("/")
+        by_folder.setdefault(sub, []).append(leaf)
+    for sub, names in by_folder.items():  # one listing per folder, not a syscall per name
+        where = folder / sub if sub else folder
+        present = listing(where)
+        for name in names:
+            if name in present:
+                unlink(where / name)
                 dropped += 1
     if dropped:
         log.warning("%s: the index of %s changed since these shards were cached; removed %d "
