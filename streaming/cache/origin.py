@@ -68,14 +68,23 @@ def _digest(data: bytes) -> str:
 
 
 def file_entries(index_text: bytes) -> dict[str, dict]:
-    """File name (raw and compressed) -> its shard's whole index entry; empty for text that is
-    not an index (read_index reports that one properly)."""
+    """File name (raw, compressed, and the per-shard sample-lengths side file) -> what the
+    index says about it (its shard's whole entry, plus the side file's own); empty for text
+    that is not an index (read_index reports that one properly)."""
+    from streaming.format.index import LENGTHS_KEY
+
     try:
+        document = json.loads(index_text)
         out: dict[str, dict] = {}
-        for shard in json.loads(index_text)["shards"]:
+        for shard in document["shards"]:
             for key in ("raw_data", "zip_data"):
                 if isinstance(shard.get(key), dict):
                     out[str(shard[key]["basename"])] = shard
+        lengths = document.get(LENGTHS_KEY)
+        files = lengths.get("files") if isinstance(lengths, dict) else None
+        for shard, side in zip(document["shards"], files or []):
+            if isinstance(side, dict) and "basename" in side:
+                out[str(side["basename"])] = {"shard": shard, "file": side}
         return out
     except (ValueError, KeyError, TypeError, AttributeError):
         return {}
