@@ -44,17 +44,21 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
             write_ids(tmp_path / "b", 120, start=5000, hashes=["sha1"]))
 
 
-def test_a_second_remote_never_reads_the_first_ones_shards(pair, tmp_path: Path) -> None:
+def test_a_second_remote_never_reads_the_first_ones_shards(pair, tmp_path: Path,
+                                                           capsys) -> None:
+    from streaming.cli.main import main
+
     a, b = pair
     local = tmp_path / "cache"
     assert _ids(StreamingDataset(remote=str(a), local=str(local))) == list(range(120))
+    capsys.readouterr()
+    assert main(["cache", "show", str(local), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["remote"] == str(a)
     with pytest.raises(CacheOriginError) as info:
         StreamingDataset(remote=str(b), local=str(local))
     assert str(a) in str(info.value) and str(b) in str(info.value)
     # The first remote still works, and a cleared folder takes the second one.
     assert _ids(StreamingDataset(remote=str(a), local=str(local))) == list(range(120))
-    from streaming.cli.main import main
-
     assert main(["cache", "clear", str(local)]) == 0
     assert _ids(StreamingDataset(remote=str(b), local=str(local))) == list(range(5000, 5120))
 
