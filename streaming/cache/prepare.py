@@ -204,6 +204,8 @@ class ShardPreparer:
 
         with self._mutex:
             lock = self._locks.setdefault(shard, threading.Lock())
+        if node and raw.parent.is_dir() and not os.access(raw.parent, os.W_OK):
+            node = False  # a read-only dataset: nothing is written there, nor a lock file
         if not node:
             with lock:
                 yield
