@@ -189,7 +189,9 @@ def _usable_offline(folder: Path, remote: str, error: BaseException) -> bool:
     except (StreamingError, OSError):
         return False
     missing = [name for k, name in enumerate(ix.basenames)
-               if not _has_size(folder / name, int(ix.raw_bytes[k]))]
+               if not _has_size(folder / name, int(ix.raw_bytes[k]))
+               and not (ix.zip_basenames[k]  # a kept zip decompresses without the remote
+                        and _has_size(folder / ix.zip_basenames[k], int(ix.zip_bytes[k])))]
     if missing:
         log.warning("cannot reach %s (%s), and the local copy in %s lacks %d of %d shards "
                     "(%s...)", remote, error, folder, len(missing), ix.num_shards, missing[0])
