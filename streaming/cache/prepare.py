@@ -175,7 +175,10 @@ class ShardPreparer:
             with self._node_lock(shard, raw, node=cache):
                 return self.trusted(shard, locked=True)
         want = _pick(self.table.raw_hashes[shard], algo)
-        if file_hexdigest(algo, raw) != want[algo]:
+        try:
+            if file_hexdigest(algo, raw) != want[algo]:
+                return False
+        except FileNotFoundError:  # another reader found it corrupt and removed it meanwhile
             return False
         mark_verified(raw, algo, info)
         return True
