@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch.utils.data import IterableDataset
 
+from streaming.cache.limit import check_cache_limit
 from streaming.cache.prepare import ShardPreparer, ShardTable
 from streaming.cache.split_meta import prepare_meta_files
 from streaming.collate import collate_column
@@ -116,6 +117,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                           "batches then wait for downloads; set predownload to at least "
                           "batch_size", stacklevel=2)
         self.predownload = predownload if predownload is not None else 8 * (batch_size or 8)
+        if cache_limit is not None:
+            check_cache_limit(cache_limit)
         self.cache_limit = cache_limit
         self.batch_size = batch_size
         self.shuffle = shuffle

@@ -149,3 +149,24 @@ class ArgumentError(StreamingError, ValueError):
 class WorldDetectionError(PlanError):
     """This process's place in the training job (rank, node, world size) cannot be told
     consistently from the process group and the launchers' variables; the message names them."""
+
+
+class LocationError(StreamingError, ValueError):
+    """A `remote` or `local` that is neither a valid URL nor a usable path (e.g. `s3:/bucket`)."""
+
+
+class CacheFolderError(StreamingError, OSError):
+    """A stream's `local` folder cannot serve as its cache (a file, unwritable, untrusted...);
+    the message names the folder."""
+
+
+class CacheOriginError(CacheFolderError):
+    """A `local` folder already caches another remote's shards; the message names both."""
+
+
+class CacheSpaceError(StreamingError, OSError):
+    """The disk under a cache folder has too little free space; names the folder and bytes."""
+
+
+class UnknownHashError(StreamingError, ValueError):
+    """`validate_hash` names an algorithm this library cannot compute."""

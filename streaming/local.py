@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
+from streaming.errors import UnknownHashError
 from streaming.format.compression import decompress_file
+from streaming.format.hashing import SUPPORTED_HASHES, is_supported_hash
 from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards, size_error
 from streaming.format.shard import ShardReader, validate_file
@@ -44,6 +46,10 @@ class LocalDataset(Dataset):
     ) -> None:
         self.root = Path(local) / split if split else Path(local)
         self.index = read_index(self.root / "index.json")
+        if validate_hash is not None and not is_supported_hash(validate_hash):
+            raise UnknownHashError(
+                f"validate_hash={validate_hash!r} is not a hash algorithm this library knows; "
+                f"use one of {sorted(SUPPORTED_HASHES)} that the index records")
         check_local_shards(self.index)
         self.validate_hash = validate_hash
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
@@ -206,6 +212,9 @@ def _has_size(path: Path, size: int) -> bool:
 
 
 def _default_cache(root: Path) -> Path:
-    """A per-user cache folder for a read-only dataset directory, keyed by its real path."""
+    """A per-user cache folder for a read-only dataset directory, keyed by its real path (in
+    the user's own 0700 folder, which is refused when someone else could write to it)."""
+    from streaming.cache.folder import user_cache_root
+
     key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"mds-streaming-{os.getuid()}" / key
+    return user_cache_root(Path(tempfile.gettempdir())) / key

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from streaming.cache.folder import check_location, user_cache_root, warn_if_shared
 from streaming.errors import PlanError
 
 _UNSET_KNOBS = ("download_retry", "download_timeout", "validate_hash", "keep_zip")
@@ -47,6 +47,10 @@ class Stream:
         if len(given) > 1:
             raise PlanError(f"a Stream takes at most one of proportion/repeat/choose, got {given}")
         self.remote = None if remote is None else os.fspath(remote)
+        for what, value in (("remote", self.remote), ("local", local)):
+            if isinstance(value, str):
+                check_location(value, what)
+        self.default_local = local is None
         self.local = os.fspath(local) if local is not None else _default_local(self.remote, split)
         self.split = split
         self.proportion = proportion
@@ -155,14 +159,17 @@ class Stream:
 
     def index_file(self) -> Path:
         """Local path of index.json, fetched from the remote first when there is one."""
-        dest = self.local_dir / "index.json"
-        if self.remote_dir is not None:
-            from streaming.storage import fetch
+        if self.remote_dir is None:
+            return self.local_dir / "index.json"
+        from streaming.cache.origin import sync_index
+        from streaming.storage import fetch
 
-            dest.parent.mkdir(parents=True, exist_ok=True)
+        def fetch_index(dest: Path) -> None:
             # One plain GET: the ranged path would first ask for the size (a HEAD request).
             fetch(self.remote_url("index.json"), dest, max_parts=1, **self._transfer_options())
-        return dest
+
+        warn_if_shared(self.local_dir, bool(self.validate_hash))
+        return sync_index(self.local_dir, self.remote_dir, fetch_index)
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
@@ -171,9 +178,10 @@ class Stream:
 
 
 def _default_local(remote: str | None, split: str | None) -> str:
-    """A per-remote cache directory under the temp dir when the user gives no `local`."""
+    """A per-remote cache directory in this user's own folder under the temp dir when the user
+    gives no `local` (docs/cache.md says why not ~/.cache)."""
     digest = hashlib.sha1(f"{remote}|{split}".encode()).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), "mds-streaming", digest)
+    return os.fspath(user_cache_root() / digest)
 
 
 _PLAIN_FETCH = Stream.fetch  # a replaced or overridden fetch must see every transfer

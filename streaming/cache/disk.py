@@ -4,12 +4,13 @@ temporary files a dead or failed preparation leaves beside a shard."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
-STALE_TEMP = 120.0  # seconds after which an orphaned temp file of a shard may be removed
+STALE_TEMP = 120.0  # seconds after which `remove_leftovers(stale_only=True)` removes a file
 
 
 def size(path: Path | None) -> int:
@@ -18,6 +19,16 @@ def size(path: Path | None) -> int:
         return path.stat().st_size if path is not None else 0
     except FileNotFoundError:
         return 0
+
+
+def identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns) of `path`, None when it is missing: tells a file from the
+    one that replaced it."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def unlink(path: Path) -> None:
@@ -70,7 +81,7 @@ def listing(folder: str | os.PathLike) -> dict[str, tuple[int, float]]:
     return out
 
 
-def leftover_of(name: str, owners: set[str] | frozenset[str]) -> str | None:
+def leftover_of(name: str, owners: Collection[str]) -> str | None:
     """The file among `owners` whose temp or lock file `name` is (`.<owner>.*.tmp`,
     `.<owner>.*lock`), or None."""
     if not (name.startswith(".") and name.endswith((".tmp", ".lock"))):
@@ -81,3 +92,58 @@ def leftover_of(name: str, owners: set[str] | frozenset[str]) -> str | None:
         if owner in owners:
             return owner
     return None
+
+
+def sweep_orphans(folder: Path, files: dict[str, tuple[int, float]],
+                  shards: dict[str, str | None]) -> list[str]:
+    """Remove the temp and lock files of shards (raw name -> compressed name) in `folder` that
+    no live process is preparing, however fresh they are; returns the names removed.
+
+    Every preparation holds the shard's `.<raw>.prep.lock` flock while it writes, and the kernel
+    drops a flock when its holder dies: taking that lock proves its files are orphans."""
+    from streaming.coord.lock import FileLock
+
+    owner_of = {zipped: raw for raw, zipped in shards.items() if zipped}
+    owner_of.update({raw: raw for raw in shards})
+    groups: dict[str, list[str]] = {}
+    for name in files:
+        owner = leftover_of(name, owner_of.keys())
+        if owner is not None:
+            groups.setdefault(owner_of[owner], []).append(name)
+    removed: list[str] = []
+    for raw, names in groups.items():
+        prep = f".{raw}.prep.lock"
+        lock = FileLock(folder / prep)
+        if not lock.try_acquire():
+            continue  # a live preparer: its files are its own
+        try:
+            for name in names:
+                if name != prep:
+                    unlink(folder / name)
+        finally:
+            lock.release()  # removes the lock file too
+        removed += names
+    return removed
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes this user may still write on the file system holding `folder` (or its nearest
+    existing parent)."""
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    info = os.statvfs(probe)
+    return info.f_bavail * info.f_frsize
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether `exc`, or an error it was raised from, is ENOSPC or EDQUOT (a full disk or
+    quota)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False

@@ -9,6 +9,7 @@ evicted. Actual copying, decompression and verification is the `ShardPreparer`'s
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -34,7 +35,12 @@ from streaming.cache.stats import CacheStats
 from streaming.coord.flag import FailureFlag
 from streaming.coord.names import Namespace
 from streaming.coord.wait import Deadline, Flag
-from streaming.errors import CacheLimitError, CoordinationError, DownloadTimeoutError
+from streaming.errors import (
+    CacheLimitError,
+    CacheSpaceError,
+    CoordinationError,
+    DownloadTimeoutError,
+)
 from streaming.storage.retry import RetryPolicy
 from streaming.util.units import parse_bytes
 
@@ -117,8 +123,9 @@ class CacheEngine:
         t = self.preparer.table
         digest = hashlib.blake2b(digest_size=8)
         for shard in np.flatnonzero(self.cached):
-            digest.update(f"{t.basenames[shard]}:{int(t.raw_bytes[shard])}\0".encode())
-        return Namespace.derive(self.dirs, job=None, salt=digest.hexdigest(),
+            digest.update(f"{t.basenames[shard]}:{int(t.raw_bytes[shard])}:"
+                          f"{sorted(t.raw_hashes[shard].items())}\0".encode())
+        return Namespace.derive(self.dirs, job=None, salt=f"{digest.hexdigest()}{tb.MAGIC:x}",
                                 instance="cache").token
 
     def _reset_runtime(self) -> None:
@@ -160,14 +167,8 @@ class CacheEngine:
         if self._table is None:
             table = _shared_table(self.token, len(self.cached), self._scan)
             with table.locked():
-                if self.limit is not None:
-                    shared = int(table._globals[6])
-                    table._globals[6] = self.limit if shared <= 0 else min(shared, self.limit)
-                if self.max_downloads is not None:
-                    shared = int(table._globals[7])
-                    table._globals[7] = (self.max_downloads if shared <= 0
-                                         else min(shared, self.max_downloads))
                 self._slot = table.claim_slot(lambda shard: self._recover(shard, table))
+                table.ask(self._slot, self.limit or 0, self.max_downloads or 0)
             self._table = table
         return self._table
 
@@ -175,6 +176,7 @@ class CacheEngine:
         """Join the node table now (the first process creates it and keeps it alive: call
         this in the training process before DataLoader workers start)."""
         _ = self.table
+        self._warn_space()
         return self
 
     def effective_limit(self) -> int | None:
@@ -186,21 +188,19 @@ class CacheEngine:
         """First process on the node: adopt complete shards on disk, drop orphans, and count
         every other file in the folders against the limit."""
         t = self.preparer.table
-        cached = np.flatnonzero(self.cached)
-        owner = np.asarray(t.stream_of_shard, np.int64)[cached]
-        now = time.time()
-        for stream in np.unique(owner).tolist():
-            shards = cached[owner == stream].tolist()
-            folder = self.preparer.raw_path(shards[0]).parent
+        by_folder: dict[Path, list[int]] = {}
+        for shard in np.flatnonzero(self.cached).tolist():  # part folders: `0/shard...` etc.
+            by_folder.setdefault(self.preparer.raw_path(shard).parent, []).append(shard)
+        for folder, shards in by_folder.items():
             files = disk.listing(folder)
-            owners = frozenset(name for s in shards
-                               for name in (t.basenames[s], t.zip_basenames[s]) if name)
-            for name, (_, mtime) in files.items():
-                if disk.leftover_of(name, owners) is not None and now - mtime >= disk.STALE_TEMP:
-                    disk.unlink(folder / name)
+            leaf = {s: (Path(t.basenames[s]).name,
+                        Path(t.zip_basenames[s]).name if t.zip_basenames[s] else None)
+                    for s in shards}
+            for name in disk.sweep_orphans(folder, files, dict(leaf.values())):
+                files.pop(name, None)
             for shard in shards:
-                raw = files.get(t.basenames[shard], (-1, 0.0))[0]
-                zip_name = t.zip_basenames[shard]
+                raw_name, zip_name = leaf[shard]
+                raw = files.get(raw_name, (-1, 0.0))[0]
                 if raw == int(t.raw_bytes[shard]):
                     table.state[shard] = tb.PRESENT
                     table.disk[shard] = raw + (files.get(zip_name, (0, 0.0))[0] if zip_name
@@ -282,8 +282,11 @@ class CacheEngine:
         table = self.table
         self._pin(shard)
         if table.state[shard] == tb.PRESENT:  # read after the pin: see _evict
-            self._count(tb.HITS)
-            return self.preparer.raw_path(shard)
+            seen = disk.identity(self.preparer.raw_path(shard))
+            if self.preparer.usable(shard):
+                self._count(tb.HITS)
+                return self.preparer.raw_path(shard)
+            self._lost(shard, seen)
         if not wait:
             self._unpin(shard)
             return None
@@ -314,6 +317,24 @@ class CacheEngine:
         path = self.acquire(shard)
         self.release(shard)
         return path
+
+    def _lost(self, shard: int, seen: tuple[int, int, int] | None) -> None:
+        """A present shard's file (`seen`: its identity when it was found unusable) vanished,
+        changed size or fails its digest underneath us (a clean-up script, another job, a full
+        disk): forget it, so it is prepared again. Not if another reader replaced it since."""
+        table = self.table
+        with table.locked():
+            if (table.state[shard] != tb.PRESENT
+                    or disk.identity(self.preparer.raw_path(shard)) != seen):
+                return
+            log.warning("cache: %s is missing, truncated or corrupt on disk; fetching it again",
+                        self._name(shard))
+            for path in self._paths(shard):
+                if path is not None:
+                    disk.unlink(path)
+            table.disk[shard] = 0
+            table.state[shard] = tb.ABSENT
+        self.preparer.forget(shard)
 
     def _pin(self, shard: int) -> None:
         pins = self.table.pins[self._slot]
@@ -388,6 +409,8 @@ class CacheEngine:
                 return WAIT
             if not self._make_room(cost, farther_than):
                 return WAIT
+            if not self._check_space(shard, cost, farther_than):
+                return WAIT
             table.state[shard] = tb.PREPARING
             table.owner[shard] = self._slot + 1
             table.reserved[shard] = cost
@@ -395,10 +418,12 @@ class CacheEngine:
         try:
             self.preparer.forget(shard)  # its memo may predate an eviction elsewhere
             self.preparer.prepare(shard)
-        except BaseException:
+        except BaseException as exc:
             with table.locked():
                 self._recover(shard)
                 table.fails[shard] += 1
+            if disk.disk_full(exc):
+                raise self._space_error(shard, cost, disk.free_bytes(raw.parent)) from exc
             raise
         with table.locked():
             raw, zipped = self._paths(shard)
@@ -413,6 +438,65 @@ class CacheEngine:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("cache: prepared %s", self._name(shard))
         return READY
+
+    def _check_space(self, shard: int, cost: int, farther_than: int) -> bool:
+        """Whether the disk has `cost` free bytes for `shard` (caller holds the lock). Under a
+        cache_limit, shards are evicted to free what is missing, and False (wait) means the
+        shards that could go are still needed sooner or pinned; CacheSpaceError when even
+        evicting every cached shard would not make room, or without a limit."""
+        table = self.table
+        folder = self.preparer.raw_path(shard).parent
+        free = disk.free_bytes(folder)
+        limit = self.effective_limit()
+        if free >= cost:
+            return True
+        if limit is not None:
+            if self._make_room(limit - table.used() + (cost - free), farther_than):
+                free = disk.free_bytes(folder)
+                if free >= cost:
+                    return True
+            if int(table.disk[self.cached].sum()) >= cost - free:
+                return False
+        raise self._space_error(shard, cost, free)
+
+    def _space_error(self, shard: int, cost: int, free: int) -> CacheSpaceError:
+        folder = self.preparer.raw_path(shard).parent
+        return CacheSpaceError(
+            errno.ENOSPC,
+            f"no room on the disk of {folder} for {self._name(shard)}: it needs {cost} bytes, "
+            f"{free} are free; free some space, or set a cache_limit below what the disk holds")
+
+    def _warn_space(self) -> None:
+        """Warn at start-up when the shards still to fetch (at most `cache_limit`'s worth)
+        need more than the disks of the cache folders have free."""
+        table = self.table
+        owner = np.asarray(self.preparer.table.stream_of_shard, np.int64)
+        missing = self.cached & (table.state != tb.PRESENT)
+        limit = self.effective_limit()
+        by_disk: dict[int, tuple[str, int]] = {}
+        for s, stream in enumerate(self.preparer.streams):
+            mine = missing & (owner == s)
+            if not mine.any():
+                continue
+            folder = stream.local_dir
+            need = int(self.footprint.resident[mine].sum())
+            try:
+                device = os.stat(folder).st_dev
+            except OSError:
+                continue
+            where, before = by_disk.get(device, (str(folder), 0))
+            by_disk[device] = (where, before + need)
+        for where, need in by_disk.values():
+            if limit is not None:
+                need = min(need, max(limit - table.used(), 0))
+            free = disk.free_bytes(Path(where))
+            if need > free:
+                log.warning(
+                    "the cache in %s may need %d more bytes (%s) but its disk has %d free: "
+                    "preparing a shard that does not fit raises CacheSpaceError; set a "
+                    "cache_limit below the free space to have shards evicted instead", where,
+                    need, "up to cache_limit" if limit is not None else "every shard not yet "
+                    "cached", free)
 
     def _make_room(self, cost: int, farther_than: int) -> bool:
         """Evict until `cost` more bytes fit under the limit (caller holds the lock)."""

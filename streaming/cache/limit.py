@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streaming.errors import CacheLimitError
+from streaming.errors import CacheLimitError, PlanError
 
 CHUNK = 1 << 16  # steps per vectorised block (bounds memory to CHUNK x readers int64s)
 
@@ -93,6 +93,21 @@ def minimum_limit(shards: np.ndarray, footprint: Footprint,
             ids = tuple(int(s) for s in kept[t] if s >= 0)
             best = MinimumLimit(int(need[t]), start + t, ids)
     return best
+
+
+def check_cache_limit(value: int | str) -> int:
+    """The bytes of a `cache_limit` argument; PlanError for one that is not a positive size (0
+    is refused rather than taken to mean anything: None is the way to say "no limit")."""
+    from streaming.util.units import parse_bytes
+
+    try:
+        limit = parse_bytes(value)
+    except ValueError as exc:
+        raise PlanError(f"cache_limit={value!r}: {exc}") from None
+    if limit <= 0:
+        raise PlanError(f"cache_limit must be a positive size such as '10gb', got {value!r} "
+                        "(None, the default, means no limit)")
+    return limit
 
 
 def check_limit(limit: int, minimum: MinimumLimit, *, other_bytes: int = 0,

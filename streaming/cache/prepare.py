@@ -15,14 +15,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from streaming.cache.marker import mark_cache
+from streaming.cache.verified import is_verified, mark_verified
 from streaming.errors import (
     DecompressionError,
     HashMismatchError,
+    IndexFileError,
     ObjectNotFoundError,
     ShardCorruptError,
+    UnknownHashError,
 )
 from streaming.format.compression import ZstdStream, decompress_file, extension
-from streaming.format.hashing import file_hexdigest, new_hasher
+from streaming.format.hashing import (
+    SUPPORTED_HASHES,
+    file_hexdigest,
+    is_supported_hash,
+    new_hasher,
+)
 from streaming.format.local_files import file_size, size_error
 from streaming.storage.atomic import staged_file
 from streaming.util.pagewrite import write_sliced
@@ -76,7 +84,8 @@ class ShardPreparer:
         self.table = table
         self._ready = np.zeros(len(table.basenames), bool)
         self._reset_locks()
-        for stream in self.streams:
+        for s, stream in enumerate(self.streams):
+            _check_algo(stream, table, s)
             if stream.remote_dir is not None:  # filled from a remote: a cache `clear` may empty
                 mark_cache(stream.local_dir)
 
@@ -118,12 +127,71 @@ class ShardPreparer:
         raw = self.raw_path(shard)
         if self._ready[shard]:
             return raw
-        if not self._complete(raw, shard):
+        if not self.usable(shard):
             with self._node_lock(shard, raw):
-                if not self._complete(raw, shard):
+                if not self.usable(shard, locked=True):
+                    self._discard(shard, raw)
                     self._materialise(shard, raw)
+                    self._verified(shard, raw)
         self._ready[shard] = True
         return raw
+
+    def _discard(self, shard: int, raw: Path) -> None:
+        """Remove a complete raw file whose digest is wrong, so it is fetched again; where it
+        is the only copy (no remote), raise HashMismatchError naming it."""
+        if not self._complete(raw, shard):
+            return
+        stream = self.streams[int(self.table.stream_of_shard[shard])]
+        if stream.remote_dir is None:
+            raise HashMismatchError(
+                f"{raw}: its {self._algo(shard)} digest differs from the one in the index "
+                "(the stream has no remote to fetch a good copy from)")
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(raw)
+
+    def usable(self, shard: int, *, locked: bool = False) -> bool:
+        """Whether the shard's raw file on disk can be read now: present at the size the index
+        gives (one stat) and, with `validate_hash`, matching its digest (see `trusted`)."""
+        return self._complete(self.raw_path(shard), shard) and self.trusted(shard, locked=locked)
+
+    def trusted(self, shard: int, *, locked: bool = False) -> bool:
+        """True unless the stream asks for `validate_hash` and the raw file on disk does not
+        match the index's digest. Each file version is hashed once per node (remembered in
+        `streaming.cache.verified`), whichever way it arrived: downloaded, decompressed,
+        adopted from an earlier run, or read in place. Readers that meet an unverified file at
+        once take turns (the shard's lock, unless the caller holds it: `locked`; across
+        processes only in a cache folder), so only the first one hashes it."""
+        algo = self._algo(shard)
+        if not algo:
+            return True
+        raw = self.raw_path(shard)
+        try:
+            info = raw.stat()
+        except FileNotFoundError:
+            return False
+        if is_verified(raw, info, algo):
+            return True
+        if not locked:  # a dataset read in place may be read-only: no lock file there
+            cache = self.streams[int(self.table.stream_of_shard[shard])].remote_dir is not None
+            with self._node_lock(shard, raw, node=cache):
+                return self.trusted(shard, locked=True)
+        want = _pick(self.table.raw_hashes[shard], algo)
+        try:
+            if file_hexdigest(algo, raw) != want[algo]:
+                return False
+        except FileNotFoundError:  # another reader found it corrupt and removed it meanwhile
+            return False
+        mark_verified(raw, algo, info)
+        return True
+
+    def _algo(self, shard: int) -> str | None:
+        return self.streams[int(self.table.stream_of_shard[shard])].validate_hash
+
+    def _verified(self, shard: int, raw: Path) -> None:
+        """Record that a raw file `_materialise` just checked against its digest is sound."""
+        algo = self._algo(shard)
+        if algo:
+            mark_verified(raw, algo)
 
     def _complete(self, raw: Path, shard: int) -> bool:
         try:
@@ -132,14 +200,21 @@ class ShardPreparer:
             return False
 
     @contextlib.contextmanager
-    def _node_lock(self, shard: int, raw: Path):
-        """Serialise preparation of one shard across this node's processes and threads; other
-        shards prepare in parallel (downloads and zstd release the GIL)."""
+    def _node_lock(self, shard: int, raw: Path, *, node: bool = True):
+        """Serialise preparation of one shard across this node's processes and threads (with
+        `node=False`, across this process's threads only: no lock file); other shards prepare
+        in parallel (downloads and zstd release the GIL)."""
         from streaming.coord.lock import FileLock
 
-        raw.parent.mkdir(parents=True, exist_ok=True)
         with self._mutex:
             lock = self._locks.setdefault(shard, threading.Lock())
+        if node and raw.parent.is_dir() and not os.access(raw.parent, os.W_OK):
+            node = False  # a read-only dataset: nothing is written there, nor a lock file
+        if not node:
+            with lock:
+                yield
+            return
+        raw.parent.mkdir(parents=True, exist_ok=True)
         with lock, FileLock(raw.parent / f".{raw.name}.prep.lock", timeout=LOCK_TIMEOUT):
             yield
 
@@ -277,6 +352,25 @@ def _has_size(path: Path, size: int) -> bool:
         return path.stat().st_size == size
     except FileNotFoundError:
         return False
+
+
+def _check_algo(stream: Stream, table: ShardTable, which: int) -> None:
+    """Refuse, before anything is read, a `validate_hash` that names no known algorithm or
+    one the stream's index does not record for every shard."""
+    algo = stream.validate_hash
+    if not algo:
+        return
+    if not is_supported_hash(algo):
+        raise UnknownHashError(
+            f"validate_hash={algo!r} is not a hash algorithm this library knows; use one of "
+            f"{sorted(SUPPORTED_HASHES)} that the index records")
+    owner = np.asarray(table.stream_of_shard, np.int64)
+    for shard in np.flatnonzero(owner == which).tolist():
+        if algo not in table.raw_hashes[shard]:
+            raise IndexFileError(
+                f"validate_hash={algo!r} but the index of {stream.remote_dir or stream.local_dir}"
+                f" records only {sorted(table.raw_hashes[shard]) or 'no hashes'} for "
+                f"{table.basenames[shard]}")
 
 
 def _pick(hashes: dict, algo: str | None) -> dict[str, str] | None:

@@ -28,10 +28,10 @@ ABSENT, PREPARING, PRESENT, EVICTING = 0, 1, 2, 3
 STATE_NAMES = ("absent", "preparing", "present", "evicting")
 
 LOCK_TIMEOUT = 30.0  # the lock is only ever held for bookkeeping and unlinks
-_MAGIC = 0x53444343_00000001  # "SDCC" v1
+MAGIC = 0x53444343_00000002  # "SDCC" v2
 _GLOBALS = 8  # magic, shards, slots, pins, horizon, other_bytes, limit, spare
 _COLUMNS = 5  # state, owner, disk, reserved, fails
-_IDENTITY = 4  # pid, start, pidns, progress
+_IDENTITY = 6  # pid, start, pidns, progress, the slot's cache_limit and max_downloads
 # Slot columns of the counters, in COUNTERS order.
 HITS, MISSES, DOWNLOADS, BYTES, EVICTIONS, WAIT = (_IDENTITY + i for i in range(len(COUNTERS)))
 
@@ -46,7 +46,7 @@ class CacheTable:
         self.created = created
         arr = segment.array
         g = arr[:_GLOBALS]
-        if int(g[0]) != _MAGIC:
+        if int(g[0]) != MAGIC:
             raise CoordinationError(f"shared cache table {segment.path} has a foreign layout")
         self.num_shards, self.num_slots, self.num_pins, self.horizon = (int(v) for v in g[1:5])
         self._globals = g
@@ -89,7 +89,7 @@ class CacheTable:
             except SegmentMissingError:
                 pass
             seg = SharedArray.create(name, cls.size(num_shards, slots, pins, horizon), np.int64)
-            seg.array[:5] = (_MAGIC, num_shards, slots, pins, horizon)
+            seg.array[:5] = (MAGIC, num_shards, slots, pins, horizon)
             table = cls(seg, lock, created=True)
             table.pins[:] = -1
             table.horizon_shards[:] = -1
@@ -139,7 +139,7 @@ class CacheTable:
                 continue
             for shard in np.flatnonzero((self.owner == slot + 1) & (self.state == PREPARING)):
                 on_dead_owner(int(shard))
-            self.slots[slot, :4] = (me.pid, me.start, me.pidns, 0)
+            self.slots[slot, :6] = (me.pid, me.start, me.pidns, 0, 0, 0)
             self.pins[slot] = -1
             self.horizon_shards[slot] = -1
             return slot
@@ -148,10 +148,26 @@ class CacheTable:
             "are held by running processes")
 
     def free_slot(self, slot: int) -> None:
-        """Give the slot back (its counters stay, so node totals keep counting)."""
+        """Give the slot back (its counters stay, so node totals keep counting); its limits
+        stop counting (caller holds the lock)."""
         self.pins[slot] = -1
         self.horizon_shards[slot] = -1
         self.slots[slot, :3] = 0
+        self.slots[slot, 4:6] = 0
+        self._settle_asks()
+
+    def ask(self, slot: int, limit: int, downloads: int) -> None:
+        """Record the cache_limit and download concurrency the slot's reader asked for (0: no
+        wish); the node's values are the smallest that live readers ask for (caller holds the
+        lock). A reader that leaves (or dies) takes its wish with it."""
+        self.slots[slot, 4:6] = (limit, downloads)
+        self._settle_asks()
+
+    def _settle_asks(self) -> None:
+        asks = self.slots[self.live_slots(), 4:6]
+        for column, value in ((6, asks[:, 0]), (7, asks[:, 1])):
+            wished = value[value > 0]
+            self._globals[column] = int(wished.min()) if len(wished) else 0
 
     def pinned(self, alive: np.ndarray | None = None) -> np.ndarray:
         """Mask of shards pinned by a live reader."""

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from streaming.cache.marker import CACHE_MARKER, mark_cache
+from streaming.cache.origin import ORIGIN_FILE, Origin
 from streaming.cli._common import UserError, add_command, human_bytes
 
 __all__ = ["CACHE_MARKER", "mark_cache", "register", "run", "shard_files"]
@@ -47,14 +48,17 @@ def run(args: argparse.Namespace) -> int:
     size = sum(p.stat().st_size for p in files)
     marked = (folder / CACHE_MARKER).is_file()
     if args.action == "show":
+        origin = Origin.read(folder)
         info = {"local": str(folder), "cache_marker": marked, "shard_files": len(files),
-                "bytes": size, "indexes": len(list(folder.rglob("index.json")))}
+                "bytes": size, "indexes": len(list(folder.rglob("index.json"))),
+                "remote": origin.remote if origin is not None else None}
         if args.json:
             print(json.dumps(info, indent=2))
         else:
             kind = "cache" if marked else "not a cache (no .streaming-cache marker)"
             print(f"{folder}: {kind}\n  shard files  {len(files)}\n"
-                  f"  size         {size} ({human_bytes(size)})\n  index files  {info['indexes']}")
+                  f"  size         {size} ({human_bytes(size)})\n  index files  {info['indexes']}"
+                  f"\n  remote       {info['remote'] or 'unknown (no origin record)'}")
         return 0
     if not marked:
         raise UserError(
@@ -63,5 +67,7 @@ def run(args: argparse.Namespace) -> int:
         )
     for path in files:
         path.unlink(missing_ok=True)
+    for record in folder.rglob(ORIGIN_FILE):  # the folder may now cache another remote
+        record.unlink(missing_ok=True)
     print(f"removed {len(files)} shard files ({human_bytes(size)}) from {folder}")
     return 0

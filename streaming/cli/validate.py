@@ -7,6 +7,7 @@ into the dataset); remote shards are downloaded into the scratch folder one by o
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -21,10 +22,9 @@ from streaming.cli._common import (
     open_index,
     scratch_dir,
 )
-from streaming.errors import StreamingError, UnsafeTypeError
+from streaming.errors import ShardCorruptError, StreamingError, UnsafeTypeError
 from streaming.format.compression import decompress_file
 from streaming.format.index import DatasetIndex
-from streaming.format.rows import RowCodec
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import validate_file
 from streaming.format.split import meta_path, open_shard
@@ -87,6 +87,25 @@ class ShardChecker:
             cleanup.append(target)
         validate_file(target, entry["bytes"], entry.get("hashes") or {}, algos)
 
+    def _check_raw(self, raw: Path, shard: dict, algos: list[str], cleanup: list[Path], *,
+                   name: str | None = None, decode: bool = True) -> None:
+        """Size and digests of a raw shard file (and of a text-format shard's meta file), and
+        (with `decode`) every sample decodes."""
+        entry = shard["raw_data"]
+        try:
+            validate_file(raw, entry["bytes"], entry.get("hashes") or {}, algos)
+            if self.index.row_codec is not None:
+                self._place_meta(shard, raw, algos, cleanup)
+            if decode:
+                with open_shard(raw, self.codec, expected_samples=int(shard["samples"]),
+                                expected_bytes=int(entry["bytes"])) as reader:
+                    for row in range(len(reader)):
+                        reader.get(row)
+        except StreamingError as exc:
+            if name is None:
+                raise
+            raise _named(exc, f"{name} (decompressed)") from exc
+
     def check(self, i: int) -> str | None:
         """None when shard `i` is sound, else what is wrong with it."""
         shard = self.index.shards[i]
@@ -95,34 +114,49 @@ class ShardChecker:
         cleanup: list[Path] = []
         try:
             raw = None if self.remote else Path(self.root) / raw_entry["basename"]
-            packed = None
+            if raw is not None and not raw.is_file():
+                raw = None
+            unpacked = None
             if zip_entry and (self.remote or (Path(self.root) / zip_entry["basename"]).is_file()):
                 packed = self._local(zip_entry["basename"], zip_entry)
                 if self.remote:
                     cleanup.append(packed)
                 validate_file(packed, zip_entry["bytes"], zip_entry.get("hashes") or {}, algos)
-            if raw is None or not raw.is_file():
-                if packed is not None:
-                    raw = self.scratch / f"{i:08d}.mds"
-                    decompress_file(packed, raw, shard["compression"],
+                # Every file the index names is checked: the compressed one is decompressed
+                # even when a raw copy sits beside it (which is checked too, below).
+                unpacked = self.scratch / f"{i:08d}.mds"
+                cleanup.append(unpacked)
+                try:
+                    decompress_file(packed, unpacked, shard["compression"],
                                     expected_size=raw_entry["bytes"], durable=False)
-                    cleanup.append(raw)
-                elif self.remote:
-                    raw = self._local(raw_entry["basename"], raw_entry)
-                    cleanup.append(raw)
-            validate_file(raw, raw_entry["bytes"], raw_entry.get("hashes") or {}, algos)
-            if self.index.row_codec is not None:
-                self._place_meta(shard, raw, algos, cleanup)
-            with open_shard(raw, self.codec, expected_samples=int(shard["samples"]),
-                            expected_bytes=int(raw_entry["bytes"])) as reader:
-                for row in range(len(reader)):
-                    reader.get(row)
+                except StreamingError as exc:
+                    raise _named(exc, zip_entry["basename"]) from exc
+                self._check_raw(unpacked, shard, algos, cleanup, name=zip_entry["basename"])
+            if raw is None and unpacked is None:
+                if not self.remote:
+                    raise ShardCorruptError(f"{raw_entry['basename']}: file is missing")
+                raw = self._local(raw_entry["basename"], raw_entry)
+                cleanup.append(raw)
+            if raw is not None:
+                if unpacked is not None and not filecmp.cmp(raw, unpacked, shallow=False):
+                    raise ShardCorruptError(
+                        f"{raw_entry['basename']} and {zip_entry['basename']} (decompressed) "
+                        "differ")
+                self._check_raw(raw, shard, algos, cleanup, decode=unpacked is None)
             return None
         except (StreamingError, OSError, ValueError) as exc:
             return f"{type(exc).__name__}: {exc}"
         finally:
             for path in cleanup:
                 path.unlink(missing_ok=True)
+
+
+def _named(exc: StreamingError, name: str) -> StreamingError:
+    """`exc` with `name` (the file it is about) in front of its message, same type if it can."""
+    try:
+        return type(exc)(f"{name}: {exc}")
+    except TypeError:
+        return ShardCorruptError(f"{name}: {exc}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@
   objects live as long as the worker anyway, so moving them into the permanent generation once
   (`gc.freeze`) loses nothing; objects the worker creates afterwards are collected as usual.
 - Let its allocator reuse freed buffers (`streaming.util.malloc`).
+- End it within a second of its training process dying (`streaming.util.orphan`).
 
 The training process itself is left alone: there, freezing would keep the user's future garbage
 cycles from ever being collected, and its allocator is the user's to tune.
@@ -18,6 +19,7 @@ import gc
 import os
 
 from streaming.util.malloc import keep_buffers_in_heap
+from streaming.util.orphan import watch_parent
 
 _settled_pid: int | None = None
 
@@ -33,6 +35,7 @@ def settle_worker() -> bool:
     if not in_worker():
         return False
     _settled_pid = os.getpid()
+    watch_parent()
     gc.freeze()
     keep_buffers_in_heap()
     return True

@@ -307,16 +307,17 @@ def test_acquiring_without_waiting_pins_only_a_present_shard(source, tmp_path):
         engine.close()
 
 
-def test_the_start_up_scan_reads_each_folder_once_and_drops_only_stale_leftovers(source, tmp_path,
-                                                                               monkeypatch):
-    """The first engine on a node adopts complete shards, removes temp and lock files older than
-    STALE_TEMP and orphaned zips, and keeps fresh temp files (a live preparer's); one directory
-    listing serves every shard (a listing per shard grew with shards x files: 38 s for 5,000)."""
+def test_the_start_up_scan_reads_each_folder_once_and_drops_only_orphaned_leftovers(
+        source, tmp_path, monkeypatch):
+    """The first engine on a node adopts complete shards, removes orphaned zips and the temp and
+    lock files of every shard no live process is preparing, however fresh (a kill -9 restart
+    leaves none behind), and keeps those of a shard whose preparation lock is held; one
+    directory listing serves every shard (a listing per shard grew with shards x files: 38 s
+    for 5,000)."""
     import os
-    import time
 
-    from streaming.cache import disk
     from streaming.cache import engine as engine_module
+    from streaming.coord.lock import FileLock
 
     cache = tmp_path / "c"
     first = _open(source, cache)
@@ -326,26 +327,30 @@ def test_the_start_up_scan_reads_each_folder_once_and_drops_only_stale_leftovers
     for key in [k for k in engine_module._tables if k[1] == warm.token]:
         engine_module._tables.pop(key).close()
     t = first.table
-    raw1, zip2 = t.basenames[1], t.zip_basenames[2]
-    old = time.time() - 2 * disk.STALE_TEMP
-    stale = [cache / f".{raw1}.x1.tmp", cache / f".{zip2}.prep.lock"]
-    fresh = cache / f".{t.basenames[3]}.x2.tmp"
+    raw1, zip2, raw3 = t.basenames[1], t.zip_basenames[2], t.basenames[3]
+    orphans = [cache / f".{raw1}.x1.tmp", cache / f".{zip2}.prep.lock",
+               cache / f".{zip2}.lock", cache / f".{raw1}.{os.getpid()}.ab12.tmp"]
+    live = cache / f".{raw3}.x2.tmp"
     foreign = cache / ".notes.tmp"  # no shard's: left alone
-    for path in [*stale, fresh, foreign]:
+    for path in [*orphans, live, foreign]:
         path.write_bytes(b"partial")
-    for path in [*stale, foreign]:
-        os.utime(path, (old, old))
     (cache / zip2).write_bytes(b"orphan")  # a zip without its raw file, as a crash leaves it
     listed = []
     real = os.scandir
     monkeypatch.setattr(os, "scandir", lambda p=".": listed.append(str(p)) or real(p))
-    engine = CacheEngine(_open(source, cache).preparer, cache_limit="1gb")
+    preparing = FileLock(cache / f".{raw3}.prep.lock")
+    assert preparing.try_acquire()  # a live preparer of shard 3 (this process)
+    try:
+        engine = CacheEngine(_open(source, cache).preparer, cache_limit="1gb").attach()
+    finally:
+        preparing.release()
     try:
         assert engine.table.created
         assert engine.table.state[0] == tb.PRESENT and engine.table.state[1] == tb.ABSENT
-        assert not any(path.exists() for path in stale) and not (cache / zip2).exists()
-        assert fresh.exists() and foreign.exists()
-        assert listed.count(str(cache)) <= 2, listed  # the shards' listing, the folder total
+        assert not any(path.exists() for path in orphans) and not (cache / zip2).exists()
+        assert live.exists() and foreign.exists()
+        # the index sync's listing, the shards', the folder total: not one per shard
+        assert listed.count(str(cache)) <= 3, listed
     finally:
         engine.close()
 

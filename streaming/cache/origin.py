@@ -1,0 +1,214 @@
+"""Where a cache folder's files came from: `.streaming-origin.json` records the remote a `local`
+folder caches and a digest of each shard's index entry, so that
+
+- a stream with another remote refuses the folder (CacheOriginError naming both remotes)
+  instead of reading the other dataset's shards, which may have the same names and sizes;
+- when the remote's `index.json` changed, the cached files whose entries changed (or went) are
+  deleted before the new index is used, so old and new shards never mix;
+- when the remote cannot be reached, a complete local copy of the same remote is used, with a
+  warning.
+
+The entries of the cached files are those of the folder's own `index.json` (the one last
+fetched), so a folder without the record (filled by an older version or another tool) is taken
+to cache the current remote as far as its `index.json` agrees with the remote's, entry by entry;
+cached files that no local index describes are fetched again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from streaming.cache.disk import listing, unlink
+from streaming.cache.folder import make_folder, remove_created
+from streaming.errors import CacheOriginError, StreamingError
+from streaming.storage.atomic import staged_file, temp_path_for
+
+log = logging.getLogger(__name__)
+
+ORIGIN_FILE = ".streaming-origin.json"
+ORIGIN_LOCK = ".streaming-origin.lock"
+LOCK_TIMEOUT = 600.0  # seconds another process may spend fetching the same index
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The remote a cache folder mirrors and a digest of the `index.json` it last fetched (the
+    entries of the cached files are read from that index.json itself)."""
+
+    remote: str
+    index: str
+
+    @classmethod
+    def of(cls, remote: str, index_text: bytes) -> Origin:
+        return cls(remote, _digest(index_text))
+
+    @classmethod
+    def read(cls, folder: Path) -> Origin | None:
+        """The folder's record, or None when it has none (or an unreadable one)."""
+        try:
+            data = json.loads((folder / ORIGIN_FILE).read_text())
+            return cls(str(data["remote"]), str(data["index"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write(self, folder: Path) -> None:
+        with staged_file(folder / ORIGIN_FILE) as tmp:
+            tmp.write_text(json.dumps({"remote": self.remote, "index": self.index}))
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def file_entries(index_text: bytes) -> dict[str, dict]:
+    """File name (raw, compressed, and the per-shard sample-lengths side file) -> what the
+    index says about it (its shard's whole entry, plus the side file's own); empty for text
+    that is not an index (read_index reports that one properly)."""
+    from streaming.format.index import LENGTHS_KEY
+
+    try:
+        document = json.loads(index_text)
+        out: dict[str, dict] = {}
+        for shard in document["shards"]:
+            for key in ("raw_data", "zip_data"):
+                if isinstance(shard.get(key), dict):
+                    out[str(shard[key]["basename"])] = shard
+        lengths = document.get(LENGTHS_KEY)
+        files = lengths.get("files") if isinstance(lengths, dict) else None
+        for shard, side in zip(document["shards"], files or []):
+            if isinstance(side, dict) and "basename" in side:
+                out[str(side["basename"])] = {"shard": shard, "file": side}
+        return out
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def changed_files(old: dict[str, dict], new: dict[str, dict]) -> list[str]:
+    """Names whose entry differs between two indexes (or that only one of them has)."""
+    return [name for name in old.keys() | new.keys() if old.get(name) != new.get(name)]
+
+
+def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path:
+    """Fetch the remote's index.json (`fetch(dest)`) into cache `folder`, check and update the
+    folder's origin record, drop files the new index changed; returns the local index path.
+
+    Folders this call created are removed again when it fails."""
+    remote = remote.rstrip("/")  # s3://b/x and s3://b/x/ are one remote
+    created = make_folder(folder)
+    index = folder / "index.json"
+    try:
+        from streaming.coord.lock import FileLock
+
+        with FileLock(folder / ORIGIN_LOCK, timeout=LOCK_TIMEOUT):
+            _sweep(folder)
+            tmp = temp_path_for(index)
+            try:
+                try:
+                    fetch(tmp)
+                except (StreamingError, OSError) as exc:
+                    if _usable_offline(folder, remote, exc):
+                        return index
+                    raise
+                _adopt(folder, remote, tmp.read_bytes())
+                os.replace(tmp, index)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+    except BaseException:
+        remove_created(created)
+        raise
+    return index
+
+
+def _sweep(folder: Path) -> None:
+    """Remove temp files an index fetch or origin write left when its process died (the
+    caller holds the origin lock, so no live process is writing them)."""
+    from streaming.cache.disk import leftover_of
+
+    for name in listing(folder):
+        if name.endswith(".tmp") and (name.startswith(("..index.json.", ".index.json."))
+                                      or leftover_of(name, (ORIGIN_FILE,))):
+            unlink(folder / name)
+
+
+def _adopt(folder: Path, remote: str, text: bytes) -> None:
+    """Check that `folder` caches `remote` and bring its files in line with index `text`."""
+    new = Origin.of(remote, text)
+    old = Origin.read(folder)
+    if old is not None and old.remote != remote:
+        raise CacheOriginError(
+            f"local folder {folder} already caches remote {old.remote}, not {remote}: a "
+            "folder holds the shards of one remote only (shards of two datasets may have the "
+            "same names and sizes). Give each remote its own `local`, or empty this one with "
+            f"`streaming cache clear {folder}` to let it cache {remote}")
+    previous = b""
+    with contextlib.suppress(OSError):
+        previous = (folder / "index.json").read_bytes()
+    if old is not None and old.index == new.index and previous == text:
+        return
+    stale = changed_files(file_entries(previous), file_entries(text))
+    dropped = 0
+    by_folder: dict[str, list[str]] = {}
+    for name in stale:  # basenames use "/" (part folders), whatever the OS
+        sub, _, leaf = name.rpartition("/")
+        by_folder.setdefault(sub, []).append(leaf)
+    for sub, names in by_folder.items():  # one listing per folder, not a syscall per name
+        where = folder / sub if sub else folder
+        present = listing(where)
+        for name in names:
+            if name in present:
+                unlink(where / name)
+                dropped += 1
+    if dropped:
+        log.warning("%s: the index of %s changed since these shards were cached; removed %d "
+                    "cached file(s) whose entries changed (they are fetched again)",
+                    folder, remote, dropped)
+    new.write(folder)
+
+
+def _usable_offline(folder: Path, remote: str, error: BaseException) -> bool:
+    """Whether `folder` holds a complete copy of `remote` to serve while the remote cannot be
+    reached (`error`); says so in a warning."""
+    index = folder / "index.json"
+    if not index.is_file():
+        return False
+    origin = Origin.read(folder)
+    if origin is not None and origin.remote != remote:
+        return False
+    from streaming.format.index import read_index
+
+    try:
+        ix = read_index(index)
+    except (StreamingError, OSError):
+        return False
+    missing = [name for k, name in enumerate(ix.basenames)
+               if not _has_size(folder / name, int(ix.raw_bytes[k]))
+               and not (ix.zip_basenames[k]  # a kept zip decompresses without the remote
+                        and _has_size(folder / ix.zip_basenames[k], int(ix.zip_bytes[k])))]
+    if missing:
+        log.warning("cannot reach %s (%s), and the local copy in %s lacks %d of %d shards "
+                    "(%s...)", remote, error, folder, len(missing), ix.num_shards, missing[0])
+        return False
+    log.warning("cannot reach %s (%s): using the complete local copy in %s (its index.json "
+                "as last fetched)", remote, error, folder)
+    return True
+
+
+def _has_size(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
+
+
+def forget_origin(folder: Path) -> None:
+    """Remove the folder's origin record (after its cached files were cleared)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(folder / ORIGIN_FILE)
