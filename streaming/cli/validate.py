@@ -25,6 +25,7 @@ from streaming.cli._common import (
 from streaming.errors import ShardCorruptError, StreamingError, UnsafeTypeError
 from streaming.format.compression import decompress_file
 from streaming.format.index import DatasetIndex
+from streaming.format.rows import RowCodec
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import validate_file
 from streaming.format.split import meta_path, open_shard
