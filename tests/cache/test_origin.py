@@ -69,14 +69,15 @@ def test_a_folder_without_record_keeps_only_what_its_own_index_describes(tmp_pat
 
 def test_offline_uses_only_a_complete_copy_of_the_same_remote(tmp_path: Path) -> None:
     local = tmp_path / "cache"
-    sync_index(local, "/remote", _fetcher(_index([("a.mds", 3, "1")])))
+    # 48 bytes: the smallest raw shard of 10 samples an index may describe (header + offsets)
+    sync_index(local, "/remote", _fetcher(_index([("a.mds", 48, "1")])))
 
     def unreachable(dest: Path) -> None:
         raise ObjectNotFoundError("/remote/index.json: no such file")
 
     with pytest.raises(ObjectNotFoundError):
         sync_index(local, "/remote", unreachable)  # a.mds is not there
-    (local / "a.mds").write_bytes(b"abc")
+    (local / "a.mds").write_bytes(b"x" * 48)
     assert sync_index(local, "/remote", unreachable) == local / "index.json"
     with pytest.raises(ObjectNotFoundError):
         sync_index(local, "/elsewhere", unreachable)
