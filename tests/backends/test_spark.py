@@ -4,14 +4,11 @@ index last, and the dataset reads back in order."""
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import pytest
 
 from streaming import StreamingDataset
 from tests.backends._stores import AzureStore, GCSStore
+from tests.support.spark import local_spark
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -20,27 +17,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def spark(gcs_server, azurite_server):
-    from pyspark.sql import SparkSession
-
-    # The JVM hands its environment to the Python workers it starts: this interpreter, this
-    # checkout, and both emulators' settings.
-    repo = str(Path(__file__).resolve().parents[2])
-    env = {"PYSPARK_PYTHON": sys.executable,
-           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),
-           **gcs_server.env(), **azurite_server.env()}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    session = (SparkSession.builder.master("local[2]").appName("mds-backends-test")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with local_spark("mds-backends-test", {**gcs_server.env(), **azurite_server.env()}) as session:
+        yield session
 
 
 @pytest.mark.parametrize("kind", ["gcs", "azure"])

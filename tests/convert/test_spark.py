@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from streaming.errors import OutputExistsError
 from tests.convert._util import read_samples
+from tests.support.spark import local_spark
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -18,28 +17,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def spark(s3_server):
-    from pyspark.sql import SparkSession
-
-    # Python workers must run this interpreter, import this checkout, and (for the S3 test)
-    # reach the loopback S3 server: the JVM hands its environment to the workers it starts.
-    repo = str(Path(__file__).resolve().parents[2])
-    env = {"PYSPARK_PYTHON": sys.executable,
-           "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),
-           **s3_server.env()}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-
-    session = (SparkSession.builder.master("local[2]").appName("mds-convert-test")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with local_spark("mds-convert-test", s3_server.env()) as session:
+        yield session
 
 
 def test_dataframe_to_mds_keeps_order_and_types(spark, tmp_path: Path):
