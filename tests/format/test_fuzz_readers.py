@@ -22,11 +22,12 @@ def bases(tmp_path_factory):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-@pytest.mark.parametrize("reader", ["local", "local+hash", "streaming"])
+@pytest.mark.parametrize("reader", ["local", "local+hash", "streaming", "streaming+hash"])
 def test_mutants_end_in_typed_errors_or_correct_data(bases, reader):
     scratch, datasets, expected = bases
     tally = Tally()
-    offset = {"local": 0, "local+hash": 10**6, "streaming": 2 * 10**6}[reader]
+    offset = {"local": 0, "local+hash": 10**6, "streaming": 2 * 10**6,
+              "streaming+hash": 3 * 10**6}[reader]
     for seed in range(offset, offset + MUTANTS_PER_READER):
         tally.add(run_mutant(seed, datasets, expected, scratch, reader))
     assert not tally.bad, "\n".join(map(str, tally.bad[:10]))

@@ -216,6 +216,7 @@ def read_streaming(root: Path, validate: bool) -> list[dict[str, Any]]:
 
 READERS: dict[str, Callable[[Path, bool], list[dict[str, Any]]]] = {
     "local": read_local, "local+hash": read_local, "streaming": read_streaming,
+    "streaming+hash": read_streaming,
 }
 
 
@@ -234,7 +235,7 @@ def run_mutant(seed: int, bases: dict[str | None, Path], expected: list[dict[str
     compression = rng.choice(list(bases))
     root = Path(tempfile.mkdtemp(dir=scratch)) / "ds"
     mutation = f"[{compression or 'raw'}] " + mutate(bases[compression], root, rng)
-    validate = reader == "local+hash"
+    validate = reader.endswith("+hash")
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(MUTANT_SECONDS)
     try:
