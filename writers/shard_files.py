@@ -74,7 +74,7 @@ def _compress(compression: str, raw: memoryview) -> bytes:
     codec, level = parse_compression(compression)
     if codec == "zstd":
         # One thread per shard: the writer already compresses shards in parallel, and zstd's
-        # own threads would cost ~15% more CPU and change the bytes versus the reference writer.
+        # own threads would cost more CPU and change the bytes versus the reference writer.
         return zstandard.ZstdCompressor(level=level).compress(raw)
     return compress(compression, raw)
 

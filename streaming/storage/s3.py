@@ -81,8 +81,8 @@ _loader: Any = None  # botocore's model loader (caller holds _clients_lock)
 
 def _botocore_session() -> Any:
     """A new botocore session (they are not thread-safe) sharing one model loader: parsing
-    botocore's JSON models is most of a client's 0.2 s start-up, and a forked DataLoader worker
-    inherits the parsed models, so its own client costs a few milliseconds."""
+    botocore's JSON models is most of a client's start-up, and a forked DataLoader worker
+    inherits the parsed models, so its own client is cheap to make."""
     import botocore.session
 
     global _loader
