@@ -61,6 +61,7 @@ class PlanConfig:
     sampling_method: str = "balanced"
     sampling_granularity: int = 1
     samples_per_stream_epoch: np.ndarray = field(init=False, repr=False)
+    samples_per_stream: np.ndarray = field(init=False, repr=False)  # stored samples per stream
 
     def __post_init__(self) -> None:
         sizes = _int_array("samples_per_shard", self.samples_per_shard)
@@ -110,16 +111,11 @@ class PlanConfig:
         set_(self, "epoch_size", int(targets.sum()))
         set_(self, "samples_per_stream_epoch", targets)
         set_(self, "shuffle_seed", int(self.shuffle_seed))
-        set_(self, "_stream_sizes", per_stream)
+        set_(self, "samples_per_stream", per_stream)
 
     @property
     def num_streams(self) -> int:
         return len(self.shards_per_stream)
-
-    @property
-    def samples_per_stream(self) -> np.ndarray:
-        """Stored samples in each stream."""
-        return self._stream_sizes  # type: ignore[attr-defined]
 
     @property
     def shard_offsets(self) -> np.ndarray:
