@@ -27,7 +27,7 @@ from typing import Any
 from streaming.errors import ArgumentError, DeadlineExceeded, OutputExistsError, StorageError
 from streaming.storage import backend_for, join, upload
 from streaming.storage.registry import split_scheme
-from streaming.storage.retry import RetryPolicy
+from streaming.storage.retry import RETRY, UPLOAD_TIMEOUT, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class Uploader:
 
     def __init__(
         self, output: Output, *, exist_ok: bool = False, keep_local: bool | None = None,
-        retry: int = 2, timeout: float = 600.0, max_workers: int = 4,
+        retry: int = RETRY, timeout: float = UPLOAD_TIMEOUT, max_workers: int = 4,
     ) -> None:
         if output.remote is None:
             raise ArgumentError("Uploader needs an output with a remote URL")
