@@ -13,6 +13,7 @@ from streaming import transport
 from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.coord.proc import ProcessId
 from streaming.loader_checks import check_batch_size
+from streaming.loader_next import unannotated
 from streaming.world_detect import worker_slot
 
 
@@ -118,7 +119,7 @@ class StreamingDataLoader(DataLoader):
         elif self._own_collate and self.batch_sampler is not None:
             self.collate_fn = collate_numpy if numpy else collate
         try:
-            for batch in _unannotated(super().__iter__()):
+            for batch in unannotated(super().__iter__()):
                 if receiver is not None:
                     batch = receiver.unpack(batch)
                 if numpy:
@@ -158,37 +159,4 @@ class StreamingDataLoader(DataLoader):
         """Resume the dataset at `obj`; the next iteration starts there."""
         self.dataset.load_state_dict(obj, strict=strict)
         self.num_samples_yielded = 0
-
-
-def _unannotated(it: Iterator[Any]) -> Iterator[Any]:
-    """The batches of a DataLoader iterator, without its per-batch profiler annotation unless a
-    torch profiler is recording.
-
-    `_BaseDataLoaderIter.__next__` wraps each batch in `record_function`, whose exit is a torch
-    op that releases the GIL: 6 us alone, but ~570 us per batch when another Python thread of
-    the training process is busy (it waits for the GIL's switch interval), and 84 us on average
-    under cProfile in a 2-worker token epoch. The loop below does what `__next__` does
-    otherwise (but for its warning when an IterableDataset yields more than its `len`); an
-    iterator without those internals is used as it is.
-    """
-    fields = ("_next_data", "_num_yielded", "_sampler_iter", "_reset")
-    if not all(hasattr(it, name) for name in fields):
-        yield from it
-        return
-    profiling = torch._C._autograd._profiler_enabled  # any torch profiler, legacy or kineto
-    while True:
-        if profiling():
-            try:
-                yield next(it)
-            except StopIteration:
-                return
-            continue
-        if it._sampler_iter is None:
-            it._reset()
-        try:
-            data = it._next_data()
-        except StopIteration:
-            return
-        it._num_yielded += 1
-        yield data
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from streaming.errors import EncodeError, FormatError
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, LENGTHS_SUFFIX
-from streaming.packing.lengths import value_length
-from writers.shard_files import _file_info, write_file_atomic
+from streaming.format.lengths import value_length
+from writers.shard_files import file_info, write_file_atomic
 
 LengthSpec = str | Callable[[Mapping[str, Any]], int]
 _U32_MAX = (1 << 32) - 1
@@ -73,7 +73,7 @@ class LengthRecorder:
         data = lengths.astype(LENGTHS_DTYPE, copy=False).tobytes()
         write_file_atomic(directory / name, data)
         with self._lock:
-            self._files[shard_basename] = _file_info(name, data, hashes)
+            self._files[shard_basename] = file_info(name, data, hashes)
 
     def index_extra(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
         """The top-level index key for `entries` (the shards in index order)."""

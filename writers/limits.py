@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
-from streaming.errors import SizeLimitError
+from streaming.errors import FormatError, SizeLimitError
+from streaming.format.compression import parse_compression
+from streaming.format.hashing import is_supported_hash
 from streaming.util.units import parse_bytes
 
+DEFAULT_SIZE_LIMIT = 1 << 26  # raw bytes per shard unless size_limit says otherwise
 # Sample offsets are u32: a raw shard must stay below 4 GiB, whatever size_limit says.
 MAX_SIZE_LIMIT = (1 << 32) - 1
+
+
+def check_compression(compression: str | None) -> str | None:
+    """`compression` as given, after checking it names a codec and level (FormatError)."""
+    parse_compression(compression)
+    return compression
+
+
+def check_hashes(hashes: list[str] | None, where: str = "hashes=") -> list[str]:
+    """`hashes` as a list, FormatError naming every unsupported algorithm and `where`."""
+    algos = list(hashes or [])
+    bad = [algo for algo in algos if not is_supported_hash(algo)]
+    if bad:
+        raise FormatError(
+            f"unsupported hash algorithm(s) {', '.join(map(repr, bad))} in {where}...")
+    return algos
 
 
 def check_size_limit(size_limit: int | str | None) -> int | None:

@@ -21,26 +21,25 @@ from types import TracebackType
 from typing import Any
 
 from streaming.errors import (
+    ArgumentError,
     DeadlineExceeded,
     DiskFullError,
     FormatError,
     OutputExistsError,
     StreamingError,
 )
-from streaming.format.compression import parse_compression
-from streaming.format.hashing import is_supported_hash
 from streaming.format.index import write_index
 from streaming.format.sample import SampleCodec
+from streaming.storage.retry import RETRY, UPLOAD_TIMEOUT
 from writers.fast_encode import sample_encoder
-from writers.lengths import LengthRecorder
-from writers.limits import check_size_limit
+from writers.lengths import LengthRecorder, LengthSpec
+from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
 from writers.shard_builder import ShardBuilder
 from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
 from writers.upload import make_uploader, resolve_output, shard_files
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SIZE_LIMIT = 1 << 26
 # Files a previous dataset may have left in `out`, removed when exist_ok=True.
 _DATASET_FILE = re.compile(r"^(index\.json|shard\.\d{5}\.mds(\.[a-z0-9]+)?)$")
 _TEMP_FILE = re.compile(r"^\.(index\.json|shard\.\d{5}\.mds).*" + re.escape(TMP_SUFFIX) + "$")
@@ -64,13 +63,14 @@ class MDSWriter:
         progress_bar: bool = False,
         exist_ok: bool = False,
         max_workers: int | None = None,
-        timeout: float = 600.0,
-        **kwargs: Any,
+        timeout: float = UPLOAD_TIMEOUT,
+        retry: int = RETRY,
+        lengths: LengthSpec | None = None,
     ) -> None:
-        self.retry = int(kwargs.pop("retry", 2))
-        lengths = kwargs.pop("lengths", None)  # column name or callable: see docs/packing.md
-        if kwargs:
-            raise TypeError(f"MDSWriter got unexpected arguments: {', '.join(sorted(kwargs))}")
+        """`lengths`: a column name or a function of the sample whose value per sample is
+        recorded in a side file per shard (docs/packing.md); `retry`: extra attempts per file
+        upload. The other arguments are described in docs/writing.md."""
+        self.retry = int(retry)
         if not columns:
             raise FormatError("MDSWriter needs at least one column in `columns`")
         self.output = resolve_output(out)
@@ -80,14 +80,14 @@ class MDSWriter:
         names, encodings = list(self.columns), list(self.columns.values())
         # Writing pickles is harmless; only reading them is gated by allow_unsafe_types.
         self._codec = SampleCodec(names, encodings, allow_unsafe_types=True)
-        self.compression = _check_compression(compression)
-        self.hashes = _check_hashes(hashes)
+        self.compression = check_compression(compression)
+        self.hashes = check_hashes(hashes, "MDSWriter(hashes=")
         self.size_limit = check_size_limit(size_limit)
         self.keep_local = keep_local
         self.timeout = float(timeout)
         self.max_workers = max_workers or min(4, os.cpu_count() or 1)
         if self.max_workers < 1:
-            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+            raise ArgumentError(f"max_workers must be at least 1, got {max_workers}")
 
         _prepare_directory(self.directory, exist_ok)
         self._uploader = make_uploader(
@@ -256,21 +256,6 @@ class MDSWriter:
             self._shutdown(wait=not isinstance(exc, DeadlineExceeded))
             if isinstance(exc, DiskFullError):
                 self._discard_files()
-
-
-def _check_compression(compression: str | None) -> str | None:
-    if compression is None:
-        return None
-    parse_compression(compression)
-    return compression
-
-
-def _check_hashes(hashes: list[str] | None) -> list[str]:
-    algos = list(hashes or [])
-    for algo in algos:
-        if not is_supported_hash(algo):
-            raise FormatError(f"unsupported hash algorithm {algo!r} in MDSWriter(hashes=...)")
-    return algos
 
 
 def _prepare_directory(directory: Path, exist_ok: bool) -> None:

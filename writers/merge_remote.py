@@ -12,12 +12,12 @@ from pathlib import Path
 from streaming.errors import IndexFileError, IndexNotFoundError, ShardCorruptError
 from streaming.format.index import merge_index, read_index
 from streaming.storage import backend_for, join, upload
-from streaming.storage.retry import RetryPolicy
+from streaming.storage.retry import RETRY, RetryPolicy
 
 INDEX = "index.json"
 
 
-def merge_remote_index(out: str, parts: list[str] | None = None, *, retry: int = 2) -> str:
+def merge_remote_index(out: str, parts: list[str] | None = None, *, retry: int = RETRY) -> str:
     """Write `out/index.json` joining the sub-datasets under the URL `out` (all `out/*/` in
     natural order when `parts` is None); returns the index URL."""
     out = os.fspath(out).rstrip("/")

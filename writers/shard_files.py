@@ -8,20 +8,20 @@ complete (written to a temporary name, then renamed).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import zstandard
 
+from streaming.format.atomic import atomic_output
 from streaming.format.compression import compress, extension, parse_compression
 from streaming.format.disk_full import naming_full_disk
 from streaming.format.encodings import encoding_size
 from streaming.format.hashing import hexdigest
 from streaming.util.pagewrite import write_sliced
 
-TMP_SUFFIX = ".tmp"
+TMP_SUFFIX = ".tmp"  # how atomic_output's temporary files end
 
 
 def shard_config(
@@ -55,18 +55,14 @@ def zip_basename(basename: str, compression: str) -> str:
 
 
 def write_file_atomic(path: Path, data: bytes | memoryview) -> None:
-    """Write `data` to a temporary sibling, then rename it to `path` (no fsync: see docs)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
-    try:
-        with naming_full_disk(path, len(data)), open(tmp, "wb") as f:
-            write_sliced(f, data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Publish `data` at `path` through a temporary sibling (`atomic_output`, no fsync: see
+    docs/writing.md); a full disk is a DiskFullError naming the file."""
+    with naming_full_disk(path, len(data)), atomic_output(path, durable=False) as f:
+        write_sliced(f, data)
 
 
-def _file_info(basename: str, data: bytes | memoryview, hashes: Sequence[str]) -> dict[str, Any]:
+def file_info(basename: str, data: bytes | memoryview, hashes: Sequence[str]) -> dict[str, Any]:
+    """A file's index entry: its name, size and digests."""
     return {
         "basename": basename,
         "bytes": len(data),
@@ -78,7 +74,7 @@ def _compress(compression: str, raw: memoryview) -> bytes:
     codec, level = parse_compression(compression)
     if codec == "zstd":
         # One thread per shard: the writer already compresses shards in parallel, and zstd's
-        # own threads would cost ~15% more CPU and change the bytes versus the reference writer.
+        # own threads would cost more CPU and change the bytes versus the reference writer.
         return zstandard.ZstdCompressor(level=level).compress(raw)
     return compress(compression, raw)
 
@@ -89,7 +85,7 @@ def write_shard(
     """Write one shard (compressed if the config says so) and return its index.json entry."""
     compression = config["compression"]
     hashes = config["hashes"]
-    raw_info = _file_info(basename, raw, hashes)
+    raw_info = file_info(basename, raw, hashes)
     zip_info = None
     if compression is None:
         write_file_atomic(directory / basename, raw)
@@ -97,5 +93,5 @@ def write_shard(
         packed = _compress(compression, raw)
         name = zip_basename(basename, compression)
         write_file_atomic(directory / name, packed)
-        zip_info = _file_info(name, packed, hashes)
+        zip_info = file_info(name, packed, hashes)
     return {**config, "raw_data": raw_info, "samples": samples, "zip_data": zip_info}

@@ -16,19 +16,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from streaming.errors import FormatError, OutputExistsError, StreamingError
-from streaming.format.compression import parse_compression
-from streaming.format.hashing import is_supported_hash
+from streaming.errors import OutputExistsError, StreamingError
 from streaming.format.index import write_index
 from streaming.format.rows import JSONRows, RowCodec, XSVRows
 from streaming.format.split import META_SUFFIX, meta_bytes
-from writers.limits import check_size_limit
+from streaming.storage.retry import RETRY
+from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
 from writers.shard_files import write_shard
 from writers.upload import make_uploader, resolve_output, shard_files
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SIZE_LIMIT = 1 << 26
 _DATASET_FILE = re.compile(
     r"^(index\.json|shard\.\d{5}\.(json|csv|tsv|xsv)(\.meta)?(\.[a-z0-9]+)?)$")
 
@@ -41,17 +39,12 @@ class SplitWriter:
 
     def __init__(self, codec: RowCodec, *, out: Any, compression: str | None,
                  hashes: list[str] | None, size_limit: int | str | None,
-                 keep_local: bool | None, exist_ok: bool, retry: int = 2,
+                 keep_local: bool | None, exist_ok: bool, retry: int = RETRY,
                  progress_bar: bool = False, max_workers: int | None = None) -> None:
         del progress_bar, max_workers  # accepted for MDSWriter parity; writing is synchronous
         self.codec = codec
-        self.compression = compression
-        if compression is not None:
-            parse_compression(compression)
-        self.hashes = list(hashes or [])
-        for algo in self.hashes:
-            if not is_supported_hash(algo):
-                raise FormatError(f"unsupported hash algorithm {algo!r} in hashes=...")
+        self.compression = check_compression(compression)
+        self.hashes = check_hashes(hashes, f"{type(self).__name__}(hashes=")
         self.size_limit = check_size_limit(size_limit)
         self.output = resolve_output(out)
         self.directory = self.output.local

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streaming.errors import DeadlineExceeded, OutputExistsError, StorageError
+from streaming.errors import ArgumentError, DeadlineExceeded, OutputExistsError, StorageError
 from streaming.storage import backend_for, join, upload
 from streaming.storage.registry import split_scheme
-from streaming.storage.retry import RetryPolicy
+from streaming.storage.retry import RETRY, UPLOAD_TIMEOUT, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def resolve_output(out: str | os.PathLike | tuple | list) -> Output:
     A remote URL alone is staged through a fresh temporary directory."""
     if isinstance(out, (tuple, list)):
         if len(out) != 2:
-            raise ValueError(f"out must be a path, a URL or a (local, remote) pair, got {out!r}")
+            raise ArgumentError(f"out must be a path, a URL or a (local, remote) pair, got {out!r}")
         local, remote = out
         if remote is None:
             return Output(_local_path(local))
@@ -75,7 +75,7 @@ def resolve_output(out: str | os.PathLike | tuple | list) -> Output:
 def _local_path(local: str | os.PathLike) -> Path:
     scheme, _ = split_scheme(local)
     if scheme not in ("", "file"):
-        raise ValueError(f"the local half of out=(local, remote) must be a path, got {local!r}")
+        raise ArgumentError(f"the local half of out=(local, remote) must be a path, got {local!r}")
     return Path(backend_for(local)[1])
 
 
@@ -94,10 +94,10 @@ class Uploader:
 
     def __init__(
         self, output: Output, *, exist_ok: bool = False, keep_local: bool | None = None,
-        retry: int = 2, timeout: float = 600.0, max_workers: int = 4,
+        retry: int = RETRY, timeout: float = UPLOAD_TIMEOUT, max_workers: int = 4,
     ) -> None:
         if output.remote is None:
-            raise ValueError("Uploader needs an output with a remote URL")
+            raise ArgumentError("Uploader needs an output with a remote URL")
         self.local, self.remote, self.staging = output.local, output.remote, output.staging
         # Default: a staging directory is emptied as uploads finish, a named local copy is kept.
         self.keep_local = (not output.staging) if keep_local is None else keep_local

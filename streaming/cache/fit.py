@@ -21,13 +21,15 @@ from __future__ import annotations
 import numpy as np
 
 from streaming.cache.limit import Footprint
+from streaming.plan.shuffle import SHUFFLES
 
-BLOCK_SHUFFLES = ("py1e", "py1b", "py1br")  # py2s ignores the block size
-SHARD_SHUFFLES = ("py1s", "py2s")  # one shard (py2s: two) at a time per canonical node
+BLOCK_SHUFFLES = tuple(name for name, a in SHUFFLES.items() if a.block_based)
+SHARD_SHUFFLES = tuple(name for name, a in SHUFFLES.items() if a.shards_per_canonical)
 SPARE = 2  # resident shards kept out of the block: the next one fetched, one in hand-over
-# Peak shards wanted at once, in blocks' worth (checked on real plans in tests/cache/test_fit.py
-# and against the engine's downloads in tests/dataset/test_cache_block.py)
-SPREAD = {"py1e": 1.5, "py1b": 2.0, "py1br": 2.5}
+# Peak shards wanted at once, in blocks' worth: each shuffle's `block_spread` (streaming.plan.
+# shuffle), checked on real plans in tests/cache/test_fit.py and against the engine's downloads
+# in tests/dataset/test_cache_block.py
+SPREAD = {name: a.block_spread for name, a in SHUFFLES.items() if a.block_based}
 
 
 def shards_resident(limit: int, footprint: Footprint) -> int:
@@ -47,11 +49,12 @@ def typical_samples(footprint: Footprint, samples_per_shard: np.ndarray) -> int:
     return max(int(np.median(cached if len(cached) else counts)), 1) if len(counts) else 1
 
 
-# Peak shards a py1s/py2s plan wants at once per canonical node a node reads: py1s reads one
-# shard at a time per canonical node and py2s's windows straddle two, but canonical nodes of
-# unequal length drift apart in the interleaved order, so shard changes overlap: measured on
-# real plans up to 1.91 (py1s) and 2.91 (py2s) per canonical node (tests/cache/test_fit.py).
-PER_CANONICAL = {"py1s": 2.0, "py2s": 3.0}
+# Peak shards a py1s/py2s plan wants at once per canonical node a node reads: each shuffle's
+# `shards_per_canonical`. py1s reads one shard at a time per canonical node and py2s's windows
+# straddle two, but canonical nodes of unequal length drift apart in the interleaved order, so
+# shard changes overlap; tests/cache/test_fit.py checks the bound on real plans.
+PER_CANONICAL = {name: a.shards_per_canonical for name, a in SHUFFLES.items()
+                 if a.shards_per_canonical}
 
 
 def canonical_for_limit(limit: int, footprint: Footprint, default: int, nodes: int,

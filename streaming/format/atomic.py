@@ -2,7 +2,7 @@
 
 `durable=False` skips both fsyncs, for files that can be rebuilt (decompressed cache shards):
 readers still never see a partial file, but a power cut may lose the newest ones, which the
-size check on the next start then rebuilds. Writing 1 GB with fsync costs ~2x without."""
+size check on the next start then rebuilds. fsync makes writing a large file markedly slower."""
 
 from __future__ import annotations
 

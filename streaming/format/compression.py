@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import zstandard
 
-from streaming.errors import DecompressionError, require
+from streaming.errors import DecompressionError, FormatError, require
 from streaming.format.atomic import atomic_output
 from streaming.util.pagewrite import WRITE_SLICE, write_sliced
 
@@ -36,10 +36,10 @@ def parse_compression(name: str | None) -> tuple[str, int | None] | None:
     if name is None:
         return None
     if not isinstance(name, str):
-        raise ValueError(f"compression must be a string like 'zstd:7' or None, got {name!r}")
+        raise FormatError(f"compression must be a string like 'zstd:7' or None, got {name!r}")
     codec, sep, level_text = name.partition(":")
     if codec not in _LEVELS:
-        raise ValueError(
+        raise FormatError(
             f"unknown compression {name!r}; supported: {', '.join(sorted(_LEVELS))} "
             "(optionally with ':level')"
         )
@@ -47,20 +47,20 @@ def parse_compression(name: str | None) -> tuple[str, int | None] | None:
     if not sep:
         return codec, None if levels is None else levels[0]
     if levels is None:
-        raise ValueError(f"compression {name!r}: {codec} takes no level")
+        raise FormatError(f"compression {name!r}: {codec} takes no level")
     try:
         level = int(level_text)
     except ValueError:
-        raise ValueError(f"compression {name!r}: level {level_text!r} is not an integer") from None
+        raise FormatError(f"compression {name!r}: level {level_text!r} is not an integer") from None
     if not levels[1] <= level <= levels[2] or level_text.strip() != str(level):
-        raise ValueError(f"compression {name!r}: {codec} levels are {levels[1]}..{levels[2]}")
+        raise FormatError(f"compression {name!r}: {codec} levels are {levels[1]}..{levels[2]}")
     return codec, level
 
 
 def _parse(name: str) -> tuple[str, int | None]:
     parsed = parse_compression(name)
     if parsed is None:
-        raise ValueError("compression name is None: nothing to (de)compress")
+        raise FormatError("compression name is None: nothing to (de)compress")
     return parsed
 
 

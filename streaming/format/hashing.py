@@ -8,6 +8,8 @@ from typing import Any
 
 import xxhash
 
+from streaming.errors import UnknownHashError
+
 _XXHASH = {
     "xxh32": xxhash.xxh32,
     "xxh64": xxhash.xxh64,
@@ -33,7 +35,8 @@ def new_hasher(algo: str) -> Any:
         return maker()
     if algo in _HASHLIB:
         return hashlib.new(algo)
-    raise ValueError(f"unknown hash algorithm {algo!r}; supported: {sorted(SUPPORTED_HASHES)}")
+    raise UnknownHashError(
+        f"unknown hash algorithm {algo!r}; supported: {sorted(SUPPORTED_HASHES)}")
 
 
 def hexdigest(algo: str, data: bytes | memoryview) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import (
+    ArgumentError,
     IndexFileError,
     IndexJSONError,
     IndexNotFoundError,
@@ -129,7 +130,7 @@ class DatasetIndex:
 
     def _resolve(self, basename: str) -> Path:
         if self.root is None:
-            raise ValueError(f"index {self.source} was parsed without a root folder")
+            raise ArgumentError(f"index {self.source} was parsed without a root folder")
         return self.root.joinpath(*basename.split("/"))
 
 
@@ -363,7 +364,7 @@ def index_bytes(shards: list[dict], extra: dict[str, Any] | None = None) -> byte
     """
     document = {**(extra or {}), "shards": shards, "version": INDEX_VERSION}
     if extra and {"shards", "version"} & set(extra):
-        raise ValueError("extra index keys cannot replace 'shards' or 'version'")
+        raise ArgumentError("extra index keys cannot replace 'shards' or 'version'")
     return json.dumps(document, sort_keys=True).encode()
 
 

@@ -101,7 +101,7 @@ class JSONRows(RowCodec):
     def decode_text(self, text: str) -> dict[str, Any]:
         sample = json.loads(text)
         if not isinstance(sample, dict):
-            raise ValueError(f"a json row is an object, got {type(sample).__name__}")
+            raise FormatError(f"a json row is an object, got {type(sample).__name__}")
         return sample
 
     def decode_columns(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray, *,
@@ -156,11 +156,11 @@ class XSVRows(RowCodec):
 
     def _values(self, text: str) -> list[Any]:
         if not text.endswith(self.newline):
-            raise ValueError(f"row does not end with the newline {self.newline!r}")
+            raise FormatError(f"row does not end with the newline {self.newline!r}")
         parts = text[:-len(self.newline)].split(self.separator)
         if len(parts) != len(self._parsers):
-            raise ValueError(f"row has {len(parts)} fields, the shard has "
-                             f"{len(self._parsers)} columns")
+            raise FormatError(f"row has {len(parts)} fields, the shard has "
+                              f"{len(self._parsers)} columns")
         return [parse(part) for parse, part in zip(self._parsers, parts)]
 
     def decode_text(self, text: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import EncodeError, FormatError, UnsafeTypeError
+from streaming.errors import EncodeError, FormatError, ShardCorruptError, UnsafeTypeError
 from streaming.format.encodings import Encoding, get_encoding
 from streaming.format.encodings.base import FileBytes
 
@@ -123,7 +123,8 @@ class SampleCodec:
             out[name] = decode(view[pos:end])
             pos = end
         if pos != len(view):
-            raise ValueError(f"columns end at byte {pos} but the sample has {len(view)} bytes")
+            raise ShardCorruptError(
+                f"columns end at byte {pos} but the sample has {len(view)} bytes")
         return out
 
     def decode_columns(self, file: FileBytes, starts: np.ndarray, ends: np.ndarray, *,
@@ -148,8 +149,9 @@ class SampleCodec:
         bad = np.flatnonzero(pos != ends)
         if len(bad):
             k = int(bad[0])
-            raise ValueError(f"sample {k} of the batch: columns end at byte {int(pos[k])} but "
-                             f"the sample ends at byte {int(ends[k])}")
+            raise ShardCorruptError(
+                f"sample {k} of the batch: columns end at byte {int(pos[k])} but the sample "
+                f"ends at byte {int(ends[k])}")
         if views:
             return [codec.view_many(file, a, b) for codec, (a, b) in zip(self._codecs, spans)]
         return [codec.decode_many(file, a, b) for codec, (a, b) in zip(self._codecs, spans)]

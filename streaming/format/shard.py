@@ -356,8 +356,9 @@ def read_spans(fds: Sequence[int], which: np.ndarray, starts: np.ndarray, ends: 
     buffer and each span's start and end in it.
 
     Reading instead of touching the mmap keeps file pages out of this process's RSS: with large
-    page-cache folios one random 4 KB row would map ~300 KB. With `nowait` (Linux), a read that
-    would wait for the disk raises BlockingIOError instead (RWF_NOWAIT: page cache only).
+    page-cache folios one random 4 KB row would map a whole folio of hundreds of KB. With
+    `nowait` (Linux), a read that would wait for the disk raises BlockingIOError instead
+    (RWF_NOWAIT: page cache only).
     """
     places = np.zeros(len(starts) + 1, np.int64)
     np.cumsum(ends - starts, out=places[1:])

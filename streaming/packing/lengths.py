@@ -21,22 +21,11 @@ from streaming.errors import FormatError, IndexFileError, PlanError, ShardCorrup
 from streaming.format.atomic import atomic_write_bytes
 from streaming.format.encodings.ndarray import parse_ndarray_name
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
+from streaming.format.lengths import value_length
 from streaming.format.shard import ShardReader
 
 LengthFn = Callable[[Mapping[str, Any]], int]
 _DECODE_CHUNK = 4096
-
-
-def value_length(value: Any) -> int:
-    """Token count of one column value: an integer is a count itself, text counts UTF-8 bytes,
-    anything array-like counts its elements (the rule the header scan follows too)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8"))
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    return int(np.asarray(value).size)
 
 
 def _scalar_dtype(encoding: str) -> np.dtype | None:

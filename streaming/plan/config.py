@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from streaming.errors import PlanError
+from streaming.plan.batching import BATCHINGS
 from streaming.plan.mixing import StreamWeights, parse_epoch_size, stream_targets
-from streaming.plan.shuffle import ALGORITHMS, SHARD_AWARE
+from streaming.plan.partition import PARTITIONS
+from streaming.plan.shuffle import SHUFFLES
+from streaming.plan.traits import ShuffleAlgorithm
 from streaming.plan.world import World
 
-PARTITION_ALGOS = ("orig", "relaxed")
-BATCHING_METHODS = ("random", "stratified", "per_stream", "device_per_stream")
 SAMPLING_METHODS = ("balanced", "fixed")
 
 
@@ -60,6 +61,7 @@ class PlanConfig:
     sampling_method: str = "balanced"
     sampling_granularity: int = 1
     samples_per_stream_epoch: np.ndarray = field(init=False, repr=False)
+    samples_per_stream: np.ndarray = field(init=False, repr=False)  # stored samples per stream
 
     def __post_init__(self) -> None:
         sizes = _int_array("samples_per_shard", self.samples_per_shard)
@@ -84,11 +86,11 @@ class PlanConfig:
             raise PlanError(f"shuffle_seed must be an int, got {self.shuffle_seed!r}")
         if not 0 <= self.shuffle_seed < 2**63:
             raise PlanError(f"shuffle_seed must be in [0, 2**63), got {self.shuffle_seed}")
-        _choice("shuffle_algo", self.shuffle_algo, ALGORITHMS)
-        _choice("partition_algo", self.partition_algo, PARTITION_ALGOS)
-        _choice("batching_method", self.batching_method, BATCHING_METHODS)
+        _choice("shuffle_algo", self.shuffle_algo, tuple(SHUFFLES))
+        _choice("partition_algo", self.partition_algo, tuple(PARTITIONS))
+        _choice("batching_method", self.batching_method, tuple(BATCHINGS))
         _choice("sampling_method", self.sampling_method, SAMPLING_METHODS)
-        if self.batching_method != "random" and self.batch_size is None:
+        if BATCHINGS[self.batching_method].needs_batch_size and self.batch_size is None:
             raise PlanError(f"batching_method={self.batching_method!r} needs batch_size")
         edges = np.concatenate(([0], np.cumsum(sizes)))
         ends = np.cumsum(counts)
@@ -109,16 +111,11 @@ class PlanConfig:
         set_(self, "epoch_size", int(targets.sum()))
         set_(self, "samples_per_stream_epoch", targets)
         set_(self, "shuffle_seed", int(self.shuffle_seed))
-        set_(self, "_stream_sizes", per_stream)
+        set_(self, "samples_per_stream", per_stream)
 
     @property
     def num_streams(self) -> int:
         return len(self.shards_per_stream)
-
-    @property
-    def samples_per_stream(self) -> np.ndarray:
-        """Stored samples in each stream."""
-        return self._stream_sizes  # type: ignore[attr-defined]
 
     @property
     def shard_offsets(self) -> np.ndarray:
@@ -131,19 +128,26 @@ class PlanConfig:
         return np.concatenate(([0], np.cumsum(self.samples_per_stream)))
 
     @property
+    def shuffle_algorithm(self) -> ShuffleAlgorithm | None:
+        """The shuffle's record (streaming.plan.traits), None when not shuffling."""
+        return SHUFFLES[self.shuffle_algo] if self.shuffle else None
+
+    @property
     def shard_aware(self) -> bool:
-        return self.shuffle and self.shuffle_algo in SHARD_AWARE
+        """Shuffling within canonical nodes (not once over the whole epoch, nor not at all)."""
+        return self.shuffle and SHUFFLES[self.shuffle_algo].shard_aware
 
     def device_batch(self) -> int:
         """Per-device batch size (1 when unset for random batching)."""
         return int(self.batch_size or 1)
 
     def canonical_nodes(self, world: World) -> int:
-        """num_canonical_nodes, defaulting to the node count (x64 for py1s/py2s)."""
+        """num_canonical_nodes, defaulting to the node count times the shuffle's
+        `canonical_per_node` (64 for py1s/py2s)."""
         if self.num_canonical_nodes is not None:
             return int(self.num_canonical_nodes)
-        scale = 64 if self.shuffle and self.shuffle_algo in ("py1s", "py2s") else 1
-        return world.num_groups * scale
+        algo = self.shuffle_algorithm
+        return world.num_groups * (algo.canonical_per_node if algo else 1)
 
     def block_size(self, num_canonical: int) -> int:
         """shuffle_block_size, defaulting to max(4M // canonical nodes, 2**18)."""

@@ -22,7 +22,7 @@ from streaming.plan.sampling import (
     piece_extras,
     stream_sizes_by_canonical,
 )
-from streaming.plan.shuffle import get_shuffle, index_dtype
+from streaming.plan.shuffle.pieces import index_dtype
 
 _SHARD_ORDER_TAG, _SHUFFLE_TAG, _NAIVE_TAG = 0x0D01, 0x0D02, 0x0D03
 
@@ -50,7 +50,7 @@ class EpochOrder:
         self.extras_cs = canonical_extras(sizes_cs, remainders, cfg.shuffle_seed, self.key)
         lengths = sizes_cs @ self.copies + self.extras_cs.sum(axis=1)
         self.total = int(lengths.sum())
-        if cfg.shuffle and cfg.shuffle_algo == "naive":
+        if cfg.shuffle and not cfg.shard_aware:
             lengths = (self.total - np.arange(num_canonical) + num_canonical - 1) // num_canonical
         self.lengths = lengths.astype(np.int64)
         self.span = int(self.lengths.max()) * num_canonical
@@ -70,13 +70,15 @@ class EpochOrder:
                 f"the epoch has {self.total} samples for {num_canonical} canonical nodes: "
                 "several ranks then repeat samples to fill their batches; check the dataset "
                 "size or lower num_canonical_nodes", stacklevel=4)
-        if cfg.shuffle and cfg.shuffle_algo == "py1e" and len(cfg.samples_per_shard):
+        algo = cfg.shuffle_algorithm
+        if algo is not None and algo.centred_windows and len(cfg.samples_per_shard):
             block, largest = cfg.block_size(num_canonical), int(cfg.samples_per_shard.max())
             if block < largest:
                 warnings.warn(
                     f"shuffle_block_size={block} is smaller than the largest shard ({largest} "
-                    "samples): py1e spreads such a shard only over its own length, so it mixes "
-                    "with its neighbours only; a block of at least one shard mixes better",
+                    f"samples): {algo.name} spreads such a shard only over its own length, so "
+                    "it mixes with its neighbours only; a block of at least one shard mixes "
+                    "better",
                     stacklevel=4)
 
     def picks(self, c: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,13 +92,13 @@ class EpochOrder:
         if c in self._cache:
             return self._cache[c]
         cfg = self.cfg
-        if cfg.shuffle and cfg.shuffle_algo == "naive":
+        if cfg.shuffle and not cfg.shard_aware:
             seq = self._naive_order()[c::self.num_canonical]
         else:
             if cfg.shuffle:
                 rng = np.random.default_rng([cfg.shuffle_seed, self.epoch, c, _SHUFFLE_TAG])
                 # No local reference to the picks: the shuffle may free them as it goes.
-                seq = get_shuffle(cfg.shuffle_algo)(
+                seq = cfg.shuffle_algorithm.shuffle(
                     *self.picks(c), rng, cfg.block_size(self.num_canonical))
             else:  # storage order; a repeated piece is read in whole passes ([0, 1, 0, 1])
                 seq = self.picks(c)[0]
@@ -107,7 +109,7 @@ class EpochOrder:
         if self._naive is None:
             ids = np.concatenate([self.picks(c)[0] for c in range(self.num_canonical)])
             rng = np.random.default_rng([self.cfg.shuffle_seed, self.epoch, _NAIVE_TAG])
-            self._naive = get_shuffle("naive")(ids, np.array([0, len(ids)]), rng, 1)
+            self._naive = self.cfg.shuffle_algorithm.shuffle(ids, np.array([0, len(ids)]), rng, 1)
         return self._naive
 
     def take(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

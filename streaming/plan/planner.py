@@ -15,7 +15,7 @@ from streaming.errors import PlanError
 from streaming.plan.batching import get_method
 from streaming.plan.config import PlanConfig
 from streaming.plan.order import EpochOrder
-from streaming.plan.partition import get_partition
+from streaming.plan.partition import partition_scheme
 from streaming.plan.world import World
 
 
@@ -61,7 +61,7 @@ def _setup(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int):
             "batch of the DataLoader): without it the position cannot be mapped to the workers' "
             "batches")
     num_canonical = cfg.canonical_nodes(world)
-    get_partition(cfg.partition_algo)(num_canonical, world.num_groups)
+    partition_scheme(cfg.partition_algo).check(num_canonical, world.num_groups)
     order = EpochOrder(cfg, num_canonical, int(epoch))
     return order, get_method(cfg.batching_method), cfg.device_batch()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from streaming.plan.layout import Layout
-from streaming.plan.shuffle import expand_runs, index_dtype
+from streaming.plan.shuffle.pieces import expand_runs, index_dtype
 
 _CANON_TAG, _PIECE_TAG, _ROW_TAG = 0x5C41, 0x5C42, 0x5C43
 

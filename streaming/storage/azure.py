@@ -29,6 +29,7 @@ from streaming.errors import (
     require,
 )
 from streaming.storage.base import CHUNK, Backend
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
 
 CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 # The second names of each pair are those the reference implementation and LitData read.
@@ -192,8 +193,8 @@ class AzureBackend(Backend):
 
     container: str
     account: str | None = None
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
+    connect_timeout: float = CONNECT_TIMEOUT
+    read_timeout: float = TIMEOUT
 
     parallel_ranges = True
 

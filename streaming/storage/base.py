@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from streaming.errors import DownloadTimeoutError, StorageError
+from streaming.errors import ArgumentError, DownloadTimeoutError, StorageError
 from streaming.storage.atomic import staged_file
 from streaming.util.pagewrite import write_sliced
 
@@ -99,7 +99,7 @@ class Backend(abc.ABC):
     ) -> bytes:
         """Bytes [start, end) of the object (end=None: to its end); StorageError if fewer arrive."""
         if start < 0 or (end is not None and end < start):
-            raise ValueError(f"{self.url(path)}: bad byte range [{start}, {end})")
+            raise ArgumentError(f"{self.url(path)}: bad byte range [{start}, {end})")
         if start == end:
             return b""
         data = b"".join(self._bounded(path, start, end, deadline))

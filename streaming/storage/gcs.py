@@ -29,6 +29,7 @@ from streaming.errors import (
     require,
 )
 from streaming.storage.base import CHUNK, Backend
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
@@ -119,8 +120,8 @@ class GCSBackend(Backend):
     """One bucket; paths are object names. Picklable: holds settings only."""
 
     bucket: str
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
+    connect_timeout: float = CONNECT_TIMEOUT
+    read_timeout: float = TIMEOUT
 
     parallel_ranges = True
 

@@ -29,6 +29,7 @@ from streaming.errors import (
     UnsupportedFeatureError,
 )
 from streaming.storage.base import CHUNK, Backend
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 _IDLE_PER_HOST = 32  # kept-alive connections per process and server
@@ -85,8 +86,8 @@ class HTTPBackend(Backend):
     scheme: str
     host: str
     userinfo: str | None = None
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
+    connect_timeout: float = CONNECT_TIMEOUT
+    read_timeout: float = TIMEOUT
 
     parallel_ranges = True
 

@@ -7,6 +7,7 @@ import os
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from streaming.errors import ArgumentError
 from streaming.storage.atomic import staged_file
 from streaming.storage.base import Backend, Verifier, check_size
 from streaming.storage.retry import RetryPolicy
@@ -16,7 +17,7 @@ from streaming.util.pagewrite import pwrite_sliced
 def spans(size: int, part_size: int) -> list[tuple[int, int]]:
     """[start, end) byte ranges of at most `part_size` covering [0, size)."""
     if part_size < 1:
-        raise ValueError(f"part_size must be positive, got {part_size}")
+        raise ArgumentError(f"part_size must be positive, got {part_size}")
     return [(start, min(start + part_size, size)) for start in range(0, size, part_size)]
 
 

@@ -12,10 +12,19 @@ from typing import TypeVar
 
 from streaming.errors import (
     AccessDeniedError,
+    ArgumentError,
     DownloadTimeoutError,
     ObjectNotFoundError,
     StorageError,
 )
+
+# The defaults every download, upload and backend starts from (one place to change them).
+RETRY = 2  # attempts after the first
+TIMEOUT = 60.0  # seconds per download attempt (and a backend's socket read timeout)
+CONNECT_TIMEOUT = 10.0  # seconds to connect, at most
+BACKOFF = 0.25  # seconds: the first backoff cap, doubled per attempt
+MAX_BACKOFF = 10.0
+UPLOAD_TIMEOUT = 600.0  # seconds per attempt to upload one shard file
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -37,16 +46,16 @@ def is_retryable(exc: BaseException) -> bool:
 class RetryPolicy:
     """`attempts` tries of at most `timeout` seconds each, with jittered backoff in between."""
 
-    attempts: int = 3
-    timeout: float = 60.0
-    backoff: float = 0.25
-    max_backoff: float = 10.0
+    attempts: int = RETRY + 1
+    timeout: float = TIMEOUT
+    backoff: float = BACKOFF
+    max_backoff: float = MAX_BACKOFF
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
-            raise ValueError(f"retry policy needs at least one attempt, got {self.attempts}")
+            raise ArgumentError(f"retry policy needs at least one attempt, got {self.attempts}")
         if not self.timeout > 0:
-            raise ValueError(f"timeout must be positive, got {self.timeout}")
+            raise ArgumentError(f"timeout must be positive, got {self.timeout}")
 
     def _cap(self, attempt: int) -> float:
         return min(self.max_backoff, self.backoff * 2**attempt)

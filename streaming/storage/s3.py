@@ -21,6 +21,7 @@ from streaming.errors import (
     StorageError,
 )
 from streaming.storage.base import CHUNK, Backend
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
 
 ENDPOINT_ENV = "S3_ENDPOINT_URL"
 # Env settings that change which credentials a new client picks up (part of the client cache key).
@@ -80,8 +81,8 @@ _loader: Any = None  # botocore's model loader (caller holds _clients_lock)
 
 def _botocore_session() -> Any:
     """A new botocore session (they are not thread-safe) sharing one model loader: parsing
-    botocore's JSON models is most of a client's 0.2 s start-up, and a forked DataLoader worker
-    inherits the parsed models, so its own client costs a few milliseconds."""
+    botocore's JSON models is most of a client's start-up, and a forked DataLoader worker
+    inherits the parsed models, so its own client is cheap to make."""
     import botocore.session
 
     global _loader
@@ -100,8 +101,8 @@ class S3Backend(Backend):
     bucket: str
     endpoint_url: str | None = field(default_factory=lambda: os.environ.get(ENDPOINT_ENV) or None)
     region: str | None = None
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
+    connect_timeout: float = CONNECT_TIMEOUT
+    read_timeout: float = TIMEOUT
 
     parallel_ranges = True
 

@@ -16,14 +16,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from streaming.storage.base import Backend, check_size
 from streaming.storage.ranged import read_part, spans
-from streaming.storage.retry import RetryPolicy
+from streaming.storage.retry import BACKOFF, RETRY, TIMEOUT, RetryPolicy
 from streaming.storage.transfer import MiB, timed_backend, transfer_policy
 
 
 def stream_object(
-    url: str, consume: Callable[[bytes], None], *, size: int, timeout: float = 60.0,
-    retry: int = 2, range_threshold: int = 16 * MiB, part_size: int = 8 * MiB,
-    max_parts: int = 8, backoff: float = 0.25,
+    url: str, consume: Callable[[bytes], None], *, size: int, timeout: float = TIMEOUT,
+    retry: int = RETRY, range_threshold: int = 16 * MiB, part_size: int = 8 * MiB,
+    max_parts: int = 8, backoff: float = BACKOFF,
 ) -> None:
     """Call `consume(piece)` with the `size` bytes of `url` in order. Transfer failures are
     retried (`retry` more attempts of at most `timeout` s each); a consumer's exception stops

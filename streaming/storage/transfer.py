@@ -8,11 +8,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from streaming.errors import HashMismatchError
+from streaming.errors import ArgumentError, HashMismatchError
 from streaming.storage.base import Backend, Verifier
 from streaming.storage.ranged import ranged_download
 from streaming.storage.registry import backend_for
-from streaming.storage.retry import RetryPolicy
+from streaming.storage.retry import BACKOFF, CONNECT_TIMEOUT, RETRY, TIMEOUT, RetryPolicy
 from streaming.storage.singleflight import single_flight
 
 MiB = 1 << 20
@@ -36,20 +36,20 @@ def _hash_verifier(url: str, dest: Path, expected: Mapping[str, str]) -> Verifie
 def transfer_policy(timeout: float, retry: int, backoff: float) -> RetryPolicy:
     """`retry` more attempts after the first, each of at most `timeout` seconds."""
     if retry < 0:
-        raise ValueError(f"retry must be >= 0, got {retry}")
+        raise ArgumentError(f"retry must be >= 0, got {retry}")
     return RetryPolicy(attempts=retry + 1, timeout=timeout, backoff=backoff)
 
 
 def timed_backend(url: str, timeout: float) -> tuple[Backend, str]:
     """`backend_for(url)` with its socket read timeout at `timeout` (connect: at most 10 s)."""
-    return backend_for(url, read_timeout=timeout, connect_timeout=min(timeout, 10.0))
+    return backend_for(url, read_timeout=timeout, connect_timeout=min(timeout, CONNECT_TIMEOUT))
 
 
 def fetch(
     url: str, dest: str | os.PathLike, *, expected_size: int | None = None,
-    expected_hashes: Mapping[str, str] | None = None, timeout: float = 60.0, retry: int = 2,
+    expected_hashes: Mapping[str, str] | None = None, timeout: float = TIMEOUT, retry: int = RETRY,
     range_threshold: int = 16 * MiB, part_size: int = 8 * MiB, max_parts: int = 8,
-    backoff: float = 0.25,
+    backoff: float = BACKOFF,
 ) -> Path:
     """Download `url` to `dest` (appears only complete and verified); return dest.
 
@@ -95,8 +95,8 @@ def fetch_once(
         return dest
     if wait_timeout is None:
         policy = transfer_policy(
-            options.get("timeout", 60.0), options.get("retry", 2), options.get("backoff", 0.25)
-        )
+            options.get("timeout", TIMEOUT), options.get("retry", RETRY),
+            options.get("backoff", BACKOFF))
         wait_timeout = policy.budget() + 5.0
     with single_flight(dest, deadline=time.monotonic() + wait_timeout):
         if _complete(dest, expected_size):
@@ -105,8 +105,8 @@ def fetch_once(
 
 
 def upload(
-    local: str | os.PathLike, url: str, *, retry: int = 2, timeout: float = 60.0,
-    backoff: float = 0.25,
+    local: str | os.PathLike, url: str, *, retry: int = RETRY, timeout: float = TIMEOUT,
+    backoff: float = BACKOFF,
 ) -> None:
     """Copy a local file to `url` with the download retry policy (multipart when large)."""
     policy = transfer_policy(timeout, retry, backoff)

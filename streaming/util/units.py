@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from streaming.errors import ArgumentError
+
 _BYTE_UNITS = {
     "": 1, "b": 1,
     "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
@@ -17,27 +19,27 @@ _PATTERN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$")
 
 def _parse(value: int | float | str, units: dict[str, int], what: str) -> int:
     if isinstance(value, bool):
-        raise ValueError(f"{what} must be a number or a string like '64mb', got {value!r}")
+        raise ArgumentError(f"{what} must be a number or a string like '64mb', got {value!r}")
     if isinstance(value, int):
         number, scale = value, 1
     elif isinstance(value, float):
         if not value.is_integer():
-            raise ValueError(f"{what} must be a whole number, got {value!r}")
+            raise ArgumentError(f"{what} must be a whole number, got {value!r}")
         number, scale = int(value), 1
     elif isinstance(value, str):
         match = _PATTERN.match(value.lower())
         if not match or match.group(2) not in units:
-            raise ValueError(f"cannot parse {what} {value!r} (examples: {_examples(units)})")
+            raise ArgumentError(f"cannot parse {what} {value!r} (examples: {_examples(units)})")
         number, scale = float(match.group(1)), units[match.group(2)]
     else:
-        raise ValueError(f"{what} must be an int or a string, got {type(value).__name__}")
+        raise ArgumentError(f"{what} must be an int or a string, got {type(value).__name__}")
     result = number * scale
     if isinstance(result, float):
         if not result.is_integer():
-            raise ValueError(f"{what} {value!r} is not a whole number")
+            raise ArgumentError(f"{what} {value!r} is not a whole number")
         result = int(result)
     if result < 0:
-        raise ValueError(f"{what} must be non-negative, got {value!r}")
+        raise ArgumentError(f"{what} must be non-negative, got {value!r}")
     return result
 
 

@@ -215,6 +215,6 @@ def test_batches_skip_the_profiler_annotation_unless_profiling(tokens_dir: Path,
 
 
 def test_an_iterator_without_dataloader_internals_is_used_as_is() -> None:
-    from streaming.loader import _unannotated
+    from streaming.loader_next import unannotated
 
-    assert list(_unannotated(iter([1, 2, 3]))) == [1, 2, 3]
+    assert list(unannotated(iter([1, 2, 3]))) == [1, 2, 3]

@@ -68,6 +68,20 @@ def test_once_per_worker_process(monkeypatch: pytest.MonkeyPatch) -> None:
         gc.unfreeze()
 
 
+def test_freeze_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("torch.utils.data.get_worker_info",
+                        lambda: SimpleNamespace(id=0, num_workers=1))
+    monkeypatch.setattr(worker, "_settled_pid", None)
+    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda: True)
+    monkeypatch.setenv(worker.GC_FREEZE_ENV, "0")
+    before = gc.get_freeze_count()
+    try:
+        assert settle_worker() is True
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
+
+
 def _in_fresh_python(code: str, **env: str) -> str:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, env={**os.environ, **env}, check=True,

@@ -11,10 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from streaming.errors import UnsupportedFeatureError
-from streaming.format.compression import parse_compression
-from streaming.format.hashing import is_supported_hash
+from streaming.errors import ArgumentError, UnsupportedFeatureError
 from streaming.storage.registry import split_scheme
+from streaming.storage.retry import UPLOAD_TIMEOUT
 from streaming.util.units import parse_bytes
 from writers.convert.infer import infer_columns
 from writers.convert.parallel import (
@@ -30,6 +29,7 @@ from writers.convert.parallel import (
 )
 from writers.convert.progress import Progress
 from writers.convert.source import Piece, Source, Transform, first_samples
+from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes
 from writers.upload import make_uploader, resolve_output
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,6 @@ _EXTENSIONS = {
 PART_BYTES = 256 << 20
 PART_ROWS = 1 << 20
 INFER_SAMPLES = 200  # transformed in the driver too, so keep it modest
-DEFAULT_SIZE_LIMIT = 1 << 26
 
 
 def detect_format(source: Any) -> str:
@@ -54,10 +53,10 @@ def detect_format(source: Any) -> str:
         if path.is_dir():
             if (path / "dataset_info.json").is_file() or (path / "state.json").is_file():
                 return "hf"
-            raise ValueError(f"cannot tell the format of folder {path}; pass format=")
+            raise ArgumentError(f"cannot tell the format of folder {path}; pass format=")
         fmt = _EXTENSIONS.get(path.suffix.lower())
         if fmt is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"cannot tell the format of {path} from its extension; "
                 f"pass format= (one of {', '.join(FORMATS[:-1])})"
             )
@@ -71,7 +70,7 @@ def open_source(source: Any, fmt: str | None = None) -> tuple[Source, str]:
     """A Source object for `source` in format `fmt` (detected when None)."""
     fmt = (fmt or detect_format(source)).lower()
     if fmt not in FORMATS:
-        raise ValueError(f"unknown input format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise ArgumentError(f"unknown input format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if isinstance(source, (str, os.PathLike)) and fmt != "hf" and split_scheme(source)[0] not in (
         "", "file"
     ):
@@ -108,14 +107,6 @@ def resolve_columns(source: Source, transform: Transform | None,
     base.update(given)
     inferred = infer_columns(samples, base)
     return {name: enc for name, enc in inferred.items() if enc is not None}
-
-
-def _check_options(compression: str | None, hashes: list[str] | None) -> None:
-    """Fail on bad writer options before any input is read or any folder is made."""
-    parse_compression(compression)
-    bad = [h for h in hashes or [] if not is_supported_hash(h)]
-    if bad:
-        raise ValueError(f"unsupported hash algorithm(s) {', '.join(map(repr, bad))} in hashes=")
 
 
 def _units(source: Source, piece: Piece) -> int:
@@ -159,13 +150,15 @@ def convert(
     """
     started = time.monotonic()
     if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
+        raise ArgumentError(f"workers must be at least 1, got {workers}")
     if size_limit is not None:
         size_limit = parse_bytes(size_limit)
-    _check_options(compression, hashes)
+    # Bad writer options fail before any input is read or any folder is made.
+    check_compression(compression)
+    check_hashes(hashes, "convert(hashes=")
     output = resolve_output(out)
     if output.remote is not None:  # convert into the local (or a staging) folder, then upload
-        uploader = make_uploader(output, timeout=timeout or 600.0, exist_ok=exist_ok)
+        uploader = make_uploader(output, timeout=timeout or UPLOAD_TIMEOUT, exist_ok=exist_ok)
         try:
             result = convert(
                 source, output.local, format=format, columns=columns, transform=transform,

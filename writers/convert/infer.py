@@ -139,9 +139,9 @@ def _to_array(dtype: str, from_text: bool) -> Callable[[Any], Any]:
             value = json.loads(value)
         arr = np.asarray(value)
         if arr.size == 0:
-            raise ValueError("an empty list cannot be stored in an ndarray column (MDS arrays "
-                             "hold at least one element); drop such records in transform= or "
-                             "use the 'json' encoding for this column")
+            raise EncodeError("an empty list cannot be stored in an ndarray column (MDS arrays "
+                              "hold at least one element); drop such records in transform= or "
+                              "use the 'json' encoding for this column")
         # same_kind refuses float -> int, so a stray 1.5 in a token list is an error, not a 1.
         return arr if arr.dtype == target else arr.astype(target, casting="same_kind")
 

@@ -11,7 +11,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from streaming.errors import require
+from streaming.errors import ShardCorruptError, require
 from streaming.format.encodings.base import Encoding
 
 
@@ -39,7 +39,7 @@ def _unpack_list(data: memoryview | bytes, offset: int) -> list[memoryview]:
         items.append(view[pos : pos + size])
         pos += size
     if pos != len(view):
-        raise ValueError(f"image list payloads end at {pos}, value has {len(view)} bytes")
+        raise ShardCorruptError(f"image list payloads end at {pos}, value has {len(view)} bytes")
     return items
 
 
@@ -108,7 +108,7 @@ class ImageListEncoding(Encoding):
 
     def decode(self, data: memoryview | bytes) -> list[Any]:
         if self.lead and bytes(data[: len(self.lead)]) != self.lead:
-            raise ValueError(f"{self.name} value does not start with {self.lead.hex()}")
+            raise ShardCorruptError(f"{self.name} value does not start with {self.lead.hex()}")
         return [self.item.decode(part) for part in _unpack_list(data, len(self.lead))]
 
 

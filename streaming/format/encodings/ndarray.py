@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import UnknownEncodingError
+from streaming.errors import ShardCorruptError, UnknownEncodingError
 from streaming.format.encodings.base import Encoding, FileBytes
 
 DTYPE_CODES: dict[str, int] = {
@@ -103,7 +103,7 @@ class NDArrayEncoding(Encoding):
         if dtype is None:
             dtype = _BY_CODE.get(data[0])
             if dtype is None:
-                raise ValueError(f"unknown ndarray dtype code {data[0]}")
+                raise ShardCorruptError(f"unknown ndarray dtype code {data[0]}")
             offset = 1
         shape = self.shape
         if shape is None:

@@ -9,17 +9,22 @@ shuffling every epoch has one order.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from streaming.plan.batching import (
+from streaming.plan.batching.sequence import (
     full_chunks,
     interleave_epoch,
     round_to_batch,
     sequence_share,
     stream_orders,
 )
-from streaming.plan.order import EpochOrder
-from streaming.plan.world import World
+from streaming.plan.traits import BatchingMethod
+
+if TYPE_CHECKING:
+    from streaming.plan.order import EpochOrder
+    from streaming.plan.world import World
 
 
 def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
@@ -41,3 +46,7 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
 def group_batches(order: EpochOrder, world: World, batch: int, start: int):
     """[batches, group ranks, batch] ids for the asking group."""
     return sequence_share(global_sequence, order, world, batch, start)
+
+
+METHOD = BatchingMethod("device_per_stream", group_batches, global_sequence,
+                        needs_batch_size=True, batch_aligned_resume=True)

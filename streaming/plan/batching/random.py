@@ -12,10 +12,15 @@ with fewer repeats than ranks, each a sample another rank of the same node group
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from streaming.plan.order import EpochOrder
-from streaming.plan.world import World
+from streaming.plan.traits import BatchingMethod
+
+if TYPE_CHECKING:
+    from streaming.plan.order import EpochOrder
+    from streaming.plan.world import World
 
 
 def _end(order: EpochOrder, ranks: int, start: int) -> int:
@@ -87,3 +92,7 @@ def group_batches(order: EpochOrder, world: World, batch: int, start: int):
     first = start + (world.group - start) % groups
     ids = _extend(order, first, groups, order.take_progression(first, groups, count), groups)
     return _to_batches(ids.reshape(-1, group_ranks), batch), start
+
+
+METHOD = BatchingMethod("random", group_batches, global_sequence,
+                        needs_batch_size=False, batch_aligned_resume=False)

@@ -9,12 +9,17 @@ streams are spread evenly, so every device batch gets its share of each.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from streaming.errors import PlanError
-from streaming.plan.batching import round_to_batch, sequence_share, stream_orders
-from streaming.plan.order import EpochOrder
-from streaming.plan.world import World
+from streaming.plan.batching.sequence import round_to_batch, sequence_share, stream_orders
+from streaming.plan.traits import BatchingMethod
+
+if TYPE_CHECKING:
+    from streaming.plan.order import EpochOrder
+    from streaming.plan.world import World
 
 
 def batch_parts(stream_sizes: np.ndarray, global_batch: int) -> np.ndarray:
@@ -68,3 +73,7 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
 def group_batches(order: EpochOrder, world: World, batch: int, start: int):
     """[batches, group ranks, batch] ids for the asking group."""
     return sequence_share(global_sequence, order, world, batch, start)
+
+
+METHOD = BatchingMethod("stratified", group_batches, global_sequence,
+                        needs_batch_size=True, batch_aligned_resume=True)

@@ -1,27 +1,25 @@
 """Partition schemes by name: which canonical-node counts a physical topology may use.
 
 The global order never depends on the number of nodes; the scheme only decides whether a
-topology is accepted. Node group q always serves positions p = s + q (mod groups).
+topology is accepted. Node group q always serves positions p = s + q (mod groups). Each module
+exports its `SCHEME` record (streaming.plan.traits).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from streaming.errors import PlanError
+from streaming.plan.partition import orig, relaxed
+from streaming.plan.traits import PartitionScheme
 
-SCHEMES = ("orig", "relaxed")
+PARTITIONS: dict[str, PartitionScheme] = {
+    "orig": orig.SCHEME,
+    "relaxed": relaxed.SCHEME,
+}
+SCHEMES = tuple(PARTITIONS)
 
 
-def get_partition(name: str) -> Callable[[int, int], None]:
-    """The topology check registered under `name`."""
-    if name not in SCHEMES:
+def partition_scheme(name: str) -> PartitionScheme:
+    """The scheme registered under `name` (PlanError for unknown names)."""
+    if name not in PARTITIONS:
         raise PlanError(f"partition_algo {name!r} is unknown; choose one of {list(SCHEMES)}")
-    return __import__(f"streaming.plan.partition.{name}", fromlist=["check"]).check
-
-
-def compatible_counts(num_canonical: int, limit: int = 10_000) -> list[int]:
-    """Node-group counts that divide, or are multiples of, `num_canonical` (up to `limit`)."""
-    divisors = [n for n in range(1, num_canonical + 1) if num_canonical % n == 0]
-    multiples = [num_canonical * k for k in range(2, limit // num_canonical + 1)][:4]
-    return divisors + multiples
+    return PARTITIONS[name]

@@ -6,7 +6,14 @@ Each node then reads exactly C / groups canonical nodes (or shares one), the bes
 from __future__ import annotations
 
 from streaming.errors import PlanError
-from streaming.plan.partition import compatible_counts
+from streaming.plan.traits import PartitionScheme
+
+
+def compatible_counts(num_canonical: int, limit: int = 10_000) -> list[int]:
+    """Node-group counts that divide, or are multiples of, `num_canonical` (up to `limit`)."""
+    divisors = [n for n in range(1, num_canonical + 1) if num_canonical % n == 0]
+    multiples = [num_canonical * k for k in range(2, limit // num_canonical + 1)][:4]
+    return divisors + multiples
 
 
 def check(num_canonical: int, num_groups: int) -> None:
@@ -17,3 +24,6 @@ def check(num_canonical: int, num_groups: int) -> None:
             f"or a divisor of the {num_groups} data-parallel node groups; node counts that "
             f"work: {compatible_counts(num_canonical)}... (or use partition_algo='relaxed')"
         )
+
+
+SCHEME = PartitionScheme("orig", check, any_node_count=False)

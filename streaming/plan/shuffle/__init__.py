@@ -3,71 +3,33 @@
 Each algorithm takes a canonical node's sample ids grouped by piece (pieces in canonical order,
 `bounds` delimiting them) and a seeded generator, and returns the ids in a new order.
 Shard-aware algorithms only reorder within one canonical node; `naive` is applied once to the
-whole epoch instead.
+whole epoch instead. Each module exports its `ALGORITHM` record (streaming.plan.traits).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import numpy as np
-
 from streaming.errors import PlanError
+from streaming.plan.shuffle import naive, py1b, py1br, py1e, py1s, py2s
+from streaming.plan.traits import ShuffleAlgorithm, ShuffleFn
 
-ShuffleFn = Callable[[np.ndarray, np.ndarray, np.random.Generator, int], np.ndarray]
+SHUFFLES: dict[str, ShuffleAlgorithm] = {
+    "naive": naive.ALGORITHM,
+    "py1s": py1s.ALGORITHM,
+    "py2s": py2s.ALGORITHM,
+    "py1b": py1b.ALGORITHM,
+    "py1br": py1br.ALGORITHM,
+    "py1e": py1e.ALGORITHM,
+}
+ALGORITHMS = tuple(SHUFFLES)
 
-SHARD_AWARE = ("py1s", "py2s", "py1b", "py1br", "py1e")
-ALGORITHMS = ("naive", *SHARD_AWARE)
+
+def shuffle_algorithm(name: str) -> ShuffleAlgorithm:
+    """The shuffle registered under `name` (PlanError for unknown names)."""
+    if name not in SHUFFLES:
+        raise PlanError(f"shuffle_algo {name!r} is unknown; choose one of {list(ALGORITHMS)}")
+    return SHUFFLES[name]
 
 
 def get_shuffle(name: str) -> ShuffleFn:
     """The shuffle function registered under `name` (PlanError for unknown names)."""
-    if name not in ALGORITHMS:
-        raise PlanError(f"shuffle_algo {name!r} is unknown; choose one of {list(ALGORITHMS)}")
-    module = __import__(f"streaming.plan.shuffle.{name}", fromlist=["shuffle"])
-    return module.shuffle
-
-
-def index_dtype(total: int) -> type:
-    """Narrowest signed integer type that indexes `total` positions (halves memory and time)."""
-    return np.int32 if total < 2**31 else np.int64
-
-
-def expand_runs(src_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ranges [src_starts[i], src_starts[i] + lengths[i]) without a loop."""
-    total = int(lengths.sum())
-    dtype = index_dtype(int(src_starts.max(initial=0)) + total)
-    dst_starts = np.cumsum(lengths) - lengths
-    out = np.repeat((src_starts - dst_starts).astype(dtype), lengths)
-    out += np.arange(total, dtype=dtype)
-    return out
-
-
-def positions_in_order(lengths: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Positions of pieces laid out in `order` (pieces originally consecutive, in index order)."""
-    starts = np.cumsum(lengths) - lengths
-    return expand_runs(starts[order], lengths[order])
-
-
-def shuffle_segments(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator) -> None:
-    """Shuffle `values` in place within each segment [bounds[i], bounds[i+1])."""
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        if b - a > 1:
-            rng.shuffle(values[a:b])
-
-
-def shuffled_pieces(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """`values` with its pieces in a random order, and the reordered pieces' bounds."""
-    lengths = np.diff(bounds)
-    order = rng.permutation(len(lengths))
-    lens = lengths[order]
-    return values[positions_in_order(lengths, order)], np.concatenate(([0], np.cumsum(lens)))
-
-
-def shuffle_blocks(values: np.ndarray, block: int, rng: np.random.Generator) -> None:
-    """Shuffle `values` in place within consecutive blocks of `block` entries."""
-    full = len(values) - len(values) % block
-    body = values[:full].reshape(-1, block)
-    rng.permuted(body, axis=1, out=body)
-    rng.shuffle(values[full:])
+    return shuffle_algorithm(name).shuffle

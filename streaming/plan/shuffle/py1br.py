@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.plan.shuffle import shuffle_segments, shuffled_pieces
+from streaming.plan.shuffle.pieces import shuffle_segments, shuffled_pieces
+from streaming.plan.traits import ShuffleAlgorithm
 
 
 def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
@@ -21,3 +22,7 @@ def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
     cuts = np.append(cuts[cuts < total], total)
     shuffle_segments(values, cuts, rng)
     return values
+
+
+# As py1b, with blocks up to 1.25x the block size.
+ALGORITHM = ShuffleAlgorithm("py1br", shuffle, block_spread=2.5)

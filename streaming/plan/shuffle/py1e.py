@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.plan.shuffle import expand_runs, shuffle_blocks, shuffle_segments, shuffled_pieces
+from streaming.plan.shuffle.pieces import (
+    expand_runs,
+    shuffle_blocks,
+    shuffle_segments,
+    shuffled_pieces,
+)
+from streaming.plan.traits import ShuffleAlgorithm
 
 
 def _bucket(block: int) -> int:
@@ -59,3 +65,8 @@ def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
     del values
     shuffle_blocks(out, _bucket(max(int(block_size), 1)), rng)
     return out
+
+
+# Windows near the two ends of a node's range are shifted inside it, so 1.5 blocks' worth of
+# shards overlap there (checked in tests/cache/test_fit.py).
+ALGORITHM = ShuffleAlgorithm("py1e", shuffle, block_spread=1.5, centred_windows=True)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.plan.shuffle import py1s, shuffle_segments
+from streaming.plan.shuffle import py1s
+from streaming.plan.shuffle.pieces import shuffle_segments
+from streaming.plan.traits import ShuffleAlgorithm
 
 
 def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
@@ -23,3 +25,7 @@ def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
     cuts = np.unique(np.concatenate(([0], np.arange(offset, total, window), [total])))
     shuffle_segments(values, cuts, rng)
     return values
+
+
+# Windows straddle two shards per canonical node, plus drift between canonical nodes (see py1s).
+ALGORITHM = ShuffleAlgorithm("py2s", shuffle, canonical_per_node=64, shards_per_canonical=3.0)

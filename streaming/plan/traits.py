@@ -1,0 +1,79 @@
+"""What each shuffle, partition and batching algorithm is, as a record its module exports.
+
+Config validation, the planner and cache fitting read these traits instead of lists of names,
+so adding an algorithm means writing one module and one registry entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from streaming.plan.order import EpochOrder
+    from streaming.plan.world import World
+
+ShuffleFn = Callable[[np.ndarray, np.ndarray, np.random.Generator, int], np.ndarray]
+# (order, world, per-device batch, resume position) -> [batches, group ranks, batch], start
+GroupBatchesFn = Callable[["EpochOrder", "World", int, int], tuple[np.ndarray, int]]
+# (order, world, per-device batch, resume position) -> ids, padding mask, start
+GlobalSequenceFn = Callable[["EpochOrder", "World", int, int],
+                            tuple[np.ndarray, np.ndarray, int]]
+
+
+@dataclass(frozen=True)
+class ShuffleAlgorithm:
+    """A shuffle and what planning and cache fitting need to know about it.
+
+    shard_aware: reorders within one canonical node (False: applied once to the whole epoch).
+    canonical_per_node: default canonical nodes per node group when the user sets none.
+    block_spread: peak shards in use at once, in blocks' worth of samples (None: the algorithm
+        ignores shuffle_block_size, so the cache cannot be fitted by the block).
+    shards_per_canonical: peak shards in use at once per canonical node a node reads, for
+        algorithms whose locality the canonical node count bounds (None: not such an algorithm).
+    centred_windows: spreads each shard over a window of max(shard, block) samples centred on
+        it, so a block smaller than a shard leaves that shard unmixed with its neighbours.
+    """
+
+    name: str
+    shuffle: ShuffleFn
+    shard_aware: bool = True
+    canonical_per_node: int = 1
+    block_spread: float | None = None
+    shards_per_canonical: float | None = None
+    centred_windows: bool = False
+
+    @property
+    def block_based(self) -> bool:
+        """Whether shuffle_block_size bounds the shards in use (and the cache fits the block)."""
+        return self.block_spread is not None
+
+
+@dataclass(frozen=True)
+class PartitionScheme:
+    """A partition scheme: the check that a node count suits a canonical node count.
+
+    any_node_count: every node count is accepted (only locality varies with it).
+    """
+
+    name: str
+    check: Callable[[int, int], None]
+    any_node_count: bool
+
+
+@dataclass(frozen=True)
+class BatchingMethod:
+    """A batching method: the asking node group's batches, or the whole global sequence.
+
+    needs_batch_size: the method cannot group an epoch without the per-device batch size.
+    batch_aligned_resume: a resume position is rounded down to a global batch boundary.
+    """
+
+    name: str
+    group_batches: GroupBatchesFn
+    global_sequence: GlobalSequenceFn
+    needs_batch_size: bool
+    batch_aligned_resume: bool
