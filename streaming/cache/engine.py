@@ -36,6 +36,7 @@ from streaming.coord.flag import FailureFlag
 from streaming.coord.names import Namespace
 from streaming.coord.wait import Deadline, Flag
 from streaming.errors import (
+    ArgumentError,
     CacheLimitError,
     CacheSpaceError,
     CoordinationError,
@@ -46,6 +47,7 @@ from streaming.util.units import parse_bytes
 
 log = logging.getLogger(__name__)
 
+PREPARE_THREADS = 4  # shards prepared at once (decompression and downloads release the GIL)
 LOCK_SLACK = 4096  # bytes reserved per preparation for the small lock files it creates
 REFRESH_STEPS = 8  # a reader rewrites its horizon at most this often (in samples)
 READY, BUSY, WAIT = "ready", "busy", "wait"  # outcomes of CacheEngine._bring
@@ -92,7 +94,7 @@ class CacheEngine:
 
     def __init__(self, preparer: Any, *, cache_limit: int | str | None = None,
                  predownload: int = 64, max_downloads: int | None = 8,
-                 prefetch_threads: int = 2, wait_timeout: float | None = None,
+                 prefetch_threads: int = PREPARE_THREADS, wait_timeout: float | None = None,
                  flag: Flag | None = None) -> None:
         self.preparer = preparer
         self.footprint = shard_footprint(preparer.table, preparer.streams)
@@ -149,8 +151,8 @@ class CacheEngine:
     def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
         if isinstance(state.get("flag"), FailureFlag):
-            # A pickled copy would be a private snapshot; the new process sets `engine.flag`
-            # from its own attachment to the node (NodeCoordinator.flag).
+            # A pickled copy would be a private snapshot: pass the NodeCoordinator as the flag
+            # instead, which a new process unpickles as its own attachment to the node.
             state["flag"] = None
         return state
 
@@ -181,8 +183,7 @@ class CacheEngine:
 
     def effective_limit(self) -> int | None:
         """The node's limit: the smallest any process sharing these folders asked for."""
-        value = int(self.table._globals[6])
-        return value if value > 0 else None
+        return self.table.node_limit
 
     def _scan(self, table: tb.CacheTable) -> None:
         """First process on the node: adopt complete shards on disk, drop orphans, and count
@@ -216,7 +217,7 @@ class CacheEngine:
         self._errors.clear()  # a new pass tries again what failed in the last one
         seq = np.asarray(shards, np.int64).reshape(-1)
         if len(seq) and (int(seq.min()) < 0 or int(seq.max()) >= len(self.cached)):
-            raise ValueError(f"follow() needs shard ids in [0, {len(self.cached)}) (drop the -1 "
+            raise ArgumentError(f"follow() needs shard ids in [0, {len(self.cached)}) (drop the -1 "
                              "padding of a plan before mapping ids to shards)")
         starts = np.flatnonzero(np.diff(seq) != 0) + 1 if len(seq) else seq
         self._run_start = np.concatenate([[0], starts]).astype(np.int64) if len(seq) else seq
@@ -300,6 +301,11 @@ class CacheEngine:
         finally:
             self._count(tb.WAIT, time.monotonic_ns() - started)
         return self.preparer.raw_path(shard)
+
+    def pinned(self) -> np.ndarray | None:
+        """Mask of the shards read under a pin: the cached ones while a cache_limit is in force
+        (an open file of an evicted shard would keep its blocks); None without a limit."""
+        return self.cached if self.effective_limit() is not None else None
 
     def present(self, shards: np.ndarray) -> bool:
         """Whether every one of `shards` can be acquired without waiting right now."""
@@ -404,8 +410,8 @@ class CacheEngine:
                     f"{self._name(shard)} needs {cost} bytes in the cache while it is prepared, "
                     f"more than cache_limit={limit} leaves beside {table.other_bytes} bytes "
                     f"of other files in {', '.join(self.dirs)}")
-            slots = int(table._globals[7])
-            if slots > 0 and int((table.state == tb.PREPARING).sum()) >= slots:
+            slots = table.node_downloads
+            if slots is not None and int((table.state == tb.PREPARING).sum()) >= slots:
                 return WAIT
             if not self._make_room(cost, farther_than):
                 return WAIT

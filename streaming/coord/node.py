@@ -181,6 +181,15 @@ class NodeCoordinator:
             return None
         return f"the node leader ({self.leader}) of {self.ns} died"
 
+    def reason(self) -> str | None:
+        """The reason of a failure any process of the node raised, if any (so the node is a
+        `wait.Flag` that pickles into a new process as that process's own attachment)."""
+        return self.flag.reason()
+
+    def error(self, context: str = "") -> Exception | None:
+        """The node failure as an exception of its cause's class, if any (see `FailureFlag`)."""
+        return self.flag.error(context)
+
     def fail(self, reason: str, *, kind: str = "") -> None:
         """Raise the node's failure flag so every waiting process stops with `reason` (as an
         error of class `kind`), marked with the epoch last passed to `check`."""

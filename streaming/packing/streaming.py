@@ -184,8 +184,8 @@ class PackedStreamingDataset(StreamingDataset):
 
     def _samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
         item = self.__getitem__ if self._overridden() else None
-        for chunk in iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                                 self.predownload, item, **self._cache_args()):
+        for chunk in iter_chunks(ids, self.spanner.locate, self._reader, self.source, item,
+                                 open_file=self._open_file):
             yield from chunk
 
     def _tokens(self, sample_id: int, sample: dict[str, Any]) -> np.ndarray:

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from streaming.errors import CoordinationError, ShardCorruptError
 from streaming.format import ShardReader, read_index
-from streaming.iterate import Prefetcher, _first_uses, read_size
+from streaming.iterate import read_size
+from streaming.read.source import LocalSource, first_uses
 from writers.mds import MDSWriter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mds-reference"
@@ -135,10 +136,10 @@ def test_read_size(mean: float, multiple: int, rows: int) -> None:
     assert read_size(mean, multiple) == rows
 
 
-def test_first_uses_and_prefetcher_order_and_errors() -> None:
+def test_first_uses_and_local_source_order_and_errors() -> None:
     shards = np.array([3, 1, 3, 0, 1, 5, 0])
-    assert _first_uses(shards) == ([3, 1, 0, 5], [0, 1, 3, 5])
-    assert _first_uses(np.zeros(0, np.int64)) == ([], [])
+    assert first_uses(shards) == ([3, 1, 0, 5], [0, 1, 3, 5])
+    assert first_uses(np.zeros(0, np.int64)) == ([], [])
     done: list[int] = []
     lock = threading.Lock()
 
@@ -146,8 +147,8 @@ def test_first_uses_and_prefetcher_order_and_errors() -> None:
         with lock:
             done.append(shard)
 
-    prefetch = Prefetcher(prepare, np.repeat(np.arange(8), 10), ahead=15, threads=3)
-    prefetch.start()
+    prefetch = LocalSource(prepare, ahead=15, threads=3)
+    prefetch.follow(np.repeat(np.arange(8), 10))
 
     def wait_for(count: int) -> None:
         deadline = time.monotonic() + 10
@@ -165,13 +166,13 @@ def test_first_uses_and_prefetcher_order_and_errors() -> None:
     def broken(shard: int) -> None:
         raise OSError(f"no shard {shard}")
 
-    failing = Prefetcher(broken, np.array([4, 4]), ahead=8)
-    failing.start()
+    failing = LocalSource(broken, ahead=8)
+    failing.follow(np.array([4, 4]))
     deadline = time.monotonic() + 10
-    while failing.error is None and time.monotonic() < deadline:
-        time.sleep(0.01)
     with pytest.raises(OSError, match="no shard 4") as caught:  # the root cause, as it is
-        failing.check()
+        while time.monotonic() < deadline:
+            failing.check()
+            time.sleep(0.01)
     assert not isinstance(caught.value, CoordinationError)
 
 
