@@ -1,5 +1,6 @@
-"""The node-wide shard table: one int64 shared-memory segment that every process using the same
-cache folders maps, guarded by one coord FileLock for state changes.
+"""The node's cache table (`CacheTable`, the live state of the cache; a shard's fixed facts are the
+`ShardTable` of `cache.prepare`): one int64 shared-memory segment that every process using the
+same cache folders maps, guarded by one coord FileLock for state changes.
 
 Layout: globals, then five per-shard columns (state, owner reader + 1, bytes on disk, bytes
 reserved for an in-flight preparation, failed attempts), then one row per reader slot (process
