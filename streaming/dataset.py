@@ -21,17 +21,17 @@ from streaming.coord.node import NodeCoordinator
 from streaming.coord.plans import PlanBoard
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.dataset_compat import ReferenceAPI
-from streaming.epochs import EpochCounter, IterationStart
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.format.split import open_shard
-from streaming.iterate import iter_chunks, read_size
-from streaming.open_shards import OpenShards
 from streaming.plan import PlanConfig, World, plan_node
+from streaming.read.epochs import EpochCounter, IterationStart
+from streaming.read.iterate import iter_chunks, read_size
+from streaming.read.open_shards import OpenShards
 from streaming.read.source import ShardSource, shard_source
-from streaming.spanner import Spanner
+from streaming.read.spanner import Spanner
 from streaming.state import ResumeState, WorkerPosition
 from streaming.stream import Stream, stream_class
 from streaming.util.units import parse_bytes

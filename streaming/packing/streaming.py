@@ -18,12 +18,12 @@ import numpy as np
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.dataset import StreamingDataset
 from streaming.errors import PlanError, StateMismatchError
-from streaming.iterate import iter_chunks
 from streaming.packing.lengths import load_lengths
 from streaming.packing.planner import pack_lengths
 from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.registry import make_packer
 from streaming.plan import World, plan_node
+from streaming.read.iterate import iter_chunks
 from streaming.state import ResumeState, WorkerPosition
 from streaming.world_detect import worker_slot
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from streaming.errors import CoordinationError, ShardCorruptError
 from streaming.format import ShardReader, read_index
-from streaming.iterate import read_size
+from streaming.read.iterate import read_size
 from streaming.read.source import LocalSource, first_uses
 from writers.mds import MDSWriter
 
@@ -182,7 +182,7 @@ N_PAGED = 12_000
 def test_chunks_in_the_page_cache_are_read_without_the_reader_thread(tmp_path, monkeypatch):
     """Once a chunk's shards are open and its bytes cached, its read runs in the iterating
     thread (RWF_NOWAIT); the reader thread is only for reads that may wait."""
-    import streaming.iterate as iterate_module
+    import streaming.read.iterate as iterate_module
     from streaming import StreamingDataset
     from streaming.format.shard import NOWAIT_READS
 
@@ -215,8 +215,8 @@ def test_chunks_in_the_page_cache_are_read_without_the_reader_thread(tmp_path, m
 def _refused_nowait_reads(tmp_path, monkeypatch, samples: int, error: OSError) -> list[int]:
     """A `samples`-row dataset at tmp_path/ds, with no-wait reads on and every one of them
     failing with `error`; returns the list that gets an item per no-wait read asked for."""
-    import streaming.iterate as iterate_module
-    import streaming.shelf as shelf_module
+    import streaming.read.iterate as iterate_module
+    import streaming.read.shelf as shelf_module
 
     monkeypatch.setattr(iterate_module, "NOWAIT_READS", True)
     with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
@@ -258,7 +258,7 @@ def test_a_filesystem_without_nowait_reads_falls_back_to_the_reader_thread(tmp_p
 def test_frequent_refusals_stop_the_in_thread_attempts(tmp_path, monkeypatch):
     """Readers sharing shards get cached pages refused (EAGAIN); past a quarter refused, a pass
     stops trying and reads in the thread, instead of starting each read twice."""
-    import streaming.iterate as iterate_module
+    import streaming.read.iterate as iterate_module
     from streaming import StreamingDataset
 
     asked = _refused_nowait_reads(tmp_path, monkeypatch, 40_000, BlockingIOError("refused"))

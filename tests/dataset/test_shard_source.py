@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from streaming.format.split import open_shard
-from streaming.iterate import iter_chunks
+from streaming.read.iterate import iter_chunks
 from streaming.read.source import LocalSource, ShardSource
 from tests.cache._data import open_dataset, write_dataset
 

@@ -30,7 +30,7 @@ from streaming.format.shard import (
     read_spans_into,
     samples_of,
 )
-from streaming.open_shards import MIN_CAPACITY, default_capacity
+from streaming.read.open_shards import MIN_CAPACITY, default_capacity
 from streaming.read.source import ShardSource
 
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
