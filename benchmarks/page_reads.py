@@ -24,10 +24,10 @@ from _child_epoch import run
 # reader thread (the behaviour before in-thread page-cache reads).
 CHILD = r"""
 import json, sys
-import streaming.iterate
+import streaming.read.iterate
 from _child_epoch import timed
 if sys.argv[3] == "thread":
-    streaming.iterate.NOWAIT_READS = False
+    streaming.read.iterate.NOWAIT_READS = False
 from streaming import StreamingDataLoader, StreamingDataset
 ds = StreamingDataset(local=sys.argv[1], shuffle=True, batch_size=64)
 result = timed(StreamingDataLoader(ds, batch_size=64, num_workers=int(sys.argv[2])))

@@ -18,18 +18,20 @@ from streaming.cache.split_meta import prepare_meta_files
 from streaming.collate import collate_column
 from streaming.coord.names import Namespace
 from streaming.coord.node import NodeCoordinator
+from streaming.coord.plans import PlanBoard
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.dataset_compat import ReferenceAPI
-from streaming.epochs import EpochCounter, IterationStart
 from streaming.errors import PlanError, StateMismatchError
 from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.format.split import open_shard
-from streaming.iterate import PREPARE_THREADS, PlanBoard, iter_chunks, read_size
-from streaming.open_shards import OpenShards
 from streaming.plan import PlanConfig, World, plan_node
-from streaming.spanner import Spanner
+from streaming.read.epochs import EpochCounter, IterationStart
+from streaming.read.iterate import iter_chunks, read_size
+from streaming.read.open_shards import OpenShards
+from streaming.read.source import ShardSource, shard_source
+from streaming.read.spanner import Spanner
 from streaming.state import ResumeState, WorkerPosition
 from streaming.stream import Stream, stream_class
 from streaming.util.units import parse_bytes
@@ -181,6 +183,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                                     self._namespace.name(f"e{rank}k"), create=True)
         self._board = PlanBoard(self._namespace)
         self.cache = self._start_cache(cache_limit)
+        self.source: ShardSource = shard_source(self.cache, self.preparer, self.predownload)
 
     def _fit_cache(self, limit: int) -> PlanConfig:
         """The plan config with a shuffle the cache can hold (the defaults, when they fit): a
@@ -269,8 +272,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         from streaming.cache.engine import CacheEngine  # local-only datasets never load it
 
         engine = CacheEngine(self.preparer, cache_limit=cache_limit,
-                             predownload=self.predownload, prefetch_threads=PREPARE_THREADS,
-                             flag=self._node.flag).attach()
+                             predownload=self.predownload, flag=self._node).attach()
         if engine.effective_limit() is not None:
             try:
                 engine.check_plan(plan_node(self.config, self.world, 0, 0).ids,
@@ -421,10 +423,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
         world, ids = self._begin()
         item = self.__getitem__ if self._overridden() else None
-        chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                             self.predownload, item,
-                             chunk=self._read_rows(1),
-                             **self._cache_args())
+        chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.source, item,
+                             chunk=self._read_rows(1), open_file=self._open_file)
         self._yielded = 0
         try:
             for chunk in chunks:
@@ -453,9 +453,9 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         world, ids = self._begin()
         names = self._codecs[0].column_names
         rows = self._read_rows(batch_size)
-        chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                             self.predownload, chunk=rows, first=batch_size, columns=True,
-                             views=views, **self._cache_args())
+        chunks = iter_chunks(ids, self.spanner.locate, self._reader, self.source,
+                             chunk=rows, first=batch_size, columns=True, views=views,
+                             open_file=self._open_file)
         self._yielded = 0
         try:
             for columns in chunks:
@@ -483,13 +483,6 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         readers = max(world.ranks_per_node * world.workers_per_rank, 1)
         rows = min(read_size(self._mean_sample_bytes), max(self._read_shard // (2 * readers), 1))
         return max(rows // multiple, 1) * multiple
-
-    def _cache_args(self) -> dict[str, Any]:
-        """iter_chunks' cache arguments: this process's engine, following the node flag."""
-        if self.cache is None:
-            return {}
-        self.cache.flag = self._node.flag
-        return {"cache": self.cache, "open_file": self._open_file}
 
     def _begin(self) -> tuple[World, np.ndarray]:
         """Register this worker's iteration and fetch its planned ids."""

@@ -19,8 +19,8 @@ from streaming.errors import CacheLimitError
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
     from streaming.cache.prepare import ShardTable
-    from streaming.epochs import EpochCounter
     from streaming.plan import PlanConfig, World
+    from streaming.read.epochs import EpochCounter
     from streaming.stream import Stream
 
 

@@ -25,7 +25,7 @@ from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards, size_error
 from streaming.format.shard import ShardReader, validate_file
 from streaming.format.split import open_shard, place_meta
-from streaming.open_shards import OpenShards
+from streaming.read.open_shards import OpenShards
 
 
 class LocalDataset(Dataset):

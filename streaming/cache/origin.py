@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from streaming.cache.disk import listing, unlink
+from streaming.cache.disk import has_size, listing, unlink
 from streaming.cache.folder import make_folder, remove_created
 from streaming.errors import CacheOriginError, StreamingError
 from streaming.storage.atomic import staged_file, temp_path_for
@@ -189,9 +189,9 @@ def _usable_offline(folder: Path, remote: str, error: BaseException) -> bool:
     except (StreamingError, OSError):
         return False
     missing = [name for k, name in enumerate(ix.basenames)
-               if not _has_size(folder / name, int(ix.raw_bytes[k]))
+               if not has_size(folder / name, int(ix.raw_bytes[k]))
                and not (ix.zip_basenames[k]  # a kept zip decompresses without the remote
-                        and _has_size(folder / ix.zip_basenames[k], int(ix.zip_bytes[k])))]
+                        and has_size(folder / ix.zip_basenames[k], int(ix.zip_bytes[k])))]
     if missing:
         log.warning("cannot reach %s (%s), and the local copy in %s lacks %d of %d shards "
                     "(%s...)", remote, error, folder, len(missing), ix.num_shards, missing[0])
@@ -200,12 +200,6 @@ def _usable_offline(folder: Path, remote: str, error: BaseException) -> bool:
                 "as last fetched)", remote, error, folder)
     return True
 
-
-def _has_size(path: Path, size: int) -> bool:
-    try:
-        return path.stat().st_size == size
-    except OSError:
-        return False
 
 
 def forget_origin(folder: Path) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from streaming.cache.disk import has_size
 from streaming.cache.marker import mark_cache
 from streaming.cache.verified import is_verified, mark_verified
 from streaming.errors import (
@@ -235,7 +236,7 @@ class ShardPreparer:
             return
         zipped = stream.local_dir / zip_name
         fetched = False
-        if not _has_size(zipped, int(t.zip_bytes[shard])):
+        if not has_size(zipped, int(t.zip_bytes[shard])):
             if not remote:
                 raise size_error(zipped, int(t.zip_bytes[shard]), file_size(zipped),
                                  "; the stream has no remote to fetch it from")
@@ -243,7 +244,7 @@ class ShardPreparer:
                 self._fetch_decompressed(shard, stream, raw, algo)
                 return
             source = None if stream.keep_zip else stream.source_path(zip_name)
-            if source is not None and _has_size(source, int(t.zip_bytes[shard])):
+            if source is not None and has_size(source, int(t.zip_bytes[shard])):
                 zipped = source  # a filesystem remote: decompress it in place, no copy
             else:
                 stream.fetch(zip_name, zipped, expected_size=int(t.zip_bytes[shard]),
@@ -254,7 +255,7 @@ class ShardPreparer:
         with _CORES:
             decompress_file(zipped, raw, t.compression[shard],
                             expected_size=int(t.raw_bytes[shard]), durable=False)
-        if not _has_size(raw, int(t.raw_bytes[shard])):
+        if not has_size(raw, int(t.raw_bytes[shard])):
             raise ShardCorruptError(
                 f"{zipped}: decompressed to {raw.stat().st_size} bytes, index says "
                 f"{int(t.raw_bytes[shard])}")
@@ -346,12 +347,6 @@ def zipless_shards(table: ShardTable, streams: Sequence[Stream]) -> np.ndarray:
 # (the first shards a reader needs are asked for first, so they should also finish first).
 _CORES = threading.BoundedSemaphore(max(len(os.sched_getaffinity(0)), 1))
 
-
-def _has_size(path: Path, size: int) -> bool:
-    try:
-        return path.stat().st_size == size
-    except FileNotFoundError:
-        return False
 
 
 def _check_algo(stream: Stream, table: ShardTable, which: int) -> None:

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streaming.cache.disk import has_size
 from streaming.errors import ObjectNotFoundError
 from streaming.format.compression import decompress_file
 from streaming.format.index import DatasetIndex
@@ -38,7 +39,7 @@ def prepare_meta_files(streams: Sequence[Stream], indexes: Sequence[DatasetIndex
 def _prepare_one(stream: Stream, entry: dict) -> Path:
     raw = entry["raw_meta"]
     local = stream.local_dir / raw["basename"]
-    if _has_size(local, int(raw["bytes"])):
+    if has_size(local, int(raw["bytes"])):
         return local
     remote = stream.remote_dir is not None
     algo = stream.validate_hash
@@ -52,7 +53,7 @@ def _prepare_one(stream: Stream, entry: dict) -> Path:
                             expected_hashes=_pick(raw, algo))
     packed = stream.local_dir / zipped["basename"]
     fetched = False
-    if not _has_size(packed, int(zipped["bytes"])):
+    if not has_size(packed, int(zipped["bytes"])):
         if not remote:
             raise ObjectNotFoundError(f"meta file {packed} is missing and the stream has no "
                                       "remote to fetch it from")
@@ -72,9 +73,3 @@ def _pick(info: dict, algo: str | None) -> dict[str, str] | None:
     hashes = info.get("hashes") or {}
     return {algo: hashes[algo]} if algo and algo in hashes else None
 
-
-def _has_size(path: Path, size: int) -> bool:
-    try:
-        return path.stat().st_size == size
-    except FileNotFoundError:
-        return False

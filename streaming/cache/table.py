@@ -1,5 +1,6 @@
-"""The node-wide shard table: one int64 shared-memory segment that every process using the same
-cache folders maps, guarded by one coord FileLock for state changes.
+"""The node's cache table (`CacheTable`, the live state of the cache; a shard's fixed facts are the
+`ShardTable` of `cache.prepare`): one int64 shared-memory segment that every process using the
+same cache folders maps, guarded by one coord FileLock for state changes.
 
 Layout: globals, then five per-shard columns (state, owner reader + 1, bytes on disk, bytes
 reserved for an in-flight preparation, failed attempts), then one row per reader slot (process
@@ -29,9 +30,11 @@ STATE_NAMES = ("absent", "preparing", "present", "evicting")
 
 LOCK_TIMEOUT = 30.0  # the lock is only ever held for bookkeeping and unlinks
 MAGIC = 0x53444343_00000002  # "SDCC" v2
-_GLOBALS = 8  # magic, shards, slots, pins, horizon, other_bytes, limit, spare
+_GLOBALS = 8  # magic, shards, slots, pins, horizon, then the three words below
+OTHER_BYTES, NODE_LIMIT, NODE_DOWNLOADS = 5, 6, 7  # global words written after creation
 _COLUMNS = 5  # state, owner, disk, reserved, fails
 _IDENTITY = 6  # pid, start, pidns, progress, the slot's cache_limit and max_downloads
+PROGRESS, ASKED_LIMIT, ASKED_DOWNLOADS = 3, 4, 5  # identity words a slot's owner writes
 # Slot columns of the counters, in COUNTERS order.
 HITS, MISSES, DOWNLOADS, BYTES, EVICTIONS, WAIT = (_IDENTITY + i for i in range(len(COUNTERS)))
 
@@ -62,7 +65,7 @@ class CacheTable:
         h = c + self.num_pins + self.horizon
         self.horizon_starts = self.slots[:, h:h + self.horizon]
         self.horizon_ends = self.slots[:, h + self.horizon:]
-        self.progress = self.slots[:, 3]
+        self.progress = self.slots[:, PROGRESS]
 
     @staticmethod
     def size(num_shards: int, slots: int, pins: int, horizon: int) -> int:
@@ -101,11 +104,23 @@ class CacheTable:
     @property
     def other_bytes(self) -> int:
         """Bytes of files in the cache folders that are not cached shards (index.json, ...)."""
-        return int(self._globals[5])
+        return int(self._globals[OTHER_BYTES])
 
     @other_bytes.setter
     def other_bytes(self, value: int) -> None:
-        self._globals[5] = value
+        self._globals[OTHER_BYTES] = value
+
+    @property
+    def node_limit(self) -> int | None:
+        """The node's cache_limit: the smallest one a live reader asked for (None: no limit)."""
+        value = int(self._globals[NODE_LIMIT])
+        return value if value > 0 else None
+
+    @property
+    def node_downloads(self) -> int | None:
+        """Preparations the node runs at once: the fewest a live reader asked for (None: any)."""
+        value = int(self._globals[NODE_DOWNLOADS])
+        return value if value > 0 else None
 
     def used(self) -> int:
         """Bytes the cache folders hold or have promised to in-flight preparations."""
@@ -153,21 +168,22 @@ class CacheTable:
         self.pins[slot] = -1
         self.horizon_shards[slot] = -1
         self.slots[slot, :3] = 0
-        self.slots[slot, 4:6] = 0
+        self.slots[slot, ASKED_LIMIT:ASKED_DOWNLOADS + 1] = 0
         self._settle_asks()
 
     def ask(self, slot: int, limit: int, downloads: int) -> None:
         """Record the cache_limit and download concurrency the slot's reader asked for (0: no
         wish); the node's values are the smallest that live readers ask for (caller holds the
         lock). A reader that leaves (or dies) takes its wish with it."""
-        self.slots[slot, 4:6] = (limit, downloads)
+        self.slots[slot, ASKED_LIMIT:ASKED_DOWNLOADS + 1] = (limit, downloads)
         self._settle_asks()
 
     def _settle_asks(self) -> None:
-        asks = self.slots[self.live_slots(), 4:6]
-        for column, value in ((6, asks[:, 0]), (7, asks[:, 1])):
-            wished = value[value > 0]
-            self._globals[column] = int(wished.min()) if len(wished) else 0
+        alive = self.live_slots()
+        for word, asked in ((NODE_LIMIT, ASKED_LIMIT), (NODE_DOWNLOADS, ASKED_DOWNLOADS)):
+            values = self.slots[alive, asked]
+            wished = values[values > 0]
+            self._globals[word] = int(wished.min()) if len(wished) else 0
 
     def pinned(self, alive: np.ndarray | None = None) -> np.ndarray:
         """Mask of shards pinned by a live reader."""

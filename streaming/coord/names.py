@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from streaming.coord.files import PREFIX
+from streaming.errors import ArgumentError
 
 TOKEN_CHARS = 12
 MAX_SUFFIX = 14  # keeps every name within the 31 characters macOS allows for POSIX shm
@@ -68,7 +69,7 @@ class Namespace:
     def name(self, suffix: str) -> str:
         """The full segment name for `suffix` (e.g. 'ctl', 'v3'), at most 31 characters."""
         if not suffix or len(suffix) > MAX_SUFFIX:
-            raise ValueError(f"namespace suffix {suffix!r} must be 1-{MAX_SUFFIX} characters")
+            raise ArgumentError(f"namespace suffix {suffix!r} must be 1-{MAX_SUFFIX} characters")
         return f"{PREFIX}{self.token}_{suffix}"
 
     @classmethod

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from streaming.errors import CoordinationError, DeadlineExceeded
+from streaming.errors import ArgumentError, CoordinationError, DeadlineExceeded
 
 T = TypeVar("T")
 
@@ -24,7 +24,7 @@ class Deadline:
 
     def __init__(self, seconds: float) -> None:
         if seconds < 0:
-            raise ValueError(f"timeout must be >= 0 seconds, got {seconds}")
+            raise ArgumentError(f"timeout must be >= 0 seconds, got {seconds}")
         self.seconds = seconds
         self.end = time.monotonic() + seconds
 

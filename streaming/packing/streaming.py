@@ -18,12 +18,12 @@ import numpy as np
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.dataset import StreamingDataset
 from streaming.errors import PlanError, StateMismatchError
-from streaming.iterate import iter_chunks
 from streaming.packing.lengths import load_lengths
 from streaming.packing.planner import pack_lengths
 from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.registry import make_packer
 from streaming.plan import World, plan_node
+from streaming.read.iterate import iter_chunks
 from streaming.state import ResumeState, WorkerPosition
 from streaming.world_detect import worker_slot
 
@@ -184,8 +184,8 @@ class PackedStreamingDataset(StreamingDataset):
 
     def _samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
         item = self.__getitem__ if self._overridden() else None
-        for chunk in iter_chunks(ids, self.spanner.locate, self._reader, self.preparer.prepare,
-                                 self.predownload, item, **self._cache_args()):
+        for chunk in iter_chunks(ids, self.spanner.locate, self._reader, self.source, item,
+                                 open_file=self._open_file):
             yield from chunk
 
     def _tokens(self, sample_id: int, sample: dict[str, Any]) -> np.ndarray:

@@ -17,7 +17,7 @@ from streaming.cache.engine import CacheEngine
 from streaming.cache.prepare import ShardPreparer, ShardTable
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
-from streaming.spanner import Spanner
+from streaming.read.spanner import Spanner
 from streaming.stream import Stream
 from writers.mds import MDSWriter
 

@@ -11,7 +11,6 @@ import time
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from streaming.coord import Namespace, NodeCoordinator
@@ -28,33 +27,14 @@ def job_env() -> dict[str, str]:
             "MASTER_PORT": "29500", "GROUP_RANK": "0", "LOCAL_WORLD_SIZE": "4"}
 
 
-def test_leader_publishes_and_follower_reads_zero_copy(tmp_path):
+def test_leader_and_follower(tmp_path):
     ns = Namespace.for_job([tmp_path])
     with NodeCoordinator.join(ns, timeout=5) as leader, \
             NodeCoordinator.join(ns, timeout=5) as follower:
         assert leader.is_leader and not follower.is_leader
-        with leader.publishing(0, (2, 3), np.int64) as out:
-            out[...] = 9
-        view = follower.read(0, timeout=5)
-        assert (view == 9).all() and not view.flags.writeable
-        leader.publish(1, workers.plan_for(1))
-        assert np.array_equal(follower.read(1, timeout=5), workers.plan_for(1))
-        assert follower.published() == (2, 1)
-        with pytest.raises(CoordinationError, match="replaced by epoch 1"):
-            follower.read(0, timeout=5)
-        with pytest.raises(CoordinationError, match="only the node leader"):
-            follower.publish(2, np.zeros(3))
-
-
-def test_failed_publication_is_never_seen(tmp_path):
-    ns = Namespace.for_job([tmp_path])
-    with NodeCoordinator.join(ns, timeout=5) as leader:
-        with pytest.raises(ZeroDivisionError), leader.publishing(0, 4, np.int64) as out:
-            out[:2] = 1
-            raise ZeroDivisionError
-        assert leader.published() == (0, 0)
-        with pytest.raises(DeadlineExceeded, match="epoch 0"):
-            leader.read(0, timeout=0.1)
+        assert follower.leader == leader.leader
+        with pytest.raises(DeadlineExceeded, match="a plan"):
+            follower.wait(lambda: None, what="a plan", timeout=0.1)
 
 
 def test_two_coordinators_on_the_same_dirs_in_one_process(tmp_path):
@@ -63,9 +43,8 @@ def test_two_coordinators_on_the_same_dirs_in_one_process(tmp_path):
     b = NodeCoordinator.join(Namespace.for_job([tmp_path], env=env), timeout=5)
     try:
         assert a.ns != b.ns and a.is_leader and b.is_leader
-        a.publish(0, np.arange(3))
-        b.publish(0, np.arange(4))
-        assert a.read(0).size == 3 and b.read(0).size == 4
+        a.fail("only a's")
+        assert a.reason() == "only a's" and b.reason() is None
     finally:
         a.close()
         b.close()
@@ -89,8 +68,8 @@ def test_waiting_without_a_leader_names_the_namespace(tmp_path):
 def test_four_local_ranks_agree_and_read_the_same_plan(tmp_path):
     env, dirs = job_env(), [str(tmp_path / "cache")]
     begin, done, results = CTX.Event(), CTX.Event(), CTX.Queue()
-    procs = [CTX.Process(target=workers.local_rank, args=(dirs, env, begin, done, results))
-             for _ in range(4)]
+    procs = [CTX.Process(target=workers.local_rank, args=(dirs, env, k, begin, done, results))
+             for k in range(4)]
     for proc in procs:
         proc.start()
     begin.set()
@@ -101,9 +80,10 @@ def test_four_local_ranks_agree_and_read_the_same_plan(tmp_path):
         assert proc.exitcode == 0
     assert len({token for _, token, _, _, _ in rows}) == 1
     assert sum(led for _, _, led, _, _ in rows) == 1
-    expected = hashlib.sha256(workers.plan_for(0).tobytes()).hexdigest()
-    assert {digest for _, _, _, digest, _ in rows} == {expected}
-    assert not any(writeable for *_, writeable in rows)
+    assert sum(computed for *_, computed in rows) == 1  # the plan is computed once per node
+    plan = workers.plan_for(0)
+    for rank, _, _, digest, _ in rows:
+        assert digest == hashlib.sha256(plan[rank // 3, rank % 3].tobytes()).hexdigest()
 
 
 @pytest.mark.slow
@@ -116,7 +96,7 @@ def test_follower_notices_a_sigkilled_leader_within_seconds(tmp_path):
         os.kill(leader.pid, 9)  # not reaped yet: the follower must see through the zombie
         began = time.monotonic()
         with pytest.raises(CoordinationError, match=f"leader \\(pid {leader.pid}\\).*died"):
-            follower.read(0, timeout=60)
+            follower.wait(lambda: None, what="a plan", timeout=60)
         assert time.monotonic() - began < 2.0
     finally:
         kill(leader)
@@ -130,36 +110,33 @@ def test_failure_in_another_process_stops_the_wait_with_its_reason(tmp_path):
         child = CTX.Process(target=workers.fail_node, args=(ns_dirs, env, "disk full on /data"))
         child.start()
         with pytest.raises(OSError, match="OSError: disk full on /data"):  # the cause's type
-            leader.read(0, timeout=30)
+            leader.wait(lambda: None, what="a plan", timeout=30)
         child.join(timeout=10)
         with pytest.raises(OSError, match="disk full"):
-            leader.publish(0, np.zeros(2))
+            leader.check()
 
 
 @pytest.mark.slow
 def test_pickled_coordinator_follows_in_a_worker(tmp_path):
     with NodeCoordinator.join(Namespace.for_job([tmp_path]), timeout=5) as leader:
-        leader.publish(0, workers.plan_for(0))
         results = CTX.Queue()
-        child = CTX.Process(target=workers.follow_and_read, args=(leader, results))
+        child = CTX.Process(target=workers.follow, args=(leader, results))
         child.start()
-        led, digest = results.get(timeout=30)
+        led, token = results.get(timeout=30)
         child.join(timeout=10)
-    assert not led
-    assert digest == hashlib.sha256(workers.plan_for(0).tobytes()).hexdigest()
+    assert not led and token == leader.ns.token
 
 
 @pytest.mark.slow
 def test_forked_child_of_the_leader_is_not_a_leader(tmp_path):
     fork = multiprocessing.get_context("fork")
     with NodeCoordinator.join(Namespace.for_job([tmp_path]), timeout=5) as leader:
-        leader.publish(0, np.arange(5))
         results = fork.Queue()
         child = fork.Process(target=workers.report_role, args=(leader, results))
         child.start()
-        assert results.get(timeout=30) == (False, 10)
+        assert results.get(timeout=30) == (False, leader.ns.token)
         child.join(timeout=10)
-        assert leader.is_leader and leader.read(0).sum() == 10
+        assert leader.is_leader
 
 
 def run_script(local: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
@@ -180,7 +157,8 @@ def test_rerunning_a_script_works_even_after_a_crash(tmp_path):
     assert crashed.returncode == -9, crashed.stderr
     token = crashed.stdout.split()[0]
     leftovers = {p.name for p in shm.iterdir()}
-    assert {f"sds_{token}_ctl", f"sds_{token}_v1"} <= leftovers
+    assert f"sds_{token}_ctl" in leftovers
+    assert any(name.startswith(f"sds_{token}_p") for name in leftovers)  # the published plan
     for _ in range(2):
         run = run_script(tmp_path, env)
         assert run.returncode == 0, run.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streaming.coord import FileLock, Namespace, NodeCoordinator, SharedArray
+from streaming.coord import FileLock, Namespace, NodeCoordinator, PlanBoard, SharedArray
 
 
 def plan_for(epoch: int) -> np.ndarray:
@@ -56,29 +56,30 @@ def lead_forever(dirs: list[str], env: dict[str, str], ready) -> None:
     time.sleep(600)
 
 
-def local_rank(dirs: list[str], env: dict[str, str], start, done, results) -> None:
-    """One local rank: derive the namespace, join, leader publishes, everybody reads epoch 0."""
+def local_rank(dirs: list[str], env: dict[str, str], rank: int, start, done, results) -> None:
+    """One local rank: derive the namespace, join, ask the plan board for its row of epoch 0's
+    plan (the first to ask computes it), report whether it computed it."""
     ns = Namespace.for_job(dirs, env=env)
     start.wait(timeout=30)
     coord = NodeCoordinator.join(ns, timeout=30)
-    if coord.is_leader:
-        coord.publish(0, plan_for(0))
-    plan = coord.read(0, timeout=30)
-    digest = hashlib.sha256(plan.tobytes()).hexdigest()
-    results.put((os.getpid(), ns.token, coord.is_leader, digest, plan.flags.writeable))
-    done.wait(timeout=30)  # the leader must outlive the readers' attach
+    board = PlanBoard(ns)
+    computed = []
+    row = board.slice("epoch 0", lambda: computed.append(1) or plan_for(0), rank // 3, rank % 3)
+    digest = hashlib.sha256(row.tobytes()).hexdigest()
+    results.put((rank, ns.token, coord.is_leader, digest, bool(computed)))
+    done.wait(timeout=30)  # the publisher must outlive the others' attach
+    board.close()
     coord.close()
 
 
-def follow_and_read(coord: NodeCoordinator, results) -> None:
-    """Receive a pickled coordinator (as a DataLoader worker would) and read epoch 0."""
-    plan = coord.read(0, timeout=10)
-    results.put((coord.is_leader, hashlib.sha256(plan.tobytes()).hexdigest()))
+def follow(coord: NodeCoordinator, results) -> None:
+    """Receive a pickled coordinator (as a DataLoader worker would) and report its role."""
+    results.put((coord.is_leader, coord.ns.token))
 
 
 def report_role(coord: NodeCoordinator, results) -> None:
     """In a forked child: report whether the inherited handle still claims leadership."""
-    results.put((coord.is_leader, int(coord.read(0, timeout=10).sum())))
+    results.put((coord.is_leader, coord.ns.token))
 
 
 def fail_node(dirs: list[str], env: dict[str, str], reason: str) -> None:
@@ -95,16 +96,16 @@ def main(argv: list[str]) -> int:
     """A training script in miniature: `workers.py LOCAL_DIR [--die]` (job env from os.environ).
 
     Prints the namespace token and whether this run led. With --die it SIGKILLs itself after
-    publishing, leaving its segments behind as a crashed job would.
+    publishing a plan, leaving its segments behind as a crashed job would.
     """
     ns = Namespace.for_job([argv[0]])
     coord = NodeCoordinator.join(ns, timeout=10)
-    if coord.is_leader:
-        coord.publish(0, plan_for(0))
-    ok = np.array_equal(coord.read(0, timeout=10), plan_for(0))
+    board = PlanBoard(ns)
+    ok = np.array_equal(board.slice("epoch 0", lambda: plan_for(0), 1, 2), plan_for(0)[1, 2])
     print(ns.token, coord.is_leader, ok, flush=True)
     if "--die" in argv:
         os.kill(os.getpid(), signal.SIGKILL)
+    board.close()
     coord.close()
     return 0 if ok else 1
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from streaming.errors import CoordinationError, ShardCorruptError
 from streaming.format import ShardReader, read_index
-from streaming.iterate import Prefetcher, _first_uses, read_size
+from streaming.read.iterate import read_size
+from streaming.read.source import LocalSource, first_uses
 from writers.mds import MDSWriter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mds-reference"
@@ -135,10 +136,10 @@ def test_read_size(mean: float, multiple: int, rows: int) -> None:
     assert read_size(mean, multiple) == rows
 
 
-def test_first_uses_and_prefetcher_order_and_errors() -> None:
+def test_first_uses_and_local_source_order_and_errors() -> None:
     shards = np.array([3, 1, 3, 0, 1, 5, 0])
-    assert _first_uses(shards) == ([3, 1, 0, 5], [0, 1, 3, 5])
-    assert _first_uses(np.zeros(0, np.int64)) == ([], [])
+    assert first_uses(shards) == ([3, 1, 0, 5], [0, 1, 3, 5])
+    assert first_uses(np.zeros(0, np.int64)) == ([], [])
     done: list[int] = []
     lock = threading.Lock()
 
@@ -146,8 +147,8 @@ def test_first_uses_and_prefetcher_order_and_errors() -> None:
         with lock:
             done.append(shard)
 
-    prefetch = Prefetcher(prepare, np.repeat(np.arange(8), 10), ahead=15, threads=3)
-    prefetch.start()
+    prefetch = LocalSource(prepare, ahead=15, threads=3)
+    prefetch.follow(np.repeat(np.arange(8), 10))
 
     def wait_for(count: int) -> None:
         deadline = time.monotonic() + 10
@@ -165,13 +166,13 @@ def test_first_uses_and_prefetcher_order_and_errors() -> None:
     def broken(shard: int) -> None:
         raise OSError(f"no shard {shard}")
 
-    failing = Prefetcher(broken, np.array([4, 4]), ahead=8)
-    failing.start()
+    failing = LocalSource(broken, ahead=8)
+    failing.follow(np.array([4, 4]))
     deadline = time.monotonic() + 10
-    while failing.error is None and time.monotonic() < deadline:
-        time.sleep(0.01)
     with pytest.raises(OSError, match="no shard 4") as caught:  # the root cause, as it is
-        failing.check()
+        while time.monotonic() < deadline:
+            failing.check()
+            time.sleep(0.01)
     assert not isinstance(caught.value, CoordinationError)
 
 
@@ -181,7 +182,7 @@ N_PAGED = 12_000
 def test_chunks_in_the_page_cache_are_read_without_the_reader_thread(tmp_path, monkeypatch):
     """Once a chunk's shards are open and its bytes cached, its read runs in the iterating
     thread (RWF_NOWAIT); the reader thread is only for reads that may wait."""
-    import streaming.iterate as iterate_module
+    import streaming.read.iterate as iterate_module
     from streaming import StreamingDataset
     from streaming.format.shard import NOWAIT_READS
 
@@ -214,8 +215,8 @@ def test_chunks_in_the_page_cache_are_read_without_the_reader_thread(tmp_path, m
 def _refused_nowait_reads(tmp_path, monkeypatch, samples: int, error: OSError) -> list[int]:
     """A `samples`-row dataset at tmp_path/ds, with no-wait reads on and every one of them
     failing with `error`; returns the list that gets an item per no-wait read asked for."""
-    import streaming.iterate as iterate_module
-    import streaming.shelf as shelf_module
+    import streaming.read.iterate as iterate_module
+    import streaming.read.shelf as shelf_module
 
     monkeypatch.setattr(iterate_module, "NOWAIT_READS", True)
     with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
@@ -257,7 +258,7 @@ def test_a_filesystem_without_nowait_reads_falls_back_to_the_reader_thread(tmp_p
 def test_frequent_refusals_stop_the_in_thread_attempts(tmp_path, monkeypatch):
     """Readers sharing shards get cached pages refused (EAGAIN); past a quarter refused, a pass
     stops trying and reads in the thread, instead of starting each read twice."""
-    import streaming.iterate as iterate_module
+    import streaming.read.iterate as iterate_module
     from streaming import StreamingDataset
 
     asked = _refused_nowait_reads(tmp_path, monkeypatch, 40_000, BlockingIOError("refused"))

@@ -9,8 +9,8 @@ import secrets
 import pytest
 
 from streaming.coord.names import Namespace
-from streaming.epochs import EpochCounter, IterationStart
 from streaming.errors import StateMismatchError
+from streaming.read.epochs import EpochCounter, IterationStart
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from streaming.errors import TooManyOpenFilesError
 from streaming.format.shard import ShardReader
-from streaming.open_shards import OpenShards, default_capacity, open_file_limit
+from streaming.read.open_shards import OpenShards, default_capacity, open_file_limit
 from writers.mds import MDSWriter
 
 
@@ -50,7 +50,7 @@ def test_default_capacity_leaves_room():
 @pytest.fixture
 def small_groups(monkeypatch):
     """Chunk reads grouped two shards at a time (as under a tiny open-file limit)."""
-    import streaming.shelf as shelf_module
+    import streaming.read.shelf as shelf_module
 
     monkeypatch.setattr(shelf_module, "MIN_CAPACITY", 1)
     monkeypatch.setattr(shelf_module, "default_capacity", lambda: 4)

@@ -21,7 +21,7 @@ from streaming.errors import (
 )
 from streaming.format.index import read_index
 from streaming.loader import batch_length
-from streaming.spanner import Spanner
+from streaming.read.spanner import Spanner
 from streaming.state import ResumeState
 from streaming.stream import Stream, register_stream, stream_class
 from tests.dataset.conftest import write_ids

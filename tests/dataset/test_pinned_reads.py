@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import streaming.shelf as shelf_module
+import streaming.read.shelf as shelf_module
 from streaming import StreamingDataset
 from streaming.format.index import read_index
 from tests.dataset.conftest import MANY_SHARDS_SAMPLES as SAMPLES

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from streaming.errors import ArgumentError
+
 
 class Spanner:
     """Maps global sample ids to (shard id, row) over concatenated shards of given sizes.
@@ -14,7 +16,7 @@ class Spanner:
     def __init__(self, samples_per_shard: np.ndarray) -> None:
         sizes = np.asarray(samples_per_shard, dtype=np.int64)
         if sizes.ndim != 1 or (sizes < 0).any():
-            raise ValueError("samples_per_shard must be a 1-d array of non-negative counts")
+            raise ArgumentError("samples_per_shard must be a 1-d array of non-negative counts")
         self.samples_per_shard = sizes
         self.shard_starts = np.zeros(len(sizes), np.int64)
         if len(sizes):

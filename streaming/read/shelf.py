@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,17 @@ import numpy as np
 
 from streaming.errors import ShardCorruptError
 from streaming.format.encodings.base import FileBytes
-from streaming.format.shard import ShardLayout, read_spans, read_spans_into, samples_of
-from streaming.open_shards import MIN_CAPACITY, default_capacity
+from streaming.format.rows import RowCodec
+from streaming.format.sample import SampleCodec
+from streaming.format.shard import (
+    ShardLayout,
+    ShardReader,
+    read_spans,
+    read_spans_into,
+    samples_of,
+)
+from streaming.read.open_shards import MIN_CAPACITY, default_capacity
+from streaming.read.source import ShardSource
 
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
 
@@ -30,15 +40,40 @@ class NotOpen(BlockingIOError):
     """A chunk's shard is not open (or not present) yet: its read may wait for a download."""
 
 
-class Shelf:
-    """The shard readers of one pass: kept open (`open_shard`'s), or for shards under a
-    cache_limit (`pinning`, a CacheEngine, set) read under a pin through their layout."""
+@dataclass(frozen=True)
+class ReadChunk:
+    """A chunk's rows copied into one buffer, in plan order, still to decode: row k is
+    `buffer[lo[k]:hi[k]]`, row `rows[k]` of the `which[k]`-th shard of `readers` (asked again
+    only to explain a decode error; None where the shards were read under a pin)."""
 
-    def __init__(self, open_shard: Callable[[int], Any], prefetch: Any, pinning: Any,
-                 open_file: Callable[[int, Path], Any] | None) -> None:
+    codec: SampleCodec | RowCodec
+    readers: Iterable[ShardReader] | None
+    which: np.ndarray
+    rows: np.ndarray
+    buffer: FileBytes | bytes | bytearray | memoryview
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+@dataclass(frozen=True)
+class DecodedChunk:
+    """A chunk over shards of different schemas, decoded shard by shard while it was read."""
+
+    samples: list[Any]
+
+
+Fetched = ReadChunk | DecodedChunk
+
+
+class Shelf:
+    """The shard readers of one pass: kept open (`open_shard`'s), or, for the shards `source`
+    marks pinned (when `open_file` is given), read under a pin through their layout."""
+
+    def __init__(self, open_shard: Callable[[int], ShardReader], source: ShardSource,
+                 open_file: Callable[[int, Path], ShardReader] | None) -> None:
         self._open_shard = open_shard
-        self._prefetch = prefetch
-        self._pinning = pinning
+        self._source = source
+        self._pinned = source.pinned() if open_file is not None else None
         self._open_file = open_file
         self._opened: set[int] = set()  # kept shards opened (so prepared) in this pass
         # Kept shards one chunk read may hold open at once: half what OpenShards keeps open.
@@ -47,43 +82,44 @@ class Shelf:
         self._layout_bytes = 0
 
     def kept(self, shard: int) -> bool:
-        return self._pinning is None or not self._pinning.cached[shard]
+        """Whether `shard` is kept open (not read under a pin)."""
+        return self._pinned is None or not self._pinned[shard]
 
     def ready_now(self, shards: list[int]) -> bool:
         """Whether every shard can be read without waiting for a download: kept ones open,
         pinned ones present."""
         pinned = [s for s in shards if not self.kept(s)]
         return (all(s in self._opened for s in shards if self.kept(s))
-                and (not pinned or self._pinning.present(np.asarray(pinned))))
+                and (not pinned or self._source.present(np.asarray(pinned))))
 
     def layout(self, shard: int) -> ShardLayout | None:
         """The remembered layout of a pinned shard (None before its first read this pass)."""
         return self._layouts.get(shard)
 
-    def reader(self, shard: int) -> Any:
+    def reader(self, shard: int) -> ShardReader:
         """The open reader of a kept shard (opened, and prepared, on first use). Asked of
         `open_shard` every time: it bounds the readers open at once (see open_shards)."""
         if shard not in self._opened:
-            self._prefetch.check()
+            self._source.check()
         reader = self._open_shard(shard)
         self._opened.add(shard)
         return reader
 
     @contextlib.contextmanager
-    def lend(self, shard: int) -> Iterator[Any]:
+    def lend(self, shard: int) -> Iterator[ShardReader]:
         """A full reader of `shard` for the duration of the block."""
         if self.kept(shard):
             yield self.reader(shard)
             return
-        path = self._pinning.acquire(shard)
+        path = self._source.acquire(shard)
         try:
-            reader = self._open_file(shard, path)  # type: ignore[misc]
+            reader = self._open_file(shard, path)  # type: ignore[misc,arg-type]
             try:
                 yield reader
             finally:
                 reader.close()
         finally:
-            self._pinning.release(shard)
+            self._source.release(shard)
 
     @contextlib.contextmanager
     def pinned(self, shard: int, nowait: bool = False) -> Iterator[tuple[ShardLayout, int]]:
@@ -91,7 +127,7 @@ class Shelf:
         (validated on its first use in the pass); with `nowait`, NotOpen instead of waiting
         for it to arrive. A present shard's header was just written, so its first open reads
         the page cache."""
-        path = self._pinning.acquire(shard, wait=not nowait)
+        path = self._source.acquire(shard, wait=not nowait)
         if path is None:
             raise NotOpen(f"shard {shard} is not present")
         try:
@@ -107,7 +143,7 @@ class Shelf:
             finally:
                 os.close(fd)
         finally:
-            self._pinning.release(shard)
+            self._source.release(shard)
 
     def _remember(self, shard: int, layout: ShardLayout) -> ShardLayout:
         self._layouts[shard] = layout
@@ -118,10 +154,10 @@ class Shelf:
         return layout
 
 
-def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = False) -> tuple:
+def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = False) -> Fetched:
     """Copy one chunk's rows (in plan order) into one buffer with positional reads from each
-    shard: ("read", codec, readers, which, rows, buffer, starts, ends). Streams of different
-    schemas are decoded right here, shard by shard: ("done", samples). With `nowait`,
+    shard (a ReadChunk). Streams of different schemas are decoded right here, shard by shard
+    (a DecodedChunk). With `nowait`,
     BlockingIOError instead of any wait: a shard not open or present yet, or not in page cache."""
     uniq, which = np.unique(shards, return_inverse=True)
     listed = uniq.tolist()
@@ -134,18 +170,18 @@ def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = Fal
     opened = [shelf.reader(shard) for shard in listed]
     codec = opened[0].codec
     if any(reader.codec != codec for reader in opened):
-        return ("done", _read_by_shard(uniq, which, rows, shelf))
+        return DecodedChunk(_read_by_shard(uniq, which, rows, shelf))
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for k, reader in enumerate(opened):
         part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
         starts[part], ends[part] = reader.spans(rows[part])
     buffer, lo, hi = read_spans([r.fileno() for r in opened], which, starts, ends,
                                 nowait=nowait)
-    return ("read", codec, opened, which, rows, buffer, lo, hi)
+    return ReadChunk(codec, opened, which, rows, buffer, lo, hi)
 
 
 def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf,
-                   nowait: bool) -> tuple:
+                   nowait: bool) -> Fetched:
     """`fetch` of a chunk spread over many kept shards, `shelf.group_shards` at a time, so the
     descriptors one read needs stay far below the open-file limit (readers of earlier groups
     may be closed by later ones; a decode error re-opens them to explain itself)."""
@@ -158,7 +194,7 @@ def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf:
         if codec is None:
             codec = reader.codec
         elif reader.codec != codec:
-            return ("done", _read_by_shard(uniq, which, rows, shelf))
+            return DecodedChunk(_read_by_shard(uniq, which, rows, shelf))
         starts[parts[k]], ends[parts[k]] = reader.spans(rows[parts[k]])
     places = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(ends - starts, out=places[1:])
@@ -171,7 +207,7 @@ def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf:
         where = (which >= first) & (which < first + len(group))
         read_spans_into(view, fds, which[where] - first, starts[where], ends[where], lo[where],
                         hi[where], nowait=nowait)
-    return ("read", codec, _Readers(shelf, listed), which, rows, FileBytes(buffer), lo, hi)
+    return ReadChunk(codec, _Readers(shelf, listed), which, rows, FileBytes(buffer), lo, hi)
 
 
 class _Readers:
@@ -182,12 +218,12 @@ class _Readers:
         self._shelf = shelf
         self._shards = shards
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[ShardReader]:
         return (self._shelf.reader(shard) for shard in self._shards)
 
 
 def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf,
-                  nowait: bool) -> tuple:
+                  nowait: bool) -> Fetched:
     """`fetch` holding one shard at a time, in plan order, into one buffer laid out in plan
     order (a batch's rows stay together in memory), sized up front from the shards' layouts."""
     parts = _groups(which, len(uniq))
@@ -199,7 +235,7 @@ def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: 
         layouts.append(shelf.layout(shard))
     codec = layouts[0].codec
     if any(layout.codec != codec for layout in layouts):
-        return ("done", _read_by_shard(uniq, which, rows, shelf))
+        return DecodedChunk(_read_by_shard(uniq, which, rows, shelf))
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for layout, part in zip(layouts, parts):
         starts[part], ends[part] = layout.spans(rows[part])
@@ -214,7 +250,7 @@ def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: 
         with shelf.pinned(int(uniq[k]), nowait) as (layout, fd):
             read_spans_into(view, [fd], zeros[:len(part)], starts[part], ends[part], lo[part],
                             hi[part], str(layout.path), nowait=nowait)
-    return ("read", codec, None, which, rows, FileBytes(buffer), lo, hi)
+    return ReadChunk(codec, None, which, rows, FileBytes(buffer), lo, hi)
 
 
 def _groups(which: np.ndarray, count: int) -> list[np.ndarray]:
@@ -223,20 +259,20 @@ def _groups(which: np.ndarray, count: int) -> list[np.ndarray]:
     return np.split(order, np.searchsorted(which[order], np.arange(1, count)))
 
 
-def decode(fetched: tuple, columns: bool, views: bool = False) -> list[Any]:
+def decode(fetched: Fetched, columns: bool, views: bool = False) -> list[Any]:
     """Decode a fetched chunk into samples or columns (a corrupt row raises its shard's error,
     when the shards are still open); `views` as in `SampleCodec.decode_columns`."""
-    if fetched[0] == "done":
-        samples = fetched[1]
+    if isinstance(fetched, DecodedChunk):
+        samples = fetched.samples
         return [[s[name] for s in samples] for name in samples[0]] if columns else samples
-    _, codec, opened, which, rows, buffer, lo, hi = fetched
+    codec = fetched.codec
     try:
-        values = codec.decode_columns(buffer, lo, hi, views=views)
+        values = codec.decode_columns(fetched.buffer, fetched.lo, fetched.hi, views=views)
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:
-        for k, reader in enumerate(opened or ()):
-            reader.get_columns(rows[which == k])  # raises the shard's precise error
+        for k, reader in enumerate(fetched.readers or ()):
+            reader.get_columns(fetched.rows[fetched.which == k])  # the shard's precise error
         raise ShardCorruptError(f"a chunk's samples do not decode: {type(exc).__name__}: "
                                 f"{exc}") from exc
     return values if columns else samples_of(codec.column_names, values)

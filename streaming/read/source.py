@@ -1,0 +1,164 @@
+"""The seam between the reader and whatever makes shards ready: a `ShardSource`.
+
+The reader tells its source the shard of every sample it will read (`follow`) and how far it has
+got (`advance`); the source prepares shards ahead. Shards the source marks `pinned` are read
+under `acquire`/`release` (they may be evicted in between); the others are opened once and kept.
+`CacheEngine` is the source of datasets with remote streams; `LocalSource` the one of local-only
+datasets, which only has to prepare (decompress, verify) shards ahead of the reader.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from streaming.cache.engine import PREPARE_THREADS
+
+if TYPE_CHECKING:
+    from streaming.cache.engine import CacheEngine
+    from streaming.cache.prepare import ShardPreparer
+
+
+class ShardSource(Protocol):
+    """What the reader needs of the thing that makes shards ready to read."""
+
+    def follow(self, shards: np.ndarray) -> None:
+        """Start preparing ahead for a reader that reads one sample of `shards[i]` per step i."""
+
+    def advance(self, position: int) -> None:
+        """The reader is at step `position` of the sequence given to `follow`."""
+
+    def acquire(self, shard: int, *, wait: bool = True) -> Path | None:
+        """The ready raw file of `shard`, held until `release(shard)`; with `wait=False`,
+        None (and nothing held) unless it is ready right now."""
+
+    def release(self, shard: int) -> None:
+        """Let go of a shard `acquire` returned."""
+
+    def present(self, shards: np.ndarray) -> bool:
+        """Whether every one of `shards` can be acquired right now without waiting."""
+
+    def pinned(self) -> np.ndarray | None:
+        """Mask of the shards to read under acquire/release, one read at a time, never kept
+        open (they may be evicted between reads); None when every shard may stay open."""
+
+    def check(self) -> None:
+        """Raise a preparation failure the reader has not met yet."""
+
+    def stop(self) -> None:
+        """Stop preparing ahead (shards may still be acquired)."""
+
+
+class LocalSource:
+    """The `ShardSource` of local-only data: prepares the shards of the followed sequence
+    `ahead` samples before the reader, in order of first use, with up to `threads` threads (a
+    shuffled epoch's first read can need every shard). Nothing is ever evicted, so no shard is
+    pinned and `acquire` is a (memoised) preparation.
+
+    An error of a preparing thread is kept and raised by `check()` in the reading thread.
+    """
+
+    def __init__(self, prepare: Callable[[int], Path], ahead: int,
+                 threads: int = PREPARE_THREADS) -> None:
+        self._prepare = prepare
+        self.ahead = max(int(ahead), 1)
+        self.threads = max(int(threads), 1)
+        self._pass: _Ahead | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_pass": None}
+
+    def follow(self, shards: np.ndarray) -> None:
+        self.stop()
+        self._pass = _Ahead(self._prepare, np.asarray(shards, np.int64), self.ahead,
+                            self.threads)
+
+    def advance(self, position: int) -> None:
+        if self._pass is not None:
+            self._pass.advance(position)
+
+    def acquire(self, shard: int, *, wait: bool = True) -> Path | None:
+        return self._prepare(int(shard))
+
+    def release(self, shard: int) -> None:
+        return None
+
+    def present(self, shards: np.ndarray) -> bool:
+        return True
+
+    def pinned(self) -> np.ndarray | None:
+        return None
+
+    def check(self) -> None:
+        """Re-raise a preparing thread's error as it is: the root cause's type and message."""
+        if self._pass is not None and self._pass.error is not None:
+            raise self._pass.error
+
+    def stop(self) -> None:
+        if self._pass is not None:
+            self._pass.stop()
+
+
+class _Ahead:
+    """One pass of a `LocalSource`: its threads and how far the reader has got."""
+
+    def __init__(self, prepare: Callable[[int], Path], shards: np.ndarray, ahead: int,
+                 threads: int) -> None:
+        self._prepare = prepare
+        self._shards, self._first_use = first_uses(shards)
+        self._ahead = ahead
+        self._position = 0
+        self._next = 0
+        self._wake = threading.Condition()
+        self._stop = False
+        self.error: BaseException | None = None
+        for k in range(max(1, min(threads, len(self._shards)))):
+            threading.Thread(target=self._run, daemon=True, name=f"streaming-prefetch-{k}").start()
+
+    def advance(self, position: int) -> None:
+        """Note the reader's step (wakes threads waiting for it to come closer)."""
+        self._position = position
+        with self._wake:
+            self._wake.notify_all()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._wake:
+                    while (not self._stop and self._next < len(self._shards)
+                           and self._first_use[self._next] - self._position > self._ahead):
+                        self._wake.wait(0.5)
+                    if self._stop or self._next >= len(self._shards):
+                        return
+                    shard = self._shards[self._next]
+                    self._next += 1
+                self._prepare(shard)
+        except BaseException as exc:  # surfaced in the reader by check()
+            self.error = exc
+
+    def stop(self) -> None:
+        self._stop = True
+        with self._wake:
+            self._wake.notify_all()
+
+
+def first_uses(shards: np.ndarray) -> tuple[list[int], list[int]]:
+    """The distinct shards in order of first use, and where each is first used (an O(n)
+    scatter-min instead of sorting the whole slice)."""
+    if not len(shards):
+        return [], []
+    first = np.full(int(shards.max()) + 1, len(shards), np.int64)
+    np.minimum.at(first, shards, np.arange(len(shards)))
+    used = np.flatnonzero(first < len(shards))
+    order = np.argsort(first[used], kind="stable")
+    return used[order].tolist(), first[used][order].tolist()
+
+
+def shard_source(engine: CacheEngine | None, preparer: ShardPreparer, ahead: int) -> ShardSource:
+    """A dataset's source: its node cache engine, or without one (every stream local-only) a
+    LocalSource preparing shards `ahead` samples before the reader."""
+    return engine if engine is not None else LocalSource(preparer.prepare, ahead)

@@ -1,0 +1,115 @@
+"""The reader drives any `ShardSource`: a fake one, that records what the reader asks of it,
+stands in for the cache engine and the local source."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streaming.format.split import open_shard
+from streaming.read.iterate import iter_chunks
+from streaming.read.source import LocalSource, ShardSource
+from tests.cache._data import open_dataset, write_dataset
+
+SAMPLES = 600
+
+
+class FakeSource:
+    """A ShardSource over local shards that pins `pinned_mask`'s shards and logs every call."""
+
+    def __init__(self, prepare, pinned_mask: np.ndarray | None, fail: Exception | None = None):
+        self._prepare = prepare
+        self._mask = pinned_mask
+        self._fail = fail
+        self.followed: np.ndarray | None = None
+        self.positions: list[int] = []
+        self.acquired: Counter = Counter()
+        self.held: Counter = Counter()
+        self.stopped = False
+
+    def follow(self, shards: np.ndarray) -> None:
+        self.followed = np.array(shards)
+
+    def advance(self, position: int) -> None:
+        self.positions.append(position)
+
+    def acquire(self, shard: int, *, wait: bool = True) -> Path | None:
+        self.acquired[shard] += 1
+        self.held[shard] += 1
+        return self._prepare(shard)
+
+    def release(self, shard: int) -> None:
+        self.held[shard] -= 1
+
+    def present(self, shards: np.ndarray) -> bool:
+        return True
+
+    def pinned(self) -> np.ndarray | None:
+        return self._mask
+
+    def check(self) -> None:
+        if self._fail is not None and self.positions:
+            raise self._fail
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data")
+    write_dataset(out, SAMPLES, size_limit=8_000, compression=None)
+    return open_dataset(None, str(out))
+
+
+def _read(handle, source: ShardSource, ids: np.ndarray, **options) -> list[int]:
+    def open_file(shard: int, path: Path):
+        return open_shard(path, handle.codec)
+
+    def open_kept(shard: int):
+        return open_file(shard, handle.preparer.prepare(shard))
+
+    chunks = iter_chunks(ids, handle.spanner.locate, open_kept, source, chunk=50,
+                         open_file=open_file, **options)
+    return [sample["id"] for chunk in chunks for sample in chunk]
+
+
+def test_the_reader_follows_the_plan_and_pins_only_the_pinned_shards(local):
+    ids = np.random.default_rng(1).permutation(SAMPLES)
+    ids = np.concatenate([ids, [-1, -1]])  # padding is skipped, never handed to the source
+    shards = local.spanner.locate(ids[ids >= 0])[0]
+    count = int(shards.max()) + 1
+    assert count > 4
+    mask = np.ones(count, bool)
+    mask[-1] = False  # a chunk holding a pinned shard reads all of its shards under a pin
+    source = FakeSource(local.preparer.prepare, mask)
+    assert _read(local, source, ids) == ids[ids >= 0].tolist()
+    assert np.array_equal(source.followed, shards)
+    assert source.positions == sorted(source.positions) and source.positions[0] == 0
+    assert set(source.acquired) >= set(np.flatnonzero(mask).tolist())
+    assert not any(source.held.values())  # every pin given back
+    assert source.stopped
+
+
+def test_without_pinned_shards_the_reader_keeps_them_open_and_never_acquires(local):
+    source = FakeSource(local.preparer.prepare, None)
+    ids = np.arange(SAMPLES)
+    assert _read(local, source, ids, columns=False) == ids.tolist()
+    assert not source.acquired and source.stopped
+
+
+def test_a_source_failure_reaches_the_reader_and_the_source_is_stopped(local):
+    source = FakeSource(local.preparer.prepare, None, fail=OSError("bucket gone"))
+    with pytest.raises(OSError, match="bucket gone"):
+        _read(local, source, np.arange(SAMPLES))
+    assert source.stopped
+
+
+def test_the_local_source_reads_the_same_rows_as_the_fake_one(local):
+    ids = np.random.default_rng(2).permutation(SAMPLES)
+    source = LocalSource(local.preparer.prepare, ahead=64)
+    assert source.pinned() is None and source.present(np.arange(3))
+    assert _read(local, source, ids) == ids.tolist()
