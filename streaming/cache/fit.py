@@ -49,8 +49,8 @@ def typical_samples(footprint: Footprint, samples_per_shard: np.ndarray) -> int:
 
 # Peak shards a py1s/py2s plan wants at once per canonical node a node reads: py1s reads one
 # shard at a time per canonical node and py2s's windows straddle two, but canonical nodes of
-# unequal length drift apart in the interleaved order, so shard changes overlap: measured on
-# real plans up to 1.91 (py1s) and 2.91 (py2s) per canonical node (tests/cache/test_fit.py).
+# unequal length drift apart in the interleaved order, so shard changes overlap by up to one
+# more (tests/cache/test_fit.py checks real plans stay within these).
 PER_CANONICAL = {"py1s": 2.0, "py2s": 3.0}
 
 
