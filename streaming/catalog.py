@@ -105,9 +105,19 @@ class Catalog:
 
 
 def build_streams(streams: Sequence[Stream] | None, remote: str | None, local: str | None,
-                  split: str | None, stream_name: str,
-                  stream_config: dict[str, Any] | None) -> list[Stream]:
-    """The dataset's streams: `streams` as given, or one stream of `remote`/`local`."""
+                  split: str | None, stream_name: str, stream_config: dict[str, Any] | None,
+                  **defaults: Any) -> list[Stream]:
+    """The dataset's streams: `streams` as given, or one stream of `remote`/`local`; each with
+    the dataset-wide `defaults` (download_retry, ...) where it sets none of its own."""
+    out = _streams(streams, remote, local, split, stream_name, stream_config)
+    for stream in out:
+        stream.apply_defaults(**defaults)
+    return out
+
+
+def _streams(streams: Sequence[Stream] | None, remote: str | None, local: str | None,
+             split: str | None, stream_name: str,
+             stream_config: dict[str, Any] | None) -> list[Stream]:
     if streams is not None:
         if remote is not None or local is not None:
             raise PlanError("pass either `streams` or `remote`/`local`, not both")

@@ -8,7 +8,6 @@ counter, plan publication and resumption state (`streaming.session`)."""
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,10 +19,9 @@ from streaming.catalog import Catalog, build_streams
 from streaming.collate import collate_column
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.dataset_compat import ReferenceAPI
-from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World
 from streaming.plan_fit import fit_plan
-from streaming.rows import Rows, start_cache
+from streaming.rows import Rows, ids_of, samples_ahead, start_cache
 from streaming.session import Session
 from streaming.stream import Stream
 from streaming.world_detect import detect_world
@@ -70,22 +68,15 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         if packing:  # reached only by subclasses: StreamingDataset(packing=True) is redirected
             raise TypeError(f"{type(self).__name__} does not pack; packing=True works with "
                             "StreamingDataset(...) or PackedStreamingDataset")
-        streams = build_streams(streams, remote, local, split, stream_name, stream_config)
-        for stream in streams:
-            stream.apply_defaults(download_retry=download_retry, download_timeout=download_timeout,
-                                  validate_hash=validate_hash, keep_zip=keep_zip)
+        streams = build_streams(streams, remote, local, split, stream_name, stream_config,
+                                download_retry=download_retry, download_timeout=download_timeout,
+                                validate_hash=validate_hash, keep_zip=keep_zip)
         self.lengths_column = lengths_column
         if mix_unit != "samples":  # proportions are token shares: see docs/packing.md
             from streaming.packing.token_mix import mix_by_tokens
 
             streams, epoch_size = mix_by_tokens(streams, mix_unit, lengths_column, epoch_size)
-        if predownload is not None and predownload < 0:
-            raise PlanError(f"predownload must be >= 0, got {predownload}")
-        if predownload is not None and batch_size is not None and predownload < batch_size:
-            warnings.warn(f"predownload={predownload} is smaller than batch_size={batch_size}: "
-                          "batches then wait for downloads; set predownload to at least "
-                          "batch_size", stacklevel=2)
-        self.predownload = predownload if predownload is not None else 8 * (batch_size or 8)
+        self.predownload = samples_ahead(predownload, batch_size)
         if cache_limit is not None:
             check_cache_limit(cache_limit)
         self.cache_limit, self.batch_size = cache_limit, batch_size
@@ -126,21 +117,9 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def cache_stats(self) -> CacheStats:
         """What the node's shard cache did so far: hits, misses, downloads, bytes downloaded,
         evictions and seconds readers waited (all zero when every stream is local-only)."""
-        from streaming.cache.stats import CacheStats
-
-        return CacheStats() if self.cache is None else self.cache.stats()
+        return self.rows.cache_stats()
 
     # ----- sizes -------------------------------------------------------------------------
-    @property
-    def size(self) -> int:
-        """Number of unique samples over every stream (what `ds[i]` can address)."""
-        return self.num_samples
-
-    @property
-    def epoch_size(self) -> int:
-        """Samples in one epoch over all ranks, after mixing (before padding to whole batches)."""
-        return int(self.config.epoch_size)
-
     def token_shares(self, epoch: int = 0) -> np.ndarray:
         """Share of tokens each stream contributes to `epoch` (of `lengths_column`)."""
         from streaming.packing.token_mix import token_shares
@@ -158,10 +137,6 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         return self.session.samples_per_rank()
 
     # ----- random access -----------------------------------------------------------------
-    def prepare_shard(self, shard_id: int) -> None:
-        """Make shard `shard_id` (global over streams) ready on this node."""
-        self.rows.prepare(int(shard_id))
-
     def get_item(self, sample_id: int) -> dict[str, Any]:
         """The decoded sample with global id `sample_id` (negative counts from the end)."""
         return self.rows.get(sample_id)
@@ -170,14 +145,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         """One sample for an int; a list of samples for a slice or an array of ids."""
         if isinstance(index, int | np.integer):
             return self.get_item(int(index))
-        if isinstance(index, slice):
-            return [self.get_item(i) for i in range(*index.indices(self.num_samples))]
-        ids = np.asarray(index)
-        if ids.dtype == bool:
-            ids = np.flatnonzero(ids)
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise TypeError(f"index must be an int, slice or 1-d integer array, got {index!r}")
-        return [self.get_item(int(i)) for i in ids]
+        return [self.get_item(i) for i in ids_of(index, self.num_samples)]
 
     def _overridden(self) -> bool:
         cls = type(self)
@@ -227,12 +195,10 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
     def iter_batches(self, batch_size: int, drop_last: bool = False, *, numpy: bool = False,
                      views: bool = False) -> Iterator[dict[str, Any]]:
-        """This worker's share of the epoch as collated batches of `batch_size`: the batches a
-        DataLoader would build from `__iter__` with `streaming.collate.collate` (`numpy` as
-        there), read column by column without per-sample dicts (StreamingDataLoader's fast
-        path). With `views`, `bytes` values are memoryviews of the read buffer instead of
-        copies: for a consumer that copies each batch before asking for the next (the worker
-        transport), since a view keeps a whole read's buffer alive."""
+        """This worker's share of the epoch as the batches a DataLoader would collate from
+        `__iter__` (`streaming.collate.collate`), read column by column (StreamingDataLoader's
+        fast path). With `views`, `bytes` values are memoryviews of the read buffer, for a
+        consumer that copies each batch before asking for the next (the worker transport)."""
         world, ids = self._begin()
         names = self.catalog.codecs[0].column_names
         chunks = self.rows.chunks(ids, self.session.node.flag, chunk=self._read_rows(batch_size),

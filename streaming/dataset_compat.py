@@ -134,6 +134,20 @@ class ReferenceAPI:
     partition_algo = _resolved("partition_algo", lambda self: self.config.partition_algo)
 
     @property
+    def size(self) -> int:
+        """Number of unique samples over every stream (what `ds[i]` can address)."""
+        return self.num_samples
+
+    @property
+    def epoch_size(self) -> int:
+        """Samples in one epoch over all ranks, after mixing (before padding to whole batches)."""
+        return int(self.config.epoch_size)
+
+    def prepare_shard(self, shard_id: int) -> None:
+        """Make shard `shard_id` (global over streams) ready on this node."""
+        self.rows.prepare(int(shard_id))
+
+    @property
     def num_streams(self) -> int:
         return len(self.streams)
 

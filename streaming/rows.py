@@ -4,13 +4,15 @@ sized to the cache (`streaming.plan_fit.rows_per_read`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from streaming.catalog import Catalog
+from streaming.errors import PlanError
 from streaming.format.shard import ShardReader
 from streaming.iterate import PREPARE_THREADS, iter_chunks
 from streaming.open_shards import OpenShards
@@ -18,8 +20,32 @@ from streaming.plan_fit import rows_per_read
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
+    from streaming.cache.stats import CacheStats
     from streaming.coord.flag import FailureFlag
     from streaming.plan.planner import NodePlan
+
+
+def samples_ahead(predownload: int | None, batch_size: int | None) -> int:
+    """Samples to prepare ahead of the reader: `predownload`, by default 8 batches."""
+    if predownload is not None and predownload < 0:
+        raise PlanError(f"predownload must be >= 0, got {predownload}")
+    if predownload is not None and batch_size is not None and predownload < batch_size:
+        warnings.warn(f"predownload={predownload} is smaller than batch_size={batch_size}: "
+                      "batches then wait for downloads; set predownload to at least "
+                      "batch_size", stacklevel=3)
+    return predownload if predownload is not None else 8 * (batch_size or 8)
+
+
+def ids_of(index: slice | Sequence[int] | np.ndarray, num_samples: int) -> list[int]:
+    """The sample ids a slice, an id array or a boolean mask over `num_samples` selects."""
+    if isinstance(index, slice):
+        return list(range(*index.indices(num_samples)))
+    ids = np.asarray(index)
+    if ids.dtype == bool:
+        ids = np.flatnonzero(ids)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(f"index must be an int, slice or 1-d integer array, got {index!r}")
+    return [int(i) for i in ids]
 
 
 class Rows:
@@ -93,6 +119,12 @@ class Rows:
         return iter_chunks(ids, self.catalog.spanner.locate, self.reader,
                            self.catalog.preparer.prepare, self.predownload, item,
                            **options, **cache)
+
+    def cache_stats(self) -> CacheStats:
+        """The node cache's counters (all zero without a cache)."""
+        from streaming.cache.stats import CacheStats
+
+        return CacheStats() if self.cache is None else self.cache.stats()
 
     def close(self) -> None:
         self.readers.close()
