@@ -102,7 +102,7 @@ class Session:
         key = (f"{cfg.fingerprint()}|{cfg.num_canonical_nodes}|{cfg.shuffle_seed}|{epoch}|"
                f"{sample_in_epoch}|{world.num_nodes}|{world.ranks_per_node}|"
                f"{world.workers_per_rank}|{world.node}")
-        return self.board.slice(key, lambda: plan_node(cfg, world, epoch, sample_in_epoch).ids,
+        return self.board.slice(key, lambda: self.node_plan(cfg, world, epoch, sample_in_epoch).ids,
                                 world.rank_in_node, world.worker)
 
     def samples_per_rank(self) -> int:

@@ -103,3 +103,13 @@ def test_ranks_get_equal_pack_counts_and_split_the_samples(tmp_path):
     finally:
         for ds in ranks:
             ds.close()
+
+
+def test_the_dataset_and_packing_modules_do_not_import_each_other():
+    import subprocess
+    import sys
+
+    for first, other in (("streaming.dataset", "streaming.packing.streaming"),
+                         ("streaming.packing.streaming", "streaming.dataset")):
+        code = f"import sys, {first}; sys.exit({other!r} in sys.modules)"
+        assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0, first
