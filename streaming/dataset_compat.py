@@ -2,8 +2,8 @@
 `shards`, `num_shards`, `evict_shard`, `evict_coldest_shard`, `cache_usage`, `next_epoch`,
 `resample_streams` and the resolved configuration attributes (docs/from-reference-api.md).
 
-Everything is computed from the dataset's plan config, index arrays, cache engine and epoch
-counter; nothing here keeps state of its own.
+Everything is computed from the dataset's parts (its catalog, plan config, rows and session);
+nothing here keeps state of its own.
 """
 
 from __future__ import annotations
@@ -14,13 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streaming.errors import CacheLimitError
+from streaming.errors import ArgumentError, CacheLimitError
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
-    from streaming.cache.prepare import ShardTable
+    from streaming.cache.prepare import ShardPreparer
+    from streaming.catalog import Catalog
     from streaming.plan import PlanConfig, World
-    from streaming.read.epochs import EpochCounter
+    from streaming.read.spanner import Spanner
+    from streaming.rows import Rows
+    from streaming.session import Session
     from streaming.stream import Stream
 
 
@@ -86,28 +89,63 @@ class ReferenceAPI:
 
     # Provided by StreamingDataset.
     cache: CacheEngine | None
+    catalog: Catalog
     config: PlanConfig
+    rows: Rows
+    session: Session
     world: World
-    streams: list[Stream]
-    samples_per_shard: np.ndarray
-    stream_per_shard: np.ndarray
-    _epochs: EpochCounter
 
-    def _config_now(self) -> PlanConfig:
-        raise NotImplementedError
+    # ----- the catalog's arrays --------------------------------------------------------------
+    @property
+    def streams(self) -> list[Stream]:
+        return self.catalog.streams
+
+    @property
+    def preparer(self) -> ShardPreparer:
+        return self.catalog.preparer
+
+    @property
+    def spanner(self) -> Spanner:
+        return self.catalog.spanner
+
+    @property
+    def num_samples(self) -> int:
+        return self.catalog.num_samples
+
+    samples_per_shard = property(lambda self: self.catalog.samples_per_shard)
+    shards_per_stream = property(lambda self: self.catalog.shards_per_stream)
+    stream_per_shard = property(lambda self: self.catalog.stream_per_shard)
+    samples_per_stream = property(lambda self: self.catalog.samples_per_stream)
+    shard_offset_per_stream = property(lambda self: self.catalog.shard_offset_per_stream)
+    sample_offset_per_stream = property(lambda self: self.catalog.sample_offset_per_stream)
 
     # ----- configuration, resolved ---------------------------------------------------------
     num_canonical_nodes = _resolved(
-        "num_canonical_nodes", lambda self: int(self._config_now().canonical_nodes(self.world)))
+        "num_canonical_nodes",
+        lambda self: int(self.session.config_now().canonical_nodes(self.world)))
     shuffle_algo = _resolved("shuffle_algo", lambda self: self.config.shuffle_algo)
     shuffle_block_size = _resolved(
         "shuffle_block_size",
-        lambda self: int(self._config_now().block_size(self.num_canonical_nodes)))
+        lambda self: int(self.session.config_now().block_size(self.num_canonical_nodes)))
     sampling_method = _resolved("sampling_method", lambda self: self.config.sampling_method)
     sampling_granularity = _resolved("sampling_granularity",
                                      lambda self: self.config.sampling_granularity)
     batching_method = _resolved("batching_method", lambda self: self.config.batching_method)
     partition_algo = _resolved("partition_algo", lambda self: self.config.partition_algo)
+
+    @property
+    def size(self) -> int:
+        """Number of unique samples over every stream (what `ds[i]` can address)."""
+        return self.num_samples
+
+    @property
+    def epoch_size(self) -> int:
+        """Samples in one epoch over all ranks, after mixing (before padding to whole batches)."""
+        return int(self.config.epoch_size)
+
+    def prepare_shard(self, shard_id: int) -> None:
+        """Make shard `shard_id` (global over streams) ready on this node."""
+        self.rows.prepare(int(shard_id))
 
     @property
     def num_streams(self) -> int:
@@ -127,8 +165,8 @@ class ReferenceAPI:
     @property
     def shards(self) -> list[ShardInfo]:
         """Every shard over every stream, in global shard order."""
-        table: ShardTable = self.preparer.table  # type: ignore[attr-defined]
-        fmt = self._stream_formats()
+        table = self.catalog.table
+        fmt = self.catalog.formats()
         out = []
         for shard in range(self.num_shards):
             stream = int(self.stream_per_shard[shard])
@@ -141,9 +179,6 @@ class ReferenceAPI:
             out.append(ShardInfo(shard, stream, int(self.samples_per_shard[shard]),
                                  fmt[stream], table.compression[shard], raw, zipped))
         return out
-
-    def _stream_formats(self) -> list[str]:
-        return [getattr(codec, "format", "mds") for codec in self._codecs]  # type: ignore
 
     # ----- cache -----------------------------------------------------------------------------
     @property
@@ -159,8 +194,9 @@ class ReferenceAPI:
             raise IndexError(f"shard {shard_id} out of range [0, {self.num_shards})")
         if self.cache is not None:
             self.cache.evict(shard_id)
-            self.preparer.forget(shard_id)  # type: ignore[attr-defined]
-        self._readers.forget(shard_id)  # type: ignore[attr-defined]
+            self.rows.forget(shard_id)
+        else:
+            self.rows.readers.forget(shard_id)
 
     def evict_coldest_shard(self) -> None:
         """Evict the cached shard whose next use is farthest away (CacheLimitError, a
@@ -169,23 +205,21 @@ class ReferenceAPI:
         if victim is None:
             raise CacheLimitError("no cached shard can be evicted (none is present, or every "
                                   "present one is in use or has no remote)")
-        self.preparer.forget(victim)  # type: ignore[attr-defined]
-        self._readers.forget(victim)  # type: ignore[attr-defined]
+        self.rows.forget(victim)
 
     # ----- epochs ----------------------------------------------------------------------------
     @property
     def next_epoch(self) -> int:
         """The epoch this rank's next iteration runs."""
-        return self._epochs.next_epoch()
+        return self.session.epochs.next_epoch()
 
     @next_epoch.setter
     def next_epoch(self, epoch: int) -> None:
         """Make the next iteration run `epoch` from its start (keeps a loaded state's
         canonical node count and seed)."""
         if int(epoch) < 0:
-            raise ValueError(f"next_epoch must be >= 0, got {epoch}")
-        ncn, seed = self._epochs.overrides()
-        self._epochs.set_resume(int(epoch), 0, ncn, seed)
+            raise ArgumentError(f"next_epoch must be >= 0, got {epoch}")
+        self.session.restart_at(int(epoch))
 
     def resample_streams(self, epoch: int, stream_id: int | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
@@ -195,7 +229,7 @@ class ReferenceAPI:
         then the partial pass's rows sorted). `stream_id` limits both to one stream."""
         from streaming.plan.order import EpochOrder
 
-        cfg = dataclasses.replace(self._config_now(), shuffle=False)
+        cfg = dataclasses.replace(self.session.config_now(), shuffle=False)
         ncn = int(cfg.canonical_nodes(self.world))
         order = EpochOrder(cfg, ncn, int(epoch))
         ids = np.sort(np.concatenate([order.picks(c)[0] for c in range(ncn)]).astype(np.int64))

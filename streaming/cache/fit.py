@@ -97,7 +97,7 @@ def block_for_limit(limit: int, footprint: Footprint, samples_per_shard: np.ndar
     if shards_in_use(default_block, typical, algo) <= room:
         return int(default_block)
     fit = int((room - 1) * typical / SPREAD.get(algo, 1.0))
-    if algo == "py1e":
+    if SHUFFLES[algo].centred_windows:
         # Windows over half a sequence overlap from both ends: every shard in use at once.
         fit = min(fit, int(np.asarray(samples_per_shard).sum()) // sequences // 2)
     return int(min(default_block, max(fit, typical)))

@@ -186,7 +186,7 @@ def build_train_loader(source: StreamingDataset | StreamingDataLoader,
     a plain one is batched by `per_device_train_batch_size` with `collate_fn` or ours."""
     if isinstance(source, StreamingDataLoader):
         return source
-    if not isinstance(source, StreamingDataset):
+    if not isinstance(source, StreamingDataset | PackedStreamingDataset):
         raise TrainerSetupError(f"train_dataset must be a StreamingDataset or a "
                                 f"StreamingDataLoader, got {type(source).__name__}")
     options: dict[str, Any] = {

@@ -1,31 +1,44 @@
-"""Streaming packing: a StreamingDataset whose iteration yields batches of packs formed on the
-fly by a streaming packer (bounded buffer) over each rank's planned sample order.
+"""Streaming packing: a dataset whose iteration yields batches of packs formed on the fly by a
+streaming packer (bounded buffer) over each rank's planned sample order of a StreamingDataset.
 
 Resumption is deterministic replay: a rank's packs are a pure function of its planned id order
 and the lengths (known without reading data), so every DataLoader worker replays the packer
 over lengths, skips the packs already consumed, and serves batches t = worker, worker + W, ...
 in the canonical order. The DataLoader's round-robin then yields exactly that order for any
-number of workers, and the state is one number: packs consumed in the epoch.
+number of workers, and the state is the source's plus one number: packs consumed in the epoch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from torch.utils.data import IterableDataset
 
 from streaming.coord.shm import SegmentMissingError, SharedArray
-from streaming.dataset import StreamingDataset
-from streaming.errors import PlanError, StateMismatchError
-from streaming.packing.lengths import load_lengths
+from streaming.errors import ArgumentError, PlanError, StateMismatchError
 from streaming.packing.planner import pack_lengths
 from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.registry import make_packer
 from streaming.plan import World, plan_node
-from streaming.read.iterate import iter_chunks
-from streaming.state import ResumeState, WorkerPosition
-from streaming.world_detect import worker_slot
+
+if TYPE_CHECKING:
+    from streaming.packing.collate import PackCollator
+    from streaming.session import Session
+
+
+class PackSource(Protocol):
+    """What packing needs of a dataset (StreamingDataset offers it)."""
+
+    world: World
+    session: Session
+
+    def rank_sample_ids(self, epoch: int) -> np.ndarray: ...
+
+    def read_samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
 
 
 def rank_epoch_packs(ids: np.ndarray, lengths: np.ndarray, packing_length: int,
@@ -45,13 +58,15 @@ def worker_packs(plan: EpochPacks, skip: int, per_batch: int, worker: int,
     return plan.select(numbers[batch % workers == worker])
 
 
-class PackedStreamingDataset(StreamingDataset):
-    """StreamingDataset yielding collated batches of `packs_per_batch` packs of `packing_column`.
+class PackedStreamingDataset(IterableDataset):
+    """Collated batches of `packs_per_batch` packs of `packing_column` over a StreamingDataset
+    (built from the other arguments, or given as `source`).
 
     Use it with `StreamingDataLoader(ds, batch_size=None, num_workers=...)`: the loader then
     counts packs, and `state_dict()` / `load_state_dict()` resume exactly (no pack lost or
     repeated). Each batch also holds `sample_ids` (every sample of its packs, in order). All
-    StreamingDataset arguments apply (streams, shuffling, batching_method, mix_unit, ...).
+    StreamingDataset arguments apply (streams, shuffling, batching_method, mix_unit, ...), and
+    the source's public attributes read through (`ds.streams`, `ds.cache_stats()`, ...).
     """
 
     def __init__(
@@ -65,23 +80,29 @@ class PackedStreamingDataset(StreamingDataset):
         packing_buffer_size: int | None = None,
         packs_per_batch: int = 1,
         equal_packs: bool = True,
-        collator: Any = None,
+        collator: PackCollator | None = None,
         packing: bool = True,
+        source: PackSource | None = None,
+        lengths: np.ndarray | None = None,
         **kwargs: Any,
     ) -> None:
         from streaming.packing.collate import PackCollator
 
         if not packing:
-            raise ValueError("PackedStreamingDataset always packs; use StreamingDataset for "
-                             "unpacked samples")
-
+            raise ArgumentError("PackedStreamingDataset always packs; use StreamingDataset for "
+                                "unpacked samples")
         if isinstance(packs_per_batch, bool) or not isinstance(packs_per_batch, int) \
                 or packs_per_batch < 1:
             raise PlanError(f"packs_per_batch must be a positive int, got {packs_per_batch!r}")
         make_packer(packing_strategy, packing_length, filter_overlong=filter_overlong,
                     overlong=overlong, buffer_size=packing_buffer_size)  # validate early
-        kwargs.setdefault("lengths_column", packing_column)
-        super().__init__(**kwargs)
+        if source is None:
+            from streaming.dataset import StreamingDataset
+
+            source = StreamingDataset(**{"lengths_column": packing_column, **kwargs})
+        elif kwargs:
+            raise ArgumentError(f"with `source`, dataset arguments {sorted(kwargs)} go to it")
+        self.source = source
         self.packing_length = int(packing_length)
         self.packing_column = packing_column
         self.packs_per_batch = packs_per_batch
@@ -90,46 +111,76 @@ class PackedStreamingDataset(StreamingDataset):
                         "overlong": overlong, "buffer_size": packing_buffer_size}
         self._split = not filter_overlong and overlong == "split"
         self.collator = collator or PackCollator(self.packing_length)
-        self.lengths = load_lengths(self, packing_column)
-        self._resume_name = self._namespace.name(f"k{self.world.rank_in_node}")
+        if lengths is None:
+            from streaming.packing.lengths import load_lengths
+
+            lengths = load_lengths(source, packing_column)
+        self.lengths = lengths
+        session = source.session
+        self._resume_name = session.namespace.name(f"k{source.world.rank_in_node}")
         self._resume_seg: SharedArray | None = SharedArray.create(self._resume_name, (2,),
                                                                   np.int64)
         self._cached: tuple[Any, EpochPacks] | None = None
-        self._packs_yielded = 0
+
+    def __getattr__(self, name: str) -> Any:
+        """The source's public attributes (`streams`, `world`, `cache_stats`, ...)."""
+        source = self.__dict__.get("source")
+        if name.startswith("_") or source is None:
+            raise AttributeError(name)
+        return getattr(source, name)
+
+    @property
+    def session(self) -> Session:
+        return self.source.session
+
+    def batches_supported(self) -> bool:
+        """Never: batches are packs, built by this dataset's own iteration."""
+        return False
 
     # ----- planning ----------------------------------------------------------------------
-    def rank_packs(self, epoch: int, world: World | None = None) -> EpochPacks:
+    def rank_packs(self, epoch: int) -> EpochPacks:
         """This rank's packs for `epoch`, in canonical order (the same for any worker count)."""
-        base = world or self.world
-        rank_world = World(base.num_nodes, base.ranks_per_node, 1, base.node,
-                           base.rank_in_node, 0, base.replication)
-        key = (epoch, self._config_now().num_canonical_nodes, self._config_now().shuffle_seed)
+        cfg = self.session.config_now()
+        key = (epoch, cfg.num_canonical_nodes, cfg.shuffle_seed)
         if self._cached is None or self._cached[0] != key:
-            ids = self.worker_sample_ids(epoch, 0, rank_world)
-            target = self._most_packs(epoch, rank_world) if self.equal_packs else None
+            ids = self.source.rank_sample_ids(epoch)
+            target = self._most_packs(epoch) if self.equal_packs else None
             plan = rank_epoch_packs(ids, self.lengths, self.packing_length, target=target,
                                     **self.packing)
             self._cached = (key, plan)
         return self._cached[1]
 
-    def _most_packs(self, epoch: int, rank_world: World) -> int | None:
-        """The largest pack count of any rank in `epoch` (replays every rank's packer)."""
-        if rank_world.data_parallel_ranks == 1:
+    def _most_packs(self, epoch: int) -> int | None:
+        """The largest natural pack count of any rank in `epoch`: every rank's count is grown to
+        it, so all ranks step equally. Counted once per node (its ranks and DataLoader workers
+        share the result through the session's plan board)."""
+        world = self.session.rank_world()
+        if world.data_parallel_ranks == 1:
             return None
-        cfg, most = self._config_now(), 0
-        for node in range(rank_world.num_nodes):
-            plan = plan_node(cfg, rank_world.with_position(node), epoch, 0)
-            for rank in range(rank_world.ranks_per_node):
+        cfg = self.session.config_now()
+        key = (f"packs|{cfg.fingerprint()}|{cfg.num_canonical_nodes}|{cfg.shuffle_seed}|{epoch}|"
+               f"{world.num_nodes}|{world.ranks_per_node}|{self._packing_identity()}")
+
+        def count() -> np.ndarray:
+            return np.full((1, 1, 1), self._count_most_packs(cfg, world, epoch), np.int64)
+
+        return int(self.session.board.slice(key, count, 0, 0)[0])
+
+    def _count_most_packs(self, cfg: Any, world: World, epoch: int) -> int:
+        most = 0
+        for node in range(world.num_nodes):
+            plan = plan_node(cfg, world.with_position(node), epoch, 0)
+            for rank in range(world.ranks_per_node):
                 ids = plan.worker_ids(rank, 0)
                 ids = ids[ids >= 0]
-                packs = pack_lengths(self.lengths[ids], self.packing_length, **self.packing)
-                most = max(most, len(packs))
+                most = max(most, len(pack_lengths(self.lengths[ids], self.packing_length,
+                                                  **self.packing)))
         return most
 
     def __len__(self) -> int:
         """Batches of packs this rank yields in the current epoch (equal on every rank with
         `equal_packs`)."""
-        epoch, _ = self._epochs.current()
+        epoch, _ = self.session.epochs.current()
         return -(-self.rank_packs(epoch).num_packs // self.packs_per_batch)
 
     def pack_count(self, epoch: int = 0) -> int:
@@ -138,31 +189,28 @@ class PackedStreamingDataset(StreamingDataset):
 
     # ----- iteration ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        self._pending = True  # noted now: torchdata asks for the state before the first batch
+        self.session.note_pending()
         return self._packs_of_iteration()
 
     def _packs_of_iteration(self) -> Iterator[dict[str, Any]]:
-        world = self._worker_world()
-        start = self._epochs.begin_worker(world.worker, world.workers_per_rank)
-        self._node.check(start.epoch)
-        self._start, self._pending, self._ended = start, False, False
-        self._packs_yielded = 0
+        session = self.session
+        world, start = session.begin(settle=False)
         try:
-            with self._node.failing_on_error():
-                plan = self.rank_packs(start.epoch, world)
+            with session.failing_on_error():
+                plan = self.rank_packs(start.epoch)
                 mine = worker_packs(plan, self._resume_skip(start.epoch), self.packs_per_batch,
                                     world.worker, world.workers_per_rank)
                 mine = mine.select(np.arange(min(start.skip, mine.num_packs), mine.num_packs))
             yield from self._batches(mine)
         except Exception as exc:
-            self._node.fail_with(exc, f"rank {world.rank} worker {world.worker}")
+            session.fail(world, exc)
             raise
-        self._ended = True
+        session.end()
 
     def _batches(self, plan: EpochPacks) -> Iterator[dict[str, Any]]:
         import torch
 
-        samples = self._samples(plan.ids)
+        samples = self.source.read_samples(plan.ids)
         cap, per_batch = self.packing_length, self.packs_per_batch
         for lo in range(0, plan.num_packs, per_batch):
             hi = min(lo + per_batch, plan.num_packs)
@@ -179,14 +227,8 @@ class PackedStreamingDataset(StreamingDataset):
                 ids.append(pack_ids)
             batch = self.collator.batch(packs)
             batch["sample_ids"] = torch.from_numpy(np.concatenate(ids))
-            self._packs_yielded += hi - lo
+            self.session.count += hi - lo
             yield batch
-
-    def _samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
-        item = self.__getitem__ if self._overridden() else None
-        for chunk in iter_chunks(ids, self.spanner.locate, self._reader, self.source, item,
-                                 open_file=self._open_file):
-            yield from chunk
 
     def _tokens(self, sample_id: int, sample: dict[str, Any]) -> np.ndarray:
         if self.packing_column not in sample:
@@ -212,56 +254,50 @@ class PackedStreamingDataset(StreamingDataset):
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
                    ) -> dict[str, Any]:
         """Resumption state after `num_samples` global packs of the current epoch (the
-        StreamingDataLoader passes packs: its batches' leading size is packs per batch)."""
-        dp = self.world.data_parallel_ranks
+        StreamingDataLoader passes packs: its batches' leading size is packs per batch):
+        `{"source": <the source's state at the epoch's start>, "packs_in_epoch": ...,
+        "packing": <the packing setup>}`. Without `num_samples` (torchdata's protocol), the
+        state of this process's iteration; inside a DataLoader worker the source state also
+        holds the worker's own pack count (`worker`)."""
+        dp = self.source.world.data_parallel_ranks
         if num_samples is None:
-            return self._packed_iteration_state()
-        epoch, _ = self._epochs.current()
+            return self._iteration_state()
+        epoch, _ = self.session.epochs.current()
         packs = num_samples // dp + (0 if from_beginning else self._resume_skip(epoch))
         if packs >= self.rank_packs(epoch).num_packs:
             epoch, packs = epoch + 1, 0
-        return self._packed_state(epoch, packs)
+        return self._packed_state(self.session.resume_state(epoch, 0), packs)
 
-    def _packed_state(self, epoch: int, packs: int) -> dict[str, Any]:
-        cfg = self._config_now()
-        state = ResumeState(
-            epoch=epoch, sample_in_epoch=0,
-            num_canonical_nodes=int(cfg.canonical_nodes(self.world)),
-            shuffle_seed=int(cfg.shuffle_seed), fingerprint=self._fingerprint(cfg),
-            initial_physical_nodes=self.world.num_nodes).to_dict()
-        dp = self.world.data_parallel_ranks
-        return {**state, "packs_in_epoch": packs * dp, "packing": self._packing_identity()}
+    def _packed_state(self, source: dict[str, Any], packs: int) -> dict[str, Any]:
+        dp = self.source.world.data_parallel_ranks
+        return {"source": source, "packs_in_epoch": packs * dp,
+                "packing": self._packing_identity()}
 
-    def _packed_iteration_state(self) -> dict[str, Any]:
-        """torchdata's state_dict(): the rank's packs in the training process; inside a
-        DataLoader worker the packs before the iteration's start plus a `worker` entry with
-        this worker's own count (see StreamingDataset._iteration_state)."""
-        slot = worker_slot()
-        worker, workers = (slot.id, slot.num_workers) if slot is not None else (0, 1)
-        if self._start is None or self._pending:
-            start = self._epochs.peek(worker, workers)
-            done, ended = start.skip, start.ended
-        else:
-            start, done, ended = self._start, self._start.skip + self._packs_yielded, self._ended
-        epoch, packs = start.epoch, self._resume_skip(start.epoch)
-        if slot is not None:
-            position = WorkerPosition(worker, workers, done, ended, self.world.num_nodes,
-                                      self.world.ranks_per_node)
-            return {**self._packed_state(epoch, packs), "worker": position.to_dict()}
-        if ended:
-            return self._packed_state(epoch + 1, 0)
-        return self._packed_state(epoch, packs + done)
+    def _iteration_state(self) -> dict[str, Any]:
+        """The rank's packs in the training process; inside a DataLoader worker the packs
+        before the iteration's start plus this worker's own count (see
+        Session.iteration_state)."""
+        session = self.session
+        now = session.progress()
+        epoch, packs = now.start.epoch, self._resume_skip(now.start.epoch)
+        if now.slot is not None:
+            source = {**session.resume_state(epoch, 0), "worker": session.worker_position(now)}
+            return self._packed_state(source, packs)
+        if now.ended:
+            return self._packed_state(session.resume_state(epoch + 1, 0), 0)
+        return self._packed_state(session.resume_state(epoch, 0), packs + now.done)
 
     def _packing_identity(self) -> dict[str, Any]:
         return {**self.packing, "packing_length": self.packing_length,
                 "column": self.packing_column, "packs_per_batch": self.packs_per_batch,
-                "data_parallel_ranks": self.world.data_parallel_ranks}
+                "data_parallel_ranks": self.source.world.data_parallel_ranks}
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
         """Continue from `obj` at the next iteration. A state from another packing setup or
         data-parallel world size raises StateMismatchError; with strict=False the interrupted
-        epoch restarts from its beginning instead (nothing lost, some packs repeated)."""
-        if "packs_in_epoch" not in obj:
+        epoch restarts from its beginning instead (nothing lost, some packs repeated). A flat
+        state (the source's keys beside `packs_in_epoch`) loads too."""
+        if not isinstance(obj, dict) or "packs_in_epoch" not in obj:
             raise StateMismatchError("not a packing state (no 'packs_in_epoch'): it was saved "
                                      "by a dataset without packing")
         same = obj.get("packing") == self._packing_identity()
@@ -269,18 +305,21 @@ class PackedStreamingDataset(StreamingDataset):
             raise StateMismatchError(
                 f"packing state was saved with {obj.get('packing')!r}, this dataset has "
                 f"{self._packing_identity()!r}; pass strict=False to restart the epoch")
-        super().load_state_dict({**obj, "sample_in_epoch": 0}, strict=strict)
-        packs = int(obj["packs_in_epoch"]) // self.world.data_parallel_ranks if same else 0
-        self._resume_array()[:] = (int(obj["epoch"]) + 1, packs)
+        source = obj["source"] if "source" in obj else {
+            k: v for k, v in obj.items() if k not in ("packs_in_epoch", "packing")}
+        self.session.load_state_dict({**source, "sample_in_epoch": 0}, strict=strict)
+        packs = int(obj["packs_in_epoch"]) // self.source.world.data_parallel_ranks if same else 0
+        self._resume_array()[:] = (int(source["epoch"]) + 1, packs)
 
     # ----- lifecycle ---------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        state["_resume_seg"] = None
-        return state
+        return {**self.__dict__, "_resume_seg": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def close(self) -> None:
         if self._resume_seg is not None:
             self._resume_seg.close()
             self._resume_seg = None
-        super().close()
+        self.source.close()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import PlanError
-from streaming.packing.mixing import measured_token_shares, token_mix_counts
+from streaming.plan.mixing_tokens import measured_token_shares, token_mix_counts
 
 MIX_UNITS = ("samples", "tokens")
 
@@ -57,7 +57,7 @@ def token_shares(dataset: Any, epoch: int = 0, column: str | None = None) -> np.
     lengths = getattr(dataset, "lengths", None)
     if lengths is None or column is not None:
         lengths = load_lengths(dataset, column or getattr(dataset, "lengths_column", "tokens"))
-    cfg, world = dataset._config_now(), dataset.world
+    cfg, world = dataset.session.config_now(), dataset.world
     ids = [plan_node(cfg, world.with_position(node), epoch, 0).ids.reshape(-1)
            for node in range(world.num_nodes)]
     flat = np.concatenate(ids)

@@ -32,7 +32,7 @@ def global_batches(source: Path, cache: Path, nodes: int, batch: int,
     world = World(nodes, 2, WORKERS, 0, 0, 0, 1)
     ds = StreamingDataset(local=source, shuffle=True, batch_size=batch, world=world)
     ds.load_state_dict(state)
-    cfg = ds._config_now()
+    cfg = ds.session.config_now()
     ranks = []
     for node in range(nodes):
         plan = plan_node(cfg, World(nodes, 2, WORKERS, node, 0, 0, 1), state["epoch"],

@@ -20,13 +20,13 @@ def _epoch(remote: Path, local: Path, limit: int | None, opened: Counter | None 
     ds = StreamingDataset(remote=str(remote), local=str(local), cache_limit=limit, batch_size=32,
                           shuffle=True, shuffle_block_size=500, predownload=64)
     if opened is not None:
-        real = ds._open_file
+        real = ds.rows.open_file
 
         def counting(shard, path):
             opened[shard] += 1
             return real(shard, path)
 
-        ds._open_file = counting  # what the pass's pinned reads validate shards with
+        ds.rows.open_file = counting  # what the pass's pinned reads validate shards with
     try:
         batches = list(ds.iter_batches(32))
         return ([i for b in batches for i in b["id"].tolist()],

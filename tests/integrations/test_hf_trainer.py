@@ -177,7 +177,7 @@ def test_epochs_become_exact_steps(tmp_path) -> None:
     trainer.train()
     assert len(calls) == sum(per_epoch)
     state = trainer.train_batches.state_dict()
-    assert (state["epoch"], state["packs_in_epoch"]) == (2, 0)  # both epochs, in full
+    assert (state["source"]["epoch"], state["packs_in_epoch"]) == (2, 0)  # both epochs, in full
 
 
 def pad_tokens(samples: list[dict]) -> dict[str, torch.Tensor]:

@@ -67,14 +67,14 @@ def test_resume_mid_epoch_continues_identically(tokens_dir, workers: int) -> Non
         if k == 6:
             state = loader.state_dict()
             break
-    assert state["epoch"] == 1 and state["packs_in_epoch"] == 14
+    assert state["source"]["epoch"] == 1 and state["packs_in_epoch"] == 14
     fresh = make(root)
     resumed = StreamingDataLoader(fresh, batch_size=None, num_workers=workers)
     resumed.load_state_dict(state)
     rest = flat(resumed)
     assert seen + rest == fresh.rank_packs(1).ids.tolist()
     assert sorted(seen + rest) == sorted(full) == list(range(N))
-    assert resumed.state_dict()["epoch"] == 2  # finished epoch points at the next
+    assert resumed.state_dict()["source"]["epoch"] == 2  # finished epoch points at the next
 
 
 def test_resume_without_loader_and_split_pieces(tokens_dir) -> None:

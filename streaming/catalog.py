@@ -1,0 +1,134 @@
+"""The catalog of a dataset: its streams and what their indexes say (shard arrays, codecs, the
+sample-to-shard spanner, the shard table), read once at construction. Picklable: DataLoader
+workers get a copy instead of reading the indexes again."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streaming.cache.limit import Footprint
+from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.cache.split_meta import prepare_meta_files
+from streaming.errors import PlanError
+from streaming.format.index import read_index
+from streaming.format.local_files import check_local_shards
+from streaming.format.shard import ShardReader
+from streaming.format.split import open_shard
+from streaming.read.spanner import Spanner
+from streaming.stream import Stream, stream_class
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
+@dataclass
+class Catalog:
+    """Streams and their shards, numbered globally over the streams in order."""
+
+    streams: list[Stream]
+    codecs: list[Any]
+    samples_per_shard: np.ndarray
+    shards_per_stream: np.ndarray
+    samples_per_stream: np.ndarray
+    spanner: Spanner
+    preparer: ShardPreparer
+    stream_per_shard: np.ndarray = field(init=False)
+    shard_offset_per_stream: np.ndarray = field(init=False)
+    sample_offset_per_stream: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stream_per_shard = np.repeat(np.arange(len(self.streams)), self.shards_per_stream)
+        self.shard_offset_per_stream = _offsets(self.shards_per_stream)
+        self.sample_offset_per_stream = _offsets(self.samples_per_stream)
+
+    @classmethod
+    def open(cls, streams: list[Stream], *, allow_unsafe_types: bool = False) -> Catalog:
+        """Read every stream's index (and text shards' metadata); shards read in place are
+        checked now, since nothing could fetch a bad one again later."""
+        indexes = [read_index(stream.index_file()) for stream in streams]
+        prepare_meta_files(streams, indexes)  # text-format (split) shards only
+        for stream, index in zip(streams, indexes):
+            if stream.remote_dir is None:
+                check_local_shards(index)
+        samples_per_shard = np.concatenate([ix.samples_per_shard for ix in indexes]
+                                           ).astype(np.int64)
+        return cls(streams=streams,
+                   codecs=[ix.codec(allow_unsafe_types=allow_unsafe_types) for ix in indexes],
+                   samples_per_shard=samples_per_shard,
+                   shards_per_stream=np.array([ix.num_shards for ix in indexes], np.int64),
+                   samples_per_stream=np.array([ix.num_samples for ix in indexes], np.int64),
+                   spanner=Spanner(samples_per_shard),
+                   preparer=ShardPreparer(streams, ShardTable.from_indexes(indexes)))
+
+    @property
+    def table(self) -> ShardTable:
+        return self.preparer.table
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.samples_per_stream.sum())
+
+    @property
+    def mean_sample_bytes(self) -> float:
+        return float(np.sum(self.table.raw_bytes)) / max(self.num_samples, 1)
+
+    @property
+    def all_local(self) -> bool:
+        """Whether every stream is read in place (no cache folder, no remote)."""
+        return all(stream.remote_dir is None for stream in self.streams)
+
+    def footprint(self) -> Footprint:
+        """Cache bytes per shard (see `shard_footprint`)."""
+        from streaming.cache.engine import shard_footprint  # only under a cache_limit
+
+        return shard_footprint(self.table, self.streams)
+
+    def same_schema(self) -> bool:
+        return all(codec == self.codecs[0] for codec in self.codecs)
+
+    def formats(self) -> list[str]:
+        """Each stream's shard format name ("mds" unless a text format)."""
+        return [getattr(codec, "format", "mds") for codec in self.codecs]
+
+    def open_file(self, shard: int, path: Path | str) -> ShardReader:
+        """A reader of prepared shard `shard` at `path`, checked against the index."""
+        stream = int(self.stream_per_shard[shard])
+        return open_shard(path, self.codecs[stream],
+                          expected_samples=int(self.samples_per_shard[shard]),
+                          expected_bytes=int(self.table.raw_bytes[shard]))
+
+
+def build_streams(streams: Sequence[Stream] | None, remote: str | None, local: str | None,
+                  split: str | None, stream_name: str, stream_config: dict[str, Any] | None,
+                  **defaults: Any) -> list[Stream]:
+    """The dataset's streams: `streams` as given, or one stream of `remote`/`local`; each with
+    the dataset-wide `defaults` (download_retry, ...) where it sets none of its own."""
+    out = _streams(streams, remote, local, split, stream_name, stream_config)
+    for stream in out:
+        stream.apply_defaults(**defaults)
+    return out
+
+
+def _streams(streams: Sequence[Stream] | None, remote: str | None, local: str | None,
+             split: str | None, stream_name: str,
+             stream_config: dict[str, Any] | None) -> list[Stream]:
+    if streams is not None:
+        if remote is not None or local is not None:
+            raise PlanError("pass either `streams` or `remote`/`local`, not both")
+        streams = list(streams)
+        if not streams:
+            raise PlanError("`streams` is empty")
+        for s in streams:
+            if not isinstance(s, Stream):
+                raise PlanError(f"`streams` must hold Stream objects, got {type(s).__name__}")
+        return streams
+    if remote is None and local is None:
+        raise PlanError("StreamingDataset needs `streams`, `remote` or `local`")
+    cls = stream_class(stream_name)
+    return [cls(remote=remote, local=local, split=split, **(stream_config or {}))]

@@ -1,0 +1,107 @@
+"""Fitting the plan to the cache: config + world + shard footprints + cache limit in; the plan
+config a node can run within the limit, how reads are sized and the warnings to give out. Pure
+(no shared memory, no files, no logging): the dataset logs the warnings it gets back.
+
+A block shuffle reads its block's shards at once and py1s/py2s one or two shards per canonical
+node; shards evicted while still in use are downloaded again and again. So when the user left
+the block size (or the canonical node count) unset and the default is more than the cache
+holds, a smaller one is chosen; a value the user set is kept, with a warning when too big.
+Only the config and the index decide, so every node picks the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from streaming.cache.fit import (
+    BLOCK_SHUFFLES,
+    SHARD_SHUFFLES,
+    block_for_limit,
+    canonical_for_limit,
+    typical_samples,
+)
+from streaming.cache.limit import Footprint
+from streaming.plan import PlanConfig, World
+from streaming.read.iterate import read_size
+from streaming.util.units import parse_bytes
+
+
+@dataclass(frozen=True)
+class PlanFit:
+    """What fitting decided: the config to plan with; `read_shard`, the samples of a typical
+    shard when reads are sized to half of one (0: reads stay large, pinning each shard once
+    per read); and the warnings for the user."""
+
+    config: PlanConfig
+    read_shard: int = 0
+    warnings: tuple[str, ...] = ()
+
+
+def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
+             cache_limit: int | str | None) -> PlanFit:
+    """The plan config with a shuffle the cache can hold (the config itself when it fits or
+    there is no limit)."""
+    if cache_limit is None or footprint is None:
+        return PlanFit(config)
+    typical = typical_samples(footprint, config.samples_per_shard)
+    if not config.shuffle:
+        return PlanFit(config, typical)  # shards in order: one or two in use at a time
+    limit = parse_bytes(cache_limit)
+    if config.shuffle_algo in BLOCK_SHUFFLES:
+        canonical = config.canonical_nodes(world)
+        default = config.block_size(canonical)
+        sequences = -(-canonical // world.num_groups)  # canonical nodes one node reads
+        fit = block_for_limit(limit, footprint, config.samples_per_shard, default,
+                              config.shuffle_algo, sequences)
+        return _keep_or_fit(
+            config, "shuffle_block_size", fit, default, typical,
+            too_big=f"shuffle_block_size={config.shuffle_block_size} is more than "
+                    f"cache_limit={cache_limit} can hold ({fit} samples): shards evicted "
+                    "within a block are downloaded again, several times per epoch each; a "
+                    f"block of at most {fit} samples, or no shuffle_block_size, avoids it",
+            fitted=f"cache_limit={cache_limit} holds only part of a shuffle block: "
+                   f"shuffling over blocks of {fit} samples instead of {default}, so shards "
+                   "are not fetched again within a block (pass shuffle_block_size to choose)")
+    if config.shuffle_algo in SHARD_SHUFFLES:
+        default = config.canonical_nodes(world)
+        fit = canonical_for_limit(limit, footprint, default, world.num_groups,
+                                  config.shuffle_algo)
+        return _keep_or_fit(
+            config, "num_canonical_nodes", fit, default, typical,
+            too_big=f"num_canonical_nodes={config.num_canonical_nodes} with shuffle_algo="
+                    f"{config.shuffle_algo!r} reads more shards at once than cache_limit="
+                    f"{cache_limit} holds: shards evicted while still in use are downloaded "
+                    f"again; at most {fit} avoids it",
+            fitted=f"cache_limit={cache_limit} holds the shards of only {fit} of {default} "
+                   f"canonical nodes at once: {config.shuffle_algo} interleaves {fit} "
+                   "instead, so shards are not fetched again while in use (pass "
+                   "num_canonical_nodes to choose)")
+    return PlanFit(config)  # naive: samples from anywhere in the epoch
+
+
+def _keep_or_fit(config: PlanConfig, field: str, fit: int, default: int, typical: int, *,
+                 too_big: str, fitted: str) -> PlanFit:
+    """`field` set to `fit` when the user left it unset and the default is more than the
+    cache holds; a value the user set is kept, with large reads when it is more than `fit`."""
+    given = getattr(config, field)
+    if given is not None:
+        if given > fit:
+            return PlanFit(config, 0, (too_big,))
+        return PlanFit(config, typical)
+    if fit >= default:
+        return PlanFit(config, typical)
+    return PlanFit(dataclasses.replace(config, **{field: fit}), typical, (fitted,))
+
+
+def rows_per_read(mean_sample_bytes: float, multiple: int, *, limited: bool, read_shard: int,
+                  readers: int) -> int:
+    """Rows per vectorised read, a multiple of `multiple` (see `read_size`); under a cache
+    limit whose shuffle fits (`read_shard` > 0), at most half a shard per reader of the node's
+    order (`readers` take turns along it), so the shards one read touches stay few."""
+    if not limited:
+        return read_size(mean_sample_bytes, multiple)
+    if not read_shard:
+        return read_size(mean_sample_bytes, multiple, limited=True)
+    rows = min(read_size(mean_sample_bytes), max(read_shard // (2 * max(readers, 1)), 1))
+    return max(rows // multiple, 1) * multiple

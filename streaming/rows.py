@@ -1,0 +1,149 @@
+"""Reading a catalog's rows in one process: shards made ready (through the node's cache, or in
+place), kept open a few at a time, read one by one (`ds[i]`) or in planned chunks, in reads
+sized to the cache (`streaming.plan_fit.rows_per_read`)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from streaming.catalog import Catalog
+from streaming.errors import PlanError
+from streaming.format.shard import ShardReader
+from streaming.plan_fit import rows_per_read
+from streaming.read.iterate import iter_chunks
+from streaming.read.open_shards import OpenShards
+from streaming.read.source import ShardSource, shard_source
+
+if TYPE_CHECKING:
+    from streaming.cache.engine import CacheEngine
+    from streaming.cache.stats import CacheStats
+    from streaming.coord.wait import Flag
+    from streaming.plan.planner import NodePlan
+
+
+def samples_ahead(predownload: int | None, batch_size: int | None) -> int:
+    """Samples to prepare ahead of the reader: `predownload`, by default 8 batches."""
+    if predownload is not None and predownload < 0:
+        raise PlanError(f"predownload must be >= 0, got {predownload}")
+    if predownload is not None and batch_size is not None and predownload < batch_size:
+        warnings.warn(f"predownload={predownload} is smaller than batch_size={batch_size}: "
+                      "batches then wait for downloads; set predownload to at least "
+                      "batch_size", stacklevel=3)
+    return predownload if predownload is not None else 8 * (batch_size or 8)
+
+
+def ids_of(index: slice | Sequence[int] | np.ndarray, num_samples: int) -> list[int]:
+    """The sample ids a slice, an id array or a boolean mask over `num_samples` selects."""
+    if isinstance(index, slice):
+        return list(range(*index.indices(num_samples)))
+    ids = np.asarray(index)
+    if ids.dtype == bool:
+        ids = np.flatnonzero(ids)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(f"index must be an int, slice or 1-d integer array, got {index!r}")
+    return [int(i) for i in ids]
+
+
+class Rows:
+    """The rows of `catalog`, read through `cache` (None: every stream is read in place)."""
+
+    def __init__(self, catalog: Catalog, cache: CacheEngine | None, predownload: int,
+                 read_shard: int) -> None:
+        self.catalog, self.cache, self.predownload = catalog, cache, predownload
+        self.read_shard = read_shard  # see PlanFit.read_shard
+        self.readers = OpenShards(self.open_prepared)
+        self.source: ShardSource = shard_source(cache, catalog.preparer, predownload)
+
+    def prepare(self, shard: int) -> Path:
+        """Make `shard` ready on this node; its raw file's path."""
+        if self.cache is None:
+            return self.catalog.preparer.prepare(shard)
+        return self.cache.prepare(shard)
+
+    def open_file(self, shard: int, path: Path) -> ShardReader:
+        return self.catalog.open_file(shard, path)
+
+    def open_prepared(self, shard: int) -> ShardReader:
+        return self.open_file(shard, self.prepare(shard))
+
+    def reader(self, shard: int) -> ShardReader:
+        """An open reader of `shard` (at most `OpenShards.capacity` stay open at once)."""
+        return self.readers.get(shard)
+
+    def forget(self, shard: int) -> None:
+        """Drop what this process holds of `shard` (its prepared path, its open reader)."""
+        self.catalog.preparer.forget(shard)
+        self.readers.forget(shard)
+
+    def limits(self) -> bool:
+        """Whether some shards are read under a cache_limit."""
+        return self.cache is not None and self.cache.effective_limit() is not None
+
+    def limited(self, shard: int) -> bool:
+        """Whether `shard` is cached under a cache_limit (then read under a pin, never kept
+        open: an open file of an evicted shard would keep its blocks)."""
+        cache = self.cache
+        return (cache is not None and bool(cache.cached[shard])
+                and cache.effective_limit() is not None)
+
+    def get(self, sample_id: int) -> dict[str, Any]:
+        """The decoded sample with global id `sample_id` (negative counts from the end)."""
+        shard, row = self.catalog.spanner[sample_id]
+        if not self.limited(shard):
+            return self.reader(shard).get(row)
+        cache = self.cache
+        assert cache is not None
+        path = cache.acquire(shard)
+        try:
+            with self.open_file(shard, path) as reader:
+                return reader.get_many([row], copy=True)[0]  # no view of the file outlives it
+        finally:
+            cache.release(shard)
+
+    def rows_per_read(self, multiple: int, readers: int) -> int:
+        """Rows per vectorised read, a multiple of `multiple`, for `readers` taking turns."""
+        return rows_per_read(self.catalog.mean_sample_bytes, multiple, limited=self.limits(),
+                             read_shard=self.read_shard, readers=readers)
+
+    def chunks(self, ids: np.ndarray, item: Callable[[int], Any] | None = None,
+               **options: Any) -> Iterator[list[Any]]:
+        """The rows of planned `ids` in chunks (`iter_chunks`' options), through this
+        process's shard source."""
+        return iter_chunks(ids, self.catalog.spanner.locate, self.reader, self.source, item,
+                           open_file=self.open_file, **options)
+
+    def cache_stats(self) -> CacheStats:
+        """The node cache's counters (all zero without a cache)."""
+        from streaming.cache.stats import CacheStats
+
+        return CacheStats() if self.cache is None else self.cache.stats()
+
+    def close(self) -> None:
+        self.readers.close()
+        if self.cache is not None:
+            self.cache.close()
+
+
+def start_cache(catalog: Catalog, cache_limit: int | str | None, predownload: int,
+                flag: Flag, node_plan: Callable[[], NodePlan]) -> CacheEngine | None:
+    """The node-shared cache engine over the remote streams' folders (None when every stream
+    is local-only); a cache_limit the epoch-0 `node_plan` cannot run in is refused here, with
+    the minimum in the CacheLimitError."""
+    if catalog.all_local:
+        return None
+    from streaming.cache.engine import CacheEngine  # local-only datasets never load it
+
+    engine = CacheEngine(catalog.preparer, cache_limit=cache_limit, predownload=predownload,
+                         flag=flag).attach()
+    if engine.effective_limit() is not None:
+        try:
+            engine.check_plan(node_plan().ids, catalog.spanner.shard_starts)
+        except BaseException:
+            engine.close()
+            raise
+    return engine
