@@ -48,6 +48,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import BENCH_DATA, Corpus, blob_corpus, token_corpus
+from _report import (
+    data_sps,
+    download_phase,
+    line,
+    median,
+    ratio,
+    ratio_after_startup,
+    sps,
+)
 from _targets import BUCKET, TARGETS, Target
 
 from streaming.cache.engine import CacheEngine
@@ -303,62 +312,6 @@ def _server_cpu() -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _line(name: str, r: dict) -> str:
-    if "error" in r:
-        return f"  {name:<24} {r['error']}"
-    sps = _sps(r)
-    notes = "; ".join(r.get("notes", []))
-    return (f"  {name:<24} {sps:>9,.0f} samples/s {r['bytes'] / MB / r['seconds']:>7.1f} MB/s  "
-            f"start-up {r['ready']:4.2f} s  first batch {r['first']:5.2f} s  "
-            f"after start-up {_data_sps(r):>7,.0f}/s  peak cache {r['peak_cache'] / MB:>4.0f} MB  "
-            f"cpu {r['cpu']:4.1f} s + server "
-            f"{r['server_cpu']:3.1f} s  {notes}")
-
-
-def _sps(r: dict | None) -> float | None:
-    return None if not r or "error" in r else r["samples"] / r["seconds"]
-
-
-def _data_sps(r: dict) -> float:
-    """Samples/s from the first iter() on: the epoch without imports and construction."""
-    return r["samples"] / max(r["seconds"] - r["ready"], 1e-9)
-
-
-def _median(results: list[dict]) -> dict:
-    """The run with the median samples/s (failed runs count as slowest)."""
-    ranked = sorted(results, key=lambda r: _sps(r) or 0.0)
-    return ranked[(len(ranked) - 1) // 2]
-
-
-def _ratio(label: str, a: dict | None, b: dict | None,
-           pairs: list[tuple[dict, dict]] | None = None) -> None:
-    x = None if _sps(a) is None or _sps(b) is None else _sps(a) / _sps(b)
-    _print_ratio(label, x, [_sps(p) / _sps(q) if _sps(p) and _sps(q) else None
-                            for p, q in pairs or []])
-
-
-def _print_ratio(label: str, x: float | None, each: list[float | None]) -> None:
-    """One ratio line: the ratio of medians, then round by round (None: a failed round)."""
-    per_round = ""
-    if len(each) > 1:
-        per_round = "  (" + ", ".join("failed" if v is None else f"x{v:.2f}" for v in each) + ")"
-    if x is not None or per_round:
-        print(f"    {label}: {'n/a' if x is None else f'x{x:.2f}'}{per_round}")
-
-
-def _ratio_after_startup(label: str, ours: list[dict], peer: list[dict]) -> None:
-    """Median after-start-up rates (each system's own median run may differ), then per round."""
-    def rates(runs: list[dict]) -> list[float]:
-        return [_data_sps(r) for r in runs if r and "error" not in r]
-
-    a, b = rates(ours), rates(peer)
-    if not a or not b:
-        return
-    each = [_data_sps(p) / _data_sps(q) if _sps(p) and _sps(q) else None
-            for p, q in zip(ours, peer)]
-    _print_ratio(label, float(np.median(a)) / float(np.median(b)), each)
-
-
 def bench(kind: str, args: argparse.Namespace, target: Target, env: dict) -> dict:
     """Every measurement of one corpus; returns the numbers for --json."""
     corpus, folder = build(kind, _size(args))
@@ -388,9 +341,9 @@ def bench(kind: str, args: argparse.Namespace, target: Target, env: dict) -> dic
                     "limit": limit, "get_mb_s": top, "prepare_mb_s": work, "runs": {}}
     for name, lim in (("engine alone", None), ("engine alone, 25%", limit)):
         run = engine_epoch(remote, lim, args.predownload)
-        sps = run["samples"] / run["seconds"]
-        print(f"  {name:<24} {sps:>9,.0f} samples/s  first sample {run['first']:5.2f} s  "
-              f"x{sps / top_sps:.2f} of GET ceiling  (in order, one thread, no loader)")
+        rate = run["samples"] / run["seconds"]
+        print(f"  {name:<24} {rate:>9,.0f} samples/s  first sample {run['first']:5.2f} s  "
+              f"x{rate / top_sps:.2f} of GET ceiling  (in order, one thread, no loader)")
     found = {name: (cmd, url, None)
              for name, (cmd, url) in systems(kind, lit, env, remote).items()
              if not (args.no_peers and name != "ours")}
@@ -408,13 +361,13 @@ def bench(kind: str, args: argparse.Namespace, target: Target, env: dict) -> dic
             r = epoch(cmd, url, column, None, env, args, extra)
             laps[name].append(r)
             label = name if args.rounds == 1 else f"{name} #{k + 1}"
-            print(_line(label, r), flush=True)
+            print(line(label, r), flush=True)
     runs = report["runs"]
     for name, results in laps.items():
-        runs[name] = _median(results)
+        runs[name] = median(results)
         report.setdefault("rounds", {})[name] = results
         if args.rounds > 1:
-            print(_line(f"{name} (median)", runs[name]), flush=True)
+            print(line(f"{name} (median)", runs[name]), flush=True)
     for name, (cmd, url, extra) in found.items():
         if extra:
             continue
@@ -423,33 +376,22 @@ def bench(kind: str, args: argparse.Namespace, target: Target, env: dict) -> dic
         warm_imports(name, cmd[0], env)
         r = epoch(cmd, url, column, sys_limit, env, args)
         runs[name + ", 25%"] = r
-        print(_line(name + ", 25%", r), flush=True)
+        print(line(name + ", 25%", r), flush=True)
     print("  ratios (samples/s; medians, then round by round):")
     for peer in ("reference", "litdata"):
-        _ratio(f"ours / {peer}", runs.get("ours"), runs.get(peer),
+        ratio(f"ours / {peer}", runs.get("ours"), runs.get(peer),
                list(zip(laps.get("ours", []), laps.get(peer, []))))
-        _ratio_after_startup(f"ours / {peer}, after start-up", laps.get("ours", []),
+        ratio_after_startup(f"ours / {peer}, after start-up", laps.get("ours", []),
                              laps.get(peer, []))
-        _ratio(f"ours 25% / {peer} 25%", runs.get("ours, 25%"), runs.get(f"{peer}, 25%"))
+        ratio(f"ours 25% / {peer} 25%", runs.get("ours, 25%"), runs.get(f"{peer}, 25%"))
     ours, quarter = runs.get("ours"), runs.get("ours, 25%")
     if ours and "error" not in ours:
-        print(f"    ours / {target.name} GET ceiling: x{_sps(ours) / top_sps:.2f} "
-              f"(whole epoch), x{_data_sps(ours) / top_sps:.2f} (after start-up)")
-        report["fraction_of_ceiling"] = _sps(ours) / top_sps
-    _download_phase(laps.get("ours", []), zip_mb, top)
-    _ratio("ours 25% / ours no limit", quarter, ours)
+        print(f"    ours / {target.name} GET ceiling: x{sps(ours) / top_sps:.2f} "
+              f"(whole epoch), x{data_sps(ours) / top_sps:.2f} (after start-up)")
+        report["fraction_of_ceiling"] = sps(ours) / top_sps
+    download_phase(laps.get("ours", []), zip_mb, top)
+    ratio("ours 25% / ours no limit", quarter, ours)
     return report
-
-
-def _download_phase(runs: list[dict], zip_mb: float, top: float) -> None:
-    """Our download phase against the GET ceiling: from iter() until every shard was in the
-    cache (seen from the loop, so at most one batch late), each unlimited round."""
-    rates = [zip_mb / (r["marks"]["all_shards_in"] - r["ready"]) for r in runs
-             if "error" not in r and "all_shards_in" in r.get("marks", {})]
-    if rates:
-        each = ", ".join(f"{rate:,.0f} MB/s = x{rate / top:.2f}" for rate in rates)
-        print(f"    ours, download phase (iter() to the last shard in): {each} of the GET "
-              "ceiling")
 
 
 def _size(args: argparse.Namespace) -> str:
