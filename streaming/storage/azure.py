@@ -297,13 +297,6 @@ class AzureBackend(Backend):
         with self._translated(path):
             return int(self._blob(path).get_blob_properties().size)
 
-    def exists(self, path: str) -> bool:
-        try:
-            self.size(path)
-        except ObjectNotFoundError:
-            return False
-        return True
-
     def put(self, path: str, data: bytes) -> None:
         with self._translated(path):
             self._blob(path).upload_blob(data, overwrite=True)

@@ -11,7 +11,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from streaming.errors import ArgumentError, DownloadTimeoutError, StorageError
+from streaming.errors import (
+    ArgumentError,
+    DownloadTimeoutError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from streaming.storage.atomic import staged_file
 from streaming.util.pagewrite import write_sliced
 
@@ -54,9 +59,13 @@ class Backend(abc.ABC):
     def size(self, path: str) -> int:
         """Byte size of the object; ObjectNotFoundError if absent."""
 
-    @abc.abstractmethod
     def exists(self, path: str) -> bool:
-        """Whether the object exists."""
+        """Whether the object exists (by default: whether `size` finds it)."""
+        try:
+            self.size(path)
+        except ObjectNotFoundError:
+            return False
+        return True
 
     @abc.abstractmethod
     def put(self, path: str, data: bytes) -> None:

@@ -222,13 +222,6 @@ class GCSBackend(Backend):
             blob.reload(timeout=self._timeout, retry=None)
             return int(blob.size)
 
-    def exists(self, path: str) -> bool:
-        try:
-            self.size(path)
-        except ObjectNotFoundError:
-            return False
-        return True
-
     def put(self, path: str, data: bytes) -> None:
         with self._translated(path):
             self._blob(path).upload_from_string(data, timeout=self._timeout, retry=None)

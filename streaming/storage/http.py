@@ -218,13 +218,6 @@ class HTTPBackend(Backend):
                 return int(got.group(3))
         raise StorageError(f"{self.url(path)}: the server tells neither Content-Length nor range")
 
-    def exists(self, path: str) -> bool:
-        try:
-            self.size(path)
-        except ObjectNotFoundError:
-            return False
-        return True
-
     def _read_only(self, path: str, what: str) -> UnsupportedFeatureError:
         return UnsupportedFeatureError(
             f"{self.url(path)}: http(s) URLs are read-only ({what} is not possible); write the "

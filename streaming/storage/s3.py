@@ -189,13 +189,6 @@ class S3Backend(Backend):
         where = self.endpoint_url or "the AWS S3 endpoint"
         return f"{self.url(path)}: bucket {self.bucket!r} does not exist at {where}"
 
-    def exists(self, path: str) -> bool:
-        try:
-            self.size(path)
-        except ObjectNotFoundError:
-            return False
-        return True
-
     def put(self, path: str, data: bytes) -> None:
         with self._translated(path):
             self.client.put_object(Bucket=self.bucket, Key=path, Body=data)
