@@ -68,9 +68,11 @@ class ShardReader:
             self._identity = (stat.st_dev, stat.st_ino)
             if self.expected_bytes is not None and size != self.expected_bytes:
                 raise self._corrupt(f"file has {size} bytes, the index says {self.expected_bytes}")
-            if size < 4:
-                raise self._corrupt(f"only {size} bytes; a shard has at least a 4-byte header")
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            self._check_size(size)
+            # An empty file (a text-format shard of no rows) cannot be mapped: one zero byte
+            # stands in for it.
+            mapped = (mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size
+                      else mmap.mmap(-1, 1))
         try:
             self._validate(mapped, size)
         except BaseException:
@@ -81,6 +83,11 @@ class ShardReader:
             raise
         self._mmap = mapped
         self._file = FileBytes(mapped)
+
+    def _check_size(self, size: int) -> None:
+        """Refuse a file too short for this format before it is mapped."""
+        if size < 4:
+            raise self._corrupt(f"only {size} bytes; a shard has at least a 4-byte header")
 
     def _validate(self, mapped: mmap.mmap, size: int) -> None:
         (count,) = _U32.unpack_from(mapped, 0)

@@ -8,7 +8,6 @@ MDS path unchanged; only the row codec differs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import mmap
 import os
@@ -20,7 +19,6 @@ import numpy as np
 
 from streaming.errors import ShardCorruptError
 from streaming.format.compression import decompress_file
-from streaming.format.encodings.base import FileBytes
 from streaming.format.rows import RowCodec, row_codec
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader
@@ -51,25 +49,8 @@ class SplitShardReader(ShardReader):
                  **options: Any) -> None:
         super().__init__(path, codec, **options)  # type: ignore[arg-type]
 
-    def _open(self) -> None:
-        with open(self.path, "rb") as handle:
-            stat = os.fstat(handle.fileno())
-            size = stat.st_size
-            self._identity = (stat.st_dev, stat.st_ino)  # fileno() refuses a replaced file
-            if self.expected_bytes is not None and size != self.expected_bytes:
-                raise self._corrupt(f"file has {size} bytes, the index says {self.expected_bytes}")
-            # An empty data file (a shard of no rows) cannot be mapped: stand in one zero byte.
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else \
-                mmap.mmap(-1, 1)
-        try:
-            self._validate(mapped, size)
-        except BaseException:
-            self._offsets = None
-            with contextlib.suppress(BufferError):
-                mapped.close()
-            raise
-        self._mmap = mapped
-        self._file = FileBytes(mapped)
+    def _check_size(self, size: int) -> None:
+        """Any size: a data file of no rows is empty, its offsets live in the meta file."""
 
     def _validate(self, mapped: mmap.mmap, size: int) -> None:
         meta = meta_path(self.path)
