@@ -6,7 +6,6 @@ Use from any test folder:  from tests.support.azurite import azurite_server  # n
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
 import tempfile
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import stop_process
 from tests.support.s3server import _die_with_parent, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,15 +55,7 @@ class AzuriteServer:
         return name
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        with contextlib.suppress(OSError):
-            self.log.unlink()
+        stop_process(self.process, self.log)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

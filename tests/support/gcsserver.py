@@ -8,24 +8,21 @@ Use from any test folder:  from tests.support.gcsserver import gcs_server  # noq
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.processes import answers_http, stop_process
 from tests.support.s3server import _die_with_parent, free_port
 
 START_TIMEOUT = 30.0
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class GCSServer:
@@ -53,27 +50,7 @@ class GCSServer:
         return name
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        with contextlib.suppress(OSError):
-            self.log.unlink()
-
-
-def _ready(server: GCSServer, deadline: float) -> bool:
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            return False
-        try:
-            _OPENER.open(f"{server.endpoint}/", timeout=1).close()
-            return True
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.05)
-    return False
+        stop_process(self.process, self.log)
 
 
 def start_gcs_server(timeout: float = START_TIMEOUT) -> GCSServer:
@@ -90,7 +67,7 @@ def start_gcs_server(timeout: float = START_TIMEOUT) -> GCSServer:
                 cwd=tempfile.gettempdir(), preexec_fn=_die_with_parent,
             )
         server = GCSServer(process, f"http://127.0.0.1:{port}", Path(log))
-        if _ready(server, time.monotonic() + timeout):
+        if answers_http(server.process, f"{server.endpoint}/", time.monotonic() + timeout):
             return server
         last = Path(log).read_text(errors="replace")[-2000:]
         server.stop()

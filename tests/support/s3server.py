@@ -23,14 +23,14 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import OPENER, answers_http, stop_process
+
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 START_TIMEOUT = 30.0
-# Loopback only, never through a proxy the environment may configure.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def free_port() -> int:
@@ -86,7 +86,7 @@ class S3Server:
     def reset(self) -> None:
         """Drop every bucket and object on the server."""
         request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
-        _OPENER.open(request, timeout=10).close()
+        OPENER.open(request, timeout=10).close()
 
     def log_tail(self, limit: int = 2000) -> str:
         with contextlib.suppress(OSError):
@@ -95,28 +95,7 @@ class S3Server:
 
     def stop(self) -> None:
         """Terminate the server process (kill it if it does not exit in 5 s)."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        with contextlib.suppress(OSError):
-            self.log.unlink()
-
-
-def _ready(server: S3Server, deadline: float) -> bool:
-    """Poll the server until it answers HTTP, it exits, or the deadline passes."""
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            return False
-        try:
-            _OPENER.open(f"{server.endpoint}/moto-api/", timeout=1).close()
-            return True
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.05)
-    return False
+        stop_process(self.process, self.log)
 
 
 def start_s3_server(
@@ -135,7 +114,8 @@ def start_s3_server(
                 preexec_fn=_die_with_parent,
             )
         server = S3Server(process, f"http://127.0.0.1:{port}", Path(log))
-        if _ready(server, time.monotonic() + timeout):
+        if answers_http(server.process, f"{server.endpoint}/moto-api/",
+                          time.monotonic() + timeout):
             return server
         last = server.log_tail()
         server.stop()
