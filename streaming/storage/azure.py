@@ -23,7 +23,6 @@ from urllib.parse import quote
 from streaming.errors import (
     AccessDeniedError,
     DownloadTimeoutError,
-    MissingExtraError,
     ObjectNotFoundError,
     StorageError,
     require,
@@ -212,15 +211,6 @@ class AzureBackend(Backend):
 
     def _blob(self, path: str) -> Any:
         return self._container.get_blob_client(path)
-
-    @contextlib.contextmanager
-    def _translated(self, path: str) -> Iterator[None]:
-        try:
-            yield
-        except (StorageError, MissingExtraError):
-            raise
-        except Exception as exc:
-            raise self._error(exc, path) from exc
 
     def _where(self) -> str:
         with contextlib.suppress(Exception):

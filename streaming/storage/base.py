@@ -7,6 +7,7 @@ into the user-facing URL for messages. Deadlines are absolute `time.monotonic()`
 from __future__ import annotations
 
 import abc
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from streaming.errors import (
     ArgumentError,
     DownloadTimeoutError,
+    MissingExtraError,
     ObjectNotFoundError,
     StorageError,
 )
@@ -47,6 +49,21 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def url(self, path: str) -> str:
         """The user-facing URL of `path`, used in every error message."""
+
+    @contextlib.contextmanager
+    def _translated(self, path: str) -> Iterator[None]:
+        """Turn an SDK or transport failure inside the block into this store's typed error for
+        `path` (`_error`); the library's own errors pass through unchanged."""
+        try:
+            yield
+        except (StorageError, MissingExtraError):
+            raise
+        except Exception as exc:
+            raise self._error(exc, path) from exc
+
+    def _error(self, exc: Exception, path: str) -> StorageError:
+        """The typed error for a failure `exc` about `path` (stores refine it by cause)."""
+        return StorageError(f"{self.url(path)}: {type(exc).__name__}: {exc}")
 
     @abc.abstractmethod
     def iter_chunks(

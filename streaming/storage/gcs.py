@@ -23,7 +23,6 @@ from urllib.parse import quote
 from streaming.errors import (
     AccessDeniedError,
     DownloadTimeoutError,
-    MissingExtraError,
     ObjectNotFoundError,
     StorageError,
     require,
@@ -134,15 +133,6 @@ class GCSBackend(Backend):
 
     def _blob(self, path: str) -> Any:
         return _get_clients().storage.bucket(self.bucket).blob(path)
-
-    @contextlib.contextmanager
-    def _translated(self, path: str) -> Iterator[None]:
-        try:
-            yield
-        except (StorageError, MissingExtraError):
-            raise
-        except Exception as exc:
-            raise self._error(exc, path) from exc
 
     def _error(self, exc: Exception, path: str) -> StorageError:
         """Map a google-api-core / requests failure to a typed error naming the object."""

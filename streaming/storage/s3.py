@@ -6,7 +6,6 @@ points at an S3-compatible service. botocore's own retries are off: `transfer.py
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -112,15 +111,6 @@ class S3Backend(Backend):
 
     def url(self, path: str) -> str:
         return f"s3://{self.bucket}/{path}"
-
-    @contextlib.contextmanager
-    def _translated(self, path: str) -> Iterator[None]:
-        try:
-            yield
-        except StorageError:
-            raise
-        except Exception as exc:
-            raise self._error(exc, path) from exc
 
     def _error(self, exc: Exception, path: str) -> StorageError:
         """Map a boto3 / botocore / socket failure to a typed error naming the object."""
