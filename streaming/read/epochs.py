@@ -107,25 +107,28 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             row = a[_row(num_workers)]
-            current = int(a[_ITER])
-            if row[worker] == current or not (row == current).any():
-                current += 1
-                a[_ITER] = current
+            current = self._iteration_of(row, worker)
+            a[_ITER] = current
             row[worker] = current
             if current == 1 and self._all_ended(num_workers):
                 a[_EPOCH] += 1  # every worker had ended: iteration 0 is the next epoch
                 a[_SAMPLE] = a[_WORKERS] = 0
             return self._start(current - 1, worker, num_workers)
 
+    def _iteration_of(self, row: np.ndarray, worker: int) -> int:
+        """The iteration number `worker` starts (caller holds the lock): the current one,
+        unless this worker already began it or nobody has (then the next)."""
+        current = int(self._array[_ITER])
+        if row[worker] == current or not (row == current).any():
+            current += 1
+        return current
+
     def peek(self, worker: int, num_workers: int) -> IterationStart:
         """Where worker `worker` of `num_workers` would start if it began now (no change)."""
         _check_workers(num_workers)
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
-            row = a[_row(num_workers)]
-            current = int(a[_ITER])
-            if row[worker] == current or not (row == current).any():
-                current += 1
+            current = self._iteration_of(a[_row(num_workers)], worker)
             if current == 1 and self._all_ended(num_workers):
                 return IterationStart(int(a[_EPOCH]) + 1, 0)
             return self._start(current - 1, worker, num_workers)
