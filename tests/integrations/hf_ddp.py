@@ -34,6 +34,14 @@ def main(data: str, out: str, record: str) -> None:
     Path(f"{record}.{rank}").write_text(json.dumps({
         "full": full, "resumed": resumed, "packs_in_epoch": state["packs_in_epoch"],
         "ranks": trainer.train_dataset.data_parallel_ranks}))
+    # Leave the process group before the interpreter exits: a group still alive at exit can
+    # abort the process in torch's C++ teardown ("terminate called without an active
+    # exception") after all the work is done.
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
