@@ -60,7 +60,8 @@ from _report import (
 from _targets import BUCKET, TARGETS, Target
 
 from streaming.cache.engine import CacheEngine
-from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.cache.facts import ShardFacts
+from streaming.cache.prepare import ShardPreparer
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
 from streaming.read.spanner import Spanner
@@ -158,9 +159,9 @@ def engine_epoch(remote: str, limit: int | None, predownload: int) -> dict:
     stream.apply_defaults(download_retry=2, download_timeout=60, validate_hash=None,
                           keep_zip=False)
     index = read_index(stream.index_file())
-    table = ShardTable.from_indexes([index])
+    facts = ShardFacts.from_indexes([index])
     codec = index.codec()
-    engine = CacheEngine(ShardPreparer([stream], table), cache_limit=limit,
+    engine = CacheEngine(ShardPreparer([stream], facts), cache_limit=limit,
                          predownload=predownload, prefetch_threads=4)
     spanner = Spanner(index.samples_per_shard)
     ids = np.arange(index.num_samples)
@@ -188,7 +189,7 @@ def engine_epoch(remote: str, limit: int | None, predownload: int) -> dict:
     engine.close()
     shutil.rmtree(local, ignore_errors=True)
     return {"seconds": seconds, "first": first, "samples": int(index.num_samples),
-            "zip_mb": float(np.sum(table.zip_bytes)) / MB, "stats": stats}
+            "zip_mb": float(np.sum(facts.zip_bytes)) / MB, "stats": stats}
 
 
 def run_child(cmd: list[str], env: dict, stall: float, wall: float) -> dict:

@@ -1,5 +1,5 @@
 """The catalog of a dataset: its streams and what their indexes say (shard arrays, codecs, the
-sample-to-shard spanner, the shard table), read once at construction. Picklable: DataLoader
+sample-to-shard spanner, the shards' fixed facts), read once at construction. Picklable: DataLoader
 workers get a copy instead of reading the indexes again."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from streaming.cache.facts import ShardFacts
 from streaming.cache.limit import Footprint
-from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.cache.prepare import ShardPreparer
 from streaming.cache.split_meta import prepare_meta_files
 from streaming.errors import PlanError
 from streaming.format.index import read_index
@@ -64,11 +65,11 @@ class Catalog:
                    shards_per_stream=np.array([ix.num_shards for ix in indexes], np.int64),
                    samples_per_stream=np.array([ix.num_samples for ix in indexes], np.int64),
                    spanner=Spanner(samples_per_shard),
-                   preparer=ShardPreparer(streams, ShardTable.from_indexes(indexes)))
+                   preparer=ShardPreparer(streams, ShardFacts.from_indexes(indexes)))
 
     @property
-    def table(self) -> ShardTable:
-        return self.preparer.table
+    def facts(self) -> ShardFacts:
+        return self.preparer.facts
 
     @property
     def num_samples(self) -> int:
@@ -76,7 +77,7 @@ class Catalog:
 
     @property
     def mean_sample_bytes(self) -> float:
-        return float(np.sum(self.table.raw_bytes)) / max(self.num_samples, 1)
+        return float(np.sum(self.facts.raw_bytes)) / max(self.num_samples, 1)
 
     @property
     def all_local(self) -> bool:
@@ -87,7 +88,7 @@ class Catalog:
         """Cache bytes per shard (see `shard_footprint`)."""
         from streaming.cache.engine import shard_footprint  # only under a cache_limit
 
-        return shard_footprint(self.table, self.streams)
+        return shard_footprint(self.facts, self.streams)
 
     def same_schema(self) -> bool:
         return all(codec == self.codecs[0] for codec in self.codecs)
@@ -101,7 +102,7 @@ class Catalog:
         stream = int(self.stream_per_shard[shard])
         return open_shard(path, self.codecs[stream],
                           expected_samples=int(self.samples_per_shard[shard]),
-                          expected_bytes=int(self.table.raw_bytes[shard]))
+                          expected_bytes=int(self.facts.raw_bytes[shard]))
 
 
 def build_streams(streams: Sequence[Stream] | None, remote: str | None, local: str | None,

@@ -165,19 +165,19 @@ class ReferenceAPI:
     @property
     def shards(self) -> list[ShardInfo]:
         """Every shard over every stream, in global shard order."""
-        table = self.catalog.table
+        facts = self.catalog.facts
         fmt = self.catalog.formats()
         out = []
         for shard in range(self.num_shards):
             stream = int(self.stream_per_shard[shard])
-            raw = FileInfo(table.basenames[shard], int(table.raw_bytes[shard]),
-                           dict(table.raw_hashes[shard]))
+            raw = FileInfo(facts.basenames[shard], int(facts.raw_bytes[shard]),
+                           dict(facts.raw_hashes[shard]))
             zipped = None
-            if table.zip_basenames[shard] is not None:
-                zipped = FileInfo(table.zip_basenames[shard],  # type: ignore[arg-type]
-                                  int(table.zip_bytes[shard]), dict(table.zip_hashes[shard]))
+            if facts.zip_basenames[shard] is not None:
+                zipped = FileInfo(facts.zip_basenames[shard],  # type: ignore[arg-type]
+                                  int(facts.zip_bytes[shard]), dict(facts.zip_hashes[shard]))
             out.append(ShardInfo(shard, stream, int(self.samples_per_shard[shard]),
-                                 fmt[stream], table.compression[shard], raw, zipped))
+                                 fmt[stream], facts.compression[shard], raw, zipped))
         return out
 
     # ----- cache -----------------------------------------------------------------------------

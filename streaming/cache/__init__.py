@@ -1,5 +1,6 @@
 """Node-local shard cache: every read goes through `ShardPreparer.prepare(shard)`."""
 
-from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.cache.facts import ShardFacts
+from streaming.cache.prepare import ShardPreparer
 
-__all__ = ["ShardPreparer", "ShardTable"]
+__all__ = ["ShardFacts", "ShardPreparer"]

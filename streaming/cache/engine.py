@@ -22,9 +22,10 @@ import numpy as np
 
 from streaming.cache import disk
 from streaming.cache import table as tb
+from streaming.cache.facts import ShardFacts
 from streaming.cache.limit import Footprint
 from streaming.cache.lookahead import entry_runs, next_new, previous_runs, window_end
-from streaming.cache.prepare import ShardPreparer, ShardTable, zipless_shards
+from streaming.cache.prepare import ShardPreparer, zipless_shards
 from streaming.cache.room import BUSY, READY, CacheRoom
 from streaming.cache.stats import CacheStats
 from streaming.coord.flag import FailureFlag
@@ -64,15 +65,15 @@ def _shared_table(token: str, num_shards: int, init) -> tb.CacheTable:
         return table
 
 
-def shard_footprint(table: ShardTable, streams: Sequence[Stream]) -> Footprint:
-    """Cache bytes per shard of a ShardTable: nothing for local-only streams, the raw file (and
+def shard_footprint(facts: ShardFacts, streams: Sequence[Stream]) -> Footprint:
+    """Cache bytes per shard: nothing for local-only streams, the raw file (and
     a kept zip) while cached, the zip (unless it never lands on disk) and lock files while
     being prepared."""
-    owner = np.asarray(table.stream_of_shard, np.int64)
+    owner = np.asarray(facts.stream_of_shard, np.int64)
     cached = np.array([stream.remote_dir is not None for stream in streams], bool)[owner]
     keep = np.array([bool(stream.keep_zip) for stream in streams], bool)[owner]
-    return Footprint.of(table.raw_bytes, table.zip_bytes, keep, cached, LOCK_SLACK,
-                        zipless=zipless_shards(table, streams))
+    return Footprint.of(facts.raw_bytes, facts.zip_bytes, keep, cached, LOCK_SLACK,
+                        zipless=zipless_shards(facts, streams))
 
 
 class CacheEngine(CacheRoom):
@@ -88,7 +89,7 @@ class CacheEngine(CacheRoom):
                  prefetch_threads: int = PREPARE_THREADS, wait_timeout: float | None = None,
                  flag: Flag | None = None) -> None:
         self.preparer = preparer
-        self.footprint = shard_footprint(preparer.table, preparer.streams)
+        self.footprint = shard_footprint(preparer.facts, preparer.streams)
         self.cached = self.footprint.resident > 0  # raw shards are never empty
         self.limit = None if cache_limit is None else parse_bytes(cache_limit)
         self.predownload = max(int(predownload), 1)
@@ -96,7 +97,7 @@ class CacheEngine(CacheRoom):
         self.prefetch_threads = max(int(prefetch_threads), 1)
         self.wait_timeout = wait_timeout if wait_timeout is not None else self._default_wait()
         self.flag = flag
-        owner = np.asarray(preparer.table.stream_of_shard, np.int64)
+        owner = np.asarray(preparer.facts.stream_of_shard, np.int64)
         self.dirs = sorted({str(preparer.streams[s].local_dir)
                             for s in np.unique(owner[self.cached]).tolist()})
         self.token = self._token()
@@ -113,11 +114,11 @@ class CacheEngine(CacheRoom):
 
     def _token(self) -> str:
         """Same cache folders and shard set -> same table, across processes and jobs."""
-        t = self.preparer.table
+        facts = self.preparer.facts
         digest = hashlib.blake2b(digest_size=8)
         for shard in np.flatnonzero(self.cached):
-            digest.update(f"{t.basenames[shard]}:{int(t.raw_bytes[shard])}:"
-                          f"{sorted(t.raw_hashes[shard].items())}\0".encode())
+            digest.update(f"{facts.basenames[shard]}:{int(facts.raw_bytes[shard])}:"
+                          f"{sorted(facts.raw_hashes[shard].items())}\0".encode())
         return Namespace.derive(self.dirs, job=None, salt=f"{digest.hexdigest()}{tb.MAGIC:x}",
                                 instance="cache").token
 

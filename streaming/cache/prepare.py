@@ -8,13 +8,13 @@ import contextlib
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from streaming.cache.disk import has_size
+from streaming.cache.facts import ShardFacts
 from streaming.cache.marker import mark_cache
 from streaming.cache.verified import is_verified, mark_verified
 from streaming.errors import (
@@ -42,36 +42,6 @@ if TYPE_CHECKING:
 LOCK_TIMEOUT = 600.0  # seconds another process may hold a shard's preparation lock
 
 
-@dataclass(frozen=True)
-class ShardTable:
-    """Compact per-shard facts over every stream, indexed by global shard id."""
-
-    stream_of_shard: np.ndarray  # int64 stream index per shard
-    raw_bytes: np.ndarray  # int64
-    zip_bytes: np.ndarray  # int64, 0 where the shard is stored raw
-    basenames: tuple[str, ...]
-    zip_basenames: tuple[str | None, ...]
-    compression: tuple[str | None, ...]
-    raw_hashes: tuple[dict, ...]
-    zip_hashes: tuple[dict, ...]
-
-    @classmethod
-    def from_indexes(cls, indexes: Sequence) -> ShardTable:
-        """Concatenate the shard facts of each stream's DatasetIndex, in stream order."""
-        owner = [np.full(ix.num_shards, s, np.int64) for s, ix in enumerate(indexes)]
-        shards = [sh for ix in indexes for sh in ix.shards]
-        return cls(
-            stream_of_shard=np.concatenate(owner) if owner else np.zeros(0, np.int64),
-            raw_bytes=np.concatenate([np.asarray(ix.raw_bytes, np.int64) for ix in indexes]),
-            zip_bytes=np.concatenate([np.asarray(ix.zip_bytes, np.int64) for ix in indexes]),
-            basenames=tuple(b for ix in indexes for b in ix.basenames),
-            zip_basenames=tuple(b for ix in indexes for b in ix.zip_basenames),
-            compression=tuple(c for ix in indexes for c in ix.compression),
-            raw_hashes=tuple((sh.get("raw_data") or {}).get("hashes") or {} for sh in shards),
-            zip_hashes=tuple((sh.get("zip_data") or {}).get("hashes") or {} for sh in shards),
-        )
-
-
 class ShardPreparer:
     """Materialises raw shards in each stream's local directory, at most once per node at a time.
 
@@ -80,13 +50,13 @@ class ShardPreparer:
     files only ever appear by atomic rename, and a per-shard file lock avoids duplicate work.
     """
 
-    def __init__(self, streams: Sequence, table: ShardTable) -> None:
+    def __init__(self, streams: Sequence, facts: ShardFacts) -> None:
         self.streams = list(streams)
-        self.table = table
-        self._ready = np.zeros(len(table.basenames), bool)
+        self.facts = facts
+        self._ready = np.zeros(len(facts.basenames), bool)
         self._reset_locks()
         for s, stream in enumerate(self.streams):
-            _check_algo(stream, table, s)
+            _check_algo(stream, facts, s)
             if stream.remote_dir is not None:  # filled from a remote: a cache `clear` may empty
                 mark_cache(stream.local_dir)
 
@@ -108,11 +78,11 @@ class ShardPreparer:
 
     def raw_path(self, shard: int) -> Path:
         """Where the shard's raw file lives (or will live) on this node."""
-        which = int(self.table.stream_of_shard[shard])
+        which = int(self.facts.stream_of_shard[shard])
         folder = self._dirs.get(which)
         if folder is None:  # resolving a path costs syscalls: once per stream and process
             folder = self._dirs[which] = self.streams[which].local_dir
-        return folder / self.table.basenames[shard]
+        return folder / self.facts.basenames[shard]
 
     def is_ready(self, shard: int) -> bool:
         """Whether this process already knows the shard's raw file is complete."""
@@ -142,7 +112,7 @@ class ShardPreparer:
         is the only copy (no remote), raise HashMismatchError naming it."""
         if not self._complete(raw, shard):
             return
-        stream = self.streams[int(self.table.stream_of_shard[shard])]
+        stream = self.streams[int(self.facts.stream_of_shard[shard])]
         if stream.remote_dir is None:
             raise HashMismatchError(
                 f"{raw}: its {self._algo(shard)} digest differs from the one in the index "
@@ -173,10 +143,10 @@ class ShardPreparer:
         if is_verified(raw, info, algo):
             return True
         if not locked:  # a dataset read in place may be read-only: no lock file there
-            cache = self.streams[int(self.table.stream_of_shard[shard])].remote_dir is not None
+            cache = self.streams[int(self.facts.stream_of_shard[shard])].remote_dir is not None
             with self._node_lock(shard, raw, node=cache):
                 return self.trusted(shard, locked=True)
-        want = _pick(self.table.raw_hashes[shard], algo)
+        want = _pick(self.facts.raw_hashes[shard], algo)
         try:
             if file_hexdigest(algo, raw) != want[algo]:
                 return False
@@ -186,7 +156,7 @@ class ShardPreparer:
         return True
 
     def _algo(self, shard: int) -> str | None:
-        return self.streams[int(self.table.stream_of_shard[shard])].validate_hash
+        return self.streams[int(self.facts.stream_of_shard[shard])].validate_hash
 
     def _verified(self, shard: int, raw: Path) -> None:
         """Record that a raw file `_materialise` just checked against its digest is sound."""
@@ -196,7 +166,7 @@ class ShardPreparer:
 
     def _complete(self, raw: Path, shard: int) -> bool:
         try:
-            return raw.stat().st_size == int(self.table.raw_bytes[shard])
+            return raw.stat().st_size == int(self.facts.raw_bytes[shard])
         except FileNotFoundError:
             return False
 
@@ -220,47 +190,47 @@ class ShardPreparer:
             yield
 
     def _materialise(self, shard: int, raw: Path) -> None:
-        t = self.table
-        stream = self.streams[int(t.stream_of_shard[shard])]
+        facts = self.facts
+        stream = self.streams[int(facts.stream_of_shard[shard])]
         remote = stream.remote_dir is not None
         algo = stream.validate_hash
-        zip_name = t.zip_basenames[shard]
+        zip_name = facts.zip_basenames[shard]
         if zip_name is None:
             if not remote:
                 raise ObjectNotFoundError(
-                    f"shard {t.basenames[shard]!r} is missing or has the wrong size in "
-                    f"{stream.local_dir} (expected {int(t.raw_bytes[shard])} bytes) and the "
+                    f"shard {facts.basenames[shard]!r} is missing or has the wrong size in "
+                    f"{stream.local_dir} (expected {int(facts.raw_bytes[shard])} bytes) and the "
                     "stream has no remote to fetch it from")
-            stream.fetch(t.basenames[shard], raw, expected_size=int(t.raw_bytes[shard]),
-                         expected_hashes=_pick(t.raw_hashes[shard], algo))
+            stream.fetch(facts.basenames[shard], raw, expected_size=int(facts.raw_bytes[shard]),
+                         expected_hashes=_pick(facts.raw_hashes[shard], algo))
             return
         zipped = stream.local_dir / zip_name
         fetched = False
-        if not has_size(zipped, int(t.zip_bytes[shard])):
+        if not has_size(zipped, int(facts.zip_bytes[shard])):
             if not remote:
-                raise size_error(zipped, int(t.zip_bytes[shard]), file_size(zipped),
+                raise size_error(zipped, int(facts.zip_bytes[shard]), file_size(zipped),
                                  "; the stream has no remote to fetch it from")
-            if decoded_in_flight(stream, zip_name, t.compression[shard]):
+            if decoded_in_flight(stream, zip_name, facts.compression[shard]):
                 self._fetch_decompressed(shard, stream, raw, algo)
                 return
             source = None if stream.keep_zip else stream.source_path(zip_name)
-            if source is not None and has_size(source, int(t.zip_bytes[shard])):
+            if source is not None and has_size(source, int(facts.zip_bytes[shard])):
                 zipped = source  # a filesystem remote: decompress it in place, no copy
             else:
-                stream.fetch(zip_name, zipped, expected_size=int(t.zip_bytes[shard]),
-                             expected_hashes=_pick(t.zip_hashes[shard], algo))
+                stream.fetch(zip_name, zipped, expected_size=int(facts.zip_bytes[shard]),
+                             expected_hashes=_pick(facts.zip_hashes[shard], algo))
                 fetched = True
         if algo and not fetched:
-            _verify(zipped, _pick(t.zip_hashes[shard], algo))
+            _verify(zipped, _pick(facts.zip_hashes[shard], algo))
         with _CORES:
-            decompress_file(zipped, raw, t.compression[shard],
-                            expected_size=int(t.raw_bytes[shard]), durable=False)
-        if not has_size(raw, int(t.raw_bytes[shard])):
+            decompress_file(zipped, raw, facts.compression[shard],
+                            expected_size=int(facts.raw_bytes[shard]), durable=False)
+        if not has_size(raw, int(facts.raw_bytes[shard])):
             raise ShardCorruptError(
                 f"{zipped}: decompressed to {raw.stat().st_size} bytes, index says "
-                f"{int(t.raw_bytes[shard])}")
+                f"{int(facts.raw_bytes[shard])}")
         if algo:
-            _verify(raw, _pick(t.raw_hashes[shard], algo))
+            _verify(raw, _pick(facts.raw_hashes[shard], algo))
         if fetched and not stream.keep_zip:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(zipped)
@@ -269,9 +239,9 @@ class ShardPreparer:
                             ) -> None:
         """Download the zstd shard and decompress it on the way into `raw` (no compressed copy
         on disk), checking the zip's digest as its bytes pass and the raw file's afterwards."""
-        t = self.table
-        zip_name = t.zip_basenames[shard]
-        want = _pick(t.zip_hashes[shard], algo)
+        facts = self.facts
+        zip_name = facts.zip_basenames[shard]
+        want = _pick(facts.zip_hashes[shard], algo)
         hashers = {name: new_hasher(name) for name in want or {}}
         decoder = ZstdStream()
         url = stream.remote_url(zip_name)
@@ -293,7 +263,7 @@ class ShardPreparer:
             try:
                 # No _CORES slot: decoding keeps pace with the network here, and holding a
                 # slot for a whole transfer would cap the downloads in flight at the cores.
-                stream.stream_remote(zip_name, consume, size=int(t.zip_bytes[shard]))
+                stream.stream_remote(zip_name, consume, size=int(facts.zip_bytes[shard]))
                 for name, hasher in hashers.items():  # a digest names the cause best
                     if hasher.hexdigest() != want[name]:
                         raise HashMismatchError(
@@ -305,12 +275,12 @@ class ShardPreparer:
             except DecompressionError as exc:
                 raise DecompressionError(f"{url}: {exc}") from exc
             out.flush()
-            if out.tell() != int(t.raw_bytes[shard]):
+            if out.tell() != int(facts.raw_bytes[shard]):
                 raise ShardCorruptError(
                     f"{url}: decompressed to {out.tell()} bytes, the index says "
-                    f"{int(t.raw_bytes[shard])}")
+                    f"{int(facts.raw_bytes[shard])}")
         if algo:
-            _verify(raw, _pick(t.raw_hashes[shard], algo))
+            _verify(raw, _pick(facts.raw_hashes[shard], algo))
 
 
 def decoded_in_flight(stream: Stream, zip_name: str, compression: str | None) -> bool:
@@ -324,21 +294,21 @@ def _incremental(compression: str | None) -> bool:
     return compression is not None and extension(compression) == "zstd"
 
 
-def zipless_shards(table: ShardTable, streams: Sequence[Stream]) -> np.ndarray:
+def zipless_shards(facts: ShardFacts, streams: Sequence[Stream]) -> np.ndarray:
     """Per shard: whether its compressed copy never lands in the cache folder, because
     `ShardPreparer` decompresses it while it downloads or straight from a filesystem remote."""
-    owner = np.asarray(table.stream_of_shard, np.int64)
+    owner = np.asarray(facts.stream_of_shard, np.int64)
     out = np.zeros(len(owner), bool)
     for s, stream in enumerate(streams):
         mine = np.flatnonzero(owner == s)
-        first = next((table.zip_basenames[k] for k in mine.tolist() if table.zip_basenames[k]),
+        first = next((facts.zip_basenames[k] for k in mine.tolist() if facts.zip_basenames[k]),
                      None)
         if first is None or stream.keep_zip or stream.remote_dir is None:
             continue
         if stream.source_path(first) is not None:
             out[mine] = True
         elif stream.streams_zip(first):  # a property of the stream: asked once, not per shard
-            out[mine] = [bool(table.zip_basenames[k]) and _incremental(table.compression[k])
+            out[mine] = [bool(facts.zip_basenames[k]) and _incremental(facts.compression[k])
                          for k in mine.tolist()]
     return out
 
@@ -349,7 +319,7 @@ _CORES = threading.BoundedSemaphore(max(len(os.sched_getaffinity(0)), 1))
 
 
 
-def _check_algo(stream: Stream, table: ShardTable, which: int) -> None:
+def _check_algo(stream: Stream, facts: ShardFacts, which: int) -> None:
     """Refuse, before anything is read, a `validate_hash` that names no known algorithm or
     one the stream's index does not record for every shard."""
     algo = stream.validate_hash
@@ -359,13 +329,13 @@ def _check_algo(stream: Stream, table: ShardTable, which: int) -> None:
         raise UnknownHashError(
             f"validate_hash={algo!r} is not a hash algorithm this library knows; use one of "
             f"{sorted(SUPPORTED_HASHES)} that the index records")
-    owner = np.asarray(table.stream_of_shard, np.int64)
+    owner = np.asarray(facts.stream_of_shard, np.int64)
     for shard in np.flatnonzero(owner == which).tolist():
-        if algo not in table.raw_hashes[shard]:
+        if algo not in facts.raw_hashes[shard]:
             raise IndexFileError(
                 f"validate_hash={algo!r} but the index of {stream.remote_dir or stream.local_dir}"
-                f" records only {sorted(table.raw_hashes[shard]) or 'no hashes'} for "
-                f"{table.basenames[shard]}")
+                f" records only {sorted(facts.raw_hashes[shard]) or 'no hashes'} for "
+                f"{facts.basenames[shard]}")
 
 
 def _pick(hashes: dict, algo: str | None) -> dict[str, str] | None:

@@ -59,21 +59,21 @@ class CacheRoom:
     def _scan(self, table: tb.CacheTable) -> None:
         """First process on the node: adopt complete shards on disk, drop orphans, and count
         every other file in the folders against the limit."""
-        t = self.preparer.table
+        facts = self.preparer.facts
         by_folder: dict[Path, list[int]] = {}
         for shard in np.flatnonzero(self.cached).tolist():  # part folders: `0/shard...` etc.
             by_folder.setdefault(self.preparer.raw_path(shard).parent, []).append(shard)
         for folder, shards in by_folder.items():
             files = disk.listing(folder)
-            leaf = {s: (Path(t.basenames[s]).name,
-                        Path(t.zip_basenames[s]).name if t.zip_basenames[s] else None)
+            leaf = {s: (Path(facts.basenames[s]).name,
+                        Path(facts.zip_basenames[s]).name if facts.zip_basenames[s] else None)
                     for s in shards}
             for name in disk.sweep_orphans(folder, files, dict(leaf.values())):
                 files.pop(name, None)
             for shard in shards:
                 raw_name, zip_name = leaf[shard]
                 raw = files.get(raw_name, (-1, 0.0))[0]
-                if raw == int(t.raw_bytes[shard]):
+                if raw == int(facts.raw_bytes[shard]):
                     table.state[shard] = tb.PRESENT
                     table.disk[shard] = raw + (files.get(zip_name, (0, 0.0))[0] if zip_name
                                                else 0)
@@ -110,7 +110,7 @@ class CacheRoom:
             table.state[shard] = tb.PREPARING
             table.owner[shard] = self._slot + 1
             table.reserved[shard] = cost
-        fetched = disk.size(raw) != int(self.preparer.table.raw_bytes[shard])
+        fetched = disk.size(raw) != int(self.preparer.facts.raw_bytes[shard])
         try:
             self.preparer.forget(shard)  # its memo may predate an eviction elsewhere
             self.preparer.prepare(shard)
@@ -128,9 +128,9 @@ class CacheRoom:
             table.owner[shard] = 0
             table.state[shard] = tb.PRESENT
         if fetched:
-            t = self.preparer.table
+            facts = self.preparer.facts
             self._count(tb.DOWNLOADS)
-            self._count(tb.BYTES, int(t.zip_bytes[shard] or t.raw_bytes[shard]))
+            self._count(tb.BYTES, int(facts.zip_bytes[shard] or facts.raw_bytes[shard]))
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("cache: prepared %s", self._name(shard))
         return READY
@@ -166,7 +166,7 @@ class CacheRoom:
         """Warn at start-up when the shards still to fetch (at most `cache_limit`'s worth)
         need more than the disks of the cache folders have free."""
         table = self.table
-        owner = np.asarray(self.preparer.table.stream_of_shard, np.int64)
+        owner = np.asarray(self.preparer.facts.stream_of_shard, np.int64)
         missing = self.cached & (table.state != tb.PRESENT)
         limit = self.effective_limit()
         by_disk: dict[int, tuple[str, int]] = {}
@@ -319,12 +319,12 @@ class CacheRoom:
     # ----- helpers -----------------------------------------------------------------------
     def _paths(self, shard: int) -> tuple[Path, Path | None]:
         raw = self.preparer.raw_path(shard)
-        zip_name = self.preparer.table.zip_basenames[shard]
+        zip_name = self.preparer.facts.zip_basenames[shard]
         return raw, (raw.parent / zip_name if zip_name else None)
 
     def _name(self, shard: int) -> str:
-        t = self.preparer.table
-        stream = self.preparer.streams[int(t.stream_of_shard[shard])]
-        name = t.zip_basenames[shard] or t.basenames[shard]
+        facts = self.preparer.facts
+        stream = self.preparer.streams[int(facts.stream_of_shard[shard])]
+        name = facts.zip_basenames[shard] or facts.basenames[shard]
         where = stream.remote_dir or stream.local_dir
         return f"shard {shard} ({str(where).rstrip('/')}/{name})"

@@ -1,5 +1,5 @@
 """The node's cache table (`CacheTable`, the live state of the cache; a shard's fixed facts are the
-`ShardTable` of `cache.prepare`): one int64 shared-memory segment that every process using the
+`ShardFacts` of `cache.facts`): one int64 shared-memory segment that every process using the
 same cache folders maps, guarded by one coord FileLock for state changes.
 
 Layout: globals, then five per-shard columns (state, owner reader + 1, bytes on disk, bytes

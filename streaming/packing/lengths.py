@@ -273,9 +273,10 @@ def stream_source(stream: Any, index: DatasetIndex,
     """The LengthSource of a Stream whose index is read; `prepare(shard)` makes a raw shard
     ready (default: a preparer of its own, which downloads from the stream's remote)."""
     if prepare is None:
-        from streaming.cache.prepare import ShardPreparer, ShardTable
+        from streaming.cache.facts import ShardFacts
+        from streaming.cache.prepare import ShardPreparer
 
-        prepare = ShardPreparer([stream], ShardTable.from_indexes([index])).prepare
+        prepare = ShardPreparer([stream], ShardFacts.from_indexes([index])).prepare
 
     def fetch(entry: dict[str, Any], dest: Path) -> None:
         if stream.remote_dir is not None:

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from streaming.cache.engine import CacheEngine
-from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.cache.facts import ShardFacts
+from streaming.cache.prepare import ShardPreparer
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
 from streaming.read.spanner import Spanner
@@ -47,7 +48,7 @@ class Handle:
     preparer: ShardPreparer
     spanner: Spanner
     codec: object
-    table: ShardTable
+    facts: ShardFacts
 
 
 def open_dataset(remote: str, local: str, *, retry: int = 2, timeout: float = 10.0,
@@ -56,9 +57,9 @@ def open_dataset(remote: str, local: str, *, retry: int = 2, timeout: float = 10
     stream.apply_defaults(download_retry=retry, download_timeout=timeout,
                           validate_hash=validate_hash, keep_zip=keep_zip)
     index = read_index(stream.index_file())
-    table = ShardTable.from_indexes([index])
-    return Handle(stream, ShardPreparer([stream], table), Spanner(index.samples_per_shard),
-                  index.codec(), table)
+    facts = ShardFacts.from_indexes([index])
+    return Handle(stream, ShardPreparer([stream], facts), Spanner(index.samples_per_shard),
+                  index.codec(), facts)
 
 
 def read_in_order(handle: Handle, engine: CacheEngine, ids: np.ndarray,
@@ -78,7 +79,7 @@ def read_in_order(handle: Handle, engine: CacheEngine, ids: np.ndarray,
                 current = shard
                 reader = ShardReader(path, handle.codec,
                                      expected_samples=int(handle.spanner.samples_per_shard[shard]),
-                                     expected_bytes=int(handle.table.raw_bytes[shard]))
+                                     expected_bytes=int(handle.facts.raw_bytes[shard]))
             sample = reader.get(row)
             if sample["id"] != ids[k]:
                 raise AssertionError(f"sample {k}: id {sample['id']} != {ids[k]}")
@@ -166,6 +167,6 @@ def die_while_preparing(remote: str, local: str, shard: int) -> None:
         table.owner[shard] = engine._slot + 1
         table.reserved[shard] = engine.footprint.download_cost(shard)
     raw = handle.preparer.raw_path(shard)
-    zip_name = handle.table.zip_basenames[shard] or raw.name
+    zip_name = handle.facts.zip_basenames[shard] or raw.name
     (raw.parent / f".{zip_name}.{os.getpid()}.dead.tmp").write_bytes(b"x" * 1000)
     os._exit(0)

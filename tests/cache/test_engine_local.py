@@ -32,12 +32,12 @@ def _open(source: Path, cache: Path, **kw):
 
 
 def _cost(handle, shards) -> int:
-    return int(sum(handle.table.raw_bytes[s] + handle.table.zip_bytes[s] + 4096 for s in shards))
+    return int(sum(handle.facts.raw_bytes[s] + handle.facts.zip_bytes[s] + 4096 for s in shards))
 
 
 def test_a_pinned_shard_survives_a_reader_that_needs_the_room(source, tmp_path):
     handle = _open(source, tmp_path / "c")
-    n = len(handle.table.raw_bytes)
+    n = len(handle.facts.raw_bytes)
     limit = _cost(handle, range(3)) + 4096
     holder = CacheEngine(handle.preparer, cache_limit=limit)
     path = holder.acquire(0)
@@ -62,7 +62,7 @@ def test_local_only_data_is_never_evicted_or_counted(source, tmp_path):
     assert read_in_order(handle, engine, np.arange(SAMPLES)) == SAMPLES
     after = {p.name for p in data.iterdir()}
     assert before <= after  # decompressed next to the originals, nothing removed
-    assert after - before == set(handle.table.basenames)
+    assert after - before == set(handle.facts.basenames)
     assert engine.stats().downloads == 0 and engine.stats().evictions == 0
     assert engine.check_plan(np.arange(SAMPLES)[None, None], handle.spanner.shard_starts) \
         .bytes == 0
@@ -81,7 +81,7 @@ def test_a_dead_preparers_shard_is_recovered(source, tmp_path):
     assert engine.table.state[2] == tb.PREPARING
     assert list(cache.glob(".*.dead.tmp"))
     path = engine.acquire(2)
-    assert path.stat().st_size == handle.table.raw_bytes[2]
+    assert path.stat().st_size == handle.facts.raw_bytes[2]
     assert not list(cache.glob(".*.dead.tmp"))
     assert engine.table.reserved.sum() == 0
     engine.release(2)
@@ -94,7 +94,7 @@ def test_existing_files_are_adopted_and_an_oversized_cache_is_trimmed(source, tm
     warm = CacheEngine(first.preparer)
     for shard in range(4):
         warm.prepare(shard)
-    raw = first.table.raw_bytes
+    raw = first.facts.raw_bytes
     # Drop this process's mapping, so the next engine creates the table anew and scans the disk
     # (what a new training run on a warm cache folder does).
     from streaming.cache import engine as engine_module
@@ -121,9 +121,9 @@ def test_keep_zip_keeps_and_counts_the_compressed_file(source, tmp_path):
     handle = _open(source, cache, keep_zip=True)
     engine = CacheEngine(handle.preparer, cache_limit="1gb")
     engine.prepare(1)
-    zipped = cache / handle.table.zip_basenames[1]
+    zipped = cache / handle.facts.zip_basenames[1]
     assert zipped.exists()
-    assert engine.table.disk[1] == handle.table.raw_bytes[1] + handle.table.zip_bytes[1]
+    assert engine.table.disk[1] == handle.facts.raw_bytes[1] + handle.facts.zip_bytes[1]
     engine.close()
 
 
@@ -136,7 +136,7 @@ def test_hits_misses_and_bytes(source, tmp_path):
     engine.release(0)
     stats = engine.stats(node=False)
     assert (stats.hits, stats.misses, stats.downloads) == (1, 1, 1)
-    assert stats.bytes_downloaded == handle.table.zip_bytes[0]
+    assert stats.bytes_downloaded == handle.facts.zip_bytes[0]
     assert stats.wait_seconds > 0 and 0 < stats.hit_rate < 1
     assert "1 hits" in str(stats)
     engine.close()
@@ -326,8 +326,8 @@ def test_the_start_up_scan_reads_each_folder_once_and_drops_only_orphaned_leftov
     warm.close()
     for key in [k for k in engine_module._tables if k[1] == warm.token]:
         engine_module._tables.pop(key).close()
-    t = first.table
-    raw1, zip2, raw3 = t.basenames[1], t.zip_basenames[2], t.basenames[3]
+    facts = first.facts
+    raw1, zip2, raw3 = facts.basenames[1], facts.zip_basenames[2], facts.basenames[3]
     orphans = [cache / f".{raw1}.x1.tmp", cache / f".{zip2}.prep.lock",
                cache / f".{zip2}.lock", cache / f".{raw1}.{os.getpid()}.ab12.tmp"]
     live = cache / f".{raw3}.x2.tmp"

@@ -59,7 +59,7 @@ def test_quarter_limit_holds_on_disk_across_processes_and_threads(s3_env, bucket
     name, _ = bucket
     remote, local = f"s3://{name}/ds", tmp_path / "cache"
     handle = open_dataset(remote, str(local))
-    total = int(handle.table.raw_bytes.sum() + handle.table.zip_bytes.sum())
+    total = int(handle.facts.raw_bytes.sum() + handle.facts.zip_bytes.sum())
     limit = total // 4
     owner = CacheEngine(handle.preparer, cache_limit=limit)  # keeps the node table alive
     ids = _node_plan(handle, ranks=2, workers=2)
@@ -74,8 +74,8 @@ def test_quarter_limit_holds_on_disk_across_processes_and_threads(s3_env, bucket
     assert sum(n for n, _ in results) == int((ids >= 0).sum())
     assert 0 < peak[0] <= limit, (peak[0], limit)
     stats = owner.stats()
-    assert stats.evictions > 0 and stats.downloads >= len(handle.table.raw_bytes)
-    assert stats.hits + stats.misses >= len(handle.table.raw_bytes)
+    assert stats.evictions > 0 and stats.downloads >= len(handle.facts.raw_bytes)
+    assert stats.hits + stats.misses >= len(handle.facts.raw_bytes)
     owner.close()
 
 
@@ -88,7 +88,7 @@ def test_too_small_limit_is_refused_with_the_minimum(s3_env, bucket, tmp_path):
     needed = minimum.bytes + probe.table.other_bytes
     probe.close()
     shards = reader_shards(ids, handle.spanner.shard_starts)
-    assert minimum.bytes >= handle.table.raw_bytes[shards[shards >= 0]].max()
+    assert minimum.bytes >= handle.facts.raw_bytes[shards[shards >= 0]].max()
     small = CacheEngine(handle.preparer, cache_limit=needed - 1)
     # the table remembers the smallest limit any user of these folders asked for
     with pytest.raises(CacheLimitError, match=f"needs at least {needed} bytes"):
@@ -116,11 +116,11 @@ def test_a_shard_that_never_arrives_raises_within_the_retry_budget(s3_env, bucke
                                                                    tmp_path, monkeypatch):
     name, _ = bucket
     handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"), retry=1, timeout=0.5)
-    victim = handle.table.zip_basenames[3]
+    victim = handle.facts.zip_basenames[3]
     proxy = fault_proxy(fail_keys=[victim], fail_with="stall", stall_seconds=5.0)
     monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
     engine = CacheEngine(handle.preparer, predownload=1)
-    engine.follow(np.arange(len(handle.table.raw_bytes)))
+    engine.follow(np.arange(len(handle.facts.raw_bytes)))
     engine.acquire(0)
     engine.release(0)
     started = time.monotonic()
@@ -151,7 +151,7 @@ def test_a_corrupted_shard_raises_hash_mismatch_naming_it(s3_env, bucket, tmp_pa
     victim = _upload_corrupted(s3_env.client(), name, "cds", src, 2, flip)
     handle = open_dataset(f"s3://{name}/cds", str(tmp_path / "cache"), validate_hash="xxh64")
     engine = CacheEngine(handle.preparer)
-    shard = handle.table.zip_basenames.index(victim)
+    shard = handle.facts.zip_basenames.index(victim)
     with pytest.raises(HashMismatchError, match=victim):
         engine.acquire(shard)
     assert not (tmp_path / "cache" / victim).exists()
@@ -171,22 +171,22 @@ def test_zstd_shards_are_decompressed_while_they_download(s3_env, bucket, fault_
         raise AssertionError("a compressed copy was written and decompressed from disk")
 
     monkeypatch.setattr("streaming.cache.prepare.decompress_file", no_zip_on_disk)
-    for shard in range(len(handle.table.raw_bytes)):
+    for shard in range(len(handle.facts.raw_bytes)):
         raw = handle.preparer.prepare(shard)
-        zipped = src / handle.table.zip_basenames[shard]
+        zipped = src / handle.facts.zip_basenames[shard]
         assert raw.read_bytes() == decompress("zstd", zipped.read_bytes())
     assert proxy.injected.get("truncate", 0) > 0  # resumed mid-object, bytes not repeated
     names = [p.name for p in (tmp_path / "cache").iterdir()]
     assert not [name for name in names if name.endswith(".tmp")]  # no temp file left
     assert sorted(name for name in names if not name.startswith(".")) == sorted(
-        ["index.json", *handle.table.basenames])  # and no compressed copy
+        ["index.json", *handle.facts.basenames])  # and no compressed copy
 
 
 def test_keep_zip_still_keeps_the_compressed_file(s3_env, bucket, tmp_path):
     name, src = bucket
     handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"), keep_zip=True)
     handle.preparer.prepare(0)
-    zip_name = handle.table.zip_basenames[0]
+    zip_name = handle.facts.zip_basenames[0]
     assert (tmp_path / "cache" / zip_name).read_bytes() == (src / zip_name).read_bytes()
 
 
@@ -198,7 +198,7 @@ def test_a_corrupt_zstd_object_without_hashes_names_its_url(s3_env, bucket, tmp_
 
     victim = _upload_corrupted(s3_env.client(), name, "czs", src, 1, zero)
     handle = open_dataset(f"s3://{name}/czs", str(tmp_path / "cache"))
-    shard = handle.table.zip_basenames.index(victim)
+    shard = handle.facts.zip_basenames.index(victim)
     with pytest.raises(DecompressionError, match=rf"s3://{name}/czs/{victim}"):
         handle.preparer.prepare(shard)
     names = [p.name for p in (tmp_path / "cache").iterdir()]
@@ -237,13 +237,13 @@ def test_a_shard_that_decodes_to_another_size_than_the_index_names_both(s3_env, 
                                                                         tmp_path):
     name, _ = bucket
     handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"))
-    real = int(handle.table.raw_bytes[3])
-    handle.table.raw_bytes[3] = real + 1  # an index that disagrees with its shard
+    real = int(handle.facts.raw_bytes[3])
+    handle.facts.raw_bytes[3] = real + 1  # an index that disagrees with its shard
     with pytest.raises(ShardCorruptError, match=f"decompressed to {real} bytes, the index "
                                                 f"says {real + 1}"):
         handle.preparer.prepare(3)
     names = [p.name for p in (tmp_path / "cache").iterdir()]
-    assert handle.table.basenames[3] not in names  # nothing half-published
+    assert handle.facts.basenames[3] not in names  # nothing half-published
     assert not [n for n in names if n.endswith(".tmp")]
 
 
@@ -252,16 +252,17 @@ def test_only_shards_whose_zip_lands_on_disk_reserve_room_for_it(s3_env, bucket,
     streamed = open_dataset(f"s3://{name}/ds", str(tmp_path / "a"))
     kept = open_dataset(f"s3://{name}/ds", str(tmp_path / "b"), keep_zip=True)
     from_disk = open_dataset(str(src), str(tmp_path / "c"))
-    assert zipless_shards(streamed.table, [streamed.stream]).all()
-    assert zipless_shards(from_disk.table, [from_disk.stream]).all()  # decompressed in place
-    assert not zipless_shards(kept.table, [kept.stream]).any()
-    foot = shard_footprint(streamed.table, [streamed.stream])
+    assert zipless_shards(streamed.facts, [streamed.stream]).all()
+    assert zipless_shards(from_disk.facts, [from_disk.stream]).all()  # decompressed in place
+    assert not zipless_shards(kept.facts, [kept.stream]).any()
+    foot = shard_footprint(streamed.facts, [streamed.stream])
     assert (foot.transient == LOCK_SLACK).all()  # lock files only
-    assert (foot.resident == streamed.table.raw_bytes).all()
+    assert (foot.resident == streamed.facts.raw_bytes).all()
 
 
 def test_an_overridden_fetch_sees_every_shard_transfer(s3_env, bucket, tmp_path):
-    from streaming.cache.prepare import ShardPreparer, ShardTable
+    from streaming.cache.facts import ShardFacts
+    from streaming.cache.prepare import ShardPreparer
     from streaming.format.index import read_index
     from streaming.stream import Stream
 
@@ -276,10 +277,10 @@ def test_an_overridden_fetch_sees_every_shard_transfer(s3_env, bucket, tmp_path)
     stream = Counting(remote=f"s3://{name}/ds", local=str(tmp_path / "cache"))
     stream.apply_defaults(download_retry=2, download_timeout=10, validate_hash=None,
                           keep_zip=False)
-    table = ShardTable.from_indexes([read_index(stream.index_file())])
-    preparer = ShardPreparer([stream], table)
-    assert not stream.streams_zip(table.zip_basenames[0])
-    assert not zipless_shards(table, [stream]).any()  # its zips land on disk: room reserved
+    facts = ShardFacts.from_indexes([read_index(stream.index_file())])
+    preparer = ShardPreparer([stream], facts)
+    assert not stream.streams_zip(facts.zip_basenames[0])
+    assert not zipless_shards(facts, [stream]).any()  # its zips land on disk: room reserved
     raw = preparer.prepare(1)
-    assert fetched == [table.zip_basenames[1]]
-    assert raw.read_bytes() == decompress("zstd", (src / table.zip_basenames[1]).read_bytes())
+    assert fetched == [facts.zip_basenames[1]]
+    assert raw.read_bytes() == decompress("zstd", (src / facts.zip_basenames[1]).read_bytes())

@@ -57,7 +57,7 @@ def test_different_shards_prepare_in_parallel_and_one_shard_once(source, tmp_pat
     assert seen["calls"] == 5 and len(set(paths)) == 1
     for shard in (0, 1, 2, 3, 5):
         expected = tmp_path / "want"
-        decompress_file(source / handle.table.zip_basenames[shard], expected, "zstd")
+        decompress_file(source / handle.facts.zip_basenames[shard], expected, "zstd")
         assert handle.preparer.raw_path(shard).read_bytes() == expected.read_bytes()
 
 
@@ -77,7 +77,7 @@ def test_damaged_zstd_shard_raises_an_error_naming_it(source, tmp_path, damage):
     for path in source.iterdir():
         (remote / path.name).write_bytes(path.read_bytes())
     handle = open_dataset(str(remote), str(tmp_path / "cache"))
-    name = handle.table.zip_basenames[1]
+    name = handle.facts.zip_basenames[1]
     body = bytearray((remote / name).read_bytes())
     if damage == "corrupt":
         body[len(body) // 2:len(body) // 2 + 64] = bytes(64)
@@ -85,7 +85,7 @@ def test_damaged_zstd_shard_raises_an_error_naming_it(source, tmp_path, damage):
         body = body[:len(body) // 2]
     (remote / name).write_bytes(bytes(body))
     # The index records the zip size: keep it so the fetch itself passes and decompression fails.
-    handle.table.zip_bytes[1] = len(body)
+    handle.facts.zip_bytes[1] = len(body)
     with pytest.raises(DecompressionError, match=name):
         handle.preparer.prepare(1)
     assert not handle.preparer.raw_path(1).exists()
@@ -102,9 +102,9 @@ def test_a_filesystem_remote_is_decompressed_in_place_unless_keep_zip(source, tm
     raw = handle.preparer.prepare(2)
     monkeypatch.setattr(os, "fsync", real_fsync)
     want = tmp_path / "want"
-    decompress_file(source / handle.table.zip_basenames[2], want, "zstd")
+    decompress_file(source / handle.facts.zip_basenames[2], want, "zstd")
     assert raw.read_bytes() == want.read_bytes()
-    zipped = raw.parent / handle.table.zip_basenames[2]
+    zipped = raw.parent / handle.facts.zip_basenames[2]
     assert zipped.exists() == keep_zip  # no copy of the compressed file unless asked to keep it
     assert fsyncs == []  # cache files can be rebuilt: published by rename, not fsynced
 

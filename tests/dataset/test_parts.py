@@ -11,7 +11,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.cache.prepare import ShardPreparer, ShardTable
+from streaming.cache.facts import ShardFacts
+from streaming.cache.prepare import ShardPreparer
 from streaming.errors import (
     HashMismatchError,
     ObjectNotFoundError,
@@ -103,7 +104,7 @@ def _preparer(stream: Stream) -> ShardPreparer:
     stream.apply_defaults(download_retry=0, download_timeout=10, validate_hash=None,
                           keep_zip=False)
     index = read_index(stream.index_file())
-    return ShardPreparer([stream], ShardTable.from_indexes([index]))
+    return ShardPreparer([stream], ShardFacts.from_indexes([index]))
 
 
 def test_prepare_copies_and_decompresses_from_a_file_remote(tmp_path: Path) -> None:
@@ -113,8 +114,8 @@ def test_prepare_copies_and_decompresses_from_a_file_remote(tmp_path: Path) -> N
     prep = _preparer(stream)
     path = prep.prepare(0)
     assert path.parent == (tmp_path / "node0").resolve()
-    assert path.stat().st_size == int(prep.table.raw_bytes[0])
-    assert not (path.parent / prep.table.zip_basenames[0]).exists()  # keep_zip=False
+    assert path.stat().st_size == int(prep.facts.raw_bytes[0])
+    assert not (path.parent / prep.facts.zip_basenames[0]).exists()  # keep_zip=False
     assert sorted(os.listdir(tmp_path / "src")) == sorted(os.listdir(tmp_path / "src"))
     assert prep.prepare(0) == path  # idempotent
 
@@ -131,8 +132,8 @@ def test_prepare_in_place_never_deletes_local_data(tmp_path: Path) -> None:
 def test_prepare_errors_name_the_shard(tmp_path: Path) -> None:
     write_ids(tmp_path / "src", 50)
     prep = _preparer(Stream(local=tmp_path / "src"))
-    (tmp_path / "src" / prep.table.basenames[0]).unlink()
-    with pytest.raises(ObjectNotFoundError, match=prep.table.basenames[0]):
+    (tmp_path / "src" / prep.facts.basenames[0]).unlink()
+    with pytest.raises(ObjectNotFoundError, match=prep.facts.basenames[0]):
         prep.prepare(0)
 
     write_ids(tmp_path / "hashed", 50, compression="zstd", hashes=["sha1"])
