@@ -14,14 +14,16 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import xxhash
 from torch.utils.data import IterableDataset
 
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import ArgumentError, PlanError, StateMismatchError
+from streaming.packing.equal import job_most_packs
 from streaming.packing.planner import pack_lengths
 from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.registry import make_packer
-from streaming.plan import World, plan_node
+from streaming.plan import World
 
 if TYPE_CHECKING:
     from streaming.packing.collate import PackCollator
@@ -116,6 +118,7 @@ class PackedStreamingDataset(IterableDataset):
 
             lengths = load_lengths(source, packing_column)
         self.lengths = lengths
+        self._lengths_digest = xxhash.xxh3_64_hexdigest(np.ascontiguousarray(lengths, np.int64))
         session = source.session
         self._resume_name = session.namespace.name(f"k{source.world.rank_in_node}")
         self._resume_seg: SharedArray | None = SharedArray.create(self._resume_name, (2,),
@@ -152,30 +155,26 @@ class PackedStreamingDataset(IterableDataset):
 
     def _most_packs(self, epoch: int) -> int | None:
         """The largest natural pack count of any rank in `epoch`: every rank's count is grown to
-        it, so all ranks step equally. Counted once per node (its ranks and DataLoader workers
-        share the result through the session's plan board)."""
+        it, so all ranks step equally. Found once per node (its ranks and DataLoader workers
+        share the result through the session's plan board); each node counts its own ranks and
+        the nodes swap counts (packing.equal)."""
         world = self.session.rank_world()
         if world.data_parallel_ranks == 1:
             return None
         cfg = self.session.config_now()
         key = (f"packs|{cfg.fingerprint()}|{cfg.num_canonical_nodes}|{cfg.shuffle_seed}|{epoch}|"
-               f"{world.num_nodes}|{world.ranks_per_node}|{self._packing_identity()}")
+               f"{world.num_nodes}|{world.ranks_per_node}|{self._packing_identity()}|"
+               f"{self._lengths_digest}")
+
+        def count_rank(rank: World) -> int:
+            ids = self.session.worker_sample_ids(epoch, 0, rank)
+            ids = ids[ids >= 0]
+            return len(pack_lengths(self.lengths[ids], self.packing_length, **self.packing))
 
         def count() -> np.ndarray:
-            return np.full((1, 1, 1), self._count_most_packs(cfg, world, epoch), np.int64)
+            return np.full((1, 1, 1), job_most_packs(count_rank, world, key), np.int64)
 
         return int(self.session.board.slice(key, count, 0, 0)[0])
-
-    def _count_most_packs(self, cfg: Any, world: World, epoch: int) -> int:
-        most = 0
-        for node in range(world.num_nodes):
-            plan = plan_node(cfg, world.with_position(node), epoch, 0)
-            for rank in range(world.ranks_per_node):
-                ids = plan.worker_ids(rank, 0)
-                ids = ids[ids >= 0]
-                most = max(most, len(pack_lengths(self.lengths[ids], self.packing_length,
-                                                  **self.packing)))
-        return most
 
     def __len__(self) -> int:
         """Batches of packs this rank yields in the current epoch (equal on every rank with

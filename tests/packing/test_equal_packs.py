@@ -1,0 +1,131 @@
+"""equal_packs across nodes: each node counts only its own ranks' packs and the nodes swap
+their counts through the job's store (a real TCPStore on loopback, hosted here as torchrun's
+agent hosts it); without a store, or with a node that never answers, a node counts every node
+itself, with a warning, and reaches the same number."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from torch.distributed import TCPStore
+
+from streaming.packing.equal import PackCountWarning
+from streaming.packing.streaming import PackedStreamingDataset
+from streaming.plan import World
+from tests.packing.datasets import write_tokens
+
+N = 400
+NODES, PER_NODE = 2, 2
+TIMEOUT = 180
+_LAUNCHER = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+             "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+             "STREAMING_NODE_EXCHANGE_TIMEOUT")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("equal") / "a"
+    write_tokens(root, N, max_len=300)
+    return root
+
+
+@pytest.fixture
+def no_launcher(monkeypatch) -> None:
+    for name in _LAUNCHER:
+        monkeypatch.delenv(name, raising=False)
+
+
+def rank_zero_of_two_nodes(data: Path) -> PackedStreamingDataset:
+    return PackedStreamingDataset(local=str(data), shuffle=True, packing_length=512,
+                                  packs_per_batch=2, batch_size=4,
+                                  world=World(NODES, PER_NODE, 1, 0, 0))
+
+
+def counted_alone(data: Path) -> int:
+    """Node 0's count when it must count every node itself (no store)."""
+    ds = rank_zero_of_two_nodes(data)
+    try:
+        with pytest.warns(PackCountWarning, match="MASTER_ADDR/MASTER_PORT are not set"):
+            return ds.pack_count(0)
+    finally:
+        ds.close()
+
+
+@pytest.mark.slow
+def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher) -> None:
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                     timeout=timedelta(seconds=60))
+    base = {k: v for k, v in os.environ.items() if k not in _LAUNCHER}
+    job = {"WORLD_SIZE": str(NODES * PER_NODE), "LOCAL_WORLD_SIZE": str(PER_NODE),
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port),
+           "TORCHELASTIC_RUN_ID": uuid.uuid4().hex}
+    script = Path(__file__).with_name("multinode_rank.py")
+    procs = [subprocess.Popen(
+        [sys.executable, str(script), str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**base, **job, "RANK": str(rank), "LOCAL_RANK": str(rank % PER_NODE),
+                        "GROUP_RANK": str(rank // PER_NODE)})
+        for rank in range(NODES * PER_NODE)]
+    results = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=TIMEOUT)
+            assert proc.returncode == 0, err[-3000:]
+            assert "PackCountWarning" not in err, err[-3000:]
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for proc in procs:
+            proc.kill()
+    for rank, result in enumerate(results):
+        assert (result["world"]["node"], result["world"]["rank_in_node"]) == divmod(rank, 2)
+    for node in range(NODES):
+        mine = [n for r in results if r["world"]["node"] == node for n in r["counted"]]
+        assert mine == [node]  # once per node, its own ranks only
+    packs = {r["packs0"] for r in results}
+    assert packs == {counted_alone(data)}  # the same number as counting every node
+    assert {r["promised"][0] for r in results} == {r["steps"][0] for r in results}
+    for epoch in range(2):
+        steps = {r["steps"][epoch] for r in results}
+        assert len(steps) == 1  # every rank steps equally, in both epochs
+        seen = sorted(i for r in results for i in r["epochs"][epoch])
+        assert seen == list(range(N))
+    assert results[0]["epochs"][0] != results[0]["epochs"][1]
+
+
+def test_nothing_at_the_store_address_counts_every_node(data: Path, no_launcher,
+                                                        monkeypatch) -> None:
+    expected = counted_alone(data)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    ds = rank_zero_of_two_nodes(data)
+    try:
+        with pytest.warns(PackCountWarning, match=f"no job store answers at 127.0.0.1:{port}"):
+            assert ds.pack_count(0) == expected
+    finally:
+        ds.close()
+
+
+def test_a_node_that_never_publishes_is_waited_for_then_counted(data: Path, no_launcher,
+                                                               monkeypatch) -> None:
+    expected = counted_alone(data)
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                     timeout=timedelta(seconds=30))
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(store.port))
+    monkeypatch.setenv("STREAMING_NODE_EXCHANGE_TIMEOUT", "0.5")
+    ds = rank_zero_of_two_nodes(data)
+    try:
+        with pytest.warns(PackCountWarning, match=r"nodes \[1\] of 2 did not publish"):
+            assert ds.pack_count(0) == expected
+    finally:
+        ds.close()
