@@ -26,6 +26,7 @@ from streaming.format.local_files import check_local_shards, size_error
 from streaming.format.shard import ShardReader, validate_file
 from streaming.format.split import open_shard, place_meta
 from streaming.read.open_shards import OpenShards
+from streaming.util.files import has_size
 
 
 class LocalDataset(Dataset):
@@ -153,16 +154,16 @@ class LocalDataset(Dataset):
         entry = self.index.shards[shard]
         size = int(self.index.raw_bytes[shard])
         in_place = self.index.raw_path(shard)
-        if _has_size(in_place, size):
+        if has_size(in_place, size):
             self._check_hash(in_place, entry["raw_data"])
             return self._with_meta(entry, in_place)
         src = self.index.zip_path(shard)
         if src is None:
             raise size_error(in_place, size, _size_of(in_place))
         target = self._decompressed_dir().joinpath(*self.index.basenames[shard].split("/"))
-        if not _has_size(target, size):
+        if not has_size(target, size):
             zip_size = int(self.index.zip_bytes[shard])
-            if not _has_size(src, zip_size):
+            if not has_size(src, zip_size):
                 raise size_error(src, zip_size, _size_of(src))
             self._check_hash(src, entry["zip_data"])
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -205,10 +206,6 @@ def _size_of(path: Path) -> int | None:
         return path.stat().st_size
     except FileNotFoundError:
         return None
-
-
-def _has_size(path: Path, size: int) -> bool:
-    return _size_of(path) == size
 
 
 def _default_cache(root: Path) -> Path:

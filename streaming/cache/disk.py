@@ -21,14 +21,6 @@ def size(path: Path | None) -> int:
         return 0
 
 
-def has_size(path: Path, size: int) -> bool:
-    """Whether `path` is a file of exactly `size` bytes (False when it cannot be looked at)."""
-    try:
-        return path.stat().st_size == size
-    except OSError:
-        return False
-
-
 def identity(path: Path) -> tuple[int, int, int] | None:
     """(inode, size, mtime in ns) of `path`, None when it is missing: tells a file from the
     one that replaced it."""

@@ -25,10 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from streaming.cache.disk import has_size, listing, unlink
+from streaming.cache.disk import listing, unlink
 from streaming.cache.folder import make_folder, remove_created
 from streaming.errors import CacheOriginError, StreamingError
 from streaming.storage.atomic import staged_file, temp_path_for
+from streaming.util.files import has_size
 
 log = logging.getLogger(__name__)
 

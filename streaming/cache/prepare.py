@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from streaming.cache.disk import has_size
 from streaming.cache.facts import ShardFacts
 from streaming.cache.marker import mark_cache
 from streaming.cache.verified import is_verified, mark_verified
@@ -34,6 +33,7 @@ from streaming.format.hashing import (
 )
 from streaming.format.local_files import file_size, size_error
 from streaming.storage.atomic import staged_file
+from streaming.util.files import has_size
 from streaming.util.pagewrite import write_sliced
 
 if TYPE_CHECKING:

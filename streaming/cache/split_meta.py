@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streaming.cache.disk import has_size
 from streaming.errors import ObjectNotFoundError
 from streaming.format.compression import decompress_file
 from streaming.format.index import DatasetIndex
+from streaming.util.files import has_size
 
 if TYPE_CHECKING:
     from streaming.stream import Stream

@@ -22,6 +22,7 @@ from streaming.format.compression import decompress_file
 from streaming.format.rows import RowCodec, row_codec
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader
+from streaming.util.files import has_size
 
 META_SUFFIX = ".meta"
 _U32 = struct.Struct("<I")
@@ -120,10 +121,10 @@ def place_meta(entry: dict[str, Any], root: Path, data_path: Path) -> Path:
     folder `root` (copied in place when it is already there, else decompressed from its zip)."""
     target = meta_path(data_path)
     size = int(entry["raw_meta"]["bytes"])
-    if _has_size(target, size):
+    if has_size(target, size):
         return target
     source = root.joinpath(*entry["raw_meta"]["basename"].split("/"))
-    if _has_size(source, size) and source != target:
+    if has_size(source, size) and source != target:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(source.read_bytes())
         return target
@@ -133,10 +134,3 @@ def place_meta(entry: dict[str, Any], root: Path, data_path: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     return decompress_file(root.joinpath(*zipped["basename"].split("/")), target,
                            entry["compression"], expected_size=size, durable=False)
-
-
-def _has_size(path: Path, size: int) -> bool:
-    try:
-        return path.stat().st_size == size
-    except FileNotFoundError:
-        return False

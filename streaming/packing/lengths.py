@@ -23,6 +23,7 @@ from streaming.format.encodings.ndarray import parse_ndarray_name
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
 from streaming.format.lengths import value_length
 from streaming.format.shard import ShardReader
+from streaming.util.files import has_size
 
 LengthFn = Callable[[Mapping[str, Any]], int]
 _DECODE_CHUNK = 4096
@@ -163,9 +164,9 @@ def _recorded(source: LengthSource, spec: dict[str, Any]) -> np.ndarray:
     parts = []
     for entry, count in zip(spec["files"], source.index.samples_per_shard.tolist()):
         path = source.root.joinpath(*str(entry["basename"]).split("/"))
-        if not _has_size(path, 4 * count) and source.fetch is not None:
+        if not has_size(path, 4 * count) and source.fetch is not None:
             source.fetch(entry, path)
-        if not _has_size(path, 4 * count):
+        if not has_size(path, 4 * count):
             raise ShardCorruptError(f"{path}: lengths file missing or not {4 * count} bytes")
         parts.append(np.fromfile(path, LENGTHS_DTYPE))
     return _concat(parts)
@@ -199,7 +200,7 @@ def stream_lengths(source: LengthSource, column: str | None = None,
                         "(the token column) or fn= to compute them")
     cache = _cache_path(source, column)
     count = source.index.num_samples
-    if _has_size(cache, 4 * count):
+    if has_size(cache, 4 * count):
         return np.fromfile(cache, LENGTHS_DTYPE).astype(np.int64)
     lengths = _computed(source, column, None)
     if lengths.size and (lengths.min() < 0 or lengths.max() >= 1 << 32):
@@ -229,13 +230,6 @@ def _cache_path(source: LengthSource, column: str) -> Path:
 def _write_cache(path: Path, lengths: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, lengths.astype(LENGTHS_DTYPE).tobytes())
-
-
-def _has_size(path: Path, size: int) -> bool:
-    try:
-        return path.stat().st_size == size
-    except FileNotFoundError:
-        return False
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:
