@@ -22,7 +22,7 @@ from streaming.errors import CoordinationError, DeadlineExceeded
 
 CONNECT_TIMEOUT = 10.0  # seconds to reach the store before giving up on it
 CONNECT_GRACE = 5.0  # beyond the client's own timeout, before its handshake is abandoned
-WAIT_TIMEOUT = 240.0  # seconds to wait for the other nodes' values (below the plan lock's 300)
+WAIT_TIMEOUT = 120.0  # seconds to wait for the other nodes (well inside the plan lock's 300)
 TIMEOUT_VARIABLE = "STREAMING_NODE_EXCHANGE_TIMEOUT"
 PREFIX = "mds-streaming/"
 
@@ -48,7 +48,7 @@ def launcher_store(env: Mapping[str, str] | None = None) -> StoreAddress | None:
 
 
 def wait_timeout(env: Mapping[str, str] | None = None) -> float:
-    """Seconds to wait for the other nodes (STREAMING_NODE_EXCHANGE_TIMEOUT, else 240)."""
+    """Seconds to wait for the other nodes (STREAMING_NODE_EXCHANGE_TIMEOUT, else 120)."""
     env = os.environ if env is None else env
     raw = env.get(TIMEOUT_VARIABLE, "")
     if not raw:

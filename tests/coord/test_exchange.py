@@ -95,7 +95,7 @@ def test_address_and_timeout_come_from_the_launcher_environment() -> None:
     assert launcher_store({"MASTER_ADDR": "10.0.0.1"}) is None
     assert launcher_store({"MASTER_PORT": "29500"}) is None
     assert launcher_store({"MASTER_ADDR": "h", "MASTER_PORT": "x"}) is None
-    assert wait_timeout({}) == 240.0
+    assert wait_timeout({}) == 120.0
     assert wait_timeout({"STREAMING_NODE_EXCHANGE_TIMEOUT": "12.5"}) == 12.5
     for bad in ("soon", "0", "-3"):
         with pytest.raises(CoordinationError, match="STREAMING_NODE_EXCHANGE_TIMEOUT"):
