@@ -1,7 +1,8 @@
 """One rank of a simulated two-node torchrun job (tests/packing/test_equal_packs.py): its place
-comes from torchrun's variables, the job store from MASTER_ADDR/MASTER_PORT. It records which
-nodes' packs it counted itself, then reads two epochs of packs through two DataLoader workers
-and prints one JSON line."""
+comes from torchrun's variables, the job store from MASTER_ADDR/MASTER_PORT (hosted by the test,
+as torchrun's agent hosts it; with --init-group, by rank 0 after the ranks join a gloo process
+group, as under Lightning or accelerate). It records which nodes' packs it counted itself, then
+reads two epochs of packs through two DataLoader workers and prints one JSON line."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ def main() -> int:
         return node_most_packs(count, world, node)
 
     equal.node_most_packs = recording
+    group = "--init-group" in sys.argv[2:]
+    if group:  # as Lightning or accelerate do: rank 0's process hosts the job's store
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method="env://")
     ds = PackedStreamingDataset(local=sys.argv[1], shuffle=True, packing_length=512,
                                 packs_per_batch=2, batch_size=4)
     first = ds.pack_count(0)  # in the training process: the node counts epoch 0 here
@@ -38,6 +44,9 @@ def main() -> int:
     print(json.dumps({"world": asdict(ds.world), "counted": counted, "packs0": first,
                       "promised": promised, "steps": steps, "epochs": epochs}))
     ds.close()
+    if group:
+        dist.barrier()  # rank 0's store serves the others until they are done
+        dist.destroy_process_group()
     return 0
 
 

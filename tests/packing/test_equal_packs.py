@@ -59,17 +59,28 @@ def counted_alone(data: Path) -> int:
         ds.close()
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.mark.slow
-def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher) -> None:
-    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                     timeout=timedelta(seconds=60))
+@pytest.mark.parametrize("host", ["agent", "rank0"])
+def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher, host: str) -> None:
+    store = None
+    if host == "agent":  # torchrun: its agent hosts the store the ranks' MASTER_PORT names
+        store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                         timeout=timedelta(seconds=60))
+    port = store.port if store is not None else free_port()
     base = {k: v for k, v in os.environ.items() if k not in _LAUNCHER}
     job = {"WORLD_SIZE": str(NODES * PER_NODE), "LOCAL_WORLD_SIZE": str(PER_NODE),
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port),
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
            "TORCHELASTIC_RUN_ID": uuid.uuid4().hex}
     script = Path(__file__).with_name("multinode_rank.py")
     procs = [subprocess.Popen(
-        [sys.executable, str(script), str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, str(script), str(data), *(["--init-group"] if store is None else [])],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env={**base, **job, "RANK": str(rank), "LOCAL_RANK": str(rank % PER_NODE),
                         "GROUP_RANK": str(rank // PER_NODE)})
         for rank in range(NODES * PER_NODE)]
@@ -102,9 +113,7 @@ def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher) ->
 def test_nothing_at_the_store_address_counts_every_node(data: Path, no_launcher,
                                                         monkeypatch) -> None:
     expected = counted_alone(data)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
     ds = rank_zero_of_two_nodes(data)
