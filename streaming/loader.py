@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -106,9 +107,26 @@ class StreamingDataLoader(DataLoader):
         self._own_collate = default_collate
         self._receiver: transport.Receiver | None = None
         self.num_samples_yielded = 0
+        self._running_len: int | None = None
+
+    def __len__(self) -> int:
+        """Batches of the running iteration (fixed when it starts: DataLoader workers run ahead
+        of the loop, so the dataset may already count the next epoch's), else of the next."""
+        if self._running_len is not None:
+            return self._running_len
+        return super().__len__()
 
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
+        self._running_len = None
+        with contextlib.suppress(TypeError):  # a dataset without a length has none
+            self._running_len = super().__len__()
+        try:
+            yield from self._batches()
+        finally:
+            self._running_len = None
+
+    def _batches(self) -> Iterator[Any]:
         # Workers send numpy batches (one pickle through the pipe), made tensors here.
         numpy = self._own_collate and self.num_workers > 0 and not self.pin_memory
         receiver = None

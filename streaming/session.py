@@ -136,7 +136,10 @@ class Session:
         return world, start
 
     def end(self) -> None:
+        """This worker's iteration ran to its end."""
         self._ended = True
+        if self._start is not None:
+            self.epochs.finish(self._start.epoch)
 
     @contextmanager
     def failing_on_error(self) -> Iterator[None]:

@@ -177,9 +177,9 @@ class PackedStreamingDataset(IterableDataset):
         return int(self.session.board.slice(key, count, 0, 0)[0])
 
     def __len__(self) -> int:
-        """Batches of packs this rank yields in the current epoch (equal on every rank with
-        `equal_packs`)."""
-        epoch, _ = self.session.epochs.current()
+        """Batches of packs this rank yields in the epoch it iterates now, or between epochs in
+        the next one (equal on every rank with `equal_packs`)."""
+        epoch = self.session.epochs.running_or_next()
         return -(-self.rank_packs(epoch).num_packs // self.packs_per_batch)
 
     def pack_count(self, epoch: int = 0) -> int:

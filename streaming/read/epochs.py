@@ -26,6 +26,7 @@ from streaming.coord.shm import SharedArray
 from streaming.errors import CoordinationError, StateMismatchError
 
 _EPOCH, _SAMPLE, _NCN, _SEED, _ITER, _WORKERS = 0, 1, 2, 3, 4, 5
+_DONE, _DONE_OF = 6, 7  # workers that finished iteration G, of how many began it
 _SLOTS = 8
 MAX_WORKERS = 64
 _ROWS = MAX_WORKERS * (MAX_WORKERS + 1) // 2
@@ -77,7 +78,7 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             a[_SLOTS:] = 0
-            a[_ITER] = a[_WORKERS] = 0
+            a[_ITER] = a[_WORKERS] = a[_DONE] = 0
             a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
             a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
 
@@ -90,7 +91,7 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             a[_SLOTS:_SKIP] = 0
-            a[_ITER] = 0
+            a[_ITER] = a[_DONE] = 0
             a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
             a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
             a[_WORKERS] = num_workers
@@ -108,6 +109,8 @@ class EpochCounter:
         with FileLock(self.lock_path, timeout=30.0):
             row = a[_row(num_workers)]
             current = self._iteration_of(row, worker)
+            if current != a[_ITER]:
+                a[_DONE], a[_DONE_OF] = 0, num_workers
             a[_ITER] = current
             row[worker] = current
             if current == 1 and self._all_ended(num_workers):
@@ -159,6 +162,22 @@ class EpochCounter:
         a = self._array
         k = int(a[_ITER])
         return int(a[_EPOCH]) + max(k - 1, 0), int(a[_SAMPLE]) if k <= 1 else 0
+
+    def finish(self, epoch: int) -> None:
+        """A worker ran its iteration of `epoch` to the end."""
+        a = self._array
+        with FileLock(self.lock_path, timeout=30.0):
+            if a[_ITER] > 0 and epoch == a[_EPOCH] + a[_ITER] - 1:
+                a[_DONE] += 1
+
+    def running_or_next(self) -> int:
+        """The epoch this rank iterates now, or, when every worker of the latest iteration ran
+        it to the end, the epoch its next iteration will run."""
+        a = self._array
+        k = int(a[_ITER])
+        if k == 0 or a[_DONE] >= a[_DONE_OF]:
+            return int(a[_EPOCH]) + k
+        return int(a[_EPOCH]) + k - 1
 
     def next_epoch(self) -> int:
         """The epoch the next iteration of this rank will run."""

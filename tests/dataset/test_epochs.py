@@ -50,3 +50,21 @@ def test_another_worker_count_is_refused_and_a_rank_resume_clears(counter) -> No
         counter.begin_worker(0, 3)
     counter.set_resume(5, 0, 2, 9)
     assert counter.begin_worker(0, 3) == IterationStart(5, 0)
+
+
+def test_the_running_epoch_until_every_worker_of_it_finished(counter) -> None:
+    counter.set_resume(2, 0, 1, 0)
+    assert counter.running_or_next() == 2  # nothing began: the resume point's epoch
+    counter.begin_worker(0, 2)
+    counter.begin_worker(1, 2)
+    assert counter.running_or_next() == 2
+    counter.finish(2)
+    assert counter.running_or_next() == 2  # worker 1 still runs epoch 2
+    counter.finish(1)  # a stale finish of another epoch counts for nothing
+    assert counter.running_or_next() == 2
+    counter.finish(2)
+    assert counter.running_or_next() == 3  # all finished: the next iteration's epoch
+    counter.begin_worker(0, 2)  # iteration of epoch 3 begins: its workers start unfinished
+    assert counter.running_or_next() == 3
+    counter.set_resume(7, 10, 1, 0)
+    assert counter.running_or_next() == 7

@@ -98,7 +98,7 @@ def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher, ho
         assert (result["world"]["node"], result["world"]["rank_in_node"]) == divmod(rank, 2)
     for node in range(NODES):
         mine = [n for r in results if r["world"]["node"] == node for n in r["counted"]]
-        assert mine == [node]  # once per node, its own ranks only
+        assert set(mine) == {node} and len(mine) <= 2  # its own ranks, once per epoch at most
     packs = {r["packs0"] for r in results}
     assert packs == {counted_alone(data)}  # the same number as counting every node
     assert {r["promised"][0] for r in results} == {r["steps"][0] for r in results}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from torch.utils.data import DataLoader
 
 from streaming.dataset import StreamingDataset
 from streaming.errors import PlanError, StateMismatchError
@@ -195,3 +196,23 @@ def test_streaming_dataset_packing_flag_builds_the_packed_dataset(tokens_dir) ->
         Mine(local=str(root / "a"), packing=True)
     with pytest.raises(ValueError, match="always packs"):
         PackedStreamingDataset(local=str(root / "a"), packing=False)
+
+
+@pytest.mark.parametrize(("kind", "workers"), [("ours", 0), ("ours", 2), ("torch", 2)])
+def test_len_is_the_running_or_next_epochs_batches(tokens_dir, kind: str, workers: int) -> None:
+    root, _ = tokens_dir  # window_10 at 600 tokens packs each epoch's order into another count
+    ds = make(root, packing_length=600, packing_strategy="window_10", packs_per_batch=1)
+    make_loader = StreamingDataLoader if kind == "ours" else DataLoader
+    loader = make_loader(ds, batch_size=None, num_workers=workers)
+    counts = [ds.pack_count(epoch) for epoch in range(4)]
+    assert len(set(counts)) > 1
+    promised, got = [], []
+    for _ in range(3):
+        promised.append(len(loader))
+        got.append(0)
+        for _ in loader:
+            got[-1] += 1
+            if kind == "ours":  # torch's loader asks the dataset, whose workers run ahead
+                assert len(loader) == promised[-1]  # while the epoch runs: its own count
+    assert promised == got == counts[:3]
+    assert len(loader) == counts[3]  # between epochs: the next one's
