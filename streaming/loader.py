@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -44,12 +44,21 @@ def _unwrap(batch: Any) -> Any:
     return batch
 
 
+class BatchSource(Protocol):
+    """What BatchStream needs of a dataset (StreamingDataset offers it)."""
+
+    def iter_batches(self, batch_size: int, drop_last: bool = False, *, numpy: bool = False,
+                     views: bool = False) -> Iterator[dict[str, Any]]: ...
+
+    def __len__(self) -> int: ...
+
+
 class BatchStream(IterableDataset):
     """A dataset's `iter_batches(batch_size, drop_last)` as an iterable of ready batches, so
     DataLoader workers hand over whole collated batches. Attributes (state_dict, len...) are
     the wrapped dataset's."""
 
-    def __init__(self, dataset: Any, batch_size: int, drop_last: bool) -> None:
+    def __init__(self, dataset: BatchSource, batch_size: int, drop_last: bool) -> None:
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last

@@ -13,7 +13,7 @@ import os
 import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from streaming.errors import HashMismatchError, IndexFileError, ShardCorruptErro
 from streaming.format.encodings.base import FileBytes
 from streaming.format.hashing import file_hexdigests
 from streaming.format.sample import SampleCodec
+
+if TYPE_CHECKING:
+    from streaming.format.rows import RowCodec
 
 _U32 = struct.Struct("<I")
 _PAIR = struct.Struct("<2I")
@@ -306,7 +309,8 @@ class ShardLayout:
 
     __slots__ = ("codec", "offsets", "path", "size")
 
-    def __init__(self, path: Path, codec: Any, offsets: np.ndarray, size: int) -> None:
+    def __init__(self, path: Path, codec: SampleCodec | RowCodec, offsets: np.ndarray,
+                 size: int) -> None:
         self.path = path
         self.codec = codec
         self.offsets = offsets
