@@ -1,8 +1,8 @@
-"""One rank of a simulated two-node torchrun job (tests/packing/test_equal_packs.py): its place
-comes from torchrun's variables, the job store from MASTER_ADDR/MASTER_PORT (hosted by the test,
-as torchrun's agent hosts it; with --init-group, by rank 0 after the ranks join a gloo process
-group, as under Lightning or accelerate). It records which nodes' packs it counted itself, then
-reads two epochs of packs through two DataLoader workers and prints one JSON line."""
+"""One rank of a two-node job (tests/packing/test_equal_packs.py): its place comes from torchrun's
+variables (set by torchrun itself, or by the test), the job store from MASTER_ADDR/MASTER_PORT
+(with --init-group the ranks first join a gloo process group, whose rank 0 then hosts the store,
+as under Lightning or accelerate). It records which nodes' packs it counted itself, then reads
+two epochs of packs through two DataLoader workers and prints one JSON line."""
 
 from __future__ import annotations
 

@@ -1,12 +1,14 @@
 """equal_packs across nodes: each node counts only its own ranks' packs and the nodes swap
-their counts through the job's store (a real TCPStore on loopback, hosted here as torchrun's
-agent hosts it); without a store, or with a node that never answers, a node counts every node
-itself, with a warning, and reaches the same number."""
+their counts through the job's store: under two real torchrun agents, under a store hosted here
+as torchrun's agent hosts it, and under the store rank 0 hosts after a gloo process group
+starts. Without a store, or with a node that never answers, a node counts every node itself,
+with a warning, and reaches the same number."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -65,35 +67,54 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("host", ["agent", "rank0"])
-def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher, host: str) -> None:
-    store = None
-    if host == "agent":  # torchrun: its agent hosts the store the ranks' MASTER_PORT names
-        store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                         timeout=timedelta(seconds=60))
-    port = store.port if store is not None else free_port()
-    base = {k: v for k, v in os.environ.items() if k not in _LAUNCHER}
-    job = {"WORLD_SIZE": str(NODES * PER_NODE), "LOCAL_WORLD_SIZE": str(PER_NODE),
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "TORCHELASTIC_RUN_ID": uuid.uuid4().hex}
-    script = Path(__file__).with_name("multinode_rank.py")
-    procs = [subprocess.Popen(
-        [sys.executable, str(script), str(data), *(["--init-group"] if store is None else [])],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env={**base, **job, "RANK": str(rank), "LOCAL_RANK": str(rank % PER_NODE),
-                        "GROUP_RANK": str(rank // PER_NODE)})
-        for rank in range(NODES * PER_NODE)]
+def _run(commands: list[tuple[list[str], dict[str, str]]]) -> list[dict]:
+    """Start every (argv, env) at once; the JSON line each rank printed, ordered by rank."""
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, start_new_session=True) for argv, env in commands]
     results = []
     try:
         for proc in procs:
             out, err = proc.communicate(timeout=TIMEOUT)
             assert proc.returncode == 0, err[-3000:]
             assert "PackCountWarning" not in err, err[-3000:]
-            results.append(json.loads(out.strip().splitlines()[-1]))
+            results += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     finally:
         for proc in procs:
-            proc.kill()
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    return sorted(results, key=lambda r: (r["world"]["node"], r["world"]["rank_in_node"]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host", ["torchrun", "agent", "rank0"])
+def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher, host: str) -> None:
+    """torchrun: two real agents (static rendezvous on loopback), two ranks each; agent: the
+    ranks' torchrun variables with a store hosted here as an agent hosts it; rank0: the ranks
+    join a gloo process group and rank 0's process hosts the store."""
+    base = {k: v for k, v in os.environ.items() if k not in _LAUNCHER}
+    script = str(Path(__file__).with_name("multinode_rank.py"))
+    store = None
+    if host == "agent":
+        store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                         timeout=timedelta(seconds=60))
+    port = store.port if store is not None else free_port()
+    if host == "torchrun":
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(NODES),
+                    "--nproc-per-node", str(PER_NODE), "--master-addr", "127.0.0.1",
+                    "--master-port", str(port)]
+        commands = [([*torchrun, "--node-rank", str(node), script, str(data)], base)
+                    for node in range(NODES)]
+    else:
+        job = {"WORLD_SIZE": str(NODES * PER_NODE), "LOCAL_WORLD_SIZE": str(PER_NODE),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+               "TORCHELASTIC_RUN_ID": uuid.uuid4().hex}
+        extra = ["--init-group"] if host == "rank0" else []
+        commands = [([sys.executable, script, str(data), *extra],
+                     {**base, **job, "RANK": str(rank), "LOCAL_RANK": str(rank % PER_NODE),
+                      "GROUP_RANK": str(rank // PER_NODE)})
+                    for rank in range(NODES * PER_NODE)]
+    results = _run(commands)
+    assert len(results) == NODES * PER_NODE
     for rank, result in enumerate(results):
         assert (result["world"]["node"], result["world"]["rank_in_node"]) == divmod(rank, 2)
     for node in range(NODES):
