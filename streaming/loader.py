@@ -128,7 +128,7 @@ class StreamingDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
         self._running_len = None
-        with contextlib.suppress(TypeError):  # a dataset without a length has none
+        with contextlib.suppress(TypeError, NotImplementedError):  # a dataset without a length
             self._running_len = super().__len__()
         try:
             yield from self._batches()
