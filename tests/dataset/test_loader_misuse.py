@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+import torch
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.collate import collate
@@ -54,3 +55,24 @@ def test_loader_batches_json_dicts_with_different_keys(json_dataset, workers):
         assert isinstance(batch["meta"], list)
         seen.update(zip(batch["id"].tolist(), batch["meta"]))
     assert seen == {i: METAS[i % len(METAS)] for i in range(36)}
+
+
+class _Counting(torch.utils.data.IterableDataset):
+    """Any iterable dataset: no length, or one that refuses to say."""
+
+    def __init__(self, refuse: bool) -> None:
+        self.refuse = refuse
+
+    def __iter__(self):
+        return iter(range(10))
+
+    def __len__(self) -> int:
+        if self.refuse:
+            raise NotImplementedError("no length")
+        raise TypeError("no length")
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_datasets_without_a_length_iterate(refuse: bool) -> None:
+    loader = StreamingDataLoader(_Counting(refuse), batch_size=4)
+    assert [len(b) for b in loader] == [4, 4, 2]
