@@ -51,14 +51,19 @@ def rank_zero_of_two_nodes(data: Path) -> PackedStreamingDataset:
                                   world=World(NODES, PER_NODE, 1, 0, 0))
 
 
-def counted_alone(data: Path) -> int:
-    """Node 0's count when it must count every node itself (no store)."""
+def counted_warned(data: Path, match: str) -> int:
+    """Node 0's epoch-0 count, found with a PackCountWarning matching `match`."""
     ds = rank_zero_of_two_nodes(data)
     try:
-        with pytest.warns(PackCountWarning, match="MASTER_ADDR/MASTER_PORT are not set"):
+        with pytest.warns(PackCountWarning, match=match):
             return ds.pack_count(0)
     finally:
         ds.close()
+
+
+def counted_alone(data: Path) -> int:
+    """Node 0's count when it must count every node itself (no store)."""
+    return counted_warned(data, "MASTER_ADDR/MASTER_PORT are not set")
 
 
 def free_port() -> int:
@@ -119,7 +124,10 @@ def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher, ho
         assert (result["world"]["node"], result["world"]["rank_in_node"]) == divmod(rank, 2)
     for node in range(NODES):
         mine = [n for r in results if r["world"]["node"] == node for n in r["counted"]]
-        assert set(mine) == {node} and len(mine) <= 2  # its own ranks, once per epoch at most
+        assert set(mine) == {node}  # its own ranks only
+    # at most once per epoch in each process (a peer that comes after the publisher dropped
+    # the node's result counts again: the same number)
+    assert all(len(r["counted"]) <= 2 for r in results)
     packs = {r["packs0"] for r in results}
     assert packs == {counted_alone(data)}  # the same number as counting every node
     assert {r["promised"][0] for r in results} == {r["steps"][0] for r in results}
@@ -137,12 +145,7 @@ def test_nothing_at_the_store_address_counts_every_node(data: Path, no_launcher,
     port = free_port()
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
-    ds = rank_zero_of_two_nodes(data)
-    try:
-        with pytest.warns(PackCountWarning, match=f"no job store answers at 127.0.0.1:{port}"):
-            assert ds.pack_count(0) == expected
-    finally:
-        ds.close()
+    assert counted_warned(data, f"no job store answers at 127.0.0.1:{port}") == expected
 
 
 def test_a_node_that_never_publishes_is_waited_for_then_counted(data: Path, no_launcher,
@@ -153,9 +156,4 @@ def test_a_node_that_never_publishes_is_waited_for_then_counted(data: Path, no_l
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(store.port))
     monkeypatch.setenv("STREAMING_NODE_EXCHANGE_TIMEOUT", "0.5")
-    ds = rank_zero_of_two_nodes(data)
-    try:
-        with pytest.warns(PackCountWarning, match=r"nodes \[1\] of 2 did not publish"):
-            assert ds.pack_count(0) == expected
-    finally:
-        ds.close()
+    assert counted_warned(data, r"nodes \[1\] of 2 did not publish") == expected
