@@ -57,7 +57,7 @@ def test_a_node_that_never_publishes_is_named_after_the_deadline(store: StoreAdd
     assert time.monotonic() - began < 20
 
 
-def test_nothing_listening_is_a_coordination_error(tmp_path) -> None:
+def test_nothing_listening_is_a_coordination_error() -> None:
     with socket.socket() as probe:  # a port that was free a moment ago: nobody listens
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
