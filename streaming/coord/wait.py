@@ -12,7 +12,8 @@ T = TypeVar("T")
 
 
 class Flag(Protocol):
-    """Anything that can report a failure reason set by another process."""
+    """Anything that reports a failure another process raised: its reason, and the error to
+    raise for it."""
 
     def reason(self) -> str | None: ...
 
@@ -48,9 +49,9 @@ def wait_for(
 ) -> T:
     """Poll `predicate` until it returns something other than None/False, and return that.
 
-    Raises CoordinationError with the reason as soon as `flag` is set or `alive()` returns a
-    message (a peer died), and DeadlineExceeded naming `what` after `timeout` seconds. Polling
-    starts at 1 ms and backs off to `poll`.
+    Raises `flag`'s error (the failing process's cause, see coord.flag) as soon as it is set,
+    CoordinationError when `alive()` returns a message (a peer died), and DeadlineExceeded
+    naming `what` after `timeout` seconds. Polling starts at 1 ms and backs off to `poll`.
     """
     deadline = Deadline(timeout)
     sleep = 0.001

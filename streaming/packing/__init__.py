@@ -14,9 +14,9 @@ from streaming.packing.planner import pack_lengths, plan_packs
 from streaming.packing.registry import STRATEGIES, make_packer
 from streaming.packing.window import WindowPacker
 from streaming.plan.mixing_tokens import (
-                                          measured_token_shares,
-                                          realised_token_shares,
-                                          token_mix_counts,
+    measured_token_shares,
+    realised_token_shares,
+    token_mix_counts,
 )
 
 __all__ = [

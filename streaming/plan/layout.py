@@ -59,16 +59,16 @@ def build_layout(
     total_work = float(work_end[-1]) if len(work_end) else 0.0
     if total_work <= 0:
         raise PlanError("the epoch has no samples: every stream is empty or weighted to zero")
-    # Cut k sits in the shard whose cumulative work first reaches k/C of the total.
-    targets = total_work * np.arange(1, num_canonical) / num_canonical
-    pos = np.minimum(np.searchsorted(work_end, targets, side="left"), len(sizes) - 1)
-    before = np.where(pos > 0, work_end[pos - 1], 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rows = np.where(rate_o[pos] > 0, np.rint((targets - before) / rate_o[pos]), 0)
-    rows = np.clip(rows.astype(np.int64), 0, size_o[pos])
-    cuts = np.maximum.accumulate(starts[pos] + rows) if len(pos) else pos
     if np.all(rate_o == 1):  # unweighted: cut k sits at k * N // C exactly, as the reference's
         cuts = int(starts[-1]) * np.arange(1, num_canonical, dtype=np.int64) // num_canonical
+    else:  # cut k sits in the shard whose cumulative work first reaches k/C of the total
+        targets = total_work * np.arange(1, num_canonical) / num_canonical
+        pos = np.minimum(np.searchsorted(work_end, targets, side="left"), len(sizes) - 1)
+        before = np.where(pos > 0, work_end[pos - 1], 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rows = np.where(rate_o[pos] > 0, np.rint((targets - before) / rate_o[pos]), 0)
+        rows = np.clip(rows.astype(np.int64), 0, size_o[pos])
+        cuts = np.maximum.accumulate(starts[pos] + rows) if len(pos) else pos
     piece_start = np.union1d(starts[:-1][size_o > 0], cuts)
     piece_start = piece_start[piece_start < starts[-1]]
     piece_end = np.append(piece_start[1:], starts[-1])

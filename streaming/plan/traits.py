@@ -6,17 +6,20 @@ so adding an algorithm means writing one module and one registry entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+
+from streaming.errors import PlanError
 
 if TYPE_CHECKING:
     from streaming.plan.order import EpochOrder
     from streaming.plan.world import World
 
 ShuffleFn = Callable[[np.ndarray, np.ndarray, np.random.Generator, int], np.ndarray]
+Record = TypeVar("Record")
 # (order, world, per-device batch, resume position) -> [batches, group ranks, batch], start
 GroupBatchesFn = Callable[["EpochOrder", "World", int, int], tuple[np.ndarray, int]]
 # (order, world, per-device batch, resume position) -> ids, padding mask, start
@@ -77,3 +80,11 @@ class BatchingMethod:
     global_sequence: GlobalSequenceFn
     needs_batch_size: bool
     batch_aligned_resume: bool
+
+
+def registered(registry: Mapping[str, Record], option: str, name: str) -> Record:
+    """The record `registry` holds under `name`; PlanError naming the config `option` and the
+    known names when there is none."""
+    if name not in registry:
+        raise PlanError(f"{option} {name!r} is unknown; choose one of {list(registry)}")
+    return registry[name]

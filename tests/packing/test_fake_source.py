@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
+from streaming.errors import ArgumentError
 from streaming.packing.streaming import PackedStreamingDataset
 from streaming.plan import PlanConfig, World
 from streaming.session import Session
@@ -113,3 +115,14 @@ def test_the_dataset_and_packing_modules_do_not_import_each_other():
                          ("streaming.packing.streaming", "streaming.dataset")):
         code = f"import sys, {first}; sys.exit({other!r} in sys.modules)"
         assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0, first
+
+
+def test_dataset_arguments_beside_a_source_are_refused(tmp_path):
+    lengths = _lengths()
+    source = FakeSource(tmp_path / "a", lengths, World())
+    try:
+        with pytest.raises(ArgumentError, match=r"\['shuffle'\] go to it"):
+            PackedStreamingDataset(source=source, lengths=lengths, packing_length=64,
+                                   shuffle=True)
+    finally:
+        source.close()

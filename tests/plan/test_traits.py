@@ -15,7 +15,7 @@ import streaming.plan.shuffle as shuffle_pkg
 from streaming.cache import fit
 from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, global_order
-from streaming.plan.batching import BATCHINGS
+from streaming.plan.batching import BATCHINGS, get_method
 from streaming.plan.partition import PARTITIONS, partition_scheme
 from streaming.plan.shuffle import SHUFFLES, shuffle_algorithm
 
@@ -43,6 +43,8 @@ def test_unknown_names_are_refused() -> None:
         shuffle_algorithm("py3")
     with pytest.raises(PlanError, match="partition_algo 'loose'"):
         partition_scheme("loose")
+    with pytest.raises(PlanError, match=r"batching_method 'mixed' is unknown.*'random'"):
+        get_method("mixed")
 
 
 def _shuffled(algo: str, block: int) -> np.ndarray:

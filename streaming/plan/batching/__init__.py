@@ -8,9 +8,8 @@ module exports its `METHOD` record (streaming.plan.traits).
 
 from __future__ import annotations
 
-from streaming.errors import PlanError
 from streaming.plan.batching import device_per_stream, per_stream, random, stratified
-from streaming.plan.traits import BatchingMethod
+from streaming.plan.traits import BatchingMethod, registered
 
 BATCHINGS: dict[str, BatchingMethod] = {
     "random": random.METHOD,
@@ -23,6 +22,4 @@ METHODS = tuple(BATCHINGS)
 
 def get_method(name: str) -> BatchingMethod:
     """The batching method registered under `name` (PlanError for unknown names)."""
-    if name not in BATCHINGS:
-        raise PlanError(f"batching_method {name!r} is unknown; choose one of {list(METHODS)}")
-    return BATCHINGS[name]
+    return registered(BATCHINGS, "batching_method", name)

@@ -13,14 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from streaming.plan.batching.sequence import (
-    full_chunks,
-    interleave_epoch,
-    round_to_batch,
-    sequence_share,
-    stream_orders,
-)
-from streaming.plan.traits import BatchingMethod
+from streaming.plan.batching.sequence import full_chunks, round_to_batch, sequence_method
 
 if TYPE_CHECKING:
     from streaming.plan.order import EpochOrder
@@ -32,8 +25,7 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
     ranks = world.data_parallel_ranks
     global_batch = batch * ranks
     start = round_to_batch(start, global_batch, "device_per_stream")
-    ids = full_chunks(stream_orders(order), batch, order.cfg.shuffle_seed,
-                      interleave_epoch(order), "device_per_stream")
+    ids = full_chunks(order, batch, "device_per_stream")
     pad = np.zeros(len(ids), dtype=bool)
     missing = -(len(ids) // batch) % ranks
     if missing:
@@ -43,10 +35,4 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
     return ids[start:], pad[start:], start
 
 
-def group_batches(order: EpochOrder, world: World, batch: int, start: int):
-    """[batches, group ranks, batch] ids for the asking group."""
-    return sequence_share(global_sequence, order, world, batch, start)
-
-
-METHOD = BatchingMethod("device_per_stream", group_batches, global_sequence,
-                        needs_batch_size=True, batch_aligned_resume=True)
+METHOD = sequence_method("device_per_stream", global_sequence)

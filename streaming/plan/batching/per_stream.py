@@ -12,14 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from streaming.plan.batching.sequence import (
-    full_chunks,
-    interleave_epoch,
-    round_to_batch,
-    sequence_share,
-    stream_orders,
-)
-from streaming.plan.traits import BatchingMethod
+from streaming.plan.batching.sequence import full_chunks, round_to_batch, sequence_method
 
 if TYPE_CHECKING:
     from streaming.plan.order import EpochOrder
@@ -30,15 +23,8 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
     """Whole global sequence from `start` rounded to a batch (ids, padding mask, start used)."""
     global_batch = batch * world.data_parallel_ranks
     start = round_to_batch(start, global_batch, "per_stream")
-    ids = full_chunks(stream_orders(order), global_batch, order.cfg.shuffle_seed,
-                      interleave_epoch(order), "per_stream")[start:]
+    ids = full_chunks(order, global_batch, "per_stream")[start:]
     return ids, np.zeros(len(ids), dtype=bool), start
 
 
-def group_batches(order: EpochOrder, world: World, batch: int, start: int):
-    """[batches, group ranks, batch] ids for the asking group."""
-    return sequence_share(global_sequence, order, world, batch, start)
-
-
-METHOD = BatchingMethod("per_stream", group_batches, global_sequence,
-                        needs_batch_size=True, batch_aligned_resume=True)
+METHOD = sequence_method("per_stream", global_sequence)

@@ -4,12 +4,13 @@ streams' chunks, and a node group's share of a global sequence."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from streaming.errors import PlanError
+from streaming.plan.traits import BatchingMethod, GlobalSequenceFn
 
 if TYPE_CHECKING:
     from streaming.plan.order import EpochOrder
@@ -55,16 +56,17 @@ def interleave(counts: np.ndarray, seed: int, epoch: int) -> tuple[np.ndarray, n
     return stream[order], chunk[order]
 
 
-def interleave_epoch(order: EpochOrder) -> int:
+def _interleave_epoch(order: EpochOrder) -> int:
     """Epoch word of the stream interleave: unshuffled (or `fixed`) epochs repeat one order."""
     cfg = order.cfg
     return order.epoch if cfg.shuffle and cfg.sampling_method == "balanced" else -1
 
 
-def full_chunks(streams: list[np.ndarray], unit: int, seed: int, epoch: int, method: str
-                ) -> np.ndarray:
-    """Each stream cut into whole chunks of `unit` (a partial last chunk is dropped), the
-    chunks of all streams interleaved; PlanError when a stream cannot fill a single chunk."""
+def full_chunks(order: EpochOrder, unit: int, method: str) -> np.ndarray:
+    """The epoch's streams (`stream_orders`) each cut into whole chunks of `unit` (a partial last
+    chunk is dropped), the chunks of all streams interleaved; PlanError naming `method` when a
+    stream cannot fill a single chunk."""
+    streams = stream_orders(order)
     counts = np.array([len(s) // unit for s in streams], dtype=np.int64)
     empty = np.flatnonzero(counts == 0)
     if len(empty):
@@ -72,7 +74,7 @@ def full_chunks(streams: list[np.ndarray], unit: int, seed: int, epoch: int, met
         raise PlanError(
             f"batching_method={method!r}: stream {s} has {len(streams[s])} samples this epoch, "
             f"fewer than one batch of {unit}; raise its weight or lower batch_size")
-    which, chunk = interleave(counts, seed, epoch + 1)
+    which, chunk = interleave(counts, order.cfg.shuffle_seed, _interleave_epoch(order) + 1)
     ids = np.empty((len(which), unit), dtype=np.int64)
     for s, values in enumerate(streams):
         rows = np.flatnonzero(which == s)
@@ -88,8 +90,15 @@ def group_share(sequence: np.ndarray, world: World, batch: int) -> np.ndarray:
     return grid[:, world.group * rd * batch:(world.group + 1) * rd * batch].reshape(-1, rd, batch)
 
 
-def sequence_share(global_sequence: Callable, order: EpochOrder, world: World, batch: int,
-                   start: int) -> tuple[np.ndarray, int]:
+def sequence_share(global_sequence: GlobalSequenceFn, order: EpochOrder, world: World,
+                   batch: int, start: int) -> tuple[np.ndarray, int]:
     """group_batches for methods that build the whole global sequence first."""
     ids, _, start = global_sequence(order, world, batch, start)
     return group_share(ids, world, batch), start
+
+
+def sequence_method(name: str, global_sequence: GlobalSequenceFn) -> BatchingMethod:
+    """The record of a method that builds the whole global sequence, each node group taking its
+    share of every batch; such a method needs the batch size and resumes on batch boundaries."""
+    return BatchingMethod(name, partial(sequence_share, global_sequence), global_sequence,
+                          needs_batch_size=True, batch_aligned_resume=True)

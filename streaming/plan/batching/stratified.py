@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from streaming.errors import PlanError
-from streaming.plan.batching.sequence import round_to_batch, sequence_share, stream_orders
-from streaming.plan.traits import BatchingMethod
+from streaming.plan.batching.sequence import round_to_batch, sequence_method, stream_orders
 
 if TYPE_CHECKING:
     from streaming.plan.order import EpochOrder
@@ -70,10 +69,4 @@ def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
     return ids, np.zeros(len(ids), dtype=bool), start
 
 
-def group_batches(order: EpochOrder, world: World, batch: int, start: int):
-    """[batches, group ranks, batch] ids for the asking group."""
-    return sequence_share(global_sequence, order, world, batch, start)
-
-
-METHOD = BatchingMethod("stratified", group_batches, global_sequence,
-                        needs_batch_size=True, batch_aligned_resume=True)
+METHOD = sequence_method("stratified", global_sequence)

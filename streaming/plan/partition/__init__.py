@@ -7,9 +7,8 @@ exports its `SCHEME` record (streaming.plan.traits).
 
 from __future__ import annotations
 
-from streaming.errors import PlanError
 from streaming.plan.partition import orig, relaxed
-from streaming.plan.traits import PartitionScheme
+from streaming.plan.traits import PartitionScheme, registered
 
 PARTITIONS: dict[str, PartitionScheme] = {
     "orig": orig.SCHEME,
@@ -20,6 +19,4 @@ SCHEMES = tuple(PARTITIONS)
 
 def partition_scheme(name: str) -> PartitionScheme:
     """The scheme registered under `name` (PlanError for unknown names)."""
-    if name not in PARTITIONS:
-        raise PlanError(f"partition_algo {name!r} is unknown; choose one of {list(SCHEMES)}")
-    return PARTITIONS[name]
+    return registered(PARTITIONS, "partition_algo", name)

@@ -8,9 +8,8 @@ whole epoch instead. Each module exports its `ALGORITHM` record (streaming.plan.
 
 from __future__ import annotations
 
-from streaming.errors import PlanError
 from streaming.plan.shuffle import naive, py1b, py1br, py1e, py1s, py2s
-from streaming.plan.traits import ShuffleAlgorithm, ShuffleFn
+from streaming.plan.traits import ShuffleAlgorithm, ShuffleFn, registered
 
 SHUFFLES: dict[str, ShuffleAlgorithm] = {
     "naive": naive.ALGORITHM,
@@ -25,9 +24,7 @@ ALGORITHMS = tuple(SHUFFLES)
 
 def shuffle_algorithm(name: str) -> ShuffleAlgorithm:
     """The shuffle registered under `name` (PlanError for unknown names)."""
-    if name not in SHUFFLES:
-        raise PlanError(f"shuffle_algo {name!r} is unknown; choose one of {list(ALGORITHMS)}")
-    return SHUFFLES[name]
+    return registered(SHUFFLES, "shuffle_algo", name)
 
 
 def get_shuffle(name: str) -> ShuffleFn:
