@@ -93,10 +93,6 @@ class ShardPreparer:
         zip_name = self.facts.zip_basenames[shard]
         return self._folder(shard) / zip_name if zip_name else None
 
-    def is_ready(self, shard: int) -> bool:
-        """Whether this process already knows the shard's raw file is complete."""
-        return bool(self._ready[shard])
-
     def forget(self, shard: int) -> None:
         """Drop the memo that `shard` is ready, so the next `prepare` looks at the disk again
         (the cache may have evicted it since)."""
