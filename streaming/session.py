@@ -164,8 +164,8 @@ class Session:
     def fingerprint(self, shuffle_seed: int) -> str:
         """The config's fingerprint with `shuffle_seed`, minus what may change on resume: the
         canonical node count (adopted from the state) and the per-device batch size (elastic
-        topologies change it). Remembered per seed: every state a worker reports carries it,
-        and hashing the shard sizes again each time would cost a large dataset milliseconds."""
+        topologies change it). Remembered per seed: it hashes every shard's sample count, and
+        every state a worker reports (torchdata asks after each batch) carries it."""
         known = self._fingerprints.get(shuffle_seed)
         if known is None:
             known = self._fingerprints[shuffle_seed] = dataclasses.replace(
