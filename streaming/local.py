@@ -22,7 +22,7 @@ from streaming.errors import UnknownHashError
 from streaming.format.compression import decompress_file
 from streaming.format.hashing import SUPPORTED_HASHES, is_supported_hash
 from streaming.format.index import read_index
-from streaming.format.local_files import check_local_shards, size_error
+from streaming.format.local_files import check_local_shards, file_size, size_error
 from streaming.format.shard import ShardReader, validate_file
 from streaming.format.split import open_shard, place_meta
 from streaming.read.open_shards import OpenShards
@@ -159,12 +159,12 @@ class LocalDataset(Dataset):
             return self._with_meta(entry, in_place)
         src = self.index.zip_path(shard)
         if src is None:
-            raise size_error(in_place, size, _size_of(in_place))
+            raise size_error(in_place, size, file_size(in_place))
         target = self._decompressed_dir().joinpath(*self.index.basenames[shard].split("/"))
         if not has_size(target, size):
             zip_size = int(self.index.zip_bytes[shard])
             if not has_size(src, zip_size):
-                raise size_error(src, zip_size, _size_of(src))
+                raise size_error(src, zip_size, file_size(src))
             self._check_hash(src, entry["zip_data"])
             target.parent.mkdir(parents=True, exist_ok=True)
             decompress_file(src, target, entry["compression"], expected_size=size,
@@ -199,13 +199,6 @@ class LocalDataset(Dataset):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_lookup()
-
-
-def _size_of(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return None
 
 
 def _default_cache(root: Path) -> Path:

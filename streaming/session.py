@@ -52,6 +52,7 @@ class Session:
         self.board = PlanBoard(self.namespace)
         self._plan: tuple[tuple, NodePlan] | None = None  # the last node plan, by its key
         self._per_rank: dict[tuple, int] = {}
+        self._fingerprints: dict[int, str] = {}  # by shuffle seed (see `fingerprint`)
         # This process's iteration, for torchdata's state_dict(): where it started, whether a
         # new one was asked for (iter) but not begun, whether it ran to its end.
         self._start: IterationStart | None = None
@@ -160,10 +161,17 @@ class Session:
         return Progress(slot, self._start, self._start.skip + self.count, self._ended)
 
     # ----- resumption --------------------------------------------------------------------
-    def fingerprint(self, cfg: PlanConfig) -> str:
-        """The config's fingerprint minus what may change on resume: the canonical node count
-        (adopted from the state) and the per-device batch size (elastic topologies change it)."""
-        return dataclasses.replace(cfg, num_canonical_nodes=None, batch_size=1).fingerprint()
+    def fingerprint(self, shuffle_seed: int) -> str:
+        """The config's fingerprint with `shuffle_seed`, minus what may change on resume: the
+        canonical node count (adopted from the state) and the per-device batch size (elastic
+        topologies change it). Remembered per seed: it hashes every shard's sample count, and
+        every state a worker reports (torchdata asks after each batch) carries it."""
+        known = self._fingerprints.get(shuffle_seed)
+        if known is None:
+            known = self._fingerprints[shuffle_seed] = dataclasses.replace(
+                self.config, num_canonical_nodes=None, batch_size=1,
+                shuffle_seed=shuffle_seed).fingerprint()
+        return known
 
     def resume_state(self, epoch: int, sample_in_epoch: int) -> dict[str, Any]:
         """The state pointing at global sample `sample_in_epoch` of `epoch`."""
@@ -171,7 +179,7 @@ class Session:
         return ResumeState(
             epoch=epoch, sample_in_epoch=int(sample_in_epoch),
             num_canonical_nodes=int(cfg.canonical_nodes(self.world)),
-            shuffle_seed=int(cfg.shuffle_seed), fingerprint=self.fingerprint(cfg),
+            shuffle_seed=int(cfg.shuffle_seed), fingerprint=self.fingerprint(cfg.shuffle_seed),
             initial_physical_nodes=self.world.num_nodes).to_dict()
 
     def worker_position(self, progress: Progress) -> dict[str, Any]:
@@ -223,7 +231,7 @@ class Session:
             raise StateMismatchError(
                 f"resumption state has shuffle_seed={seed}, this dataset has "
                 f"{self.config.shuffle_seed}; pass strict=False to resume anyway")
-        state.check(self.fingerprint(self.config), strict=strict)
+        state.check(self.fingerprint(self.config.shuffle_seed), strict=strict)
         ncn = state.num_canonical_nodes or int(self.config.canonical_nodes(self.world))
         self._start, self._pending = None, False
         if "worker" not in obj:

@@ -50,7 +50,6 @@ class Stream:
         for what, value in (("remote", self.remote), ("local", local)):
             if isinstance(value, str):
                 check_location(value, what)
-        self.default_local = local is None
         self.local = os.fspath(local) if local is not None else _default_local(self.remote, split)
         self.split = split
         self.proportion = proportion

@@ -200,10 +200,3 @@ def _usable_offline(folder: Path, remote: str, error: BaseException) -> bool:
     log.warning("cannot reach %s (%s): using the complete local copy in %s (its index.json "
                 "as last fetched)", remote, error, folder)
     return True
-
-
-
-def forget_origin(folder: Path) -> None:
-    """Remove the folder's origin record (after its cached files were cleared)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(folder / ORIGIN_FILE)

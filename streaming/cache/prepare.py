@@ -78,15 +78,20 @@ class ShardPreparer:
 
     def raw_path(self, shard: int) -> Path:
         """Where the shard's raw file lives (or will live) on this node."""
+        return self._folder(shard) / self.facts.basenames[shard]
+
+    def _folder(self, shard: int) -> Path:
+        """The local folder of the shard's stream (index names are relative to it)."""
         which = int(self.facts.stream_of_shard[shard])
         folder = self._dirs.get(which)
         if folder is None:  # resolving a path costs syscalls: once per stream and process
             folder = self._dirs[which] = self.streams[which].local_dir
-        return folder / self.facts.basenames[shard]
+        return folder
 
-    def is_ready(self, shard: int) -> bool:
-        """Whether this process already knows the shard's raw file is complete."""
-        return bool(self._ready[shard])
+    def zip_path(self, shard: int) -> Path | None:
+        """Where the shard's compressed file lands on this node (None: it is stored raw)."""
+        zip_name = self.facts.zip_basenames[shard]
+        return self._folder(shard) / zip_name if zip_name else None
 
     def forget(self, shard: int) -> None:
         """Drop the memo that `shard` is ready, so the next `prepare` looks at the disk again

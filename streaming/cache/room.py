@@ -318,9 +318,7 @@ class CacheRoom:
 
     # ----- helpers -----------------------------------------------------------------------
     def _paths(self, shard: int) -> tuple[Path, Path | None]:
-        raw = self.preparer.raw_path(shard)
-        zip_name = self.preparer.facts.zip_basenames[shard]
-        return raw, (raw.parent / zip_name if zip_name else None)
+        return self.preparer.raw_path(shard), self.preparer.zip_path(shard)
 
     def _name(self, shard: int) -> str:
         facts = self.preparer.facts

@@ -97,11 +97,6 @@ class EpochCounter:
             a[_WORKERS] = num_workers
             a[_SKIP + worker], a[_ENDED + worker] = skip, int(ended)
 
-    def begin(self, worker: int, num_workers: int) -> tuple[int, int]:
-        """Register worker `worker` of `num_workers` starting; return (epoch, sample_in_epoch)."""
-        start = self.begin_worker(worker, num_workers)
-        return start.epoch, start.sample_in_epoch
-
     def begin_worker(self, worker: int, num_workers: int) -> IterationStart:
         """Register worker `worker` of `num_workers` starting; return where it starts."""
         _check_workers(num_workers)

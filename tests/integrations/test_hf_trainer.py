@@ -180,6 +180,13 @@ def test_epochs_become_exact_steps(tmp_path) -> None:
     assert (state["source"]["epoch"], state["packs_in_epoch"]) == (2, 0)  # both epochs, in full
 
 
+def test_a_fractional_epoch_count_without_max_steps_is_refused(data, tmp_path) -> None:
+    with pytest.raises(TrainerSetupError, match="num_train_epochs must be a positive whole"):
+        StreamingTrainer(model=tiny_gpt2(), args=args(tmp_path, max_steps=-1,
+                                                      num_train_epochs=1.5),
+                         train_dataset=dataset(data))
+
+
 def pad_tokens(samples: list[dict]) -> dict[str, torch.Tensor]:
     """A user collator for plain samples: right-pad with token 0 and label -100."""
     width = max(len(s["tokens"]) for s in samples)
