@@ -259,6 +259,11 @@ class MDSWriter:
                 self._discard_files()
 
 
+def is_dataset_file(name: str) -> bool:
+    """Whether a file named `name` belongs to an MDS dataset (index, shard or writer temp)."""
+    return _OWN_FILE.match(name) is not None
+
+
 def clear_dataset_files(directory: Path) -> None:
     """Remove the index, shard files and writer temp files of an MDS dataset in `directory`
     (the index first, so no moment exists where it names a removed shard); nothing else."""
