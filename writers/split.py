@@ -80,8 +80,8 @@ class SplitWriter:
         name = f"shard.{len(self._shards):05d}.{self.format}"
         header = self._header()
         data = b"".join([header, *self._rows])
-        meta = meta_bytes([len(r) for r in self._rows], len(header), self.get_config())
         config = self.get_config()
+        meta = meta_bytes([len(r) for r in self._rows], len(header), config)
         data_entry = write_shard(self.directory, name, memoryview(data), len(self._rows), config)
         meta_entry = write_shard(self.directory, name + META_SUFFIX, memoryview(meta), 0, config)
         entry = {**data_entry, "raw_meta": meta_entry["raw_data"],
