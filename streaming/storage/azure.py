@@ -28,7 +28,7 @@ from streaming.errors import (
 )
 from streaming.storage.base import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
 
 CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 # The second names of each pair are those the reference implementation and LitData read.
@@ -235,7 +235,7 @@ class AzureBackend(Backend):
             return DownloadTimeoutError(f"{url}: timed out talking to {where}: {exc}")
         if isinstance(exc, (ax.HttpResponseError, _ResponseError)) and status is not None:
             error = StorageError(f"{url}: Azure error {code or status}: {exc.reason}")
-            error.retryable = not 400 <= status < 500 or status in (408, 429)
+            error.retryable = status_retryable(status)
             return error
         return StorageError(f"{url}: transfer from {where} failed: {exc!r}")
 

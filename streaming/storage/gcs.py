@@ -28,7 +28,7 @@ from streaming.errors import (
 )
 from streaming.storage.base import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
@@ -158,7 +158,7 @@ class GCSBackend(Backend):
                 f"{url}: access denied ({status}); check the credentials and the bucket's IAM"
             )
         error = StorageError(f"{url}: GCS error {status}: {message}")
-        error.retryable = not 400 <= status < 500 or status in (408, 429)
+        error.retryable = status_retryable(status)
         return error
 
     def _bucket_exists(self, path: str) -> bool:

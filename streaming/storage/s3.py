@@ -20,7 +20,7 @@ from streaming.errors import (
 )
 from streaming.storage.base import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
 
 ENDPOINT_ENV = "S3_ENDPOINT_URL"
 # Env settings that change which credentials a new client picks up (part of the client cache key).
@@ -122,10 +122,7 @@ class S3Backend(Backend):
                     f"{url}: access denied ({code}); check the credentials and the bucket policy"
                 )
             error = StorageError(f"{url}: S3 error {code or status}: {err.get('Message', '')}")
-            # Other client errors (bad range, bad request) will not heal by asking again.
-            error.retryable = not (isinstance(status, int) and 400 <= status < 500) or status in (
-                408, 429,
-            )
+            error.retryable = status_retryable(status)
             return error
         if isinstance(cause, (bx.NoCredentialsError, bx.PartialCredentialsError)):
             return AccessDeniedError(f"{url}: {_HOW_TO_AUTH}")
