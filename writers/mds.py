@@ -25,7 +25,6 @@ from streaming.errors import (
     DeadlineExceeded,
     DiskFullError,
     FormatError,
-    OutputExistsError,
     StreamingError,
 )
 from streaming.format.index import write_index
@@ -34,6 +33,7 @@ from streaming.storage.retry import RETRY, UPLOAD_TIMEOUT
 from writers.fast_encode import sample_encoder
 from writers.lengths import LengthRecorder, LengthSpec
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
+from writers.output_dir import clear_files, prepare_directory
 from writers.shard_builder import ShardBuilder
 from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
 from writers.upload import make_uploader, resolve_output, shard_files
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 # Files a previous dataset may have left in `out`, removed when exist_ok=True.
 _DATASET_FILE = re.compile(r"^(index\.json|shard\.\d{5}\.mds(\.[a-z0-9]+)?)$")
 _TEMP_FILE = re.compile(r"^\.(index\.json|shard\.\d{5}\.mds).*" + re.escape(TMP_SUFFIX) + "$")
+_OWN_FILE = re.compile(f"{_DATASET_FILE.pattern}|{_TEMP_FILE.pattern}")
 
 
 class MDSWriter:
@@ -89,7 +90,7 @@ class MDSWriter:
         if self.max_workers < 1:
             raise ArgumentError(f"max_workers must be at least 1, got {max_workers}")
 
-        _prepare_directory(self.directory, exist_ok)
+        prepare_directory(self.directory, exist_ok, _OWN_FILE, "MDSWriter")
         self._uploader = make_uploader(
             self.output, exist_ok=exist_ok, keep_local=keep_local, retry=self.retry,
             timeout=self.timeout, max_workers=max(4, self.max_workers),
@@ -258,26 +259,15 @@ class MDSWriter:
                 self._discard_files()
 
 
-def _prepare_directory(directory: Path, exist_ok: bool) -> None:
-    """Create `directory`, or clear a previous dataset in it when exist_ok allows."""
-    if directory.exists() and not directory.is_dir():
-        raise OutputExistsError(f"MDSWriter output {directory} exists and is not a directory")
-    if directory.is_dir() and any(directory.iterdir()):
-        if not exist_ok:
-            raise OutputExistsError(
-                f"MDSWriter output {directory} is not empty; pass exist_ok=True to replace it"
-            )
-        clear_dataset_files(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+def is_dataset_file(name: str) -> bool:
+    """Whether a file named `name` belongs to an MDS dataset (index, shard or writer temp)."""
+    return _OWN_FILE.match(name) is not None
 
 
 def clear_dataset_files(directory: Path) -> None:
     """Remove the index, shard files and writer temp files of an MDS dataset in `directory`
     (the index first, so no moment exists where it names a removed shard); nothing else."""
-    (directory / "index.json").unlink(missing_ok=True)
-    for path in directory.iterdir():
-        if _DATASET_FILE.match(path.name) or _TEMP_FILE.match(path.name):
-            path.unlink()
+    clear_files(directory, _OWN_FILE)
 
 
 def _progress_bar(directory: Path) -> Any:

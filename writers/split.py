@@ -12,16 +12,16 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from streaming.errors import OutputExistsError, StreamingError
+from streaming.errors import StreamingError
 from streaming.format.index import write_index
 from streaming.format.rows import JSONRows, RowCodec, XSVRows
 from streaming.format.split import META_SUFFIX, meta_bytes
 from streaming.storage.retry import RETRY
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
+from writers.output_dir import prepare_directory
 from writers.shard_files import write_shard
 from writers.upload import make_uploader, resolve_output, shard_files
 
@@ -48,7 +48,7 @@ class SplitWriter:
         self.size_limit = check_size_limit(size_limit)
         self.output = resolve_output(out)
         self.directory = self.output.local
-        _prepare_directory(self.directory, exist_ok)
+        prepare_directory(self.directory, exist_ok, _DATASET_FILE, type(self).__name__)
         self._uploader = make_uploader(self.output, exist_ok=exist_ok, keep_local=keep_local,
                                        retry=retry)
         self._rows: list[bytes] = []
@@ -80,8 +80,8 @@ class SplitWriter:
         name = f"shard.{len(self._shards):05d}.{self.format}"
         header = self._header()
         data = b"".join([header, *self._rows])
-        meta = meta_bytes([len(r) for r in self._rows], len(header), self.get_config())
         config = self.get_config()
+        meta = meta_bytes([len(r) for r in self._rows], len(header), config)
         data_entry = write_shard(self.directory, name, memoryview(data), len(self._rows), config)
         meta_entry = write_shard(self.directory, name + META_SUFFIX, memoryview(meta), 0, config)
         entry = {**data_entry, "raw_meta": meta_entry["raw_data"],
@@ -189,18 +189,3 @@ class TSVWriter(XSVWriter):
 
     def __init__(self, *, columns: Mapping[str, str], out: Any, **options: Any) -> None:
         super().__init__(columns=columns, out=out, separator="\t", **options)
-
-
-def _prepare_directory(directory: Path, exist_ok: bool) -> None:
-    """Create `directory`, or clear a previous text-format dataset in it when exist_ok allows."""
-    if directory.exists() and not directory.is_dir():
-        raise OutputExistsError(f"writer output {directory} exists and is not a directory")
-    if directory.is_dir() and any(directory.iterdir()):
-        if not exist_ok:
-            raise OutputExistsError(
-                f"writer output {directory} is not empty; pass exist_ok=True to replace it")
-        (directory / "index.json").unlink(missing_ok=True)
-        for path in directory.iterdir():
-            if _DATASET_FILE.match(path.name):
-                path.unlink()
-    directory.mkdir(parents=True, exist_ok=True)

@@ -8,32 +8,24 @@ New code should import from `streaming` directly.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-_LAZY = {
-    "StreamingDataLoader": "streaming.loader",
-    "StreamingDataset": "streaming.dataset",
-    "Stream": "streaming.stream",
-    "LocalDataset": "streaming.local",
-    "MDSWriter": "writers.mds",
-    "JSONWriter": "writers.split",
-    "CSVWriter": "writers.split",
-    "TSVWriter": "writers.split",
-    "XSVWriter": "writers.split",
-}
-
-__all__ = sorted(_LAZY)
+# Loaded lazily through `streaming`'s own table, so `import streaming.base` stays cheap.
+__all__ = sorted((
+    "StreamingDataLoader", "StreamingDataset", "Stream", "LocalDataset",
+    "MDSWriter", "JSONWriter", "CSVWriter", "TSVWriter", "XSVWriter",
+))
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'streaming.base' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    import streaming
+
+    value = getattr(streaming, name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(__all__))

@@ -10,10 +10,8 @@ from __future__ import annotations
 import copy
 import json
 import os
-import posixpath
 import re
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +25,24 @@ from streaming.errors import (
     UnknownEncodingError,
 )
 from streaming.format.atomic import atomic_write_bytes
-from streaming.format.compression import parse_compression
 from streaming.format.disk_full import naming_full_disk
 from streaming.format.encodings import get_encoding
+from streaming.format.index_entries import (
+    INDEX_VERSION,
+    MAX_RAW_BYTES,
+    MIN_RAW_BYTES,
+    check_compressed_copy,
+    check_compression,
+    check_file_entry,
+    check_keys,
+    fail,
+    is_count,
+)
 from streaming.format.rows import ROW_FORMATS, RowCodec
 from streaming.format.sample import SampleCodec
 from streaming.format.split_index import check_split_shard
 
 INDEX_NAME = "index.json"
-INDEX_VERSION = 2
 # Top-level key describing per-shard token-count side files (old readers ignore top-level keys).
 LENGTHS_KEY = "sample_lengths"
 LENGTHS_SUFFIX = ".lengths"
@@ -134,62 +141,9 @@ class DatasetIndex:
         return self.root.joinpath(*basename.split("/"))
 
 
-def _fail(source: str, where: str, what: str) -> IndexFileError:
-    return IndexFileError(f"{source}: {where}: {what}")
-
-
-def check_basename(basename: Any, *, source: str, where: str) -> str:
-    """Accept a relative posix basename that stays inside the dataset folder."""
-    if not isinstance(basename, str) or not basename:
-        raise _fail(source, where, f"basename must be a non-empty string, got {basename!r}")
-    bad = None
-    if "\\" in basename or "\x00" in basename:
-        bad = "contains a backslash or NUL byte"
-    elif basename.startswith("/") or re.match(r"^[A-Za-z]:", basename):
-        bad = "is an absolute path"
-    elif ".." in basename.split("/"):
-        bad = "contains '..' and could escape the dataset folder"
-    elif posixpath.normpath(basename) in (".", ""):
-        bad = "names the dataset folder itself"
-    if bad:
-        raise _fail(source, where, f"basename {basename!r} {bad}")
-    return basename
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-# A raw shard's offsets are u32 and its last offset is the file size, so it holds at most
-# 2**32 - 1 bytes, and its header (count plus one offset) is at least 8; no codec grows data
-# anywhere near twofold, so a compressed file above MAX_ZIP_BYTES is a corrupt index.
-MAX_RAW_BYTES = 2**32 - 1
-MIN_RAW_BYTES = 8
-MAX_ZIP_BYTES = 2**33
-
-
 def max_samples(raw_bytes: int) -> int:
     """The most samples a raw shard of `raw_bytes` can hold (4 offset bytes per sample)."""
     return max(raw_bytes - MIN_RAW_BYTES, 0) // 4
-
-
-def _check_file_entry(entry: Any, *, source: str, where: str,
-                      limits: tuple[int, int]) -> tuple[str, int]:
-    if not isinstance(entry, dict):
-        raise _fail(source, where, f"expected an object with basename/bytes/hashes, got {entry!r}")
-    basename = check_basename(entry.get("basename"), source=source, where=where)
-    size = entry.get("bytes")
-    if not _is_count(size):
-        raise _fail(source, where, f"{basename}: bytes must be a non-negative int, got {size!r}")
-    low, high = limits
-    if not low <= size <= high:
-        raise _fail(source, where, f"{basename}: bytes {size} is outside [{low}, {high}]")
-    hashes = entry.get("hashes", {})
-    if not isinstance(hashes, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()
-    ):
-        raise _fail(source, where, f"{basename}: hashes must map algorithm to hex digest")
-    return basename, size
 
 
 def _check_shard(
@@ -197,28 +151,21 @@ def _check_shard(
 ) -> tuple[str, int, str | None, int]:
     where = f"shard {i}"
     if not isinstance(shard, dict):
-        raise _fail(source, where, f"expected an object, got {type(shard).__name__}")
+        raise fail(source, where, f"expected an object, got {type(shard).__name__}")
     fmt = shard.get("format")
     if fmt not in SUPPORTED_FORMATS:
-        raise _fail(
+        raise fail(
             source, where,
             f"format {fmt!r} is not supported (supported: {', '.join(SUPPORTED_FORMATS)})",
         )
-    for key, kind in _REQUIRED.items():
-        if key not in shard:
-            raise _fail(source, where, f"missing key {key!r}")
-        value = shard[key]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise _fail(source, where, f"{key} has the wrong type: {value!r}")
-    if shard["version"] != INDEX_VERSION:
-        raise _fail(source, where, f"shard version {shard['version']} (expected 2)")
-    raw_name, raw_size = _check_file_entry(shard["raw_data"], source=source, where=where,
+    check_keys(shard, _REQUIRED, source, where)
+    raw_name, raw_size = check_file_entry(shard["raw_data"], source=source, where=where,
                                            limits=(MIN_RAW_BYTES, MAX_RAW_BYTES))
     where = f"shard {i} ({raw_name})"
-    if not _is_count(shard["samples"]):
-        raise _fail(source, where, f"samples must be a non-negative int: {shard['samples']!r}")
+    if not is_count(shard["samples"]):
+        raise fail(source, where, f"samples must be a non-negative int: {shard['samples']!r}")
     if shard["samples"] > max_samples(raw_size):
-        raise _fail(source, where, f"{shard['samples']} samples cannot fit in {raw_size} bytes "
+        raise fail(source, where, f"{shard['samples']} samples cannot fit in {raw_size} bytes "
                                    f"(at most {max_samples(raw_size)})")
     # Shards almost always share one schema: check each distinct schema once.
     schema = tuple(tuple(shard[key]) for key in _SCHEMA_KEYS)
@@ -229,19 +176,10 @@ def _check_shard(
     if not known:
         _check_columns(shard, source, where)
         schemas.add(schema)
-    compression = shard["compression"]
-    try:
-        parse_compression(compression)
-    except ValueError as exc:
-        raise _fail(source, where, str(exc)) from None
-    zip_name, zip_size = None, 0
-    if shard["zip_data"] is not None:
-        zip_name, zip_size = _check_file_entry(shard["zip_data"], source=source, where=where,
-                                               limits=(0, MAX_ZIP_BYTES))
-    if (compression is None) != (zip_name is None):
-        raise _fail(source, where, f"compression {compression!r} but zip_data {zip_name!r}")
+    check_compression(shard, source, where)
+    zip_name, zip_size = check_compressed_copy(shard, "zip_data", source, where)
     if not all(isinstance(h, str) for h in shard["hashes"]):
-        raise _fail(source, where, f"hashes must be algorithm names: {shard['hashes']!r}")
+        raise fail(source, where, f"hashes must be algorithm names: {shard['hashes']!r}")
     return raw_name, raw_size, zip_name, zip_size
 
 
@@ -249,16 +187,16 @@ def _check_columns(shard: dict, source: str, where: str) -> None:
     names, encodings = shard["column_names"], shard["column_encodings"]
     sizes = shard["column_sizes"]
     if not (len(names) == len(encodings) == len(sizes)):
-        raise _fail(source, where, "column_names, column_encodings, column_sizes differ in length")
+        raise fail(source, where, "column_names, column_encodings, column_sizes differ in length")
     if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-        raise _fail(source, where, f"column names must be unique strings: {names!r}")
+        raise fail(source, where, f"column names must be unique strings: {names!r}")
     for name, enc, size in zip(names, encodings, sizes):
         try:
             expected = get_encoding(enc).size
         except UnknownEncodingError as exc:
             raise UnknownEncodingError(f"{source}: {where}: column {name!r}: {exc}") from None
         if size != expected or isinstance(size, bool):
-            raise _fail(source, where, f"column {name!r} ({enc}) has size {size!r}, not {expected}")
+            raise fail(source, where, f"column {name!r} ({enc}) has size {size!r}, not {expected}")
 
 
 def parse_index(
@@ -294,8 +232,7 @@ def parse_index(
         fmt = shard.get("format") if isinstance(shard, dict) else None
         if fmt in ROW_FORMATS:
             codec, raw_name, raw_size, zip_name, zip_size = check_split_shard(
-                shard, i, source, partial(_check_file_entry, limits=(0, MAX_ZIP_BYTES)),
-                row_codecs)
+                shard, i, source, row_codecs)
             schema = codec.columns
         else:
             codec = None
@@ -304,18 +241,18 @@ def parse_index(
         if i == 0:
             columns, row_codec = schema, codec
         elif codec != row_codec:
-            raise _fail(source, f"shard {i} ({raw_name})",
-                        f"format {fmt!r} ({codec}) differs from shard 0's "
+            raise fail(source, f"shard {i} ({raw_name})",
+                       f"format {fmt!r} ({codec}) differs from shard 0's "
                         f"({row_codec or 'mds'}): one index holds one format")
         elif schema != columns or list(schema) != list(columns):
-            raise _fail(
+            raise fail(
                 source, f"shard {i} ({raw_name})",
                 f"columns {schema} differ from shard 0's {columns}",
             )
         for name in (raw_name, zip_name):
             if name is not None and name in named:
-                raise _fail(source, f"shard {i} ({raw_name})",
-                            f"file {name!r} is also named by shard {named[name]}")
+                raise fail(source, f"shard {i} ({raw_name})",
+                           f"file {name!r} is also named by shard {named[name]}")
             named[name] = i
         samples[i] = shard["samples"]
         raw_bytes[i], zip_bytes[i] = raw_size, zip_size

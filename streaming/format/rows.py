@@ -16,8 +16,7 @@ import numpy as np
 from streaming.errors import EncodeError, FormatError
 from streaming.format.encodings.base import FileBytes
 
-TEXT_TYPES = {"str": str, "int": int, "float": float}
-_PARSE = {"str": str, "int": int, "float": float}
+TEXT_TYPES = {"str": str, "int": int, "float": float}  # each type also parses its text
 
 
 def _check_types(columns: Mapping[str, str], what: str) -> None:
@@ -141,7 +140,7 @@ class XSVRows(RowCodec):
         self.separator = separator
         self.newline = newline
         self.format = fmt
-        self._parsers = [_PARSE[kind] for kind in self.column_encodings]
+        self._parsers = [TEXT_TYPES[kind] for kind in self.column_encodings]
 
     @classmethod
     def sorted(cls, columns: Mapping[str, str], separator: str, newline: str = "\n",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,8 @@ from streaming.errors import (
     require,
 )
 from streaming.storage.base import CHUNK, Backend
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
+from streaming.storage.per_process import PerProcess
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
 
 CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 # The second names of each pair are those the reference implementation and LitData read.
@@ -97,9 +97,7 @@ class _Account:
         return not (self.key or self.sas or self.token_credential)
 
 
-_clients: dict[tuple, _Account] = {}
-_clients_pid = os.getpid()
-_clients_lock = threading.Lock()
+_clients: PerProcess[_Account] = PerProcess()
 
 
 def _env(names: tuple[str, ...]) -> str | None:
@@ -108,16 +106,8 @@ def _env(names: tuple[str, ...]) -> str | None:
 
 def _get_account(account: str | None, connect: float, read: float) -> _Account:
     """This process's clients for `account` and timeouts, created on first use."""
-    global _clients_pid
     key = (account, connect, read, tuple(os.environ.get(k) for k in _CLIENT_ENV))
-    with _clients_lock:
-        if _clients_pid != os.getpid():  # forked: the parent's connections are not ours
-            _clients.clear()
-            _clients_pid = os.getpid()
-        client = _clients.get(key)
-        if client is None:
-            client = _clients[key] = _new_account(account, connect, read)
-    return client
+    return _clients.get(key, lambda: _new_account(account, connect, read))
 
 
 def _parse_connection_string(text: str) -> dict[str, str]:
@@ -245,7 +235,7 @@ class AzureBackend(Backend):
             return DownloadTimeoutError(f"{url}: timed out talking to {where}: {exc}")
         if isinstance(exc, (ax.HttpResponseError, _ResponseError)) and status is not None:
             error = StorageError(f"{url}: Azure error {code or status}: {exc.reason}")
-            error.retryable = not 400 <= status < 500 or status in (408, 429)
+            error.retryable = status_retryable(status)
             return error
         return StorageError(f"{url}: transfer from {where} failed: {exc!r}")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,8 @@ from streaming.errors import (
     require,
 )
 from streaming.storage.base import CHUNK, Backend
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
+from streaming.storage.per_process import PerProcess
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
@@ -61,9 +61,7 @@ class _Clients:
     anonymous: bool
 
 
-_clients: dict[tuple, _Clients] = {}
-_clients_pid = os.getpid()
-_clients_lock = threading.Lock()
+_clients: PerProcess[_Clients] = PerProcess()
 
 
 def _endpoint() -> str:
@@ -74,18 +72,8 @@ def _endpoint() -> str:
 
 
 def _get_clients() -> _Clients:
-    """This process's clients for the current environment, created on first use (not fork-safe:
-    a forked child builds its own)."""
-    global _clients_pid
-    key = tuple(os.environ.get(k) for k in _CLIENT_ENV)
-    with _clients_lock:
-        if _clients_pid != os.getpid():
-            _clients.clear()
-            _clients_pid = os.getpid()
-        clients = _clients.get(key)
-        if clients is None:
-            clients = _clients[key] = _new_clients()
-    return clients
+    """This process's clients for the current environment, created on first use."""
+    return _clients.get(tuple(os.environ.get(k) for k in _CLIENT_ENV), _new_clients)
 
 
 def _new_clients() -> _Clients:
@@ -170,7 +158,7 @@ class GCSBackend(Backend):
                 f"{url}: access denied ({status}); check the credentials and the bucket's IAM"
             )
         error = StorageError(f"{url}: GCS error {status}: {message}")
-        error.retryable = not 400 <= status < 500 or status in (408, 429)
+        error.retryable = status_retryable(status)
         return error
 
     def _bucket_exists(self, path: str) -> bool:

@@ -29,7 +29,7 @@ from streaming.errors import (
     UnsupportedFeatureError,
 )
 from streaming.storage.base import CHUNK, Backend
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 _IDLE_PER_HOST = 32  # kept-alive connections per process and server
@@ -165,7 +165,7 @@ class HTTPBackend(Backend):
                 "the server wants credentials: put user:password@ in the URL")
             return AccessDeniedError(f"{url}: access denied (HTTP {status}); {how}")
         error = StorageError(f"{url}: HTTP {status} {response.reason}")
-        error.retryable = not 400 <= status < 500 or status in (408, 429)
+        error.retryable = status_retryable(status)
         return error
 
     def iter_chunks(

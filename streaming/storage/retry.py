@@ -42,6 +42,12 @@ def is_retryable(exc: BaseException) -> bool:
     )
 
 
+def status_retryable(status: int | None) -> bool:
+    """Whether a failure with HTTP status `status` may heal by asking again: server errors,
+    timeouts (408) and throttling (429) may; other client errors (bad range, bad request) not."""
+    return not (isinstance(status, int) and 400 <= status < 500) or status in (408, 429)
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """`attempts` tries of at most `timeout` seconds each, with jittered backoff in between."""

@@ -7,7 +7,6 @@ points at an S3-compatible service. botocore's own retries are off: `transfer.py
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,8 @@ from streaming.errors import (
     StorageError,
 )
 from streaming.storage.base import CHUNK, Backend
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT
+from streaming.storage.per_process import PerProcess
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
 
 ENDPOINT_ENV = "S3_ENDPOINT_URL"
 # Env settings that change which credentials a new client picks up (part of the client cache key).
@@ -41,23 +41,13 @@ MULTIPART_THRESHOLD = 64 << 20  # upload() switches to multipart at this size
 MULTIPART_CHUNK = 16 << 20
 
 # One client per process and settings: boto3 clients are thread-safe but not fork-safe.
-_clients: dict[tuple, Any] = {}
-_clients_pid = os.getpid()
-_clients_lock = threading.Lock()
+_clients: PerProcess[Any] = PerProcess()
 
 
 def _client(endpoint: str | None, region: str | None, connect: float, read: float) -> Any:
     """This process's boto3 S3 client for the given settings, created on first use."""
-    global _clients_pid
     key = (endpoint, region, connect, read, tuple(os.environ.get(k) for k in _CREDENTIAL_ENV))
-    with _clients_lock:
-        if _clients_pid != os.getpid():  # forked: the parent's connections are not ours
-            _clients.clear()
-            _clients_pid = os.getpid()
-        client = _clients.get(key)
-        if client is None:
-            client = _clients[key] = _new_client(endpoint, region, connect, read)
-    return client
+    return _clients.get(key, lambda: _new_client(endpoint, region, connect, read))
 
 
 def _new_client(endpoint: str | None, region: str | None, connect: float, read: float) -> Any:
@@ -75,7 +65,7 @@ def _new_client(endpoint: str | None, region: str | None, connect: float, read: 
     return session.client("s3", endpoint_url=endpoint, region_name=region, config=config)
 
 
-_loader: Any = None  # botocore's model loader (caller holds _clients_lock)
+_loader: Any = None  # botocore's model loader (set while _clients holds its lock)
 
 
 def _botocore_session() -> Any:
@@ -132,10 +122,7 @@ class S3Backend(Backend):
                     f"{url}: access denied ({code}); check the credentials and the bucket policy"
                 )
             error = StorageError(f"{url}: S3 error {code or status}: {err.get('Message', '')}")
-            # Other client errors (bad range, bad request) will not heal by asking again.
-            error.retryable = not (isinstance(status, int) and 400 <= status < 500) or status in (
-                408, 429,
-            )
+            error.retryable = status_retryable(status)
             return error
         if isinstance(cause, (bx.NoCredentialsError, bx.PartialCredentialsError)):
             return AccessDeniedError(f"{url}: {_HOW_TO_AUTH}")

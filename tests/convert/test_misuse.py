@@ -112,3 +112,14 @@ def test_cli_exist_ok(tmp_path):
     assert cli(["convert", str(first), str(out), "-q"]) == 0
     assert cli(["convert", str(second), str(out), "-q", "--exist-ok"]) == 0
     assert read_samples(out) == [{"k": i} for i in range(3)]
+
+
+def test_exist_ok_refusing_foreign_files_keeps_the_earlier_dataset(tmp_path):
+    first = _jsonl(tmp_path / "a.jsonl", [json.dumps({"id": i}) for i in range(10)])
+    second = _jsonl(tmp_path / "b.jsonl", [json.dumps({"k": i}) for i in range(3)])
+    out = tmp_path / "out"
+    convert(first, out, progress=False)
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(OutputExistsError, match=r"notes\.txt"):
+        convert(second, out, progress=False, exist_ok=True)
+    assert read_samples(out) == [{"id": i} for i in range(10)]  # refused: nothing was removed

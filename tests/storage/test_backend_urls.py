@@ -21,6 +21,7 @@ from streaming.storage import gcs as gcs_module
 from streaming.storage.azure import AzureBackend
 from streaming.storage.gcs import GCSBackend
 from streaming.storage.http import HTTPBackend
+from streaming.storage.per_process import PerProcess
 from tests.support.httpserver import http_server  # noqa: F401
 
 
@@ -68,7 +69,7 @@ def test_importing_and_resolving_urls_loads_no_cloud_sdk():
 ])
 def test_a_missing_sdk_names_the_extra(monkeypatch, url, module, sdk, extra):
     monkeypatch.setitem(sys.modules, sdk, None)  # makes `import sdk` fail
-    monkeypatch.setattr(module, "_clients", {})
+    monkeypatch.setattr(module, "_clients", PerProcess())
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", "BlobEndpoint=http://127.0.0.1:9/a;")
     backend, key = backend_for(url)
     with pytest.raises(MissingExtraError, match=rf"mds-streaming\[{extra}\]"):

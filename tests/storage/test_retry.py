@@ -16,7 +16,7 @@ from streaming.errors import (
     StorageError,
 )
 from streaming.storage import retry
-from streaming.storage.retry import RetryPolicy, is_retryable
+from streaming.storage.retry import RetryPolicy, is_retryable, status_retryable
 
 
 class Flaky:
@@ -104,3 +104,11 @@ def test_bad_policies_are_refused():
         RetryPolicy(attempts=0)
     with pytest.raises(ValueError, match="timeout must be positive"):
         RetryPolicy(timeout=0)
+
+
+@pytest.mark.parametrize(("status", "retryable"), [
+    (500, True), (503, True), (408, True), (429, True), (None, True),
+    (400, False), (404, False), (416, False),
+])
+def test_only_server_errors_timeouts_and_throttling_are_asked_again(status, retryable):
+    assert status_retryable(status) is retryable

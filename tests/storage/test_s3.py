@@ -174,7 +174,7 @@ def test_ranged_download_refuses_an_object_of_another_size(bucket, s3_env, tmp_p
 
 def _client_state_after_fork(queue) -> None:
     s3_module._client("http://127.0.0.1:9", "us-east-1", 1.0, 1.0)
-    queue.put((s3_module._clients_pid == os.getpid(), len(s3_module._clients)))
+    queue.put((s3_module._clients.pid == os.getpid(), len(s3_module._clients)))
 
 
 def test_forked_children_build_their_own_client():

@@ -25,7 +25,7 @@ from streaming.format.index import merge_index
 from writers.convert.infer import apply_coercers, coercers
 from writers.convert.position import record_position
 from writers.convert.source import Cursor, Piece, Source, Transform, samples_from
-from writers.mds import MDSWriter, clear_dataset_files
+from writers.mds import MDSWriter, clear_dataset_files, is_dataset_file
 
 log = logging.getLogger(__name__)
 
@@ -152,19 +152,26 @@ def load_or_plan(out: Path, key: dict, make_pieces: Callable[[], list[Piece]],
 
 def _clear_conversion(out: Path) -> None:
     """Remove what an earlier conversion or MDSWriter left (root index, plan, part folders,
-    shard files); OutputExistsError naming anything else, which is never removed."""
-    (out / "index.json").unlink(missing_ok=True)  # first: it must never name a removed shard
-    for child in out.iterdir():
-        if child.is_dir() and child.name.startswith("part") and child.name[4:].isdigit():
-            shutil.rmtree(child)
-    (out / PLAN_FILE).unlink(missing_ok=True)
-    clear_dataset_files(out)
-    foreign = sorted(child.name for child in out.iterdir())
+    shard files); OutputExistsError naming anything else, raised before anything is removed."""
+    foreign = sorted(child.name for child in out.iterdir() if not _is_conversion_file(child))
     if foreign:
         raise OutputExistsError(
             f"conversion output {out} holds files that are not part of an MDS dataset "
             f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); move them or "
             "choose another directory")
+    (out / "index.json").unlink(missing_ok=True)  # first: it must never name a removed shard
+    for child in out.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+    (out / PLAN_FILE).unlink(missing_ok=True)
+    clear_dataset_files(out)
+
+
+def _is_conversion_file(child: Path) -> bool:
+    """Whether `child` of a conversion output is a part folder, the plan or a dataset file."""
+    if child.is_dir():
+        return child.name.startswith("part") and child.name[4:].isdigit()
+    return child.name == PLAN_FILE or is_dataset_file(child.name)
 
 
 _JOB: Job | None = None

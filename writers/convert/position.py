@@ -4,9 +4,8 @@ row of a table or iterable (1-based), for error messages only (never on the hot 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from writers.convert.source import Cursor, Piece
+from writers.convert.source import Cursor, Piece, Source
 
 _BLOCK = 8 << 20
 
@@ -24,7 +23,7 @@ def line_of(path: Path, offset: int) -> int:
     return count + 1
 
 
-def record_position(source: Any, piece: Piece, cursor: Cursor, index: int) -> str:
+def record_position(source: Source, piece: Piece, cursor: Cursor, index: int) -> str:
     """'line N' for a text source that marked the record's byte offset in `cursor.at`, else
     'row N' (the record's place in the whole input) for row-addressed sources; `index` is the
     record's place in its piece (0-based)."""
