@@ -21,7 +21,7 @@ from streaming.format.hashing import hexdigest
 from streaming.storage import backend_for, fetch, fetch_once, upload
 from tests.backends._stores import AzureStore
 from tests.support.azurite import KEY
-from tests.support.s3server import free_port
+from tests.support.processes import free_port
 from writers.mds import MDSWriter
 
 pytestmark = pytest.mark.slow

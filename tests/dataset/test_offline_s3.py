@@ -12,7 +12,7 @@ from streaming import StreamingDataset
 from streaming.errors import StorageError
 from tests.cache._data import upload_dir
 from tests.dataset.conftest import write_ids
-from tests.support.s3server import free_port
+from tests.support.processes import free_port
 
 
 def _ids(ds: StreamingDataset) -> list[int]:
