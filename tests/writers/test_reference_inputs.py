@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -63,6 +64,16 @@ def test_size_limit_of_4_gib_or_more_is_refused(tmp_path, limit):
     with pytest.raises(SizeLimitError, match="4 GiB") as info:
         MDSWriter(out=str(tmp_path / "ds"), columns={"a": "int"}, size_limit=limit)
     assert isinstance(info.value, ValueError)  # what the reference raises
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("limit,message", [
+    (0, "size_limit must be positive, got 0"), (-5, "size_limit: byte size must be non-negative"),
+    ("lots", "size_limit: cannot parse byte size 'lots'"),
+])
+def test_size_limit_that_is_not_a_positive_size_is_refused(tmp_path, limit, message):
+    with pytest.raises(SizeLimitError, match=re.escape(message)):
+        MDSWriter(out=str(tmp_path / "ds"), columns={"a": "int"}, size_limit=limit)
     assert not (tmp_path / "ds").exists()
 
 
