@@ -71,12 +71,14 @@ def test_shards_and_num_shards(remote_ds):
 
 def test_cache_usage_and_eviction(remote_ds):
     ds = remote_ds
-    assert ds.cache_usage >= 0
+    start = ds.cache_usage  # the index and the cache's own records, no shard yet
+    assert start >= 0
     assert ds[0]["id"] == 0 and ds[59]["id"] == 59  # fetches the first and last shard
     last = ds.num_shards - 1
     folder = Path(ds.streams[0].local_dir)
     assert (folder / "shard.00000.mds").exists()
     before = ds.cache_usage
+    assert before == start + ds.shards[0].get_raw_size() + ds.shards[last].get_raw_size()
     ds.evict_shard(0)
     assert not (folder / "shard.00000.mds").exists()
     assert ds.cache_usage == before - ds.shards[0].get_raw_size()
