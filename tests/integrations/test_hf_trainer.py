@@ -158,6 +158,15 @@ def test_a_packing_dataset_refuses_a_trainer_collator(data, tmp_path) -> None:
         StreamingTrainer(model=tiny_gpt2(), args=args(tmp_path), train_dataset=[1, 2, 3])
 
 
+@pytest.mark.parametrize("epochs", [1.5, 0])
+def test_epochs_that_are_not_whole_are_refused_without_max_steps(data, tmp_path, epochs) -> None:
+    with pytest.raises(TrainerSetupError, match=f"num_train_epochs must be a positive whole "
+                                                f"number when max_steps is not set, got {epochs}"):
+        StreamingTrainer(model=tiny_gpt2(), args=args(tmp_path, max_steps=-1,
+                                                      num_train_epochs=epochs),
+                         train_dataset=dataset(data))
+
+
 def test_without_a_train_dataset_nothing_is_set_up(tmp_path) -> None:
     trainer = StreamingTrainer(model=tiny_gpt2(), args=args(tmp_path))
     assert trainer.train_batches is None and trainer.streaming_callback is None
