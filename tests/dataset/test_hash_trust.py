@@ -67,8 +67,10 @@ def test_each_file_is_hashed_once_per_node(tmp_path: Path, monkeypatch) -> None:
     assert len(hashed) == shards
     shutil.copy(local / "shard.00000.mds", tmp_path / "keep")
     _flip(local / "shard.00000.mds")  # a new version of the file is hashed again
-    with pytest.raises(StreamingError):
+    with pytest.raises(StreamingError, match=r"shard\.00000\.mds") as info:
         _ids(StreamingDataset(local=str(local), validate_hash="xxh64"))
+    assert isinstance(info.value, HashMismatchError) or isinstance(
+        info.value.__cause__, HashMismatchError)
     assert len(hashed) > shards
 
 
