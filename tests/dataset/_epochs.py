@@ -1,5 +1,5 @@
-"""One epoch of a remote dataset as the S3 suite and the every-store backend suite run it:
-through a DataLoader, under a watched cache folder, or until a bad shard stops it."""
+"""One epoch of a dataset as the dataset and backend suites run it: in this process, through a
+DataLoader, under a watched cache folder, or until a bad shard stops it."""
 
 from __future__ import annotations
 
@@ -24,6 +24,14 @@ def sample_id(sample: dict) -> int:
 
 def whole_sample(sample: dict) -> tuple[int, str, bytes]:
     return int(sample["id"]), sample["text"], bytes(sample["blob"])
+
+
+def read_ids(ds: StreamingDataset) -> list[int]:
+    """The ids of one epoch iterated in this process (then closes `ds`)."""
+    try:
+        return [sample_id(sample) for sample in ds]
+    finally:
+        ds.close()
 
 
 def loader_epoch(ds: StreamingDataset, workers: int,
