@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
-from tests.support.s3server import _die_with_parent, free_port
+from tests.support.processes import die_with_parent, free_port
 
 BUCKET = "bench"
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +143,7 @@ class HTTPTarget(Target):
         port = free_port()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.httpserver", str(self.root), str(port)],
-            cwd=ROOT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+            cwd=ROOT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         self.endpoint, self.env, self.pid = f"http://127.0.0.1:{port}", {}, self.process.pid

@@ -24,10 +24,13 @@ class Store(abc.ABC):
     writable = True  # whether MDSWriter / convert / merge-index can publish to it
     has_buckets = True  # whether a URL names a bucket or container that can be missing
 
+    def __init__(self, server: S3Server | GCSServer | AzuriteServer | HTTPFileServer) -> None:
+        self.server = server
+
     @property
-    @abc.abstractmethod
     def upstream(self) -> str:
         """The server's endpoint (what a FaultProxy forwards to)."""
+        return self.server.endpoint
 
     @abc.abstractmethod
     def space(self) -> str:
@@ -63,14 +66,11 @@ class Store(abc.ABC):
 
 class S3Store(Store):
     kind = "s3"
+    server: S3Server
 
     def __init__(self, server: S3Server) -> None:
-        self.server = server
+        super().__init__(server)
         self.client = server.client()
-
-    @property
-    def upstream(self) -> str:
-        return self.server.endpoint
 
     def space(self) -> str:
         return self.server.make_bucket()
@@ -94,14 +94,11 @@ class S3Store(Store):
 
 class GCSStore(Store):
     kind = "gcs"
+    server: GCSServer
 
     def __init__(self, server: GCSServer) -> None:
-        self.server = server
+        super().__init__(server)
         self.client = server.client()
-
-    @property
-    def upstream(self) -> str:
-        return self.server.endpoint
 
     def space(self) -> str:
         return self.server.make_bucket()
@@ -125,14 +122,11 @@ class GCSStore(Store):
 
 class AzureStore(Store):
     kind = "azure"
+    server: AzuriteServer
 
     def __init__(self, server: AzuriteServer) -> None:
-        self.server = server
+        super().__init__(server)
         self.service = server.service()
-
-    @property
-    def upstream(self) -> str:
-        return self.server.endpoint
 
     def space(self) -> str:
         return self.server.make_container()
@@ -159,13 +153,7 @@ class HTTPStore(Store):
     kind = "http"
     writable = False
     has_buckets = False
-
-    def __init__(self, server: HTTPFileServer) -> None:
-        self.server = server
-
-    @property
-    def upstream(self) -> str:
-        return self.server.endpoint
+    server: HTTPFileServer
 
     def space(self) -> str:
         name = f"test-{uuid.uuid4().hex[:12]}"

@@ -21,7 +21,7 @@ from streaming.format.hashing import hexdigest
 from streaming.storage import backend_for, fetch, fetch_once, upload
 from tests.backends._stores import AzureStore
 from tests.support.azurite import KEY
-from tests.support.s3server import free_port
+from tests.support.processes import free_port
 from writers.mds import MDSWriter
 
 pytestmark = pytest.mark.slow
@@ -110,24 +110,25 @@ def test_unreachable_endpoint_gives_up_within_the_deadline(store, monkeypatch, t
     assert not isinstance(info.value, (ObjectNotFoundError, AccessDeniedError))
 
 
-def test_forbidden_object_is_access_denied_and_not_retried(store_env, monkeypatch, tmp_path):
-    if store_env.kind == "azure":
-        bad_key = KEY[:-8] + "AAAAAAA="  # a valid base64 key the account does not have
-        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING",
-                           store_env.server.env(key=bad_key)["AZURE_STORAGE_CONNECTION_STRING"])
-        space = store_env.space()
-        store_env.put(space, "forbidden/a", b"x")
-    elif store_env.kind == "http":
-        space = store_env.space()
-        store_env.put(space, "forbidden/a", b"x")  # the test server refuses such paths
-    else:
+def test_forbidden_object_is_access_denied_and_not_retried(store_env, proxy_for, monkeypatch,
+                                                          tmp_path):
+    if store_env.kind not in ("azure", "http"):
         pytest.skip(f"the {store_env.kind} test server does not enforce access rights here "
                     "(S3's are checked in tests/storage/test_s3.py)")
-    url = store_env.url(space, "forbidden/a")
+    space = store_env.space()
+    store_env.put(space, "forbidden/a", b"x")  # the HTTP test server refuses such paths
+    proxy = proxy_for()  # no faults: it only counts requests
+    if store_env.kind == "azure":
+        bad_key = KEY[:-8] + "AAAAAAA="  # a valid base64 key the account does not have
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", store_env.server.env(
+            proxy.endpoint, key=bad_key)["AZURE_STORAGE_CONNECTION_STRING"])
+    url = store_env.url(space, "forbidden/a", via=proxy)
     start = time.monotonic()
     with pytest.raises(AccessDeniedError, match=f"{_tail(url)}: access denied"):
         fetch(url, tmp_path / "a", retry=3, backoff=5.0)
     assert time.monotonic() - start < 3.0
+    path = store_env.request_path(space, "forbidden/a")
+    assert proxy.count("GET", path) + proxy.count("HEAD", path) == 1  # asked once, not retried
 
 
 def test_azure_without_credentials_says_how_to_provide_them(azurite_server, monkeypatch,

@@ -1,6 +1,7 @@
 """Converter mistakes get errors that say where: file, line and column for bad JSON, file and
 row for a value that does not fit its inferred column; big CSV fields and empty token lists are
-handled; an existing output can be replaced with exist_ok (API and CLI)."""
+handled; an existing output can be replaced with exist_ok (API and CLI); a bad worker count or
+an input whose format cannot be told is refused naming what to pass."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from streaming.cli.main import main as cli
-from streaming.errors import EncodeError, FormatError, OutputExistsError
+from streaming.errors import ArgumentError, EncodeError, FormatError, OutputExistsError
 from tests.convert._util import read_samples
 from writers.convert import convert
 
@@ -123,3 +124,20 @@ def test_exist_ok_refusing_foreign_files_keeps_the_earlier_dataset(tmp_path):
     with pytest.raises(OutputExistsError, match=r"notes\.txt"):
         convert(second, out, progress=False, exist_ok=True)
     assert read_samples(out) == [{"id": i} for i in range(10)]  # refused: nothing was removed
+
+
+def test_zero_workers_is_refused_before_anything_is_written(tmp_path):
+    src = _jsonl(tmp_path / "in.jsonl", [json.dumps({"id": 1})])
+    with pytest.raises(ArgumentError, match="workers must be at least 1, got 0"):
+        convert(src, tmp_path / "out", progress=False, workers=0)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_of_unknown_format_asks_for_format(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "rows.bin").write_bytes(b"x")
+    with pytest.raises(ArgumentError, match=r"cannot tell the format of folder .*in; pass format="):
+        convert(tmp_path / "in", tmp_path / "out", progress=False)
+    with pytest.raises(ArgumentError, match=r"cannot tell the format of .*rows\.bin from its "
+                                            r"extension; pass format="):
+        convert(tmp_path / "in" / "rows.bin", tmp_path / "out", progress=False)

@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.processes import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("run_rank.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -13,18 +13,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from torch.utils.data import DataLoader
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.errors import (
     CacheLimitError,
-    CoordinationError,
     HashMismatchError,
     StateMismatchError,
 )
 from streaming.format.index import read_index
 from streaming.stream import Stream
 from tests.cache._data import peak_size, upload_dir, write_dataset
+from tests.dataset._epochs import epoch_fails, loader_epoch, raw_bytes, watched_epoch, whole_sample
 from tests.dataset._remote import train_rank
 from tests.dataset.conftest import write_ids
 
@@ -46,19 +45,6 @@ def bucket(s3_server, tmp_path_factory) -> tuple[str, Path, Path]:
     return name, big, ids
 
 
-def _epoch(ds: StreamingDataset, workers: int, row=lambda sample: int(sample["id"])) -> list:
-    """`row(sample)` for every sample of one epoch (then closes `ds`)."""
-    loader = DataLoader(ds, batch_size=None, num_workers=workers)  # streams differ in schema
-    try:
-        return [row(sample) for sample in loader]
-    finally:
-        ds.close()
-
-
-def _raw_bytes(folder: Path) -> int:
-    return int(np.sum(read_index(folder / "index.json").raw_bytes))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("limited", [False, True])
 def test_remote_and_local_streams_read_like_the_same_streams_local(s3_env, bucket, tmp_path,
@@ -70,9 +56,9 @@ def test_remote_and_local_streams_read_like_the_same_streams_local(s3_env, bucke
     # An explicit block: a limit would otherwise size the block to the cache (another order).
     config = dict(batch_size=16, shuffle=True, shuffle_seed=5, num_canonical_nodes=1,
                   shuffle_block_size=1 << 18)
-    limit = _raw_bytes(big) if limited else None  # remote shards then read one at a time
-    got = _epoch(StreamingDataset(streams=mixed, cache_limit=limit, **config), workers=2)
-    want = _epoch(StreamingDataset(streams=local, **config), workers=2)
+    limit = raw_bytes(big) if limited else None  # remote shards then read one at a time
+    got = loader_epoch(StreamingDataset(streams=mixed, cache_limit=limit, **config), workers=2)
+    want = loader_epoch(StreamingDataset(streams=local, **config), workers=2)
     assert got == want
     assert sorted(set(got)) == sorted([*range(SAMPLES), *range(10_000, 10_400)])
 
@@ -85,14 +71,11 @@ def test_one_fault_in_five_requests_gives_the_local_epoch_sample_for_sample(
     monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
     config = dict(batch_size=16, shuffle=True, shuffle_seed=3, num_canonical_nodes=1)
 
-    def whole(sample: dict) -> tuple[int, str, bytes]:
-        return int(sample["id"]), sample["text"], bytes(sample["blob"])
-
     remote = StreamingDataset(remote=f"s3://{name}/big", local=str(tmp_path / "cache"),
                               download_retry=6, download_timeout=0.5, validate_hash="xxh64",
                               **config)
-    got = _epoch(remote, 2, whole)
-    want = _epoch(StreamingDataset(local=str(big), **config), 2, whole)
+    got = loader_epoch(remote, 2, whole_sample)
+    want = loader_epoch(StreamingDataset(local=str(big), **config), 2, whole_sample)
     assert got == want and len(got) == SAMPLES
     assert sum(proxy.injected.values()) > 0, proxy.injected
 
@@ -101,18 +84,12 @@ def test_one_fault_in_five_requests_gives_the_local_epoch_sample_for_sample(
 def test_quarter_cache_limit_holds_on_disk_with_two_workers(s3_env, bucket, tmp_path):
     name, big, _ = bucket
     cache = tmp_path / "cache"
-    limit = _raw_bytes(big) // 4
+    limit = raw_bytes(big) // 4
     ds = StreamingDataset(remote=f"s3://{name}/big", local=str(cache), cache_limit=limit,
                           batch_size=16, shuffle=True, predownload=64)
-    try:
-        with peak_size(cache) as peak:
-            loader = StreamingDataLoader(ds, batch_size=16, num_workers=2)
-            seen = [i for batch in loader for i in batch["id"].tolist()]
-        stats = ds.cache_stats()
-    finally:
-        ds.close()
+    seen, peak, stats = watched_epoch(ds, cache)
     assert sorted(seen) == list(range(SAMPLES))
-    assert 0 < peak[0] <= limit
+    assert 0 < peak <= limit
     shards = len(read_index(big / "index.json").shards)
     # The shuffle block is sized to the cache, so each shard is fetched about once (a block
     # spanning the epoch, the default, re-fetched every shard for almost every read).
@@ -122,7 +99,7 @@ def test_quarter_cache_limit_holds_on_disk_with_two_workers(s3_env, bucket, tmp_
 def test_random_access_under_a_cache_limit(s3_env, bucket, tmp_path):
     name, big, _ = bucket
     cache = tmp_path / "cache"
-    limit = _raw_bytes(big) // 4
+    limit = raw_bytes(big) // 4
     ds = StreamingDataset(remote=f"s3://{name}/big", local=str(cache), cache_limit=limit)
     try:
         with peak_size(cache) as peak:
@@ -177,23 +154,14 @@ def test_corrupt_shard_in_the_bucket_raises_hash_mismatch_in_training(s3_env, bu
             client.upload_file(str(path), name, f"bad/{path.name}")
     ds = StreamingDataset(remote=f"s3://{name}/bad", local=str(tmp_path / "c"),
                           validate_hash="sha1", batch_size=16)
-    loader = StreamingDataLoader(ds, batch_size=16, num_workers=2)
-    try:
-        with pytest.raises((HashMismatchError, CoordinationError), match=re.escape(victim)) as info:
-            for _ in loader:
-                pass
-    finally:
-        ds.close()
-    # The worker that met the bad shard raises HashMismatchError; a worker that was waiting on
-    # the node at that moment stops with CoordinationError quoting it, and the loader re-raises
-    # whichever worker's batch comes first.
-    assert isinstance(info.value, HashMismatchError) or "HashMismatchError" in str(info.value)
+    epoch_fails(ds, StreamingDataLoader(ds, batch_size=16, num_workers=2), HashMismatchError,
+                victim)
 
 
 def test_a_cache_limit_sizes_the_default_shuffle_block_and_keeps_an_explicit_one(
         s3_env, bucket, tmp_path, caplog):
     name, big, _ = bucket
-    limit = _raw_bytes(big) // 4
+    limit = raw_bytes(big) // 4
     common = dict(remote=f"s3://{name}/big", cache_limit=limit, batch_size=16, shuffle=True)
     with caplog.at_level("WARNING", logger="streaming.dataset"):
         sized = StreamingDataset(local=str(tmp_path / "a"), **common)

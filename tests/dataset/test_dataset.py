@@ -46,8 +46,18 @@ def test_errors_at_construction(tmp_path: Path, two_dirs) -> None:
         StreamingDataset(local=a, batching_method="stratified")
     with pytest.raises(PlanError, match="not both"):
         StreamingDataset(streams=[Stream(local=a)], local=a)
-    with pytest.raises(PlanError):
+    with pytest.raises(PlanError, match="needs `streams`, `remote` or `local`"):
         StreamingDataset()
+    with pytest.raises(PlanError, match="`streams` is empty"):
+        StreamingDataset(streams=[])
+    with pytest.raises(PlanError, match="must hold Stream objects, got str"):
+        StreamingDataset(streams=[str(a)])
+    with pytest.raises(PlanError, match=r"cache_limit must be a positive size .* got 0"):
+        StreamingDataset(remote=str(a), local=str(tmp_path / "c"), cache_limit=0)
+    with pytest.raises(PlanError, match="cache_limit='lots': cannot parse byte size"):
+        StreamingDataset(remote=str(a), local=str(tmp_path / "c"), cache_limit="lots")
+    with pytest.raises(PlanError, match="predownload must be >= 0, got -1"):
+        StreamingDataset(local=a, predownload=-1)
     with pytest.raises(PlanError, match="stream_name"):
         StreamingDataset(local=a, stream_name="missing")
     with pytest.raises(FileNotFoundError):

@@ -9,8 +9,8 @@ import secrets
 import pytest
 
 from streaming.coord.names import Namespace
-from streaming.errors import StateMismatchError
-from streaming.read.epochs import EpochCounter, IterationStart
+from streaming.errors import CoordinationError, StateMismatchError
+from streaming.read.epochs import MAX_WORKERS, EpochCounter, IterationStart
 
 
 @pytest.fixture
@@ -68,3 +68,12 @@ def test_the_running_epoch_until_every_worker_of_it_finished(counter) -> None:
     assert counter.running_or_next() == 3
     counter.set_resume(7, 10, 1, 0)
     assert counter.running_or_next() == 7
+
+
+@pytest.mark.parametrize("num_workers", [0, MAX_WORKERS + 1])
+def test_a_worker_count_outside_the_counter_is_refused(counter, num_workers) -> None:
+    message = f"at most {MAX_WORKERS} DataLoader workers, got {num_workers}"
+    with pytest.raises(CoordinationError, match=message):
+        counter.begin_worker(0, num_workers)
+    with pytest.raises(CoordinationError, match=message):
+        counter.peek(0, num_workers)

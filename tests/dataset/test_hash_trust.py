@@ -11,14 +11,8 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import HashMismatchError, IndexFileError, StreamingError, UnknownHashError
+from tests.dataset._epochs import read_ids
 from tests.dataset.conftest import write_ids
-
-
-def _ids(ds: StreamingDataset) -> list[int]:
-    try:
-        return [int(sample["id"]) for sample in ds]
-    finally:
-        ds.close()
 
 
 def _flip(path: Path) -> None:
@@ -31,9 +25,9 @@ def _flip(path: Path) -> None:
 def test_a_local_only_shard_with_a_changed_byte_is_refused(tmp_path: Path) -> None:
     local = write_ids(tmp_path / "data", 90, hashes=["sha1", "xxh64"])
     _flip(local / "shard.00001.mds")
-    assert len(_ids(StreamingDataset(local=str(local)))) == 90  # no hashes asked: served
+    assert len(read_ids(StreamingDataset(local=str(local)))) == 90  # no hashes asked: served
     with pytest.raises(StreamingError, match=r"shard\.00001\.mds") as info:
-        _ids(StreamingDataset(local=str(local), validate_hash="xxh64"))
+        read_ids(StreamingDataset(local=str(local), validate_hash="xxh64"))
     assert isinstance(info.value, HashMismatchError) or isinstance(
         info.value.__cause__, HashMismatchError)
 
@@ -41,13 +35,13 @@ def test_a_local_only_shard_with_a_changed_byte_is_refused(tmp_path: Path) -> No
 def test_an_adopted_cached_shard_with_a_flipped_bit_is_fetched_again(tmp_path: Path) -> None:
     remote = write_ids(tmp_path / "remote", 90, hashes=["sha1"])
     local = tmp_path / "cache"
-    assert _ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(90))
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(90))
     _flip(local / "shard.00002.mds")
     expected = list(range(90))
-    assert _ids(StreamingDataset(remote=str(remote), local=str(local), validate_hash="sha1",
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(local), validate_hash="sha1",
                                  cache_limit="1mb")) == expected
     _flip(local / "shard.00003.mds")  # also under a table that saw the shard present
-    assert _ids(StreamingDataset(remote=str(remote), local=str(local),
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(local),
                                  validate_hash="sha1")) == expected
     assert (local / "shard.00003.mds").read_bytes() == (remote / "shard.00003.mds").read_bytes()
 
@@ -62,13 +56,16 @@ def test_each_file_is_hashed_once_per_node(tmp_path: Path, monkeypatch) -> None:
                         lambda algo, path: hashed.append(Path(path).name) or real(algo, path))
     shards = len(list(local.glob("shard.*.mds")))
     for _ in range(2):
-        assert _ids(StreamingDataset(local=str(local), validate_hash="xxh64")) == list(range(90))
+        ids = read_ids(StreamingDataset(local=str(local), validate_hash="xxh64"))
+        assert ids == list(range(90))
     assert sorted(hashed) == sorted(p.name for p in local.glob("shard.*.mds"))
     assert len(hashed) == shards
     shutil.copy(local / "shard.00000.mds", tmp_path / "keep")
     _flip(local / "shard.00000.mds")  # a new version of the file is hashed again
-    with pytest.raises(StreamingError):
-        _ids(StreamingDataset(local=str(local), validate_hash="xxh64"))
+    with pytest.raises(StreamingError, match=r"shard\.00000\.mds") as info:
+        read_ids(StreamingDataset(local=str(local), validate_hash="xxh64"))
+    assert isinstance(info.value, HashMismatchError) or isinstance(
+        info.value.__cause__, HashMismatchError)
     assert len(hashed) > shards
 
 
@@ -100,7 +97,7 @@ def test_adopted_shards_are_hashed_once_per_node_with_workers(tmp_path: Path,
 
     remote = write_ids(tmp_path / "remote", 400, hashes=["xxh64"])
     local = tmp_path / "cache"
-    assert _ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(400))
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(400))
     log = tmp_path / "hashed"
     real = prepare.file_hexdigest
 

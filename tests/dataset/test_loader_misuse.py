@@ -32,6 +32,14 @@ def test_non_positive_batch_size_is_refused(json_dataset, batch_size):
         StreamingDataLoader(dataset, batch_size=batch_size)
 
 
+@pytest.mark.parametrize("batch_size", ["4", 2.0])
+def test_batch_size_that_is_not_an_int_is_refused(json_dataset, batch_size):
+    dataset = StreamingDataset(local=str(json_dataset))
+    with pytest.raises(PlanError, match=f"batch_size must be a positive int or None, got "
+                                        f"{batch_size!r}"):
+        StreamingDataLoader(dataset, batch_size=batch_size)
+
+
 def test_batch_size_unlike_the_datasets_warns(json_dataset):
     dataset = StreamingDataset(local=str(json_dataset), batch_size=4)
     with pytest.warns(UserWarning, match=r"batch_size=6.*batch_size=4|batch_size=4.*batch_size=6"):

@@ -26,15 +26,9 @@ from streaming.errors import (
     StreamingError,
 )
 from streaming.format.index import merge_index
+from tests.dataset._epochs import read_ids
 from tests.dataset._runs import epoch_in_new_process
 from tests.dataset.conftest import write_ids
-
-
-def _ids(ds: StreamingDataset) -> list[int]:
-    try:
-        return [int(sample["id"]) for sample in ds]
-    finally:
-        ds.close()
 
 
 @pytest.fixture
@@ -50,7 +44,7 @@ def test_a_second_remote_never_reads_the_first_ones_shards(pair, tmp_path: Path,
 
     a, b = pair
     local = tmp_path / "cache"
-    assert _ids(StreamingDataset(remote=str(a), local=str(local))) == list(range(120))
+    assert read_ids(StreamingDataset(remote=str(a), local=str(local))) == list(range(120))
     capsys.readouterr()
     assert main(["cache", "show", str(local), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["remote"] == str(a)
@@ -58,15 +52,15 @@ def test_a_second_remote_never_reads_the_first_ones_shards(pair, tmp_path: Path,
         StreamingDataset(remote=str(b), local=str(local))
     assert str(a) in str(info.value) and str(b) in str(info.value)
     # The first remote still works, and a cleared folder takes the second one.
-    assert _ids(StreamingDataset(remote=str(a), local=str(local))) == list(range(120))
+    assert read_ids(StreamingDataset(remote=str(a), local=str(local))) == list(range(120))
     assert main(["cache", "clear", str(local)]) == 0
-    assert _ids(StreamingDataset(remote=str(b), local=str(local))) == list(range(5000, 5120))
+    assert read_ids(StreamingDataset(remote=str(b), local=str(local))) == list(range(5000, 5120))
 
 
 def test_a_changed_remote_index_drops_the_shards_it_changed(tmp_path: Path) -> None:
     remote, local = tmp_path / "remote", tmp_path / "cache"
     write_ids(remote, 120, start=0, hashes=["xxh64"])
-    assert _ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(120))
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(120))
     kept = {p.name: p.stat().st_ino for p in local.glob("shard.*.mds")}
     # Rewrite the remote: same shard names, sizes and sample counts, other samples in the
     # second half (the first half of the shards is byte-identical).
@@ -78,7 +72,7 @@ def test_a_changed_remote_index_drops_the_shards_it_changed(tmp_path: Path) -> N
                    size_limit=1 << 10, hashes=["xxh64"]) as w:
         for i in with_new:
             w.write({"id": i, "payload": np.full(3, i, dtype=np.int32)})
-    assert _ids(StreamingDataset(remote=str(remote), local=str(local))) == with_new
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(local))) == with_new
     after = {p.name: p.stat().st_ino for p in local.glob("shard.*.mds")}
     first = sorted(kept)[0]
     assert after[first] == kept[first]  # unchanged shards are kept, not fetched again
@@ -90,9 +84,9 @@ def test_a_wiped_local_folder_is_fetched_again_in_the_same_process(tmp_path: Pat
     remote = write_ids(tmp_path / "remote", 90)
     local = tmp_path / "cache"
     keep = StreamingDataset(remote=str(remote), local=str(local))  # an open dataset, too
-    assert _ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(90))
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(90))
     shutil.rmtree(local)
-    assert _ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(90))
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(local))) == list(range(90))
     keep.close()
 
 
@@ -100,24 +94,24 @@ def test_a_truncated_or_deleted_shard_is_fetched_again(tmp_path: Path) -> None:
     remote = write_ids(tmp_path / "remote", 90, compression="zstd")
     local = tmp_path / "cache"
     ds = StreamingDataset(remote=str(remote), local=str(local), cache_limit="1mb")
-    assert _ids(ds) == list(range(90))
+    assert read_ids(ds) == list(range(90))
     shards = sorted(local.glob("shard.*.mds"))
     shards[0].unlink()
     with open(shards[1], "r+b") as f:
         f.truncate(10)
     ds = StreamingDataset(remote=str(remote), local=str(local), cache_limit="1mb")
-    assert _ids(ds) == list(range(90))
+    assert read_ids(ds) == list(range(90))
     for limit in (None, "1mb"):  # the same under a live table with and without a limit
         ds = StreamingDataset(remote=str(remote), local=str(local), cache_limit=limit)
         sorted(local.glob("shard.*.mds"))[2].unlink()
-        assert _ids(ds) == list(range(90))
+        assert read_ids(ds) == list(range(90))
 
 
 def test_without_a_remote_a_missing_shard_is_named(tmp_path: Path) -> None:
     local = write_ids(tmp_path / "data", 90)
     (local / "shard.00001.mds").unlink()
     with pytest.raises(StreamingError, match=r"shard\.00001\.mds"):
-        _ids(StreamingDataset(local=str(local)))
+        read_ids(StreamingDataset(local=str(local)))
 
 
 def test_earlier_shards_are_adopted_in_part_folders(tmp_path: Path) -> None:
@@ -142,7 +136,7 @@ def test_a_refused_cache_limit_does_not_stick(tmp_path: Path) -> None:
     local = tmp_path / "cache"
     with pytest.raises(CacheLimitError):
         StreamingDataset(remote=str(remote), local=str(local), cache_limit=100)
-    assert _ids(StreamingDataset(remote=str(remote), local=str(local),
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(local),
                                  cache_limit="10mb")) == list(range(90))
 
 
@@ -203,7 +197,7 @@ def test_the_default_cache_is_per_user_and_must_be_the_users_own(tmp_path: Path,
     root = tmp_path / "tmp" / f"mds-streaming-{os.getuid()}"
     assert Path(ds.streams[0].local).parent == root
     assert (root.stat().st_mode & 0o777) == 0o700
-    assert _ids(ds) == list(range(30))
+    assert read_ids(ds) == list(range(30))
     root.chmod(0o777)  # anyone could plant shards there now
     with pytest.raises(CacheFolderError, match="mds-streaming"):
         Stream(remote=str(remote))
@@ -221,10 +215,10 @@ def test_a_cache_folder_others_can_write_warns_without_validate_hash(tmp_path: P
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    assert _ids(StreamingDataset(remote=str(remote), local=str(shared))) == list(range(30))
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(shared))) == list(range(30))
     assert "writable by every user" in caplog.text and "validate_hash" in caplog.text
     caplog.clear()
-    assert _ids(StreamingDataset(remote=str(remote), local=str(shared),
+    assert read_ids(StreamingDataset(remote=str(remote), local=str(shared),
                                  validate_hash="xxh64")) == list(range(30))
     assert "writable by every user" not in caplog.text
 
@@ -232,6 +226,6 @@ def test_a_cache_folder_others_can_write_warns_without_validate_hash(tmp_path: P
 def test_a_later_process_also_refuses_the_other_remote(pair, tmp_path: Path) -> None:
     a, b = pair
     local = tmp_path / "cache"
-    assert _ids(StreamingDataset(remote=str(a), local=str(local))) == list(range(120))
+    assert read_ids(StreamingDataset(remote=str(a), local=str(local))) == list(range(120))
     with pytest.raises(CacheOriginError, match="already caches"):
         epoch_in_new_process(remote=str(b), local=str(local))

@@ -11,15 +11,9 @@ import pytest
 from streaming import StreamingDataset
 from streaming.errors import StorageError
 from tests.cache._data import upload_dir
+from tests.dataset._epochs import read_ids
 from tests.dataset.conftest import write_ids
-from tests.support.s3server import free_port
-
-
-def _ids(ds: StreamingDataset) -> list[int]:
-    try:
-        return [int(sample["id"]) for sample in ds]
-    finally:
-        ds.close()
+from tests.support.processes import free_port
 
 
 def test_an_unreachable_remote_falls_back_to_a_complete_local_copy(s3_env, tmp_path: Path,
@@ -29,7 +23,7 @@ def test_an_unreachable_remote_falls_back_to_a_complete_local_copy(s3_env, tmp_p
     upload_dir(s3_env.client(), bucket, "ds", src)
     remote, local = f"s3://{bucket}/ds", tmp_path / "cache"
     quick = {"download_retry": 0, "download_timeout": 5}
-    assert _ids(StreamingDataset(remote=remote, local=str(local), **quick)) == list(range(120))
+    assert read_ids(StreamingDataset(remote=remote, local=str(local), **quick)) == list(range(120))
     partial = tmp_path / "partial"
     ds = StreamingDataset(remote=remote, local=str(partial), **quick)
     ds[0]  # one shard only
@@ -37,7 +31,8 @@ def test_an_unreachable_remote_falls_back_to_a_complete_local_copy(s3_env, tmp_p
 
     monkeypatch.setenv("S3_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nobody there
     with caplog.at_level(logging.WARNING, logger="streaming"):
-        assert _ids(StreamingDataset(remote=remote, local=str(local), **quick)) == list(range(120))
+        ids = read_ids(StreamingDataset(remote=remote, local=str(local), **quick))
+    assert ids == list(range(120))
     assert "cannot reach" in caplog.text and str(local) in caplog.text
     with pytest.raises(StorageError):
         StreamingDataset(remote=remote, local=str(partial), **quick)

@@ -20,6 +20,12 @@ def _write(path: Path, count: int, start: int = 0, compression: str | None = Non
 
 
 @pytest.fixture
+def two_sources(tmp_path) -> tuple[str, str]:
+    """Two local datasets: 20 samples with ids 0..19, 30 with ids 100..129."""
+    return _write(tmp_path / "a", 20), _write(tmp_path / "b", 30, start=100)
+
+
+@pytest.fixture
 def remote_ds(tmp_path):
     remote = _write(tmp_path / "remote", 60, compression="zstd")
     ds = StreamingDataset(remote=remote, local=str(tmp_path / "cache"), shuffle=True,
@@ -65,12 +71,14 @@ def test_shards_and_num_shards(remote_ds):
 
 def test_cache_usage_and_eviction(remote_ds):
     ds = remote_ds
-    assert ds.cache_usage >= 0
+    start = ds.cache_usage  # the index and the cache's own records, no shard yet
+    assert start >= 0
     assert ds[0]["id"] == 0 and ds[59]["id"] == 59  # fetches the first and last shard
     last = ds.num_shards - 1
     folder = Path(ds.streams[0].local_dir)
     assert (folder / "shard.00000.mds").exists()
     before = ds.cache_usage
+    assert before == start + ds.shards[0].get_raw_size() + ds.shards[last].get_raw_size()
     ds.evict_shard(0)
     assert not (folder / "shard.00000.mds").exists()
     assert ds.cache_usage == before - ds.shards[0].get_raw_size()
@@ -116,8 +124,8 @@ def test_next_epoch_reads_and_sets(tmp_path):
         ds.close()
 
 
-def test_resample_streams_counts_whole_and_partial_passes(tmp_path):
-    a, b = _write(tmp_path / "a", 20), _write(tmp_path / "b", 30, start=100)
+def test_resample_streams_counts_whole_and_partial_passes(two_sources):
+    a, b = two_sources
     ds = StreamingDataset(streams=[Stream(local=a, repeat=2.5), Stream(local=b, choose=10)],
                           shuffle_seed=5)
     try:
@@ -144,8 +152,8 @@ def test_resample_streams_counts_whole_and_partial_passes(tmp_path):
         ds.close()
 
 
-def test_streams_get_their_resolved_weights(tmp_path):
-    a, b = _write(tmp_path / "a", 20), _write(tmp_path / "b", 30, start=100)
+def test_streams_get_their_resolved_weights(two_sources):
+    a, b = two_sources
     first, second = Stream(local=a, proportion=3), Stream(local=b, proportion=1)
     ds = StreamingDataset(streams=[first, second], epoch_size=40)
     try:
@@ -161,8 +169,8 @@ def test_streams_get_their_resolved_weights(tmp_path):
         again.close()
 
 
-def test_unweighted_streams_get_weights_too(tmp_path):
-    a, b = _write(tmp_path / "a", 20), _write(tmp_path / "b", 30, start=100)
+def test_unweighted_streams_get_weights_too(two_sources):
+    a, b = two_sources
     first, second = Stream(local=a), Stream(local=b)
     ds = StreamingDataset(streams=[first, second])
     try:
@@ -174,8 +182,8 @@ def test_unweighted_streams_get_weights_too(tmp_path):
         ds.close()
 
 
-def test_relative_weights_keep_their_normalised_shares(tmp_path):
-    a, b = _write(tmp_path / "a", 20), _write(tmp_path / "b", 30, start=100)
+def test_relative_weights_keep_their_normalised_shares(two_sources):
+    a, b = two_sources
     first, second = Stream(local=a, proportion=2), Stream(local=b, proportion=1)
     ds = StreamingDataset(streams=[first, second], epoch_size=10)
     try:

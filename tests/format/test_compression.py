@@ -28,7 +28,7 @@ def test_parse_compression(name, parsed):
 
 @pytest.mark.parametrize(
     "name", ["lz4", "zstd:0", "zstd:23", "gz:10", "bz2:0", "br:12", "snappy:1", "zstd:", "zstd:x",
-             "zstd:+3", "ZSTD", ""],
+             "zstd:+3", "ZSTD", "", 7],
 )
 def test_bad_compression_names(name):
     with pytest.raises(ValueError, match=re.escape(repr(name))):

@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 
 from streaming import LocalDataset, StreamingDataset
-from streaming.errors import EncodeError, FormatError, IndexFileError, ShardCorruptError
+from streaming.errors import (
+    EncodeError,
+    FormatError,
+    IndexFileError,
+    OutputExistsError,
+    ShardCorruptError,
+    StreamingError,
+)
 from streaming.format.index import merge_index, read_index
 from streaming.format.rows import JSONRows, XSVRows
 from streaming.format.split import SplitShardReader, meta_path
@@ -152,6 +159,21 @@ def test_writer_refuses_wrong_types_and_separators(tmp_path):
             writer.write({"n": True, "s": "x"})
         writer.write({"n": 7, "s": "ok"})
     assert LocalDataset(tmp_path / "a")[0] == {"n": 7, "s": "ok"}
+
+
+def test_writer_output_must_be_a_new_folder_and_the_writer_open(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputExistsError, match="exists and is not a directory"):
+        JSONWriter(out=str(tmp_path / "file"), columns={"s": "str"})
+    with JSONWriter(out=str(tmp_path / "a"), columns={"s": "str"}) as writer:
+        with pytest.raises(EncodeError, match=r"sample has no column 's'"):
+            writer.write({"t": "x"})
+        writer.write({"s": "x"})
+    with pytest.raises(StreamingError, match=r"JSONWriter for .* is finished"):
+        writer.write({"s": "y"})
+    with pytest.raises(OutputExistsError, match="is not empty; pass exist_ok=True"):
+        JSONWriter(out=str(tmp_path / "a"), columns={"s": "str"})
+    assert LocalDataset(tmp_path / "a")[0] == {"s": "x"}
 
 
 def test_first_row_over_the_limit_leaves_an_empty_shard_as_the_reference(tmp_path):

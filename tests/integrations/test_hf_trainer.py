@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from itertools import islice
@@ -26,6 +25,7 @@ from streaming.integrations.hf import (
 )
 from streaming.loader import StreamingDataLoader
 from tests.integrations.hf_run import dataset, record_forward, tiny_gpt2, train, write_token_data
+from tests.support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_STEPS, ACCUM, CHECKPOINT = 20, 2, 10  # 40 batches; the resumed run starts at batch 20
@@ -158,6 +158,15 @@ def test_a_packing_dataset_refuses_a_trainer_collator(data, tmp_path) -> None:
         StreamingTrainer(model=tiny_gpt2(), args=args(tmp_path), train_dataset=[1, 2, 3])
 
 
+@pytest.mark.parametrize("epochs", [1.5, 0])
+def test_epochs_that_are_not_whole_are_refused_without_max_steps(data, tmp_path, epochs) -> None:
+    with pytest.raises(TrainerSetupError, match=f"num_train_epochs must be a positive whole "
+                                                f"number when max_steps is not set, got {epochs}"):
+        StreamingTrainer(model=tiny_gpt2(), args=args(tmp_path, max_steps=-1,
+                                                      num_train_epochs=epochs),
+                         train_dataset=dataset(data))
+
+
 def test_without_a_train_dataset_nothing_is_set_up(tmp_path) -> None:
     trainer = StreamingTrainer(model=tiny_gpt2(), args=args(tmp_path))
     assert trainer.train_batches is None and trainer.streaming_callback is None
@@ -221,9 +230,7 @@ def test_plain_dataset_with_a_user_collator_resumes_exactly(data, tmp_path) -> N
 
 
 def test_two_ranks_read_their_own_batches_and_resume_exactly(data, tmp_path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     record = tmp_path / "rank"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",

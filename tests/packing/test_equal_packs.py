@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -23,6 +22,7 @@ from streaming.packing.equal import PackCountWarning
 from streaming.packing.streaming import PackedStreamingDataset
 from streaming.plan import World
 from tests.packing.datasets import write_tokens
+from tests.support.processes import free_port
 
 N = 400
 NODES, PER_NODE = 2, 2
@@ -64,12 +64,6 @@ def counted_warned(data: Path, match: str) -> int:
 def counted_alone(data: Path) -> int:
     """Node 0's count when it must count every node itself (no store)."""
     return counted_warned(data, "MASTER_ADDR/MASTER_PORT are not set")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _run(commands: list[tuple[list[str], dict[str, str]]]) -> list[dict]:

@@ -55,6 +55,16 @@ def _ids(batches) -> list[int]:
     return [i for b in batches for i in b["sample_ids"].tolist()]
 
 
+def _resumed_ids(folder: Path, state: dict) -> list[int]:
+    """The sample ids a fresh packed dataset yields after loading `state`."""
+    ds = _packed(folder)
+    try:
+        ds.load_state_dict(state)
+        return _ids(ds)
+    finally:
+        ds.close()
+
+
 def test_packs_hold_each_sample_once_with_its_own_tokens(tmp_path):
     ds = _packed(tmp_path / "a")
     try:
@@ -80,19 +90,9 @@ def test_the_state_nests_the_source_state_and_resumes_exactly(tmp_path):
         ds.close()
     assert set(state) == {"source", "packs_in_epoch", "packing"}
     assert (state["source"]["epoch"], state["packs_in_epoch"]) == (0, 6)
-    fresh = _packed(tmp_path / "b")
-    try:
-        fresh.load_state_dict(state)
-        assert _ids(head) + _ids(fresh) == full
-    finally:
-        fresh.close()
+    assert _ids(head) + _resumed_ids(tmp_path / "b", state) == full
     flat = {**state.pop("source"), **state}  # the flat layout of older states loads as well
-    again = _packed(tmp_path / "c")
-    try:
-        again.load_state_dict(flat)
-        assert _ids(head) + _ids(again) == full
-    finally:
-        again.close()
+    assert _ids(head) + _resumed_ids(tmp_path / "c", flat) == full
 
 
 def test_ranks_get_equal_pack_counts_and_split_the_samples(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -48,16 +50,34 @@ def test_measured_shares_weight_samples_by_length():
 
 
 @pytest.mark.parametrize(
-    "args, kwargs",
+    "args, kwargs, message",
     [
-        (([1, 2], [1], [1, 1]), {"epoch_tokens": 10}),
-        (([1, 2], [1, 1], [1, -1]), {"epoch_tokens": 10}),
-        (([1, 0], [1, 0], [1, 1]), {"epoch_tokens": 10}),
-        (([1, 2], [1, 1], [0, 0]), {"epoch_samples": 10}),
-        (([1, 2], [1, 1], [1, 1]), {}),
-        (([1, 2], [1, 1], [1, 1]), {"epoch_tokens": 1, "epoch_samples": 1}),
+        (([1, 2], [1], [1, 1]), {"epoch_tokens": 10},
+         "stream_tokens (2) and stream_samples (1) must be non-empty and the same size"),
+        (([1, 2], [1, 1], [1, -1]), {"epoch_tokens": 10},
+         "proportions must be finite, >= 0 and not all zero"),
+        (([1, 0], [1, 0], [1, 1]), {"epoch_tokens": 10}, "streams [1] have a proportion but no"),
+        (([1, 2], [1, 1], [0, 0]), {"epoch_samples": 10},
+         "proportions must be finite, >= 0 and not all zero"),
+        (([1, 2], [1, 1], [1, 1]), {}, "give exactly one of epoch_tokens and epoch_samples"),
+        (([1, 2], [1, 1], [1, 1]), {"epoch_tokens": 1, "epoch_samples": 1},
+         "give exactly one of epoch_tokens and epoch_samples"),
+        (([1, 2], [1, 1], [1]), {"epoch_tokens": 10}, "proportions has 1 entries for 2 streams"),
+        (([-1, 2], [1, 1], [1, 1]), {"epoch_tokens": 10},
+         "stream token and sample counts must be >= 0 (tokens need samples)"),
+        (([1, 2], [1, 1], [1, 1]), {"epoch_tokens": -1}, "epoch_tokens must be >= 0, got -1"),
+        (([1, 2], [1, 1], [1, 1]), {"epoch_samples": -1}, "epoch_samples must be >= 0, got -1"),
     ],
 )
-def test_bad_mixing_arguments_raise_plan_error(args, kwargs):
-    with pytest.raises(PlanError):
+def test_bad_mixing_arguments_raise_plan_error(args, kwargs, message):
+    with pytest.raises(PlanError, match=re.escape(message)):
         token_mix_counts(*args, **kwargs)
+
+
+def test_bad_counts_and_stream_ids_are_refused():
+    with pytest.raises(PlanError, match=re.escape("counts must be 2 non-negative numbers")):
+        realised_token_shares([1, -1], [10, 20], [1, 2])
+    with pytest.raises(PlanError, match=re.escape("stream_ids (2) and lengths (1) differ")):
+        measured_token_shares([0, 1], [5], 2)
+    with pytest.raises(PlanError, match=re.escape("stream ids must lie in [0, 2)")):
+        measured_token_shares([0, 2], [5, 5], 2)

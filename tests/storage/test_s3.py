@@ -14,7 +14,8 @@ from streaming.format.hashing import hexdigest
 from streaming.storage import backend_for, fetch, upload
 from streaming.storage import s3 as s3_module
 from streaming.storage.s3 import S3Backend
-from tests.support.s3server import free_port, start_s3_server
+from tests.support.processes import free_port
+from tests.support.s3server import start_s3_server
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import stop_process
-from tests.support.s3server import _die_with_parent, free_port
+from tests.support.processes import die_with_parent, free_port, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 AZURITE = REPO / ".node" / "node_modules" / ".bin" / "azurite-blob"
@@ -82,7 +81,7 @@ def start_azurite(timeout: float = START_TIMEOUT) -> AzuriteServer:
                  "--inMemoryPersistence", "--skipApiVersionCheck", "--loose",
                  "--disableTelemetry"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=folder,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         server = AzuriteServer(process, f"http://127.0.0.1:{port}", log, folder)
         deadline = time.monotonic() + timeout

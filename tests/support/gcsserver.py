@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import answers_http, stop_process
-from tests.support.s3server import _die_with_parent, free_port
+from tests.support.processes import answers_http, die_with_parent, free_port, stop_process
 
 START_TIMEOUT = 30.0
 
@@ -64,7 +63,7 @@ def start_gcs_server(timeout: float = START_TIMEOUT) -> GCSServer:
                 [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
                  "--port", str(port), "--in-memory"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=tempfile.gettempdir(), preexec_fn=_die_with_parent,
+                cwd=tempfile.gettempdir(), preexec_fn=die_with_parent,
             )
         server = GCSServer(process, f"http://127.0.0.1:{port}", Path(log))
         if answers_http(server.process, f"{server.endpoint}/", time.monotonic() + timeout):

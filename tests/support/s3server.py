@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.processes import OPENER, answers_http, stop_process
+from tests.support.processes import OPENER, answers_http, die_with_parent, free_port, stop_process
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -31,21 +29,6 @@ FAKE_CREDENTIALS = {
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 START_TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    """Child-side: get SIGTERM if the test runner dies, so no server outlives it (Linux)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class S3Server:
@@ -111,7 +94,7 @@ def start_s3_server(
                 [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 env={**os.environ, **FAKE_CREDENTIALS, **(env or {})},
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         server = S3Server(process, f"http://127.0.0.1:{port}", Path(log))
         if answers_http(server.process, f"{server.endpoint}/moto-api/",

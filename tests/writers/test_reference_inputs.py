@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import numpy as np
 import pytest
 
 from streaming import LocalDataset
-from streaming.errors import SizeLimitError
+from streaming.errors import ArgumentError, SizeLimitError
 from streaming.format.encodings import get_encoding
 from writers.mds import MDSWriter
 
@@ -63,6 +64,22 @@ def test_size_limit_of_4_gib_or_more_is_refused(tmp_path, limit):
     with pytest.raises(SizeLimitError, match="4 GiB") as info:
         MDSWriter(out=str(tmp_path / "ds"), columns={"a": "int"}, size_limit=limit)
     assert isinstance(info.value, ValueError)  # what the reference raises
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("limit,message", [
+    (0, "size_limit must be positive, got 0"), (-5, "size_limit: byte size must be non-negative"),
+    ("lots", "size_limit: cannot parse byte size 'lots'"),
+])
+def test_size_limit_that_is_not_a_positive_size_is_refused(tmp_path, limit, message):
+    with pytest.raises(SizeLimitError, match=re.escape(message)):
+        MDSWriter(out=str(tmp_path / "ds"), columns={"a": "int"}, size_limit=limit)
+    assert not (tmp_path / "ds").exists()
+
+
+def test_negative_max_workers_is_refused_before_the_folder_is_made(tmp_path):
+    with pytest.raises(ArgumentError, match="max_workers must be at least 1, got -1"):
+        MDSWriter(out=str(tmp_path / "ds"), columns={"a": "int"}, max_workers=-1)
     assert not (tmp_path / "ds").exists()
 
 

@@ -1,0 +1,77 @@
+"""One epoch of a dataset as the dataset and backend suites run it: in this process, through a
+DataLoader, under a watched cache folder, or until a bad shard stops it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from torch.utils.data import DataLoader
+
+from streaming import StreamingDataLoader, StreamingDataset
+from streaming.cache.stats import CacheStats
+from streaming.errors import CoordinationError
+from streaming.format.index import read_index
+from tests.cache._data import peak_size
+
+
+def sample_id(sample: dict) -> int:
+    return int(sample["id"])
+
+
+def whole_sample(sample: dict) -> tuple[int, str, bytes]:
+    return int(sample["id"]), sample["text"], bytes(sample["blob"])
+
+
+def read_ids(ds: StreamingDataset) -> list[int]:
+    """The ids of one epoch iterated in this process (then closes `ds`)."""
+    try:
+        return [sample_id(sample) for sample in ds]
+    finally:
+        ds.close()
+
+
+def loader_epoch(ds: StreamingDataset, workers: int,
+                 row: Callable[[dict], object] = sample_id) -> list:
+    """`row(sample)` for every sample of one epoch (then closes `ds`)."""
+    loader = DataLoader(ds, batch_size=None, num_workers=workers)  # streams differ in schema
+    try:
+        return [row(sample) for sample in loader]
+    finally:
+        ds.close()
+
+
+def raw_bytes(folder: Path) -> int:
+    """The uncompressed size of every shard of the dataset in `folder`."""
+    return int(np.sum(read_index(folder / "index.json").raw_bytes))
+
+
+def watched_epoch(ds: StreamingDataset, cache: Path) -> tuple[list[int], int, CacheStats]:
+    """The ids of one epoch through StreamingDataLoader (batch 16, 2 workers), the largest size
+    the `cache` folder reached meanwhile, and the cache stats (then closes `ds`)."""
+    try:
+        with peak_size(cache) as peak:
+            loader = StreamingDataLoader(ds, batch_size=16, num_workers=2)
+            seen = [i for batch in loader for i in batch["id"].tolist()]
+        stats = ds.cache_stats()
+    finally:
+        ds.close()
+    return seen, peak[0], stats
+
+
+def epoch_fails(ds: StreamingDataset, epoch: Iterable, wanted: type[Exception],
+                victim: str) -> None:
+    """Iterating `epoch` (over `ds`, closed after) fails with `wanted` naming `victim`. The
+    worker that met the bad shard raises `wanted`; a worker waiting on the node at that moment
+    may stop with CoordinationError quoting it, and a loader re-raises whichever worker's batch
+    comes first."""
+    try:
+        with pytest.raises((wanted, CoordinationError), match=re.escape(victim)) as info:
+            for _ in epoch:
+                pass
+    finally:
+        ds.close()
+    assert isinstance(info.value, wanted) or wanted.__name__ in str(info.value)
