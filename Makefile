@@ -4,7 +4,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS ?= test
 # The reference implementation (mosaicml-streaming) for tests/parity, in a venv of its own: its
-# import name `streaming` collides with ours. When it cannot be built the parity tests skip.
+# import name `streaming` collides with ours. When it cannot be built the parity tests skip
+# (and fail under CI=true, where parity must be checked).
 REF_VENV  ?= .venv-reference
 REF_STAMP := $(REF_VENV)/.installed-stamp
 
