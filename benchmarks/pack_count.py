@@ -26,6 +26,7 @@ from streaming.coord.exchange import NodeExchange, StoreAddress
 from streaming.packing import pack_lengths
 from streaming.packing.equal import node_most_packs
 from streaming.plan import PlanConfig, World, plan_node
+from streaming.plan.planner import NodePlan
 
 
 def best_cpu(fn, repeat: int) -> tuple[int, float]:
@@ -73,7 +74,7 @@ def main() -> None:
     cfg = PlanConfig(samples_per_shard=sizes, shards_per_stream=np.array([shards], np.int64),
                      shuffle=True, num_canonical_nodes=args.nodes)
     world = World(args.nodes, args.ranks, 1, 0, 0)
-    plans: dict[int, object] = {}
+    plans: dict[int, NodePlan] = {}
 
     def count(rank: World) -> int:
         if rank.node not in plans:
