@@ -170,3 +170,9 @@ class CacheSpaceError(StreamingError, OSError):
 
 class UnknownHashError(StreamingError, ValueError):
     """`validate_hash` names an algorithm this library cannot compute."""
+
+
+class UnsafePathError(StreamingError, PermissionError):
+    """A file this library would create, rename or remove under a cache or dataset folder
+    resolves outside that folder (through `..`, an absolute name or a symbolic link); the
+    message names the path, where it leads and the folder."""

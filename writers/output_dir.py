@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from streaming.errors import OutputExistsError
+from streaming.util.confine import remove
 
 
 def prepare_directory(directory: Path, exist_ok: bool, own_file: re.Pattern[str],
@@ -27,7 +28,7 @@ def prepare_directory(directory: Path, exist_ok: bool, own_file: re.Pattern[str]
 def clear_files(directory: Path, own_file: re.Pattern[str]) -> None:
     """Remove index.json, then every file of `directory` whose name matches `own_file` (the
     index first, so no moment exists where it names a removed shard); nothing else."""
-    (directory / "index.json").unlink(missing_ok=True)
+    remove(directory, directory / "index.json")
     for path in directory.iterdir():
         if own_file.match(path.name):
-            path.unlink()
+            remove(directory, path)

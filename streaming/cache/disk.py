@@ -10,6 +10,8 @@ import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
+from streaming.util.confine import remove
+
 STALE_TEMP = 120.0  # seconds after which `remove_leftovers(stale_only=True)` removes a file
 
 
@@ -31,12 +33,6 @@ def identity(path: Path) -> tuple[int, int, int] | None:
     return info.st_ino, info.st_size, info.st_mtime_ns
 
 
-def unlink(path: Path) -> None:
-    """Remove `path` if it is there."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
 def folder_bytes(dirs: Iterable[str]) -> int:
     """Total size of every file below `dirs` (what `du --apparent-size` would count)."""
     total = 0
@@ -48,9 +44,9 @@ def folder_bytes(dirs: Iterable[str]) -> int:
     return total
 
 
-def remove_leftovers(paths: Iterable[Path], *, stale_only: bool) -> None:
-    """Delete the hidden temp and lock files of `paths` (`.<name>.*.tmp`, `.<name>.*lock`);
-    with `stale_only`, only those untouched for STALE_TEMP seconds."""
+def remove_leftovers(root: Path, paths: Iterable[Path], *, stale_only: bool) -> None:
+    """Delete the hidden temp and lock files of `paths` (`.<name>.*.tmp`, `.<name>.*lock`)
+    in cache folder `root`; with `stale_only`, only those untouched for STALE_TEMP seconds."""
     now = time.time()
     for path in paths:
         if not path.parent.is_dir():
@@ -62,7 +58,7 @@ def remove_leftovers(paths: Iterable[Path], *, stale_only: bool) -> None:
             with contextlib.suppress(FileNotFoundError):
                 if stale_only and now - entry.stat().st_mtime < STALE_TEMP:
                     continue
-                unlink(Path(entry.path))
+                remove(root, entry.path)
 
 
 def listing(folder: str | os.PathLike) -> dict[str, tuple[int, float]]:
@@ -94,10 +90,11 @@ def leftover_of(name: str, owners: Collection[str]) -> str | None:
     return None
 
 
-def sweep_orphans(folder: Path, files: dict[str, tuple[int, float]],
+def sweep_orphans(root: Path, folder: Path, files: dict[str, tuple[int, float]],
                   shards: dict[str, str | None]) -> list[str]:
-    """Remove the temp and lock files of shards (raw name -> compressed name) in `folder` that
-    no live process is preparing, however fresh they are; returns the names removed.
+    """Remove the temp and lock files of shards (raw name -> compressed name) in `folder` (in
+    cache folder `root`) that no live process is preparing, however fresh they are; returns
+    the names removed.
 
     Every preparation holds the shard's `.<raw>.prep.lock` flock while it writes, and the kernel
     drops a flock when its holder dies: taking that lock proves its files are orphans."""
@@ -119,7 +116,7 @@ def sweep_orphans(folder: Path, files: dict[str, tuple[int, float]],
         try:
             for name in names:
                 if name != prep:
-                    unlink(folder / name)
+                    remove(root, folder / name)
         finally:
             lock.release()  # removes the lock file too
         removed += names

@@ -298,9 +298,7 @@ class CacheEngine(CacheRoom):
                 return
             log.warning("cache: %s is missing, truncated or corrupt on disk; fetching it again",
                         self._name(shard))
-            for path in self._paths(shard):
-                if path is not None:
-                    disk.unlink(path)
+            self.preparer.remove_files(shard)
             table.disk[shard] = 0
             table.state[shard] = tb.ABSENT
         self.preparer.forget(shard)

@@ -25,10 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from streaming.cache.disk import listing, unlink
+from streaming.cache.disk import listing
 from streaming.cache.folder import make_folder, remove_created
 from streaming.errors import CacheOriginError, StreamingError
+from streaming.format.index import LENGTHS_KEY, DatasetIndex, parse_index, read_index
 from streaming.storage.atomic import staged_file, temp_path_for
+from streaming.util.confine import remove
 from streaming.util.files import has_size
 
 log = logging.getLogger(__name__)
@@ -68,26 +70,34 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def file_entries(index_text: bytes) -> dict[str, dict]:
+def file_entries(index: DatasetIndex) -> dict[str, dict]:
     """File name (raw, compressed, and the per-shard sample-lengths side file) -> what the
-    index says about it (its shard's whole entry, plus the side file's own); empty for text
-    that is not an index (read_index reports that one properly)."""
-    from streaming.format.index import LENGTHS_KEY
+    index says about it (its shard's whole entry, plus the side file's own). Every name was
+    checked when `index` was parsed, so none leads out of the folder.
 
+    Args:
+        index: a parsed (so validated) index.
+    """
+    out: dict[str, dict] = {}
+    for shard, raw, zipped in zip(index.shards, index.basenames, index.zip_basenames):
+        out[raw] = shard
+        if zipped is not None:
+            out[zipped] = shard
+    lengths = index.extra.get(LENGTHS_KEY)
+    files = lengths.get("files") if isinstance(lengths, dict) else None
+    for shard, side in zip(index.shards, files if isinstance(files, list) else []):
+        if isinstance(side, dict) and "basename" in side:
+            out[str(side["basename"])] = {"shard": shard, "file": side}
+    return out
+
+
+def _entries_of(text: bytes, source: str) -> dict[str, dict]:
+    """`file_entries` of index `text`, or nothing when it is not a valid index (a folder's
+    own index.json may be from an older tool, damaged or planted: its names are not trusted,
+    and every file the new index names then counts as changed)."""
     try:
-        document = json.loads(index_text)
-        out: dict[str, dict] = {}
-        for shard in document["shards"]:
-            for key in ("raw_data", "zip_data"):
-                if isinstance(shard.get(key), dict):
-                    out[str(shard[key]["basename"])] = shard
-        lengths = document.get(LENGTHS_KEY)
-        files = lengths.get("files") if isinstance(lengths, dict) else None
-        for shard, side in zip(document["shards"], files or []):
-            if isinstance(side, dict) and "basename" in side:
-                out[str(side["basename"])] = {"shard": shard, "file": side}
-        return out
-    except (ValueError, KeyError, TypeError, AttributeError):
+        return file_entries(parse_index(text, source=source))
+    except (StreamingError, ValueError, TypeError, KeyError, AttributeError):
         return {}
 
 
@@ -136,11 +146,15 @@ def _sweep(folder: Path) -> None:
     for name in listing(folder):
         if name.endswith(".tmp") and (name.startswith(("..index.json.", ".index.json."))
                                       or leftover_of(name, (ORIGIN_FILE,))):
-            unlink(folder / name)
+            remove(folder, folder / name)
 
 
 def _adopt(folder: Path, remote: str, text: bytes) -> None:
-    """Check that `folder` caches `remote` and bring its files in line with index `text`."""
+    """Check that `folder` caches `remote` and bring its files in line with index `text`.
+
+    The new index is validated whole before anything is removed (IndexFileError names the
+    bad entry), and every removal passes the folder's guard (UnsafePathError for a path that
+    a symbolic link leads out of the folder)."""
     new = Origin.of(remote, text)
     old = Origin.read(folder)
     if old is not None and old.remote != remote:
@@ -149,12 +163,13 @@ def _adopt(folder: Path, remote: str, text: bytes) -> None:
             "folder holds the shards of one remote only (shards of two datasets may have the "
             "same names and sizes). Give each remote its own `local`, or empty this one with "
             f"`streaming cache clear {folder}` to let it cache {remote}")
+    entries = file_entries(parse_index(text, source=f"{remote}/index.json"))
     previous = b""
     with contextlib.suppress(OSError):
         previous = (folder / "index.json").read_bytes()
     if old is not None and old.index == new.index and previous == text:
         return
-    stale = changed_files(file_entries(previous), file_entries(text))
+    stale = changed_files(_entries_of(previous, str(folder / "index.json")), entries)
     dropped = 0
     by_folder: dict[str, list[str]] = {}
     for name in stale:  # basenames use "/" (part folders), whatever the OS
@@ -165,7 +180,7 @@ def _adopt(folder: Path, remote: str, text: bytes) -> None:
         present = listing(where)
         for name in names:
             if name in present:
-                unlink(where / name)
+                remove(folder, where / name)
                 dropped += 1
     if dropped:
         log.warning("%s: the index of %s changed since these shards were cached; removed %d "
@@ -183,8 +198,6 @@ def _usable_offline(folder: Path, remote: str, error: BaseException) -> bool:
     origin = Origin.read(folder)
     if origin is not None and origin.remote != remote:
         return False
-    from streaming.format.index import read_index
-
     try:
         ix = read_index(index)
     except (StreamingError, OSError):

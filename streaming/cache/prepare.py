@@ -33,6 +33,7 @@ from streaming.format.hashing import (
 )
 from streaming.format.local_files import file_size, size_error
 from streaming.storage.atomic import staged_file
+from streaming.util.confine import confine, remove
 from streaming.util.files import has_size
 from streaming.util.pagewrite import write_sliced
 
@@ -80,6 +81,27 @@ class ShardPreparer:
         """Where the shard's raw file lives (or will live) on this node."""
         return self._folder(shard) / self.facts.basenames[shard]
 
+    def root(self, shard: int) -> Path:
+        """The local folder of the shard's stream: index names are relative to it, and every
+        file this cache creates, replaces or removes for the shard must resolve inside it.
+
+        Args:
+            shard: global shard index.
+        """
+        return self._folder(shard)
+
+    def remove_files(self, shard: int) -> None:
+        """Remove the shard's raw and compressed files from its folder, if present, through
+        the folder's guard (UnsafePathError for a path a symbolic link leads out of it).
+
+        Args:
+            shard: global shard index.
+        """
+        root = self._folder(shard)
+        for path in (self.raw_path(shard), self.zip_path(shard)):
+            if path is not None:
+                remove(root, path)
+
     def _folder(self, shard: int) -> Path:
         """The local folder of the shard's stream (index names are relative to it)."""
         which = int(self.facts.stream_of_shard[shard])
@@ -104,6 +126,7 @@ class ShardPreparer:
         if self._ready[shard]:
             return raw
         if not self.usable(shard):
+            self._confine(shard, raw)
             with self._node_lock(shard, raw):
                 if not self.usable(shard, locked=True):
                     self._discard(shard, raw)
@@ -111,6 +134,15 @@ class ShardPreparer:
                     self._verified(shard, raw)
         self._ready[shard] = True
         return raw
+
+    def _confine(self, shard: int, raw: Path) -> None:
+        """Refuse, before its lock file, download or decompression is created, a shard whose
+        files would land outside its stream's folder (a symbolic link in the way)."""
+        root = self._folder(shard)
+        confine(root, raw)
+        zipped = self.zip_path(shard)
+        if zipped is not None:
+            confine(root, zipped)
 
     def _discard(self, shard: int, raw: Path) -> None:
         """Remove a complete raw file whose digest is wrong, so it is fetched again; where it
@@ -122,8 +154,7 @@ class ShardPreparer:
             raise HashMismatchError(
                 f"{raw}: its {self._algo(shard)} digest differs from the one in the index "
                 "(the stream has no remote to fetch a good copy from)")
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(raw)
+        remove(self._folder(shard), raw)
 
     def usable(self, shard: int, *, locked: bool = False) -> bool:
         """Whether the shard's raw file on disk can be read now: present at the size the index
@@ -237,8 +268,7 @@ class ShardPreparer:
         if algo:
             _verify(raw, _pick(facts.raw_hashes[shard], algo))
         if fetched and not stream.keep_zip:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(zipped)
+            remove(self._folder(shard), zipped)
 
     def _fetch_decompressed(self, shard: int, stream: Stream, raw: Path, algo: str | None
                             ) -> None:

@@ -22,6 +22,7 @@ from streaming.cache.evict import choose_victims, next_use
 from streaming.cache.limit import Footprint, MinimumLimit, check_limit, minimum_limit
 from streaming.cache.prepare import ShardPreparer
 from streaming.errors import CacheLimitError, CacheSpaceError
+from streaming.util.confine import remove
 
 log = logging.getLogger("streaming.cache.engine")
 
@@ -68,7 +69,8 @@ class CacheRoom:
             leaf = {s: (Path(facts.basenames[s]).name,
                         Path(facts.zip_basenames[s]).name if facts.zip_basenames[s] else None)
                     for s in shards}
-            for name in disk.sweep_orphans(folder, files, dict(leaf.values())):
+            root = self.preparer.root(shards[0])
+            for name in disk.sweep_orphans(root, folder, files, dict(leaf.values())):
                 files.pop(name, None)
             for shard in shards:
                 raw_name, zip_name = leaf[shard]
@@ -78,7 +80,7 @@ class CacheRoom:
                     table.disk[shard] = raw + (files.get(zip_name, (0, 0.0))[0] if zip_name
                                                else 0)
                 elif zip_name and zip_name in files:
-                    disk.unlink(folder / zip_name)
+                    remove(root, folder / zip_name)
         table.other_bytes = max(disk.folder_bytes(self.dirs) - int(table.disk.sum()), 0)
 
     def _bring(self, shard: int, farther_than: int) -> Brought:
@@ -226,9 +228,7 @@ class CacheRoom:
 
     def _remove(self, shard: int) -> None:
         """Delete an evicting shard's files and mark it absent (caller holds the lock)."""
-        for path in self._paths(shard):
-            if path is not None:
-                disk.unlink(path)
+        self.preparer.remove_files(shard)
         self.table.disk[shard] = 0
         self.table.state[shard] = tb.ABSENT
         self._count(tb.EVICTIONS)
@@ -295,7 +295,8 @@ class CacheRoom:
         table.state[shard] = tb.ABSENT
         table.reserved[shard] = 0
         table.owner[shard] = 0
-        disk.remove_leftovers(filter(None, self._paths(shard)), stale_only=False)
+        disk.remove_leftovers(self.preparer.root(shard), filter(None, self._paths(shard)),
+                              stale_only=False)
 
     # ----- limits -----------------------------------------------------------------------
     def minimum_limit(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit:

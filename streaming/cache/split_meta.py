@@ -7,8 +7,6 @@ dataset is built, kept beside them and never evicted, so every later read is the
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import TYPE_CHECKING
 from streaming.errors import ObjectNotFoundError
 from streaming.format.compression import decompress_file
 from streaming.format.index import DatasetIndex
+from streaming.util.confine import confine, remove
 from streaming.util.files import has_size
 
 if TYPE_CHECKING:
@@ -44,6 +43,9 @@ def _prepare_one(stream: Stream, entry: dict) -> Path:
     remote = stream.remote_dir is not None
     algo = stream.validate_hash
     zipped = entry.get("zip_meta")
+    confine(stream.local_dir, local)
+    if zipped:
+        confine(stream.local_dir, stream.local_dir / zipped["basename"])
     if not zipped:
         if not remote:
             raise ObjectNotFoundError(f"meta file {local} is missing and the stream has no "
@@ -64,8 +66,7 @@ def _prepare_one(stream: Stream, entry: dict) -> Path:
     decompress_file(packed, local, entry["compression"], expected_size=int(raw["bytes"]),
                     durable=False)
     if fetched and not stream.keep_zip:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(packed)
+        remove(stream.local_dir, packed)
     return local
 
 

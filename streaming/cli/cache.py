@@ -15,6 +15,7 @@ from pathlib import Path
 from streaming.cache.marker import CACHE_MARKER, mark_cache
 from streaming.cache.origin import ORIGIN_FILE, Origin
 from streaming.cli._common import UserError, add_command, human_bytes
+from streaming.util.confine import remove
 
 __all__ = ["CACHE_MARKER", "mark_cache", "register", "run", "shard_files"]
 _SHARD = re.compile(r"^(\.)?shard\.\d{5}\.mds(\.[a-z0-9]+)?(\..*\.tmp)?$")
@@ -66,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
             "dataset whose shards are the only copy"
         )
     for path in files:
-        path.unlink(missing_ok=True)
+        remove(folder, path)
     for record in folder.rglob(ORIGIN_FILE):  # the folder may now cache another remote
-        record.unlink(missing_ok=True)
+        remove(folder, record)
     print(f"removed {len(files)} shard files ({human_bytes(size)}) from {folder}")
     return 0

@@ -29,6 +29,7 @@ from streaming.format.rows import RowCodec
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import validate_file
 from streaming.format.split import meta_path, open_shard
+from streaming.util.confine import confine
 
 EXAMPLES = """
   streaming validate data/corpus
@@ -63,7 +64,7 @@ class ShardChecker:
             return Path(self.root) / basename
         from streaming.storage import fetch, join
 
-        dest = self.scratch / basename
+        dest = confine(self.scratch, self.scratch / basename)
         dest.parent.mkdir(parents=True, exist_ok=True)
         return fetch(join(self.root, basename), dest, expected_size=entry["bytes"])
 

@@ -31,6 +31,7 @@ from streaming.format.index_entries import (
     INDEX_VERSION,
     MAX_RAW_BYTES,
     MIN_RAW_BYTES,
+    check_basename,
     check_compressed_copy,
     check_compression,
     check_file_entry,
@@ -258,6 +259,7 @@ def parse_index(
         raw_bytes[i], zip_bytes[i] = raw_size, zip_size
         basenames.append(raw_name)
         zip_basenames.append(zip_name)
+    _check_side_files(data.get(LENGTHS_KEY), named, source)
     return DatasetIndex(
         shards=shards,
         samples_per_shard=samples,
@@ -272,6 +274,21 @@ def parse_index(
         extra={k: v for k, v in data.items() if k not in ("shards", "version")},
         row_codec=row_codec,
     )
+
+
+def _check_side_files(spec: Any, named: dict[str | None, int], source: str) -> None:
+    """The names of the per-shard side files an index lists (sample lengths) are checked like
+    shard names, and may not name a shard's file or each other; their other fields are checked
+    where they are read."""
+    files = spec.get("files") if isinstance(spec, dict) else None
+    for i, entry in enumerate(files if isinstance(files, list) else []):
+        if not isinstance(entry, dict) or "basename" not in entry:
+            continue
+        where = f"{LENGTHS_KEY} file {i}"
+        name = check_basename(entry["basename"], source=source, where=where)
+        if name in named:
+            raise fail(source, where, f"file {name!r} is also named by shard {named[name]}")
+        named[name] = i
 
 
 def _index_path(path: str | os.PathLike) -> Path:

@@ -27,22 +27,63 @@ def fail(source: str, where: str, what: str) -> IndexFileError:
     return IndexFileError(f"{source}: {where}: {what}")
 
 
+# Names our own bookkeeping uses in a dataset or cache folder: a shard file may not take them.
+RESERVED_NAMES = frozenset({"index.json"})
+MAX_NAME_BYTES = 255  # one path component, as most file systems allow
+MAX_PATH_BYTES = 1024
+# Names that need no closer look: parts of plain characters that start with no dot, each short
+# enough in bytes (millions of shards pass here, so the common case is one regex match).
+_PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62}(?:/[A-Za-z0-9_-][A-Za-z0-9_.-]{0,62})*")
+_UNSAFE_CHAR = re.compile(r"[\x00-\x1f\\]")
+
+
 def check_basename(basename: Any, *, source: str, where: str) -> str:
-    """Accept a relative posix basename that stays inside the dataset folder."""
+    """Accept a relative posix basename that stays inside the dataset folder and cannot be
+    mistaken for one of this library's own files.
+
+    Args:
+        basename: the name as the index gives it.
+        source: the index (for the error message).
+        where: the shard or entry (for the error message).
+
+    Raises:
+        IndexFileError: naming the index, the entry and what is wrong with the name.
+    """
     if not isinstance(basename, str) or not basename:
         raise fail(source, where, f"basename must be a non-empty string, got {basename!r}")
-    bad = None
-    if "\\" in basename or "\x00" in basename:
-        bad = "contains a backslash or NUL byte"
-    elif basename.startswith("/") or re.match(r"^[A-Za-z]:", basename):
-        bad = "is an absolute path"
-    elif ".." in basename.split("/"):
-        bad = "contains '..' and could escape the dataset folder"
-    elif posixpath.normpath(basename) in (".", ""):
-        bad = "names the dataset folder itself"
+    bad = _name_fault(basename)
     if bad:
         raise fail(source, where, f"basename {basename!r} {bad}")
     return basename
+
+
+def _name_fault(name: str) -> str | None:
+    """What makes `name` unsafe as a file name below a dataset folder, or None."""
+    if _PLAIN.fullmatch(name) and len(name) <= MAX_PATH_BYTES:
+        return _reserved(name.rpartition("/")[2])
+    if _UNSAFE_CHAR.search(name):
+        return "contains a backslash, NUL byte or control character"
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        return "is an absolute path"
+    parts = name.split("/")
+    if ".." in parts:
+        return "contains '..' and could escape the dataset folder"
+    if posixpath.normpath(name) in (".", ""):
+        return "names the dataset folder itself"
+    if posixpath.normpath(name) != name:
+        return "is not a plain path (empty or '.' parts, or a trailing '/')"
+    if len(name.encode()) > MAX_PATH_BYTES or any(
+            len(part.encode()) > MAX_NAME_BYTES for part in parts):
+        return (f"is too long (at most {MAX_NAME_BYTES} bytes a part, "
+                f"{MAX_PATH_BYTES} in all)")
+    return _reserved(parts[-1])
+
+
+def _reserved(leaf: str) -> str | None:
+    if leaf in RESERVED_NAMES or leaf.startswith("."):
+        return ("is index.json or a hidden name, which this library keeps for its own files "
+                "(indexes, temp files, locks, the cache's records)")
+    return None
 
 
 def is_count(value: Any) -> bool:

@@ -23,6 +23,7 @@ from streaming.format.encodings.ndarray import parse_ndarray_name
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
 from streaming.format.lengths import value_length
 from streaming.format.shard import ShardReader
+from streaming.util.confine import confine
 from streaming.util.files import has_size
 
 LengthFn = Callable[[Mapping[str, Any]], int]
@@ -274,6 +275,7 @@ def stream_source(stream: Any, index: DatasetIndex,
 
     def fetch(entry: dict[str, Any], dest: Path) -> None:
         if stream.remote_dir is not None:
+            confine(stream.local_dir, dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
             stream.fetch(entry["basename"], dest, expected_size=entry.get("bytes"),
                          expected_hashes=entry.get("hashes") or None)

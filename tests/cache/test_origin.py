@@ -11,6 +11,7 @@ import pytest
 
 from streaming.cache.origin import ORIGIN_FILE, changed_files, file_entries, sync_index
 from streaming.errors import CacheOriginError, ObjectNotFoundError
+from streaming.format.index import parse_index
 
 
 def _index(shards: list[tuple[str, int, str]], lengths: bool = False) -> bytes:
@@ -34,22 +35,22 @@ def _fetcher(text: bytes):
 
 
 def test_changed_entries_name_the_shard_and_its_lengths_file() -> None:
-    old = _index([("a.mds", 10, "1"), ("b.mds", 10, "2")], lengths=True)
-    new = _index([("a.mds", 10, "1"), ("b.mds", 10, "3")], lengths=True)
-    assert sorted(changed_files(file_entries(old), file_entries(new))) == [
+    old = _index([("a.mds", 48, "1"), ("b.mds", 48, "2")], lengths=True)
+    new = _index([("a.mds", 48, "1"), ("b.mds", 48, "3")], lengths=True)
+    entries = [file_entries(parse_index(text, source="index.json")) for text in (old, new)]
+    assert sorted(changed_files(*entries)) == [
         "b.mds", "b.mds.lengths"]
-    assert file_entries(b"not json") == {}
 
 
 def test_sync_drops_changed_files_and_refuses_another_remote(tmp_path: Path) -> None:
     local = tmp_path / "cache"
-    first = _index([("a.mds", 3, "1"), ("0/b.mds", 3, "2")])
+    first = _index([("a.mds", 48, "1"), ("0/b.mds", 48, "2")])
     sync_index(local, "s3://bucket/x/", _fetcher(first))
     (local / "0").mkdir()
     for name in ("a.mds", "0/b.mds"):
         (local / name).write_bytes(b"old")
     assert json.loads((local / ORIGIN_FILE).read_text())["remote"] == "s3://bucket/x"
-    sync_index(local, "s3://bucket/x", _fetcher(_index([("a.mds", 3, "1"), ("0/b.mds", 3, "9")])))
+    sync_index(local, "s3://bucket/x", _fetcher(_index([("a.mds", 48, "1"), ("0/b.mds", 48, "9")])))
     assert (local / "a.mds").exists() and not (local / "0/b.mds").exists()
     with pytest.raises(CacheOriginError, match=r"s3://bucket/x\b.*s3://bucket/y"):
         sync_index(local, "s3://bucket/y", _fetcher(first))
@@ -59,10 +60,10 @@ def test_sync_drops_changed_files_and_refuses_another_remote(tmp_path: Path) -> 
 def test_a_folder_without_record_keeps_only_what_its_own_index_describes(tmp_path: Path) -> None:
     local = tmp_path / "cache"
     local.mkdir()
-    (local / "index.json").write_bytes(_index([("a.mds", 3, "1"), ("b.mds", 3, "2")]))
+    (local / "index.json").write_bytes(_index([("a.mds", 48, "1"), ("b.mds", 48, "2")]))
     for name in ("a.mds", "b.mds", "c.mds"):
         (local / name).write_bytes(b"old")
-    new = _index([("a.mds", 3, "1"), ("b.mds", 3, "5"), ("c.mds", 3, "6")])
+    new = _index([("a.mds", 48, "1"), ("b.mds", 48, "5"), ("c.mds", 48, "6")])
     sync_index(local, "/remote", _fetcher(new))
     assert sorted(p.name for p in local.glob("*.mds")) == ["a.mds"]
 
@@ -90,6 +91,20 @@ def test_a_killed_sync_leaves_nothing_after_the_next_one(tmp_path: Path) -> None
                  local / f".{ORIGIN_FILE}.9.tmp", local / ".streaming-origin.lock"]
     for path in leftovers:
         path.write_bytes(b"x")
-    sync_index(local, "/remote", _fetcher(_index([("a.mds", 3, "1")])))
+    sync_index(local, "/remote", _fetcher(_index([("a.mds", 48, "1")])))
     assert not any(path.exists() for path in leftovers)
     assert sorted(p.name for p in local.iterdir()) == [ORIGIN_FILE, "index.json"]
+
+
+def test_a_folder_whose_own_index_is_not_an_index_drops_what_the_new_one_names(
+        tmp_path: Path) -> None:
+    """Its names are not trusted (nothing it names is removed), and every file the new index
+    names counts as changed, as in a fresh folder."""
+    local = tmp_path / "cache"
+    local.mkdir()
+    (local / "index.json").write_bytes(b"not json")
+    for name in ("a.mds", "keep.txt"):
+        (local / name).write_bytes(b"old")
+    sync_index(local, "/remote", _fetcher(_index([("a.mds", 48, "1")])))
+    assert sorted(p.name for p in local.iterdir() if not p.name.startswith(".")) == [
+        "index.json", "keep.txt"]

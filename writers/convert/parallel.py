@@ -22,6 +22,7 @@ from typing import Any
 
 from streaming.errors import CoordinationError, EncodeError, OutputExistsError
 from streaming.format.index import merge_index
+from streaming.util.confine import confine, remove
 from writers.convert.infer import apply_coercers, coercers
 from writers.convert.position import record_position
 from writers.convert.source import Cursor, Piece, Source, Transform, samples_from
@@ -70,7 +71,7 @@ def convert_piece(job: Job, piece: Piece, report: Callable[[int, int], None]) ->
     """Write one piece as out/partNNNNN (clearing a half-written one first); samples written."""
     folder = job.out / part_name(piece.index)
     if folder.exists():
-        shutil.rmtree(folder)
+        shutil.rmtree(confine(job.out, folder))
     cursor, where = Cursor(), f"{job.source.label} ({part_name(piece.index)})"
     samples = reported_units = reported_samples = 0
     coerce, transform = job.coerce, job.transform
@@ -152,18 +153,21 @@ def load_or_plan(out: Path, key: dict, make_pieces: Callable[[], list[Piece]],
 
 def _clear_conversion(out: Path) -> None:
     """Remove what an earlier conversion or MDSWriter left (root index, plan, part folders,
-    shard files); OutputExistsError naming anything else, raised before anything is removed."""
+    shard files); OutputExistsError naming anything else, and UnsafePathError naming a symbolic
+    link that leads out of `out`, both raised before anything is removed."""
+    for child in out.iterdir():
+        confine(out, child)
     foreign = sorted(child.name for child in out.iterdir() if not _is_conversion_file(child))
     if foreign:
         raise OutputExistsError(
             f"conversion output {out} holds files that are not part of an MDS dataset "
             f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); move them or "
             "choose another directory")
-    (out / "index.json").unlink(missing_ok=True)  # first: it must never name a removed shard
+    remove(out, out / "index.json")  # first: it must never name a removed shard
     for child in out.iterdir():
         if child.is_dir():
             shutil.rmtree(child)
-    (out / PLAN_FILE).unlink(missing_ok=True)
+    remove(out, out / PLAN_FILE)
     clear_dataset_files(out)
 
 
