@@ -57,18 +57,18 @@ def _columns(collection: Any, columns: Mapping[str, str | None] | None,
     if columns is None and transform is not None:
         raise EncodeError("with a transform, pass columns= for the samples it produces")
     given = dict(columns or {})
+    if transform is not None:  # the transform runs on the workers only
+        return {name: enc for name, enc in sorted(given.items()) if enc is not None}
     if _is_frame(collection):
         import pyarrow as pa
 
         head = collection.head(INFER_RECORDS, npartitions=-1, compute=True)
-        base = {} if transform is not None else columns_from_arrow(
-            pa.Table.from_pandas(head, preserve_index=False).schema)
+        base = columns_from_arrow(pa.Table.from_pandas(head, preserve_index=False).schema)
         records = list(_records(head))
     else:
         base, records = {}, list(_records(collection.take(INFER_RECORDS, npartitions=-1,
                                                           warn=False)))
-    samples = [s for r in records for s in samples_from(r, transform, "Dask input")]
-    inferred = infer_columns(samples, {**base, **{k: v for k, v in given.items() if v}})
+    inferred = infer_columns(records, {**base, **{k: v for k, v in given.items() if v}})
     return {name: enc for name, enc in sorted(inferred.items())
             if given.get(name, enc) is not None}
 
