@@ -5,6 +5,7 @@ read_mds reads any MDS dataset back as a Ray Dataset."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -120,3 +121,42 @@ def test_read_mds_maps_types_and_gives_bytes_otherwise(cluster, tmp_path: Path):
     assert merged.column("j").to_pylist()[3] == json.dumps({"i": 3}).encode()
     assert merged.column("m").to_pylist()[3] == bytes([3] * 4)
     assert merged.column("s").to_pylist() == [f"s{i}" for i in range(20)]
+
+
+def _train_loop(config: dict) -> None:
+    """Runs in each TorchTrainer worker: a StreamingDataset built with no world arguments."""
+    from streaming import StreamingDataset
+
+    dataset = StreamingDataset(local=config["data"], shuffle=False, batch_size=4)
+    try:
+        world = dataset.world
+        seen = [int(sample["id"]) for sample in dataset]
+    finally:
+        dataset.close()
+    report = {"rank": world.rank, "ranks": world.world_size, "nodes": world.num_nodes,
+              "local": world.rank_in_node, "ids": seen}
+    Path(config["reports"], f"{world.rank}.json").write_text(json.dumps(report))
+
+
+@pytest.mark.skipif(os.environ.get("MDS_TEST_RAY_TRAIN") != "1",
+                    reason="a real TorchTrainer takes minutes on 2 loaded cores; set "
+                           "MDS_TEST_RAY_TRAIN=1 (tests/integrations/test_ray_world.py covers "
+                           "the variables it sets)")
+def test_streaming_dataset_inside_torch_trainer_finds_its_world(cluster, tmp_path: Path):
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    data = single_writer(tmp_path / "data", rows(0, 64), size_limit=1024)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    trainer = TorchTrainer(
+        _train_loop, train_loop_config={"data": str(data), "reports": str(reports)},
+        scaling_config=ScalingConfig(num_workers=2, use_gpu=False,
+                                     resources_per_worker={"CPU": 0.5}),
+        run_config=RunConfig(storage_path=str(tmp_path / "ray-results")))
+    trainer.fit()
+    got = [json.loads((reports / f"{rank}.json").read_text()) for rank in (0, 1)]
+    assert [(g["rank"], g["ranks"], g["nodes"], g["local"]) for g in got] == [
+        (0, 2, 1, 0), (1, 2, 1, 1)]
+    assert not set(got[0]["ids"]) & set(got[1]["ids"])
+    assert sorted(got[0]["ids"] + got[1]["ids"]) == list(range(64))
