@@ -87,6 +87,18 @@ def read_existing(location: str | os.PathLike) -> Existing | None:
     return Existing(text, list(parsed.shards), dict(parsed.extra))
 
 
+def existing_dataset(mode: str, location: str | os.PathLike,
+                     config: dict[str, Any]) -> Existing | None:
+    """The dataset a writer in `mode` builds on (None for "create" or where there is none);
+    when appending, checked against the writer's shard `config` (check_compatible)."""
+    if mode == "create":
+        return None
+    existing = read_existing(location)
+    if existing is not None and mode == "append":
+        check_compatible(existing, config)
+    return existing
+
+
 def check_compatible(existing: Existing, config: dict[str, Any]) -> None:
     """DatasetMismatchError naming the difference when `config` (a shard config: column names,
     encodings, compression) cannot join the shards of `existing`."""

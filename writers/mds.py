@@ -32,10 +32,9 @@ from streaming.format.sample import SampleCodec
 from streaming.storage.retry import RETRY, UPLOAD_TIMEOUT
 from writers.fast_encode import sample_encoder
 from writers.growth import (
-    check_compatible,
     check_mode,
     combined_document,
-    read_existing,
+    existing_dataset,
     remove_files,
     stale_names,
 )
@@ -44,7 +43,7 @@ from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, 
 from writers.output_dir import clear_files, prepare_directory
 from writers.shard_builder import ShardBuilder
 from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
-from writers.upload import make_uploader, resolve_output, shard_files
+from writers.upload import Uploader, make_uploader, resolve_output, shard_files
 
 log = logging.getLogger(__name__)
 
@@ -104,21 +103,10 @@ class MDSWriter:
         self._config = shard_config(
             names, encodings, self.compression, self.hashes, self.size_limit
         )
-        self._existing = None
-        if self.mode != "create":
-            self._existing = read_existing(self.output.remote or self.directory)
-            if self._existing is not None and self.mode == "append":
-                check_compatible(self._existing, self._config)
+        self._existing = existing_dataset(self.mode, self.output.remote or self.directory,
+                                          self._config)
         self._first_shard = self._existing.next_shard() if self._existing else 0
-        if self.mode == "create":
-            prepare_directory(self.directory, exist_ok, _OWN_FILE, "MDSWriter")
-        else:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        self._uploader = make_uploader(
-            self.output, exist_ok=exist_ok, keep_local=keep_local, retry=self.retry,
-            timeout=self.timeout, max_workers=max(4, self.max_workers),
-            keep=frozenset(self._existing.basenames()) if self._existing else None,
-        )
+        self._uploader = self._prepare(exist_ok, keep_local)
         self._builder = ShardBuilder(config_json(self._config), self.size_limit)
         self._encode = sample_encoder(self._codec)
         self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="mds-writer")
@@ -128,6 +116,18 @@ class MDSWriter:
         self._error: BaseException | None = None
         self._closed = False
         self._progress = _progress_bar(self.directory) if progress_bar else None
+
+    def _prepare(self, exist_ok: bool, keep_local: bool | None) -> Uploader | None:
+        """Make (or, for mode "create", clear) the local folder; the uploader for a remote."""
+        if self.mode == "create":
+            prepare_directory(self.directory, exist_ok, _OWN_FILE, "MDSWriter")
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        return make_uploader(
+            self.output, exist_ok=exist_ok, keep_local=keep_local, retry=self.retry,
+            timeout=self.timeout, max_workers=max(4, self.max_workers),
+            keep=frozenset(self._existing.basenames()) if self._existing else None,
+        )
 
     def get_config(self) -> dict[str, Any]:
         """The shard-writing config every shard header embeds (format, version, columns,

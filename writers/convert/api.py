@@ -128,6 +128,15 @@ def part_count(source: Source, workers: int) -> int:
     return workers * max(1, math.ceil(need / workers))
 
 
+_OPTIONS = ("format", "columns", "transform", "compression", "workers", "ordered", "size_limit",
+            "hashes", "progress", "resume", "timeout")
+
+
+def _options(values: dict[str, Any]) -> dict[str, Any]:
+    """convert()'s options other than source, out, exist_ok and mode, from its locals()."""
+    return {name: values[name] for name in _OPTIONS}
+
+
 def _grow(source: Any, out: str | os.PathLike | tuple, mode: str, options: dict[str, Any],
           started: float) -> Result:
     """convert() with mode "append" or "overwrite": a staged conversion grafted onto `out`."""
@@ -171,11 +180,7 @@ def convert(
     if workers < 1:
         raise ArgumentError(f"workers must be at least 1, got {workers}")
     if check_mode(mode) != "create":
-        options = {"format": format, "columns": columns, "transform": transform,
-                   "compression": compression, "workers": workers, "ordered": ordered,
-                   "size_limit": size_limit, "hashes": hashes, "progress": progress,
-                   "resume": resume, "timeout": timeout}
-        return _grow(source, out, mode, options, started)
+        return _grow(source, out, mode, _options(locals()), started)
     if size_limit is not None:
         size_limit = parse_bytes(size_limit)
     # Bad writer options fail before any input is read or any folder is made.
