@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from streaming.errors import EncodeError, require
+from writers.convert.arrow_rows import arrow_records
 from writers.convert.infer import apply_coercers, coercers
 from writers.convert.parquet import columns_from_arrow
 from writers.convert.parts import (
@@ -62,8 +63,8 @@ def _samples(blocks: Iterable[Any], columns: dict[str, str], transform: Transfor
 
     coerce = coercers(columns)
     for block in blocks:
-        for row in BlockAccessor.for_block(block).iter_rows(public_row_format=True):
-            for sample in samples_from(dict(row), transform, where):
+        for record in arrow_records(BlockAccessor.for_block(block).to_arrow()):
+            for sample in samples_from(record, transform, where):
                 yield apply_coercers(sample, coerce, where)
 
 
