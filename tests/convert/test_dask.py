@@ -71,11 +71,22 @@ def test_bag_with_inferred_columns_straight_to_s3(client, s3_env, tmp_path: Path
     result = dask_to_mds(db.from_sequence(rows(0, 200), npartitions=4), url, size_limit=2048)
     assert result["columns"] == {"id": "int", "text": "str", "tokens": "ndarray:int64"}
     assert result["index"] == f"{url}/index.json"
-    ds = StreamingDataset(remote=url, local=str(tmp_path / "cache"))
-    try:
-        assert [int(ds[i]["id"]) for i in range(ds.num_samples)] == list(range(200))
-    finally:
-        ds.close()
+    cache = tmp_path / "cache"
+
+    def read_all() -> list[int]:
+        ds = StreamingDataset(remote=url, local=str(cache))
+        try:
+            return [int(ds[i]["id"]) for i in range(ds.num_samples)]
+        finally:
+            ds.close()
+
+    assert read_all() == list(range(200))
+    cached = {p: p.stat().st_mtime_ns for p in cache.rglob("shard.*")}
+    assert len(cached) > 4
+    dask_to_mds(db.from_sequence(rows(200, 50), npartitions=2), url, size_limit=2048,
+                mode="append")
+    assert read_all() == list(range(250))
+    assert {p: p.stat().st_mtime_ns for p in cached} == cached  # kept, not fetched again
 
 
 def test_a_worker_killed_mid_write_leaves_no_duplicate(client, tmp_path: Path):
