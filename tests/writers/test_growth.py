@@ -114,6 +114,19 @@ def test_overwrite_replaces_after_publishing(tmp_path: Path):
     assert sorted(files(out)) == sorted(["index.json", "notes.txt", *shard_names(out)])
 
 
+def test_an_overwrite_that_fails_before_publishing_leaves_the_old_dataset(tmp_path: Path):
+    out = tmp_path / "ds"
+    write(out, rows(0, 30))
+    before = files(out)
+    with pytest.raises(RuntimeError, match="boom"), MDSWriter(
+            out=out, columns={"id": "int"}, size_limit=256, mode="overwrite") as writer:
+        for sample in rows(100, 40):
+            writer.write({"id": sample["id"]})
+        raise RuntimeError("boom")
+    assert {name: data for name, data in files(out).items() if name in before} == before
+    assert ids(out) == list(range(30))
+
+
 @pytest.mark.slow
 def test_append_and_overwrite_straight_to_s3_with_a_cache(s3_env, tmp_path: Path):
     from streaming import StreamingDataset
