@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streaming.errors import ArgumentError, EncodeError, require
 from writers.convert.infer import apply_coercers, coercers, infer_columns
@@ -24,6 +24,12 @@ from writers.convert.parts import (
     write_part,
 )
 from writers.convert.source import Transform, samples_from
+
+if TYPE_CHECKING:
+    import dask.bag
+    import dask.dataframe
+
+    Collection = dask.dataframe.DataFrame | dask.bag.Bag
 
 INFER_RECORDS = 200
 
@@ -52,7 +58,7 @@ def _write_partition(partition: Any, task: int, target: PartsTarget, columns: di
     return write_part(target, task, columns, samples, writer_args)
 
 
-def _columns(collection: Any, columns: Mapping[str, str | None] | None,
+def _columns(collection: Collection, columns: Mapping[str, str | None] | None,
              transform: Transform | None) -> dict[str, str]:
     if columns is None and transform is not None:
         raise EncodeError("with a transform, pass columns= for the samples it produces")
@@ -74,7 +80,7 @@ def _columns(collection: Any, columns: Mapping[str, str | None] | None,
 
 
 def dask_to_mds(
-    collection: Any,
+    collection: Collection,
     out: str | os.PathLike,
     columns: Mapping[str, str | None] | None = None,
     *,

@@ -60,6 +60,7 @@ class PartsTarget:
         return f"part-{self.first_part + task:05d}"
 
     def part(self, task: int) -> str:
+        """The path or URL of task `task`'s part folder."""
         return join(self.location, self.part_name(task))
 
 
@@ -79,6 +80,7 @@ class PartResult:
 
 
 def is_remote(out: str) -> bool:
+    """Whether `out` is an object-store URL rather than a path or file:// URL."""
     return split_scheme(out)[0] not in ("", "file")
 
 

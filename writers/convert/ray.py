@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streaming.errors import EncodeError, require
 from writers.convert.arrow_rows import arrow_records
@@ -24,6 +24,9 @@ from writers.convert.parts import (
     write_part,
 )
 from writers.convert.source import Transform, samples_from
+
+if TYPE_CHECKING:
+    import ray.data
 
 
 def _datasink_base() -> type:
@@ -68,7 +71,7 @@ def _samples(blocks: Iterable[Any], columns: dict[str, str], transform: Transfor
                 yield apply_coercers(sample, coerce, where)
 
 
-def _columns(ds: Any, columns: Mapping[str, str | None] | None,
+def _columns(ds: ray.data.Dataset, columns: Mapping[str, str | None] | None,
              transform: Transform | None) -> dict[str, str]:
     if columns is None and transform is not None:
         raise EncodeError("with a transform, pass columns= for the samples it produces")
@@ -86,7 +89,7 @@ def _columns(ds: Any, columns: Mapping[str, str | None] | None,
 
 
 def ray_to_mds(
-    ds: Any,
+    ds: ray.data.Dataset,
     out: str | os.PathLike,
     columns: Mapping[str, str | None] | None = None,
     *,
