@@ -1,12 +1,16 @@
-"""Benchmark JSONL -> MDS conversion: 1 vs 2 worker processes, beside the reference writer.
+"""Benchmark JSONL -> MDS conversion: 1 vs 2 worker processes, beside the reference writer and
+the distributed engines (Ray Data, Dask, Spark) at 1 and 2 workers.
 
     .venv/bin/python benchmarks/convert.py            # ~1 GB JSONL (cached in bench-data/)
     .venv/bin/python benchmarks/convert.py --quick    # ~100 MB
+    .venv/bin/python benchmarks/convert.py --engines ray,dask   # which engines (default all)
 
 The corpus is the shared token corpus written as JSON lines (token arrays as JSON lists plus
 text and id). Prints input MB/s per run and the 2-worker scaling factor (target >= 1.8x on two
 cores). When `.bench-venvs/reference` exists, the reference implementation converts the same
 file in the same run (parse each line, then its MDSWriter), in a subprocess with that python.
+Each installed engine converts the same corpus (split into files) in the same run; its rows
+are throughput ratios against the process pool at the same worker count.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _corpus import BENCH_DATA, token_corpus  # noqa: E402
+from _engine_runs import ENGINES, split_corpus  # noqa: E402
 
 from writers.convert import convert  # noqa: E402
 
@@ -100,10 +105,28 @@ def reference(src: Path, out: Path) -> tuple[float, float] | None:
     return float(wall), float(cpu)
 
 
+def engines(src: Path, work: Path, names: list[str], pool: dict[int, float]) -> None:
+    """Rows for the distributed engines: MB/s and the ratio to the process pool."""
+    size = src.stat().st_size
+    folder = split_corpus(src) if names else None
+    for name in names:
+        for workers in (1, 2):
+            try:
+                seconds = ENGINES[name](folder, work / f"{name}{workers}", workers)
+            except ImportError as exc:
+                print(f"{name:<7} skipped ({exc.name} is not installed)")
+                break
+            print(f"{name}, {workers} worker{'s' if workers > 1 else ' '}"
+                  f"{' ' * (10 - len(name))}{size / MB / seconds:8.1f} MB/s  ({seconds:.1f} s, "
+                  f"{pool[workers] / seconds:.2f}x the process pool)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="~100 MB instead of ~1 GB")
     parser.add_argument("--samples", type=int, help="corpus samples (overrides --quick)")
+    parser.add_argument("--engines", default=",".join(ENGINES),
+                        help="distributed engines to compare (comma-separated; '' for none)")
     args = parser.parse_args()
     samples = args.samples or (16_000 if args.quick else 160_000)
     src = make_jsonl(samples)
@@ -121,6 +144,7 @@ def main() -> None:
           f"{two_cpu / gb:.0f} CPU-s/GB)")
     print(f"scaling 2 vs 1     {one / two:8.2f}x  (target >= 1.8x; work overhead of the split "
           f"{two_cpu / one_cpu:.2f}x)")
+    engines(src, work, [e for e in args.engines.split(",") if e], {1: one, 2: two})
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     ref = reference(src, work / "ref")
     if ref is None:

@@ -112,6 +112,10 @@ class OutputExistsError(StreamingError, FileExistsError):
     """A writer's output already holds data and `exist_ok` was not set; the message names it."""
 
 
+class DatasetMismatchError(StreamingError, ValueError):
+    """Shards appended to a dataset differ from its own in columns or compression."""
+
+
 class UnsupportedFeatureError(StreamingError, NotImplementedError):
     """A valid request that this version cannot serve yet (e.g. a remote writer output)."""
 

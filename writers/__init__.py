@@ -1,4 +1,5 @@
-"""Write side: a corpus into MDS shards plus index.json (locally, in parallel, on Spark, to S3)."""
+"""Write side: a corpus into MDS shards plus index.json (locally, in parallel, on Spark, Ray or
+Dask, to S3), and datasets that grow (append) or get replaced (overwrite)."""
 
 from __future__ import annotations
 

@@ -27,16 +27,23 @@ from streaming.errors import (
     FormatError,
     StreamingError,
 )
-from streaming.format.index import write_index
+from streaming.format.index import LENGTHS_KEY, write_index
 from streaming.format.sample import SampleCodec
 from streaming.storage.retry import RETRY, UPLOAD_TIMEOUT
 from writers.fast_encode import sample_encoder
+from writers.growth import (
+    check_mode,
+    combined_document,
+    existing_dataset,
+    remove_files,
+    stale_names,
+)
 from writers.lengths import LengthRecorder, LengthSpec
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
 from writers.output_dir import clear_files, prepare_directory
 from writers.shard_builder import ShardBuilder
 from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
-from writers.upload import make_uploader, resolve_output, shard_files
+from writers.upload import Uploader, make_uploader, resolve_output, shard_files
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +74,12 @@ class MDSWriter:
         timeout: float = UPLOAD_TIMEOUT,
         retry: int = RETRY,
         lengths: LengthSpec | None = None,
+        mode: str = "create",
     ) -> None:
         """`lengths`: a column name or a function of the sample whose value per sample is
         recorded in a side file per shard (docs/packing.md); `retry`: extra attempts per file
-        upload. The other arguments are described in docs/writing.md."""
+        upload; `mode`: "create", "append" or "overwrite" (writers/growth.py). The other
+        arguments are described in docs/writing.md."""
         self.retry = int(retry)
         if not columns:
             raise FormatError("MDSWriter needs at least one column in `columns`")
@@ -90,14 +99,14 @@ class MDSWriter:
         if self.max_workers < 1:
             raise ArgumentError(f"max_workers must be at least 1, got {max_workers}")
 
-        prepare_directory(self.directory, exist_ok, _OWN_FILE, "MDSWriter")
-        self._uploader = make_uploader(
-            self.output, exist_ok=exist_ok, keep_local=keep_local, retry=self.retry,
-            timeout=self.timeout, max_workers=max(4, self.max_workers),
-        )
+        self.mode = check_mode(mode)
         self._config = shard_config(
             names, encodings, self.compression, self.hashes, self.size_limit
         )
+        self._existing = existing_dataset(self.mode, self.output.remote or self.directory,
+                                          self._config)
+        self._first_shard = self._existing.next_shard() if self._existing else 0
+        self._uploader = self._prepare(exist_ok, keep_local)
         self._builder = ShardBuilder(config_json(self._config), self.size_limit)
         self._encode = sample_encoder(self._codec)
         self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="mds-writer")
@@ -107,6 +116,18 @@ class MDSWriter:
         self._error: BaseException | None = None
         self._closed = False
         self._progress = _progress_bar(self.directory) if progress_bar else None
+
+    def _prepare(self, exist_ok: bool, keep_local: bool | None) -> Uploader | None:
+        """Make (or, for mode "create", clear) the local folder; the uploader for a remote."""
+        if self.mode == "create":
+            prepare_directory(self.directory, exist_ok, _OWN_FILE, "MDSWriter")
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        return make_uploader(
+            self.output, exist_ok=exist_ok, keep_local=keep_local, retry=self.retry,
+            timeout=self.timeout, max_workers=max(4, self.max_workers),
+            keep=frozenset(self._existing.basenames()) if self._existing else None,
+        )
 
     def get_config(self) -> dict[str, Any]:
         """The shard-writing config every shard header embeds (format, version, columns,
@@ -133,7 +154,7 @@ class MDSWriter:
         """Hand the current shard (possibly empty, as the reference writer does) to the pool."""
         raw, buf, samples = self._builder.take()
         lengths = self._lengths.take() if self._lengths is not None else None
-        basename = f"shard.{len(self._futures):05d}.mds"
+        basename = f"shard.{self._first_shard + len(self._futures):05d}.mds"
         self._acquire_slot()
         try:
             future = self._pool.submit(self._write_shard, basename, raw, buf, samples, lengths)
@@ -197,9 +218,12 @@ class MDSWriter:
                 self._flush()
             entries = self._wait_all()
             extra = self._lengths.index_extra(entries) if self._lengths is not None else None
-            write_index(self.directory, entries, extra)
+            shards, extra = combined_document(self._existing, self.mode, entries, extra)
+            write_index(self.directory, shards, extra)
             if self._uploader is not None:
                 self._uploader.publish()
+            if self.mode == "overwrite":
+                self._remove_replaced(entries, extra)
         except DeadlineExceeded:
             hung = True
             raise
@@ -210,10 +234,24 @@ class MDSWriter:
         finally:
             self._shutdown(wait=not hung)
 
+    def _remove_replaced(self, entries: list[dict[str, Any]], extra: dict[str, Any]) -> None:
+        """After the new index is published: delete the replaced dataset's files."""
+        if self._existing is None:
+            return
+        kept = [entry[key]["basename"] for entry in entries
+                for key in ("raw_data", "zip_data") if entry.get(key)]
+        kept += [f["basename"] for f in extra.get(LENGTHS_KEY, {}).get("files", [])]
+        remove_files(self._existing.location, stale_names(self._existing, kept))
+
     def _discard_files(self) -> None:
         """Remove the shard files this writer made: without an index nobody can read them,
         and after a full disk they hold the space the user needs back."""
-        clear_dataset_files(self.directory)
+        if self.mode == "create":
+            clear_dataset_files(self.directory)
+        else:  # only our own shards: the existing dataset stays whole
+            for n in range(self._first_shard, self._first_shard + len(self._futures)):
+                for path in self.directory.glob(f"shard.{n:05d}.mds*"):
+                    path.unlink(missing_ok=True)
         for path in self.directory.glob(f"*{TMP_SUFFIX}"):
             path.unlink(missing_ok=True)
 

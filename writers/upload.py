@@ -95,7 +95,10 @@ class Uploader:
     def __init__(
         self, output: Output, *, exist_ok: bool = False, keep_local: bool | None = None,
         retry: int = RETRY, timeout: float = UPLOAD_TIMEOUT, max_workers: int = 4,
+        keep: frozenset[str] | None = None,
     ) -> None:
+        """`keep`: the files of a dataset being appended to or replaced (mode "append" or
+        "overwrite"): the remote dataset is left as it is and none of these is uploaded."""
         if output.remote is None:
             raise ArgumentError("Uploader needs an output with a remote URL")
         self.local, self.remote, self.staging = output.local, output.remote, output.staging
@@ -106,7 +109,8 @@ class Uploader:
         self._backend, root = backend_for(self.remote)
         self._prefix = root.rstrip("/") + "/" if root.rstrip("/") else ""
         self._policy = RetryPolicy(attempts=retry + 1, timeout=self._attempt_timeout)
-        self._stale = self._check_remote(exist_ok)
+        self._keep = keep
+        self._stale = self._check_remote(exist_ok) if keep is None else set()
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="mds-upload")
         # Bounds finished-but-not-uploaded shards, so a slow link cannot fill the local disk.
         self._pending = threading.Semaphore(2 * max_workers)
@@ -227,7 +231,8 @@ class Uploader:
             for name in sorted(files):
                 path = Path(root, name)
                 rel = path.relative_to(self.local).as_posix()
-                if name.startswith(".") or path == index or rel in self._uploaded:
+                if name.startswith(".") or path == index or rel in self._uploaded or (
+                        self._keep is not None and rel in self._keep):
                     continue
                 found.append(path)
         return found

@@ -12,6 +12,7 @@ EXAMPLES = """
   streaming convert logs.tsv data/logs --compression zstd:7 --size-limit 128mb -q
   streaming convert train.parquet data/train --columns tokens:ndarray:int32
   streaming convert hf_saved_dir data/hf --format hf --hashes xxh64
+  streaming convert more.jsonl data/corpus --append
 """
 
 
@@ -47,6 +48,8 @@ def register(sub) -> None:
                    help="discard an earlier, different conversion in OUT instead of refusing")
     p.add_argument("--exist-ok", action="store_true",
                    help="replace an MDS dataset or another conversion already in OUT")
+    p.add_argument("--append", action="store_true",
+                   help="add the input to the MDS dataset in OUT (same columns and compression)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(run=run)
 
@@ -63,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         compression=compression, workers=args.workers, ordered=not args.unordered,
         size_limit=args.size_limit, hashes=hashes, progress=not args.quiet,
         resume=not args.no_resume, exist_ok=args.exist_ok,
+        mode="append" if args.append else "create",
     )
     if not args.quiet:
         reused = f", {result.skipped_parts} reused" if result.skipped_parts else ""

@@ -114,3 +114,24 @@ def test_reference_calling_convention(spark, tmp_path: Path):
     assert got == [2 * i for i in range(30)]
     with pytest.raises(ValueError, match="out"):
         dataframe_to_mds(df, mds_kwargs={"columns": {"id": "int"}})
+
+
+def test_dataframe_to_mds_appends_and_overwrites(spark, tmp_path: Path):
+    from streaming.errors import DatasetMismatchError
+    from writers.convert import dataframe_to_mds
+
+    def frame(start: int, n: int):
+        return spark.createDataFrame(spark.sparkContext.parallelize(
+            [(i, f"t{i}") for i in range(start, start + n)], 2), ["id", "text"])
+
+    out = tmp_path / "out"
+    dataframe_to_mds(frame(0, 20), out)
+    old = (out / "part-00000" / "index.json").read_bytes()
+    result = dataframe_to_mds(frame(20, 10), out, mode="append")
+    assert result["parts"] == 2 and (out / "part-00000" / "index.json").read_bytes() == old
+    assert [g["id"] for g in read_samples(out)] == list(range(30))
+    with pytest.raises(DatasetMismatchError, match="compression"):
+        dataframe_to_mds(frame(0, 4), out, compression=None, mode="append")
+    dataframe_to_mds(frame(100, 6), out, mode="overwrite")
+    assert [g["id"] for g in read_samples(out)] == list(range(100, 106))
+    assert sorted(p.name for p in out.iterdir()) == ["index.json", "part-00004", "part-00005"]

@@ -25,6 +25,17 @@ def test_import_streaming_does_not_import_frameworks() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_import_streaming_and_writers_does_not_import_ray_or_dask() -> None:
+    code = ("import sys, streaming, streaming.integrations, writers, writers.convert\n"
+            "from streaming import StreamingDataset\n"
+            "from writers.convert import ray_to_mds, dask_to_mds, dataframe_to_mds\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'dask', "
+            "'distributed'}))")
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_missing_transformers_names_the_extra() -> None:
     code = ("import sys; sys.modules['transformers'] = None\n"
             "from streaming.errors import MissingExtraError\n"

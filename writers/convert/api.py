@@ -15,6 +15,7 @@ from streaming.errors import ArgumentError, UnsupportedFeatureError
 from streaming.storage.registry import split_scheme
 from streaming.storage.retry import UPLOAD_TIMEOUT
 from streaming.util.units import parse_bytes
+from writers.convert.graft import graft
 from writers.convert.infer import infer_columns
 from writers.convert.parallel import (
     Job,
@@ -27,8 +28,10 @@ from writers.convert.parallel import (
     run_parts,
     writer_args,
 )
+from writers.convert.parts import prepare_target
 from writers.convert.progress import Progress
 from writers.convert.source import Piece, Source, Transform, first_samples
+from writers.growth import check_mode
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes
 from writers.upload import make_uploader, resolve_output
 
@@ -125,6 +128,29 @@ def part_count(source: Source, workers: int) -> int:
     return workers * max(1, math.ceil(need / workers))
 
 
+_OPTIONS = ("format", "columns", "transform", "compression", "workers", "ordered", "size_limit",
+            "hashes", "progress", "resume", "timeout")
+
+
+def _options(values: dict[str, Any]) -> dict[str, Any]:
+    """convert()'s options other than source, out, exist_ok and mode, from its locals()."""
+    return {name: values[name] for name in _OPTIONS}
+
+
+def _grow(source: Any, out: str | os.PathLike | tuple, mode: str, options: dict[str, Any],
+          started: float) -> Result:
+    """convert() with mode "append" or "overwrite": a staged conversion grafted onto `out`."""
+    output = resolve_output(out)
+    target = prepare_target(output.remote or output.local, mode, "convert")
+    check_compression(options["compression"])
+    done: list[Result] = []
+    index = graft(target, options["compression"], lambda staging: done.append(
+        convert(source, staging, exist_ok=True, **options)))
+    location: Any = target.location if target.remote else Path(target.location)
+    return replace(done[0], out=location, index=index if target.remote else Path(index),
+                   seconds=time.monotonic() - started)
+
+
 def convert(
     source: Any,
     out: str | os.PathLike | tuple,
@@ -141,16 +167,20 @@ def convert(
     resume: bool = True,
     timeout: float | None = None,
     exist_ok: bool = False,
+    mode: str = "create",
 ) -> Result:
     """Convert `source` (file path, HF Dataset, or iterable of dicts) to MDS under `out`.
 
     `columns` overrides inferred encodings (None drops a field); `transform(record)` returns
     None, a dict, or several dicts. Parts finished by an interrupted run are reused (resume).
-    `exist_ok` replaces an MDS dataset (or another conversion) already at `out`.
+    `exist_ok` replaces an MDS dataset (or another conversion) already at `out`; `mode`
+    "append" adds to it and "overwrite" replaces it, publishing the new index last.
     """
     started = time.monotonic()
     if workers < 1:
         raise ArgumentError(f"workers must be at least 1, got {workers}")
+    if check_mode(mode) != "create":
+        return _grow(source, out, mode, _options(locals()), started)
     if size_limit is not None:
         size_limit = parse_bytes(size_limit)
     # Bad writer options fail before any input is read or any folder is made.
