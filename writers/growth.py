@@ -25,6 +25,7 @@ from streaming.errors import (
 )
 from streaming.format.index import LENGTHS_KEY, parse_index
 from streaming.storage import backend_for, join
+from streaming.util.confine import remove
 
 MODES = ("create", "append", "overwrite")
 INDEX = "index.json"
@@ -158,11 +159,15 @@ def stale_names(existing: Existing | None, kept: list[str]) -> list[str]:
 def remove_files(location: str, names: list[str]) -> None:
     """Delete `names` (relative to the dataset folder `location`, as validated index basenames)
     and then the local part folders they leave empty."""
+    backend, root = backend_for(location)
+    local = os.path.isdir(root)
     for name in names:
+        if local:  # through the folder's guard: a symbolic link never leads a removal out
+            remove(root, os.path.join(root, name))
+            continue
         backend, path = backend_for(join(location, name))
         backend.delete(path)
-    backend, root = backend_for(location)
-    if os.path.isdir(root):
+    if local:
         for folder in sorted({n.rsplit("/", 1)[0] for n in names if "/" in n}, reverse=True):
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.join(root, folder))

@@ -30,6 +30,7 @@ from streaming.errors import (
 from streaming.format.index import LENGTHS_KEY, write_index
 from streaming.format.sample import SampleCodec
 from streaming.storage.retry import RETRY, UPLOAD_TIMEOUT
+from streaming.util.confine import remove
 from writers.fast_encode import sample_encoder
 from writers.growth import (
     check_mode,
@@ -251,9 +252,9 @@ class MDSWriter:
         else:  # only our own shards: the existing dataset stays whole
             for n in range(self._first_shard, self._first_shard + len(self._futures)):
                 for path in self.directory.glob(f"shard.{n:05d}.mds*"):
-                    path.unlink(missing_ok=True)
+                    remove(self.directory, path)
         for path in self.directory.glob(f"*{TMP_SUFFIX}"):
-            path.unlink(missing_ok=True)
+            remove(self.directory, path)
 
     def _wait_all(self) -> list[dict[str, Any]]:
         deadline = time.monotonic() + self.timeout

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from streaming.format.index import read_index
 from streaming.storage import join, upload
+from streaming.util.confine import confine
 from writers.convert.parts import PartResult, PartsTarget, check_columns, publish_parts
 from writers.growth import INDEX
 
@@ -40,6 +41,7 @@ def _place(part: Path, target: PartsTarget, task: int) -> None:
     """Move (local) or upload (remote) one staged part folder to its new name."""
     destination = target.part(task)
     if not target.remote:
+        confine(target.location, destination)
         if os.path.exists(destination):  # left by an earlier attempt that never published
             shutil.rmtree(destination)
         os.replace(part, destination)

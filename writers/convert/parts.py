@@ -24,6 +24,7 @@ from streaming.format.atomic import atomic_write_bytes
 from streaming.format.index import merge_index, read_index, write_index
 from streaming.storage import backend_for, join
 from streaming.storage.registry import split_scheme
+from streaming.util.confine import confine
 from writers.growth import (
     INDEX,
     Existing,
@@ -126,7 +127,7 @@ def write_part(target: PartsTarget, task: int, columns: dict[str, str],
     if target.remote:
         args["exist_ok"] = True  # a retried task replaces its own part
     elif Path(location).exists():
-        shutil.rmtree(location)
+        shutil.rmtree(confine(target.location, location))
     count = 0
     with MDSWriter(columns=columns, out=location, **args) as writer:
         for sample in samples:
