@@ -79,11 +79,14 @@ def columns(order: EpochOrder, epoch: SlotEpoch, lo: int, hi: int) -> np.ndarray
         bounds = unit_bounds(epoch.global_batch, order.num_canonical)
     units = np.flatnonzero((bounds[:-1] < hi) & (bounds[1:] > lo)
                            & (bounds[1:] > bounds[:-1])).tolist()
-    out = np.empty((max(epoch.batches - epoch.first, 0), hi - lo), dtype=np.int64)
-    if not len(out):
-        return out
+    rows = max(epoch.batches - epoch.first, 0)
+    if not rows:
+        return np.empty((0, hi - lo), dtype=np.int64)
     donors = [] if epoch.donors is None else epoch.donors[units].tolist()
     values = unit_streams(order, epoch.demand, sorted(set(units).union(donors)))
+    if len(units) == 1 and (bounds[units[0]], bounds[units[0] + 1]) == (lo, hi):
+        return epoch.fill(units[0], values)  # the node is exactly one unit: no copy
+    out = np.empty((rows, hi - lo), dtype=np.int64)
     for c in units:
         a, b = int(bounds[c]), int(bounds[c + 1])
         grid = epoch.fill(c, values)

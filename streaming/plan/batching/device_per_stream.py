@@ -94,10 +94,11 @@ def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotE
 
     def fill(c: int, values: dict[int, list[np.ndarray]]) -> np.ndarray:
         own = _sequence(order, shares[c], c, int(real[c]))
-        d = int(donors[c])
-        lent = _sequence(order, shares[d], d, int(batches * slots[c] - real[c]))
-        rows = np.concatenate((_device_batches(*own, shares[c], batch, values[c]),
-                               _device_batches(*lent, shares[d], batch, values[d])))
+        rows = _device_batches(*own, shares[c], batch, values[c])
+        if real[c] < batches * slots[c]:
+            d = int(donors[c])
+            lent = _sequence(order, shares[d], d, int(batches * slots[c] - real[c]))
+            rows = np.concatenate((rows, _device_batches(*lent, shares[d], batch, values[d])))
         return rows.reshape(batches, -1)[first:]
 
     return SlotEpoch(global_batch, batches, first, shares * batch, fill,
