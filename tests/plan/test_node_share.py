@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, global_order, plan_node
+from streaming.plan.batching.stratified import slot_streams
 from streaming.plan.order import EpochOrder
 from tests.plan.helpers import ALGOS, assemble, has_samples, streams, weights_for
 
@@ -167,3 +168,13 @@ def test_a_node_builds_only_its_units_and_their_lenders(method, nodes, canonical
         allowed = set(units).union(*(lenders[c] for c in units))
         assert len(asked) == len(set(asked))  # every source's picks built once
         assert set(asked) <= allowed and set(units) <= set(asked)
+
+
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=6))
+def test_slot_streams_place_slots_as_sorting_their_times(parts) -> None:
+    parts = np.array(parts, dtype=np.int64)
+    stream = np.repeat(np.arange(len(parts)), parts)
+    slot = np.arange(len(stream)) - np.repeat(np.cumsum(parts) - parts, parts)
+    # Slot t of stream s at time (t + 0.5) / part_s; equal times keep the earlier stream first.
+    expected = stream[np.lexsort((stream, (2 * slot + 1) / (2 * parts[stream])))]
+    assert np.array_equal(slot_streams(parts), expected)
