@@ -66,8 +66,9 @@ def unit_bounds(global_batch: int, num_canonical: int) -> np.ndarray:
 def unit_stream_slots(slot_stream: np.ndarray, num_canonical: int, num_streams: int
                       ) -> np.ndarray:
     """int64 [C, S]: slots of each stream inside each unit's block of one global batch."""
-    bounds = unit_bounds(len(slot_stream), num_canonical)
-    unit = np.searchsorted(bounds, np.arange(len(slot_stream)), side="right") - 1
+    size = len(slot_stream)
+    # Slot j lies in the last unit c with c * size // C <= j, i.e. c = ((j + 1) C - 1) // size.
+    unit = ((np.arange(1, size + 1, dtype=np.int64) * num_canonical - 1) // max(size, 1))
     flat = np.bincount(unit * num_streams + slot_stream, minlength=num_canonical * num_streams)
     return flat.reshape(num_canonical, num_streams).astype(np.int64)
 
