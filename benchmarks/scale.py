@@ -225,17 +225,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10M samples, 10k shards only")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per case")
     parser.add_argument("--repeat", type=int, default=2, help="plans timed per case (best)")
+    parser.add_argument("--sizes", default="10000000,100000000,1000000000",
+                        help="samples per epoch (comma-separated)")
+    parser.add_argument("--nodes", default="8,128,1024", help="node counts (comma-separated)")
+    parser.add_argument("--only", choices=("plan", "catalog", "exchange"), default=None)
     args = parser.parse_args()
     if args.quick:
         plan_table([10_000_000], [128], 2, args.timeout, args.repeat)
         catalog_table([10_000], args.timeout)
         exchange_table([8], args.timeout)
         return
-    sizes = [10_000_000, 100_000_000, 1_000_000_000]
-    plan_table(sizes, [8, 128, 1024], 2, args.timeout, args.repeat)
-    plan_table(sizes[-1:], [128], 8, args.timeout, args.repeat)
-    catalog_table([10_000, 100_000, 1_000_000], args.timeout)
-    exchange_table([8, 128], args.timeout)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    nodes = [int(x) for x in args.nodes.split(",")]
+    if args.only in (None, "plan"):
+        plan_table(sizes, nodes, 2, args.timeout, args.repeat)
+        plan_table(sizes[-1:], [128], 8, args.timeout, args.repeat)
+    if args.only in (None, "catalog"):
+        catalog_table([10_000, 100_000, 1_000_000], args.timeout)
+    if args.only in (None, "exchange"):
+        exchange_table([8, 128], args.timeout)
 
 
 if __name__ == "__main__":
