@@ -84,7 +84,12 @@ def _cut(ids: np.ndarray, bounds: np.ndarray, streams: np.ndarray, req: Request
 
 
 def gather(order: EpochOrder, reqs: list[Request]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Each request's ids and piece lengths; every source's picks are built once."""
+    """Each request's ids and piece lengths; every source's picks are built once.
+
+    Args:
+        order: the epoch whose canonical nodes' picks are cut.
+        reqs: the requests, as `requests` returns them.
+    """
     out: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0, np.int64), np.empty(0, np.int64))
                                                 ] * len(reqs)
     by_source: dict[int, list[int]] = {}

@@ -59,13 +59,24 @@ SlotEpochFn = Callable[["EpochOrder", "World", int, int], SlotEpoch]
 
 
 def unit_bounds(global_batch: int, num_canonical: int) -> np.ndarray:
-    """int64 [C + 1]: the slot block of every canonical unit inside a global batch."""
+    """int64 [C + 1]: the slot block of every canonical unit inside a global batch.
+
+    Args:
+        global_batch: slots of a global batch (B).
+        num_canonical: canonical nodes (C).
+    """
     return np.arange(num_canonical + 1, dtype=np.int64) * global_batch // num_canonical
 
 
 def unit_stream_slots(slot_stream: np.ndarray, num_canonical: int, num_streams: int
                       ) -> np.ndarray:
-    """int64 [C, S]: slots of each stream inside each unit's block of one global batch."""
+    """int64 [C, S]: slots of each stream inside each unit's block of one global batch.
+
+    Args:
+        slot_stream: int64 [B] the stream of every slot.
+        num_canonical: canonical nodes (C).
+        num_streams: streams (S).
+    """
     size = len(slot_stream)
     # Slot j lies in the last unit c with c * size // C <= j, i.e. c = ((j + 1) C - 1) // size.
     unit = ((np.arange(1, size + 1, dtype=np.int64) * num_canonical - 1) // max(size, 1))
@@ -74,7 +85,14 @@ def unit_stream_slots(slot_stream: np.ndarray, num_canonical: int, num_streams: 
 
 
 def columns(order: EpochOrder, epoch: SlotEpoch, lo: int, hi: int) -> np.ndarray:
-    """int64 [batches - first, hi - lo]: slots [lo, hi) of the batches from `first` on."""
+    """int64 [batches - first, hi - lo]: slots [lo, hi) of the batches from `first` on.
+
+    Args:
+        order: the epoch.
+        epoch: the method's description of it.
+        lo: first slot asked for.
+        hi: end of the slots asked for.
+    """
     bounds = epoch.bounds
     if bounds is None:
         bounds = unit_bounds(epoch.global_batch, order.num_canonical)
@@ -97,7 +115,15 @@ def columns(order: EpochOrder, epoch: SlotEpoch, lo: int, hi: int) -> np.ndarray
 
 def group_batches(build: SlotEpochFn, order: EpochOrder, world: World, batch: int,
                   start: int) -> tuple[np.ndarray, int]:
-    """[batches, group ranks, batch] for the asking node group: its slots of every batch."""
+    """[batches, group ranks, batch] for the asking node group: its slots of every batch.
+
+    Args:
+        build: the method's SlotEpoch builder.
+        order: the epoch.
+        world: the asking node group's world.
+        batch: per-device batch size.
+        start: resume position (rounded down to a global batch).
+    """
     epoch = build(order, world, batch, start)
     width = world.group_ranks * batch
     lo = world.group * width
@@ -107,7 +133,15 @@ def group_batches(build: SlotEpochFn, order: EpochOrder, world: World, batch: in
 
 def global_sequence(build: SlotEpochFn, order: EpochOrder, world: World, batch: int,
                     start: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """The whole global sequence from the resume batch (ids, padding mask, start used)."""
+    """The whole global sequence from the resume batch (ids, padding mask, start used).
+
+    Args:
+        build: the method's SlotEpoch builder.
+        order: the epoch.
+        world: any world of the job (only the data-parallel rank count matters).
+        batch: per-device batch size.
+        start: resume position (rounded down to a global batch).
+    """
     epoch = build(order, world, batch, start)
     ids = columns(order, epoch, 0, epoch.global_batch).reshape(-1)
     pad = np.zeros(len(ids), dtype=bool)
@@ -118,6 +152,11 @@ def global_sequence(build: SlotEpochFn, order: EpochOrder, world: World, batch: 
 
 def slot_method(name: str, build: SlotEpochFn) -> BatchingMethod:
     """The record of a method described by a SlotEpoch; it needs the batch size and resumes on
-    global batch boundaries."""
+    global batch boundaries.
+
+    Args:
+        name: the method's registered name.
+        build: (order, world, per-device batch, resume position) -> SlotEpoch.
+    """
     return BatchingMethod(name, partial(group_batches, build), partial(global_sequence, build),
                           needs_batch_size=True, batch_aligned_resume=True)

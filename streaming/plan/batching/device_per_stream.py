@@ -76,7 +76,14 @@ def _device_batches(which: np.ndarray, chunk: np.ndarray, shares: np.ndarray, ba
 
 
 def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
-    """The epoch's device_per_stream batches as every unit's per-stream demand and layout."""
+    """The epoch's device_per_stream batches as every unit's per-stream demand and layout.
+
+    Args:
+        order: the epoch.
+        world: the asking world (only the data-parallel rank count matters).
+        batch: per-device batch size.
+        start: resume position (rounded down to a global batch, with a warning).
+    """
     ranks = world.data_parallel_ranks
     global_batch = batch * ranks
     start = round_to_batch(start, global_batch, "device_per_stream")

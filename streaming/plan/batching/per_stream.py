@@ -41,7 +41,14 @@ def _fill(which: np.ndarray, chunk: np.ndarray, counts: np.ndarray, width: int,
 
 
 def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
-    """The epoch's per_stream batches as every unit's per-stream demand and layout."""
+    """The epoch's per_stream batches as every unit's per-stream demand and layout.
+
+    Args:
+        order: the epoch.
+        world: the asking world (only the data-parallel rank count matters).
+        batch: per-device batch size.
+        start: resume position (rounded down to a global batch, with a warning).
+    """
     global_batch = batch * world.data_parallel_ranks
     start = round_to_batch(start, global_batch, "per_stream")
     counts = chunk_counts(order.stream_counts.sum(axis=0), global_batch, "per_stream")

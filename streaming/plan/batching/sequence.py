@@ -54,7 +54,13 @@ def interleave_epoch(order: EpochOrder) -> int:
 
 def chunk_counts(sizes: np.ndarray, unit: int, method: str) -> np.ndarray:
     """int64 [S]: whole chunks of `unit` in each stream's `sizes` samples; PlanError naming
-    `method` when a stream cannot fill a single chunk."""
+    `method` when a stream cannot fill a single chunk.
+
+    Args:
+        sizes: int64 [S] samples of each stream this epoch.
+        unit: samples in a chunk.
+        method: the batching method's name, for the error.
+    """
     counts = sizes.astype(np.int64) // unit
     empty = np.flatnonzero(counts == 0)
     if len(empty):

@@ -49,7 +49,11 @@ def batch_parts(stream_sizes: np.ndarray, global_batch: int) -> np.ndarray:
 def slot_streams(parts: np.ndarray) -> np.ndarray:
     """int64 [B]: the stream of every slot of a global batch, slot t of stream s sitting at
     (t + 0.5) / part_s of the batch (ties to the earlier stream) so the streams interleave
-    evenly. Each slot's place is counted, not sorted: O(B x S)."""
+    evenly. Each slot's place is counted, not sorted: O(B x S).
+
+    Args:
+        parts: int64 [S] slots of each stream in a global batch (`batch_parts`).
+    """
     parts = parts.astype(np.int64)
     out = np.empty(int(parts.sum()), dtype=np.int64)
     for s, p in enumerate(parts.tolist()):
@@ -78,7 +82,14 @@ def _fill(slots: np.ndarray, batches: int, first: int, values: list[np.ndarray])
 
 
 def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
-    """The epoch's stratified batches as every unit's per-stream demand and layout."""
+    """The epoch's stratified batches as every unit's per-stream demand and layout.
+
+    Args:
+        order: the epoch.
+        world: the asking world (only the data-parallel rank count matters).
+        batch: per-device batch size.
+        start: resume position (rounded down to a global batch, with a warning).
+    """
     global_batch = batch * world.data_parallel_ranks
     start = round_to_batch(start, global_batch, "stratified")
     sizes = order.stream_counts.sum(axis=0)
