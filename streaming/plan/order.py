@@ -48,7 +48,9 @@ class EpochOrder:
         self.key = draw_key(cfg.sampling_method, epoch)
         sizes_cs = stream_sizes_by_canonical(self.layout, cfg.num_streams)
         self.extras_cs = canonical_extras(sizes_cs, remainders, cfg.shuffle_seed, self.key)
-        lengths = sizes_cs @ self.copies + self.extras_cs.sum(axis=1)
+        # int64 [C, S]: picks of each stream in each canonical node this epoch.
+        self.stream_counts = sizes_cs * self.copies + self.extras_cs
+        lengths = self.stream_counts.sum(axis=1)
         self.total = int(lengths.sum())
         if cfg.shuffle and not cfg.shard_aware:
             lengths = (self.total - np.arange(num_canonical) + num_canonical - 1) // num_canonical

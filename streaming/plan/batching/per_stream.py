@@ -4,6 +4,10 @@ Each stream's samples (in the random global order's relative order) are cut into
 batches; a stream's last partial batch is left out of the epoch, as in the reference, so no
 sample repeats. Batches of all streams are interleaved with jittered stratification so every
 part of the epoch sees each stream at its rate; without shuffling every epoch has one order.
+
+Each canonical unit (streaming.plan.units) serves its block of every batch: of a batch
+from stream s, its next samples of stream s (its own canonical node's, shuffled, plus what it
+borrows from other units' surplus); a node builds only its own units.
 """
 
 from __future__ import annotations
@@ -12,19 +16,50 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from streaming.plan.batching.sequence import full_chunks, round_to_batch, sequence_method
+from streaming.plan.batching.sequence import (
+    chunk_counts,
+    interleave,
+    interleave_epoch,
+    round_to_batch,
+)
+from streaming.plan.units import SlotEpoch, slot_method, unit_bounds
 
 if TYPE_CHECKING:
     from streaming.plan.order import EpochOrder
     from streaming.plan.world import World
 
 
-def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
-    """Whole global sequence from `start` rounded to a batch (ids, padding mask, start used)."""
+def _fill(which: np.ndarray, chunk: np.ndarray, counts: np.ndarray, width: int,
+          values: list[np.ndarray]) -> np.ndarray:
+    """A unit's rows of the batches (stream `which`, chunk `chunk`): its width of the chunk."""
+    out = np.empty((len(which), width), dtype=np.int64)
+    for s, ids in enumerate(values):
+        rows = np.flatnonzero(which == s)
+        if len(rows):
+            out[rows] = ids[:int(counts[s]) * width].reshape(-1, width)[chunk[rows]]
+    return out
+
+
+def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
+    """The epoch's per_stream batches as every unit's per-stream demand and layout.
+
+    Args:
+        order: the epoch.
+        world: the asking world (only the data-parallel rank count matters).
+        batch: per-device batch size.
+        start: resume position (rounded down to a global batch, with a warning).
+    """
     global_batch = batch * world.data_parallel_ranks
     start = round_to_batch(start, global_batch, "per_stream")
-    ids = full_chunks(order, global_batch, "per_stream")[start:]
-    return ids, np.zeros(len(ids), dtype=bool), start
+    counts = chunk_counts(order.stream_counts.sum(axis=0), global_batch, "per_stream")
+    which, chunk = interleave(counts, order.cfg.shuffle_seed, interleave_epoch(order) + 1)
+    first = start // global_batch
+    widths = np.diff(unit_bounds(global_batch, order.num_canonical))
+
+    def fill(c: int, values: dict[int, list[np.ndarray]]) -> np.ndarray:
+        return _fill(which[first:], chunk[first:], counts, int(widths[c]), values[c])
+
+    return SlotEpoch(global_batch, len(which), first, np.outer(widths, counts), fill)
 
 
-METHOD = sequence_method("per_stream", global_sequence)
+METHOD = slot_method("per_stream", slot_epoch)

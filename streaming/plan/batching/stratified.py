@@ -5,6 +5,10 @@ N, plus one for the streams with the largest remainders until the parts fill B (
 later stream), as in the reference. The epoch ends when the first stream runs out of whole
 parts, so the other streams' leftovers wait for the next epoch's draw. Inside a batch the
 streams are spread evenly, so every device batch gets its share of each.
+
+Each canonical unit (streaming.plan.units) serves its block of every batch from its
+own canonical node's samples of each stream, shuffled, borrowing what it lacks from other
+units' surplus; a node builds only its own units.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from streaming.errors import PlanError
-from streaming.plan.batching.sequence import round_to_batch, sequence_method, stream_orders
+from streaming.plan.batching.sequence import round_to_batch
+from streaming.plan.units import SlotEpoch, slot_method, unit_bounds, unit_stream_slots
 
 if TYPE_CHECKING:
     from streaming.plan.order import EpochOrder
@@ -41,32 +46,68 @@ def batch_parts(stream_sizes: np.ndarray, global_batch: int) -> np.ndarray:
     return parts
 
 
-def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
-    """Whole global sequence from `start` rounded to a batch (ids, padding mask, start used)."""
+def slot_streams(parts: np.ndarray) -> np.ndarray:
+    """int64 [B]: the stream of every slot of a global batch, slot t of stream s sitting at
+    (t + 0.5) / part_s of the batch (ties to the earlier stream) so the streams interleave
+    evenly. Each slot's place is counted, not sorted: O(B x S).
+
+    Args:
+        parts: int64 [S] slots of each stream in a global batch (`batch_parts`).
+    """
+    parts = parts.astype(np.int64)
+    out = np.empty(int(parts.sum()), dtype=np.int64)
+    for s, p in enumerate(parts.tolist()):
+        t = np.arange(p, dtype=np.int64)
+        place = t.copy()
+        for r, q in enumerate(parts.tolist()):
+            if r == s:
+                continue
+            # Slots t' of stream r before slot t of s: (2t' + 1) p < (2t + 1) q, or <= when r < s.
+            x = (2 * t + 1) * q - p
+            before = x // (2 * p) + 1 if r < s else -(-x // (2 * p))
+            place += np.clip(before, 0, q)
+        out[place] = s
+    return out
+
+
+def _fill(slots: np.ndarray, batches: int, first: int, values: list[np.ndarray]) -> np.ndarray:
+    """Unit c's rows from batch `first`: its stream-s slots take stream s's samples in order."""
+    out = np.empty((batches - first, len(slots)), dtype=np.int64)
+    for s, ids in enumerate(values):
+        cols = np.flatnonzero(slots == s)
+        m = len(cols)
+        if m:
+            out[:, cols] = ids[first * m:batches * m].reshape(-1, m)
+    return out
+
+
+def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
+    """The epoch's stratified batches as every unit's per-stream demand and layout.
+
+    Args:
+        order: the epoch.
+        world: the asking world (only the data-parallel rank count matters).
+        batch: per-device batch size.
+        start: resume position (rounded down to a global batch, with a warning).
+    """
     global_batch = batch * world.data_parallel_ranks
     start = round_to_batch(start, global_batch, "stratified")
-    streams = stream_orders(order)
-    sizes = np.array([len(s) for s in streams], dtype=np.int64)
+    sizes = order.stream_counts.sum(axis=0)
     parts = batch_parts(sizes, global_batch)
-    batches = min(len(s) // int(p) for s, p in zip(streams, parts))
+    batches = int((sizes // parts).min())
     if batches == 0:
         raise PlanError(f"batching_method='stratified': the epoch's streams ({sizes.tolist()} "
                         f"samples) do not fill one global batch of {global_batch}")
+    slots = slot_streams(parts)
+    num = order.num_canonical
+    bounds = unit_bounds(global_batch, num)
     first = start // global_batch
-    if first >= batches:
-        return np.empty(0, np.int64), np.empty(0, bool), start
-    # Slot t of stream s sits at (t + 0.5) / part_s of the batch: the streams interleave evenly.
-    stream = np.repeat(np.arange(len(parts)), parts)
-    offsets = np.cumsum(parts) - parts
-    slot = np.arange(global_batch) - offsets[stream]
-    where = np.empty(global_batch, dtype=np.int64)
-    where[np.lexsort((stream, (slot + 0.5) / parts[stream]))] = np.arange(global_batch)
-    out = np.empty((batches - first, global_batch), dtype=np.int64)
-    for s, values in enumerate(streams):
-        p, o = int(parts[s]), int(offsets[s])
-        out[:, where[o:o + p]] = values[first * p:batches * p].reshape(-1, p)
-    ids = out.reshape(-1)
-    return ids, np.zeros(len(ids), dtype=bool), start
+
+    def fill(c: int, values: dict[int, list[np.ndarray]]) -> np.ndarray:
+        return _fill(slots[bounds[c]:bounds[c + 1]], batches, first, values[c])
+
+    demand = unit_stream_slots(slots, num, len(parts)) * batches
+    return SlotEpoch(global_batch, batches, first, demand, fill)
 
 
-METHOD = sequence_method("stratified", global_sequence)
+METHOD = slot_method("stratified", slot_epoch)
