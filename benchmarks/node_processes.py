@@ -13,9 +13,13 @@ startup: seconds from `StreamingDataset(...)` to the first batch for one rank of
 the same dataset, each in a fresh interpreter with an empty cache. `--profile` prints the
 128-node start-up's cProfile.
 
+lengths: CPU of a node's 8 ranks each building the dataset and asking len() (what a trainer
+does first), against one of them alone.
+
     .venv/bin/python benchmarks/node_processes.py                # both
     .venv/bin/python benchmarks/node_processes.py startup --samples 20000000 --profile
     .venv/bin/python benchmarks/node_processes.py startup --batching stratified
+    .venv/bin/python benchmarks/node_processes.py lengths --samples 10000000
 
 Prints only; nothing is asserted.
 """
@@ -228,9 +232,49 @@ def startup(samples: int, per_shard: int, rounds: int, profile: bool, batching: 
           f"(its share of the epoch: x{1 / 128:.4f})")
 
 
+def ranks_asking_len(remote: str, local: Path, ranks: int, running: int) -> float:
+    """CPU seconds for `running` of a node's `ranks` (forks of this process) to build the
+    dataset and ask len(), each with a fresh cache of its own."""
+    import resource
+
+    from streaming import StreamingDataset
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    pids = []
+    for rank in range(running):
+        pid = os.fork()
+        if pid == 0:
+            os.environ.update(RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
+                              LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
+                              MASTER_PORT="1", TORCHELASTIC_RUN_ID=local.name)
+            ds = StreamingDataset(remote=remote, local=str(local), batch_size=32, shuffle=True)
+            len(ds)
+            ds.close()
+            os._exit(0)
+        pids.append(pid)
+    if any(os.waitpid(pid, 0)[1] for pid in pids):
+        raise SystemExit("a rank failed")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def lengths(samples: int, per_shard: int, ranks: int) -> None:
+    import torch  # noqa: F401  (imported before forking, as in every rank)
+
+    with tempfile.TemporaryDirectory(prefix="node-len-") as tmp:
+        data = Path(tmp) / "data"
+        data.mkdir()
+        write_replicated(data, max(samples // per_shard, 1), per_shard)
+        one = ranks_asking_len(f"file://{data}", Path(tmp) / "one", ranks, 1)
+        every = ranks_asking_len(f"file://{data}", Path(tmp) / "every", ranks, ranks)
+    print(f"len() on 1 node: {samples:,} samples; CPU of all {ranks} ranks {every:.1f} s "
+          f"= x{every / one:.2f} one rank alone ({one:.1f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", nargs="?", choices=["memory", "startup", "both"], default="both")
+    parser.add_argument("what", nargs="?", choices=["memory", "startup", "lengths", "both"],
+                        default="both")
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--tiny", type=int, default=4096, help="samples of the memory run")
@@ -244,6 +288,8 @@ def main() -> None:
         memory(args.ranks, args.workers, args.tiny)
     if args.what in ("startup", "both"):
         startup(args.samples, args.per_shard, args.rounds, args.profile, args.batching)
+    if args.what == "lengths":
+        lengths(args.samples, args.per_shard, args.ranks)
 
 
 if __name__ == "__main__":
