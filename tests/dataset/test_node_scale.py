@@ -25,7 +25,7 @@ from streaming.plan import World, plan_node
 from tests.dataset.conftest import write_ids
 from tests.dataset.harness import ForkedJob, RankResult, epoch_ids, global_batches
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 N = 1536
 RANKS = 8
@@ -33,7 +33,7 @@ WORKERS = 8
 GLOBAL = 32  # the global batch: 8 ranks x 4 on one node, 16 ranks x 2 on two
 BATCHES = N // GLOBAL
 STOP = 10  # global batches of the second epoch the interrupted job consumes
-JOB_TIMEOUT = 240.0  # 72-144 processes on a loaded 2-core machine
+JOB_TIMEOUT = 420.0  # 72-144 processes on a loaded 2-core machine
 
 
 @pytest.fixture(scope="module")
