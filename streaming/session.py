@@ -107,11 +107,17 @@ class Session:
                                 world.rank_in_node, world.worker)
 
     def samples_per_rank(self) -> int:
-        """Samples each rank yields per epoch under the current config."""
+        """Samples each rank yields per epoch under the current config. With several ranks on
+        the node, the rank counts its own row of the plan the node's first asker published."""
         cfg = self.config_now()
         key = (cfg.num_canonical_nodes, cfg.shuffle_seed)
         if key not in self._per_rank:
-            self._per_rank[key] = int(self.node_plan(cfg, self.world, 0, 0).samples_per_rank)
+            if self.world.ranks_per_node > 1:
+                ids = self.worker_sample_ids(0, 0, self.rank_world())
+                self._per_rank[key] = int(np.count_nonzero(ids >= 0))
+            else:
+                plan = self.node_plan(cfg, self.world, 0, 0)
+                self._per_rank[key] = int(plan.samples_per_rank)
         return self._per_rank[key]
 
     def check_world(self) -> None:

@@ -142,11 +142,11 @@ class EpochOrder:
         out = None
         period = num // math.gcd(num, step)
         stride = step * period // num
-        if period == 1:  # one canonical node, contiguous: a view, no copy
+        if period == 1:  # one canonical node, every stride-th sample: a view, no copy
             seq = self.sequence(int(self.source[first % num]))
             start = first // num
-            if start + count <= len(seq):
-                return seq[start:start + count]
+            if start + stride * (count - 1) < len(seq):
+                return seq[start:start + stride * count:stride]
         for t in range(min(period, count)):
             p = first + t * step
             seq = self.sequence(int(self.source[p % num]))

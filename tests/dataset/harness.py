@@ -7,8 +7,10 @@ file:// source, exactly as separate machines would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from tests.support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("run_rank.py")
+FORKER = Path(__file__).with_name("fork_ranks.py")
 
 
 @dataclass
@@ -56,11 +59,14 @@ class RankResult:
 
 
 class Job:
-    """A running job of nodes x ranks_per_node processes; `wait()` collects the results."""
+    """A running job of nodes x ranks_per_node processes; `wait()` collects the results.
+    `env` adds variables to every rank's environment."""
 
     def __init__(self, workdir: Path, sources: list[str], *, nodes: int = 2,
                  ranks_per_node: int = 2, local_root: Path | None = None,
-                 extra: list[str] | None = None, tag: str = "run") -> None:
+                 extra: list[str] | None = None, tag: str = "run",
+                 env: dict[str, str] | None = None) -> None:
+        extra_env = env or {}
         self.workdir = workdir
         self.tag = tag
         workdir.mkdir(parents=True, exist_ok=True)
@@ -68,15 +74,16 @@ class Job:
         port = free_port()
         self.procs: list[tuple[int, subprocess.Popen, Path]] = []
         for rank in range(world):
-            env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
-                       LOCAL_RANK=str(rank % ranks_per_node),
-                       LOCAL_WORLD_SIZE=str(ranks_per_node), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+            rank_env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
+                            LOCAL_RANK=str(rank % ranks_per_node),
+                            LOCAL_WORLD_SIZE=str(ranks_per_node), MASTER_ADDR="127.0.0.1",
+                            MASTER_PORT=str(port), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+            rank_env.update(extra_env)
             out = workdir / f"{tag}.rank{rank}.jsonl"
             cmd = [sys.executable, str(RUNNER), "--sources", *sources,
                    "--local-root", str(local_root or workdir / "local"), "--out", str(out),
                    *(extra or [])]
-            proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+            proc = subprocess.Popen(cmd, env=rank_env, cwd=REPO, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, text=True)
             self.procs.append((rank, proc, out))
 
@@ -93,6 +100,52 @@ class Job:
                 raise AssertionError(f"{self.tag}: rank {rank} did not finish in {timeout} s:\n"
                                      f"{stderr[-3000:]}") from None
             results.append(RankResult.read(rank, proc.returncode, out, stderr))
+        return results
+
+
+class ForkedJob:
+    """A job whose ranks are forks of one launcher that imported torch once
+    (`fork_ranks.py`): the same processes, environments and outputs as `Job`, without paying
+    torch's import in every rank. `wait()` collects the results."""
+
+    def __init__(self, workdir: Path, sources: list[str], *, nodes: int, ranks_per_node: int,
+                 local_root: Path, extra: list[str], tag: str,
+                 env: dict[str, str] | None = None) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.tag = tag
+        world, port = nodes * ranks_per_node, free_port()
+        self.ranks = [(rank, workdir / f"{tag}.rank{rank}") for rank in range(world)]
+        plan = [{"env": {"RANK": str(rank), "WORLD_SIZE": str(world),
+                         "LOCAL_RANK": str(rank % ranks_per_node),
+                         "LOCAL_WORLD_SIZE": str(ranks_per_node), "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": str(port)},
+                 "argv": ["--sources", *sources, "--local-root", str(local_root),
+                          "--out", f"{base}.jsonl", *extra],
+                 "stderr": f"{base}.err", "rc": f"{base}.rc"} for rank, base in self.ranks]
+        plan_file = workdir / f"{tag}.plan.json"
+        plan_file.write_text(json.dumps(plan))
+        launcher_env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", **(env or {}))
+        self.launcher = subprocess.Popen(
+            [sys.executable, str(FORKER), str(plan_file)], env=launcher_env, cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
+
+    def wait(self, timeout: float) -> list[RankResult]:
+        try:
+            _, stderr = self.launcher.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.launcher.pid, signal.SIGKILL)
+            self.launcher.communicate()
+            late = [rank for rank, base in self.ranks if not Path(f"{base}.rc").exists()]
+            raise AssertionError(f"{self.tag}: ranks {late} did not finish in {timeout} s") \
+                from None
+        assert self.launcher.returncode == 0, stderr[-3000:]
+        results = []
+        for rank, base in self.ranks:
+            code = int(Path(f"{base}.rc").read_text())
+            results.append(RankResult.read(rank, code, Path(f"{base}.jsonl"),
+                                           Path(f"{base}.err").read_text()))
         return results
 
 

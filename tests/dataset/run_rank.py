@@ -1,7 +1,8 @@
 """One rank of a simulated training job (launched by tests/dataset/harness.py).
 
 Reads its topology from RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT,
-joins a gloo process group, iterates a StreamingDataset through a StreamingDataLoader and writes
+joins a gloo process group (unless --no-dist: then the dataset finds its place from those
+variables alone), iterates a StreamingDataset through a StreamingDataLoader and writes
 one JSON line per batch (the `id` column of its samples) to --out.
 """
 
@@ -32,6 +33,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--resume", default=None, help="state JSON file to load first")
     p.add_argument("--kill-worker-after", type=int, default=None)
     p.add_argument("--persistent", action="store_true")
+    p.add_argument("--no-dist", action="store_true", help="no torch.distributed process group")
     return p.parse_args()
 
 
@@ -41,9 +43,10 @@ def main() -> int:
 
     from streaming import Stream, StreamingDataLoader, StreamingDataset
 
-    dist.init_process_group("gloo", init_method="env://",
-                            timeout=datetime.timedelta(seconds=60))
-    rank = dist.get_rank()
+    if not args.no_dist:
+        dist.init_process_group("gloo", init_method="env://",
+                                timeout=datetime.timedelta(seconds=60))
+    rank = int(os.environ["RANK"])
     node = rank // int(os.environ["LOCAL_WORLD_SIZE"])
     streams = [
         Stream(remote=src, local=str(Path(args.local_root) / f"node{node}" / f"s{i}"),
@@ -56,7 +59,8 @@ def main() -> int:
                                  persistent_workers=args.persistent and args.workers > 0)
     if args.resume:
         loader.load_state_dict(json.loads(Path(args.resume).read_text()))
-    dist.barrier()
+    if not args.no_dist:
+        dist.barrier()
     with open(args.out, "w") as out:
         out.write(json.dumps({"len": len(ds), "rank": rank}) + "\n")
         try:
