@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from streaming import transport
 from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.coord.proc import ProcessId
-from streaming.loader_checks import check_batch_size
+from streaming.loader_checks import check_batch_size, check_resumable
 from streaming.loader_next import unannotated
 from streaming.world_detect import worker_slot
 
@@ -131,6 +131,7 @@ class StreamingDataLoader(DataLoader):
         self.num_samples_yielded = 0
         self._running_len: int | None = None
         self._finished = False  # the last iteration ran to its end
+        check_resumable(self.dataset, self.num_workers, self.batch_size)
 
     __init__.__signature__ = inspect.signature(DataLoader.__init__)  # type: ignore[attr-defined]
 

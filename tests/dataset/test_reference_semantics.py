@@ -51,7 +51,7 @@ def test_one_rank_epoch_is_every_sample_once_and_drop_last_drops_the_tail(two_di
 
 def test_predownload_smaller_than_batch_size_warns(two_dirs) -> None:
     a, _ = two_dirs
-    with pytest.warns(UserWarning, match="predownload"):
+    with pytest.warns(UserWarning, match=r"predownload < batch_size \(4 < 8\)"):
         StreamingDataset(local=a, batch_size=8, predownload=4)
 
 
@@ -135,3 +135,5 @@ def test_an_unknown_sampling_method_carries_the_references_phrase(two_dirs) -> N
     a, _ = two_dirs
     with pytest.raises(ValueError, match=r"Invalid sampling method: wild\..*choose one of"):
         StreamingDataset(local=a, sampling_method="wild")
+    with pytest.raises(ValueError, match=r"Invalid batching method: wild\."):
+        StreamingDataset(local=a, batching_method="wild")
