@@ -84,6 +84,9 @@ class MDSWriter:
         retry: int = RETRY,
         lengths: LengthSpec | None = None,
     ) -> None:
+        """`lengths`: a column name or a function of the sample whose value per sample is
+        recorded in a side file per shard (docs/packing.md); `retry`: extra attempts per file
+        upload. The other arguments are described in docs/writing.md."""
         self.retry = int(retry)
         if not columns:
             raise FormatError("MDSWriter needs at least one column in `columns`")
