@@ -8,8 +8,12 @@ EXTRAS ?= test
 # (and fail under CI=true, where parity must be checked).
 REF_VENV  ?= .venv-reference
 REF_STAMP := $(REF_VENV)/.installed-stamp
+# Composer and llm-foundry (tests/clients) join the test venv without their dependency pins; see
+# tests/support/clients-requirements.txt. The reference (mosaicml-streaming) must never be there.
+CLIENTS_REQ   := tests/support/clients-requirements.txt
+CLIENTS_STAMP := $(VENV)/.clients-stamp
 
-.PHONY: demo test lint bench clean venv azurite reference-venv
+.PHONY: demo test lint bench clean venv azurite reference-venv clients
 
 # Azurite (the Azure Blob Storage emulator the tests start) lives in .node/, never globally.
 AZURITE_VERSION := 3.35.0
@@ -23,6 +27,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
+
+clients: $(CLIENTS_STAMP)
+
+$(CLIENTS_STAMP): $(STAMP) $(CLIENTS_REQ)
+	$(PY) -m pip install -q --no-deps -r $(CLIENTS_REQ)
+	$(PY) -m pip install -q opentelemetry-sdk torch==2.13.0
+	@! $(PY) -m pip show -q mosaicml-streaming 2>/dev/null || \
+	  { echo "mosaicml-streaming is installed in $(VENV): it would shadow this project"; exit 1; }
+	touch $(CLIENTS_STAMP)
 
 reference-venv: $(REF_STAMP)
 
@@ -41,7 +54,7 @@ $(AZURITE_STAMP):
 	npm install --silent --no-audit --no-fund --prefix .node azurite@$(AZURITE_VERSION)
 	touch $(AZURITE_STAMP)
 
-test: $(STAMP) $(AZURITE_STAMP) $(REF_STAMP)
+test: $(STAMP) $(CLIENTS_STAMP) $(AZURITE_STAMP) $(REF_STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
 	STREAMING_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(PY) -m pytest -q -p no:cacheprovider tests
 

@@ -119,6 +119,8 @@ def build_streams(streams: Sequence[Stream] | None, remote: str | None, local: s
 def _streams(streams: Sequence[Stream] | None, remote: str | None, local: str | None,
              split: str | None, stream_name: str,
              stream_config: dict[str, Any] | None) -> list[Stream]:
+    if streams is not None and not list(streams) and (remote is not None or local is not None):
+        streams = None  # an empty list counts as none (llm-foundry passes `streams=[]`)
     if streams is not None:
         if remote is not None or local is not None:
             raise PlanError("pass either `streams` or `remote`/`local`, not both")

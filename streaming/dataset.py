@@ -7,6 +7,7 @@ counter, plan publication and resumption state (`streaming.session`)."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -38,10 +39,40 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     """An iterable (and randomly indexable) dataset over one or more MDS streams.
 
     Iteration yields this rank's share of each epoch in the planned global order; `ds[i]` reads
-    any sample by global id. See docs/dataset.md for every argument.
+    any sample by global id. docs/dataset.md says more about every argument.
 
-    `packing=True` (with `packing_length`, `packing_strategy`, `filter_overlong`, ...) builds a
-    `streaming.packing.streaming.PackedStreamingDataset`, which yields packed batches instead.
+    Args:
+        streams: Streams to mix; exclusive with `remote`/`local` (an empty list counts as none).
+        remote: Source URL or path of a single stream.
+        local: Node-local folder: the cache of `remote`, or the data itself without one.
+        split: Sub-folder of `remote`/`local`.
+        epoch_size: Samples per epoch over all ranks (int or "100k"); None: every sample.
+        predownload: Samples ahead of the reader whose shards are prepared.
+        cache_limit: Bytes (or "10gb") the cache folders of remote streams never exceed.
+        sampling_method: "balanced" or "fixed": how a partly used stream's subset is drawn.
+        sampling_granularity: Consecutive samples drawn per shard at a time.
+        partition_algo: "relaxed" or "orig".
+        num_canonical_nodes: Nodes the global order is planned for, whatever the topology.
+        batch_size: Per-device batch size (needed by batching methods and by resumption with
+            several DataLoader workers).
+        shuffle: Shuffle each epoch.
+        shuffle_algo: "py1e", "py1br", "py1s", "py2s" or "naive".
+        shuffle_seed: Seed of every random choice.
+        shuffle_block_size: Block size of the shard-aware shuffles.
+        batching_method: "random", "stratified", "per_stream" or "device_per_stream".
+        allow_unsafe_types: Allow `pkl` columns.
+        replication: Consecutive ranks that receive identical samples.
+        download_retry: Extra attempts per file copy (streams may override).
+        download_timeout: Seconds per attempt (streams may override).
+        validate_hash: Hash algorithm every shard is checked with before it is served.
+        keep_zip: Keep downloaded compressed shards after decompressing.
+        stream_name: Registered Stream class of the single stream.
+        stream_config: Extra keyword arguments for that Stream class.
+        world: An explicit World instead of detecting it.
+        mix_unit: "samples", or "tokens" to read `proportion` as token shares.
+        lengths_column: The column whose lengths `mix_unit="tokens"` uses.
+        packing: True builds a `streaming.packing.streaming.PackedStreamingDataset` (with
+            `packing_length`, `packing_strategy`, ...), which yields packed batches instead.
     """
 
     def __new__(cls, *args: Any, packing: bool = False, **kwargs: Any) -> Any:
@@ -113,6 +144,10 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             self.session.close()
             raise
         self.rows = Rows(self.catalog, self.cache, self.predownload, fitted.read_shard)
+
+    # inspect.signature(StreamingDataset) reads __new__: show __init__'s keywords instead
+    # (llm-foundry filters its config keys by them).
+    __new__.__signature__ = inspect.signature(__init__)  # type: ignore[attr-defined]
 
     def cache_stats(self) -> CacheStats:
         """What the node's shard cache did so far: hits, misses, downloads, bytes downloaded,
@@ -216,6 +251,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         except Exception as exc:
             self.session.fail(world, exc)
             raise
+        self.session.end()
 
     def _read_rows(self, multiple: int) -> int:
         world = self.session.worker_world()  # its readers take turns along the node's order

@@ -57,6 +57,10 @@ class PlanError(StreamingError, ValueError):
     """Inconsistent planning arguments (mixing, topology, batching, resumption)."""
 
 
+class EmptyEpochError(PlanError, RuntimeError):
+    """The streams hold no samples (an index without shards) or every weight is zero."""
+
+
 class StorageError(StreamingError, OSError):
     """A storage backend failed; the message names the URL."""
 
@@ -164,7 +168,7 @@ class CacheFolderError(StreamingError, OSError):
     the message names the folder."""
 
 
-class CacheOriginError(CacheFolderError):
+class CacheOriginError(CacheFolderError, ValueError):
     """A `local` folder already caches another remote's shards; the message names both."""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -13,7 +14,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from streaming import transport
 from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.coord.proc import ProcessId
-from streaming.loader_checks import check_batch_size
+from streaming.loader_checks import check_batch_size, check_resumable
 from streaming.loader_next import unannotated
 from streaming.world_detect import worker_slot
 
@@ -92,6 +93,14 @@ class StreamingDataLoader(DataLoader):
     neither skips nor repeats them. Works with any dataset that has the StreamingDataset
     `state_dict(num_samples, from_beginning)` / `load_state_dict(obj)` methods. Batches are
     collated by `streaming.collate.collate` unless a `collate_fn` is given (docs/dataset.md).
+    `loader.dataset` is the dataset given, whichever path reads it.
+
+    Args:
+        dataset: The dataset (a StreamingDataset, or any dataset with its state methods).
+        batch_size: Samples per batch (None: the dataset yields whole batches).
+        shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last,
+            timeout, worker_init_fn, multiprocessing_context, generator, prefetch_factor,
+            persistent_workers, pin_memory_device, in_order: As `torch.utils.data.DataLoader`.
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = 1, *args: Any,
@@ -100,15 +109,19 @@ class StreamingDataLoader(DataLoader):
         default_collate = kwargs.get("collate_fn") is None and len(args) < 5
         plain = not args and not any(kwargs.get(k) for k in ("sampler", "batch_sampler",
                                                                 "shuffle"))
+        self._batch_stream: BatchStream | None = None
         if default_collate and plain and batch_size and _batches_supported(dataset):
             # Fast path: workers read and collate whole batches (see BatchStream).
             kwargs["collate_fn"] = _unwrap
-            super().__init__(BatchStream(dataset, batch_size, bool(kwargs.get("drop_last"))),
-                             None, **{k: v for k, v in kwargs.items() if k != "drop_last"})
+            self._batch_stream = BatchStream(dataset, batch_size, bool(kwargs.get("drop_last")))
+            super().__init__(self._batch_stream, None,
+                             **{k: v for k, v in kwargs.items() if k != "drop_last"})
             # DataLoader only forbids re-setting these after __init__; report what the user
-            # asked for (len(loader) then counts batches, as BatchStream's len counts samples).
+            # asked for (len(loader) then counts batches, as the dataset's len counts samples).
+            # `dataset` is the user's; iterators are built over the BatchStream (_get_iterator).
             object.__setattr__(self, "batch_size", batch_size)
             object.__setattr__(self, "drop_last", bool(kwargs.get("drop_last")))
+            object.__setattr__(self, "dataset", dataset)
         else:
             super().__init__(dataset, batch_size, *args, **kwargs)
             if default_collate:
@@ -117,6 +130,10 @@ class StreamingDataLoader(DataLoader):
         self._receiver: transport.Receiver | None = None
         self.num_samples_yielded = 0
         self._running_len: int | None = None
+        self._finished = False  # the last iteration ran to its end
+        check_resumable(self.dataset, self.num_workers, self.batch_size)
+
+    __init__.__signature__ = inspect.signature(DataLoader.__init__)  # type: ignore[attr-defined]
 
     def __len__(self) -> int:
         """Batches of the running iteration (fixed when it starts: DataLoader workers run ahead
@@ -127,20 +144,32 @@ class StreamingDataLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:
         self.num_samples_yielded = 0
-        self._running_len = None
+        self._running_len, self._finished = None, False
         with contextlib.suppress(TypeError, NotImplementedError):  # a dataset without a length
             self._running_len = super().__len__()
         try:
             yield from self._batches()
+            self._finished = True
         finally:
             self._running_len = None
+
+    def _get_iterator(self) -> Any:
+        """torch's iterator, built over the BatchStream on the fast path (its workers read
+        whole batches) while `self.dataset` stays the user's dataset."""
+        if self._batch_stream is None:
+            return super()._get_iterator()
+        object.__setattr__(self, "dataset", self._batch_stream)
+        try:
+            return super()._get_iterator()
+        finally:
+            object.__setattr__(self, "dataset", self._batch_stream.dataset)
 
     def _batches(self) -> Iterator[Any]:
         # Workers send numpy batches (one pickle through the pipe), made tensors here.
         numpy = self._own_collate and self.num_workers > 0 and not self.pin_memory
         receiver = None
-        if isinstance(self.dataset, BatchStream):
-            self.dataset.numpy = numpy
+        if self._batch_stream is not None:
+            self._batch_stream.numpy = numpy
             if numpy:
                 receiver = self._ring_receiver()
         elif self._own_collate and self.batch_sampler is not None:
@@ -163,8 +192,9 @@ class StreamingDataLoader(DataLoader):
         workers (each epoch unless persistent) get a fresh ring namespace."""
         if self._receiver is None or not self.persistent_workers:
             slots = int(self.prefetch_factor or 2) + 2  # + the one being read, + slack
-            self.dataset.ring = (transport.new_token(), slots, ProcessId.current())
-            self._receiver = transport.Receiver(self.dataset.ring[0])
+            assert self._batch_stream is not None
+            self._batch_stream.ring = (transport.new_token(), slots, ProcessId.current())
+            self._receiver = transport.Receiver(self._batch_stream.ring[0])
         return self._receiver
 
     def _data_parallel_ranks(self) -> int:
@@ -175,11 +205,13 @@ class StreamingDataLoader(DataLoader):
         """The dataset's resumption state after the samples this rank's loop has consumed.
 
         Every data-parallel rank consumes the same number of samples per step, so the global
-        count is this rank's count times the number of data-parallel ranks.
+        count is this rank's count times the number of data-parallel ranks. Taken on an epoch's
+        last batch, the state ends that epoch when loaded; taken after the loop over the loader
+        ended, it starts the next epoch.
         """
         if not hasattr(self.dataset, "state_dict"):
             return None
-        consumed = self.num_samples_yielded * self._data_parallel_ranks()
+        consumed = 0 if self._finished else self.num_samples_yielded * self._data_parallel_ranks()
         return self.dataset.state_dict(consumed, False)
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:

@@ -27,3 +27,15 @@ def check_batch_size(dataset: object, batch_size: object) -> None:
             f"batch_size={planned}: the dataset pads its epoch and applies batching_method per "
             f"batch of {planned}, so loader batches straddle planned ones; pass the same value "
             "to both", UserWarning, stacklevel=3)
+
+
+def check_resumable(dataset: object, num_workers: int, batch_size: int | None) -> None:
+    """Warn when a mid-epoch resume of this loader would fail: a dataset without `batch_size`
+    whose samples several workers batch cannot map a position to the workers' batches (a
+    dataset that yields whole batches, `batch_size=None`, places its own)."""
+    if num_workers > 1 and batch_size is not None and hasattr(dataset, "state_dict") and \
+            getattr(dataset, "batch_size", 0) is None:
+        warnings.warn(
+            f"the dataset has no batch_size and this loader has num_workers={num_workers}: "
+            "training runs, but resuming mid-epoch will raise PlanError; pass the loader's "
+            "batch_size to the dataset too", UserWarning, stacklevel=3)

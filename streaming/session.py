@@ -199,14 +199,20 @@ class Session:
                    ) -> dict[str, Any]:
         """Resumption state after `num_samples` global samples of the current epoch (counted
         from where it started, or with `from_beginning` from its first sample); without
-        `num_samples`, the state of this process's iteration (`iteration_state`)."""
+        `num_samples`, the state of this process's iteration (`iteration_state`).
+
+        After an epoch's last sample the state stays in that epoch (`sample_in_epoch` = its
+        size, as the reference saves it): loading it ends that epoch at once, so a trainer
+        that keeps its own epoch counter (Composer) sees the epoch end where it expects it.
+        With no sample counted after an epoch ran to its end (Composer's `1ep` checkpoint),
+        the state is the next epoch's start.
+        """
         if num_samples is None:
             return self.iteration_state()
         epoch, offset = self.epochs.current()
-        sample = num_samples if from_beginning else offset + num_samples
-        if sample >= self.samples_per_rank() * self.world.data_parallel_ranks:
-            epoch, sample = epoch + 1, 0
-        return self.resume_state(epoch, sample)
+        if num_samples == 0 and self.epochs.running_or_next() > epoch:
+            return self.resume_state(epoch + 1, 0)
+        return self.resume_state(epoch, num_samples if from_beginning else offset + num_samples)
 
     def iteration_state(self) -> dict[str, Any]:
         """The state after what this process's iteration has yielded (torchdata's protocol).

@@ -44,6 +44,8 @@ class ResumeState:
             seed = int(obj.get("shuffle_seed", -1))
         except (TypeError, ValueError) as exc:
             raise StateMismatchError(f"resumption state has a non-integer field: {exc}") from None
+        if epoch == -1 and sample == 0:  # the reference's state before any iteration
+            epoch = 0
         if epoch < 0 or sample < 0:
             raise StateMismatchError(f"resumption state has a negative position: {obj!r}")
         return cls(epoch=epoch, sample_in_epoch=sample, num_canonical_nodes=ncn,

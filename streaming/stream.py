@@ -24,6 +24,18 @@ class Stream:
     `remote` may be a URL or a plain path; shards are then copied (and decompressed) into `local`.
     With `remote=None`, `local` is read in place and nothing in it is ever deleted. Knobs left at
     None inherit the dataset's values (see `apply_defaults`).
+
+    Args:
+        remote: Source URL or path of the dataset.
+        local: Node-local folder: the cache of `remote`, or the data itself without one.
+        split: Sub-folder of `remote`/`local`.
+        proportion: Relative weight of this stream in the epoch.
+        repeat: Multiplier of this stream's samples per epoch (fractions allowed).
+        choose: Absolute number of this stream's samples per epoch.
+        download_retry: Extra attempts per file copy (None: the dataset's).
+        download_timeout: Seconds per attempt (None: the dataset's).
+        validate_hash: Hash algorithm shards are checked with (None: the dataset's).
+        keep_zip: Keep downloaded compressed shards (None: the dataset's).
     """
 
     def __init__(

@@ -58,6 +58,22 @@ class MDSWriter:
     """Write dict samples as MDS shards of at most `size_limit` raw bytes under `out`.
 
     Use as a context manager (or call finish()): the index is only written on a clean exit.
+    docs/writing.md says more about every argument.
+
+    Args:
+        columns: Column name -> encoding ("str", "int", "ndarray:int32", "jpeg", ...).
+        out: A local folder, a remote URL, or (local folder, remote URL).
+        compression: "zstd", "zstd:7", "gz", "bz2", "br", "snappy" or None.
+        hashes: Digest algorithms recorded per shard file ("sha1", "xxh64", ...).
+        size_limit: Raw bytes per shard (int or "64mb").
+        keep_local: Keep the local copy of shards uploaded to a remote `out`.
+        progress_bar: Show upload progress.
+        exist_ok: Write into a folder that already holds a dataset (its files are replaced).
+        max_workers: Upload threads.
+        timeout: Seconds `finish()` waits for uploads.
+        retry: Extra attempts per file upload.
+        lengths: A column name, or a function of the sample, whose per-sample length is
+            recorded in a side file per shard (docs/packing.md).
     """
 
     def __init__(

@@ -9,6 +9,7 @@ is written last and atomically.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from collections.abc import Mapping
@@ -123,20 +124,34 @@ class SplitWriter:
 
 class JSONWriter(SplitWriter):
     """Write samples as `json` shards: one `json.dumps(sample, sort_keys=True)` per line.
-    Column types: `str`, `int`, `float`."""
+    Column types: `str`, `int`, `float`.
+
+    Args:
+        columns: Column name -> type.
+        out: A local folder, a remote URL, or (local folder, remote URL).
+        newline: The line separator.
+        compression: "zstd", "gz", "bz2", "br", "snappy" or None.
+        hashes: Digest algorithms recorded per shard file.
+        size_limit: Row bytes per shard (int or "64mb").
+        keep_local: Keep the local copy of shards uploaded to a remote `out`.
+        exist_ok: Write into a folder that already holds a dataset.
+        retry: Extra attempts per file upload.
+        progress_bar, max_workers: Accepted as MDSWriter takes them (writing is synchronous).
+    """
 
     format = "json"
 
     def __init__(self, *, columns: Mapping[str, str], out: Any, newline: str = "\n",
                  compression: str | None = None, hashes: list[str] | None = None,
                  size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
-                 keep_local: bool | None = None, exist_ok: bool = False,
-                 **options: Any) -> None:
+                 keep_local: bool | None = None, exist_ok: bool = False, retry: int = RETRY,
+                 progress_bar: bool = False, max_workers: int | None = None) -> None:
         self.columns = dict(columns)
         self.newline = newline
         super().__init__(JSONRows(columns, newline), out=out, compression=compression,
                          hashes=hashes, size_limit=size_limit, keep_local=keep_local,
-                         exist_ok=exist_ok, **options)
+                         exist_ok=exist_ok, retry=retry, progress_bar=progress_bar,
+                         max_workers=max_workers)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "columns": self.columns, "newline": self.newline}
@@ -144,7 +159,21 @@ class JSONWriter(SplitWriter):
 
 class XSVWriter(SplitWriter):
     """Write samples as separated-value shards (`separator` of any length; values may contain
-    neither it nor the newline). Columns are stored sorted by name, after a header line."""
+    neither it nor the newline). Columns are stored sorted by name, after a header line.
+
+    Args:
+        columns: Column name -> type.
+        out: A local folder, a remote URL, or (local folder, remote URL).
+        separator: The value separator.
+        newline: The line separator.
+        compression: "zstd", "gz", "bz2", "br", "snappy" or None.
+        hashes: Digest algorithms recorded per shard file.
+        size_limit: Row bytes per shard (int or "64mb").
+        keep_local: Keep the local copy of shards uploaded to a remote `out`.
+        exist_ok: Write into a folder that already holds a dataset.
+        retry: Extra attempts per file upload.
+        progress_bar, max_workers: Accepted as MDSWriter takes them (writing is synchronous).
+    """
 
     format = "xsv"
 
@@ -152,15 +181,15 @@ class XSVWriter(SplitWriter):
                  newline: str = "\n", compression: str | None = None,
                  hashes: list[str] | None = None,
                  size_limit: int | str | None = DEFAULT_SIZE_LIMIT,
-                 keep_local: bool | None = None, exist_ok: bool = False,
-                 **options: Any) -> None:
+                 keep_local: bool | None = None, exist_ok: bool = False, retry: int = RETRY,
+                 progress_bar: bool = False, max_workers: int | None = None) -> None:
         self.columns = dict(columns)
         self.separator = separator
         self.newline = newline
         self.rows = XSVRows.sorted(columns, separator, newline, self.format)
         super().__init__(self.rows, out=out, compression=compression, hashes=hashes,
                          size_limit=size_limit, keep_local=keep_local, exist_ok=exist_ok,
-                         **options)
+                         retry=retry, progress_bar=progress_bar, max_workers=max_workers)
 
     def _header(self) -> bytes:
         return self.rows.header()
@@ -173,19 +202,39 @@ class XSVWriter(SplitWriter):
         return config
 
 
+def _fixed_separator() -> inspect.Signature:
+    """XSVWriter's keywords without `separator` (what CSVWriter and TSVWriter pass on)."""
+    sig = inspect.signature(XSVWriter.__init__)
+    return sig.replace(parameters=[p for n, p in sig.parameters.items() if n != "separator"])
+
+
 class CSVWriter(XSVWriter):
-    """`XSVWriter` with the `,` separator and format `csv`."""
+    """`XSVWriter` with the `,` separator and format `csv`.
+
+    Args:
+        columns, out, newline, compression, hashes, size_limit, keep_local, exist_ok, retry,
+            progress_bar, max_workers: As XSVWriter.
+    """
 
     format = "csv"
 
     def __init__(self, *, columns: Mapping[str, str], out: Any, **options: Any) -> None:
         super().__init__(columns=columns, out=out, separator=",", **options)
 
+    __init__.__signature__ = _fixed_separator()  # type: ignore[attr-defined]
+
 
 class TSVWriter(XSVWriter):
-    """`XSVWriter` with the tab separator and format `tsv`."""
+    """`XSVWriter` with the tab separator and format `tsv`.
+
+    Args:
+        columns, out, newline, compression, hashes, size_limit, keep_local, exist_ok, retry,
+            progress_bar, max_workers: As XSVWriter.
+    """
 
     format = "tsv"
 
     def __init__(self, *, columns: Mapping[str, str], out: Any, **options: Any) -> None:
         super().__init__(columns=columns, out=out, separator="\t", **options)
+
+    __init__.__signature__ = _fixed_separator()  # type: ignore[attr-defined]

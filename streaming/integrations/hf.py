@@ -76,14 +76,16 @@ class TrainerBatches:
         self.batches_yielded = 0  # batches read from the loader since this object was made
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        first = True  # a state saved on an epoch's last batch resumes into that epoch's empty end
         while True:
             batches = 0
             for batch in self.loader:
                 batches += 1
                 self.batches_yielded += 1
                 yield to_model_inputs(batch)
-            if batches == 0:
+            if batches == 0 and not first:
                 return
+            first = False
 
     def state_dict(self) -> dict[str, Any] | None:
         return self.loader.state_dict()
@@ -183,15 +185,28 @@ def build_train_loader(source: StreamingDataset | StreamingDataLoader,
                        ) -> StreamingDataLoader:
     """Our loader for `source` with the Trainer's dataloader settings (workers, pinning,
     prefetch). A packing dataset yields whole batches (batch_size=None, its own collator);
-    a plain one is batched by `per_device_train_batch_size` with `collate_fn` or ours."""
+    a plain one is batched by `per_device_train_batch_size` with `collate_fn` or ours.
+
+    The loader draws its workers' seeds from a generator of its own (seeded by `args.seed`),
+    never from torch's global one: the Trainer restores that from a checkpoint before the
+    loader's iterator starts, and a draw there would shift every later dropout mask.
+    """
     if isinstance(source, StreamingDataLoader):
         return source
     if not isinstance(source, StreamingDataset | PackedStreamingDataset):
         raise TrainerSetupError(f"train_dataset must be a StreamingDataset or a "
                                 f"StreamingDataLoader, got {type(source).__name__}")
+    batch = args.per_device_train_batch_size
+    if (isinstance(source, StreamingDataset) and source.batch_size is None
+            and args.dataloader_num_workers > 1):
+        raise TrainerSetupError(
+            f"StreamingDataset without batch_size and dataloader_num_workers="
+            f"{args.dataloader_num_workers}: a mid-epoch resume could not place the workers; "
+            f"pass StreamingDataset(..., batch_size={batch}) (per_device_train_batch_size)")
     options: dict[str, Any] = {
         "num_workers": args.dataloader_num_workers,
         "pin_memory": bool(args.dataloader_pin_memory) and torch.cuda.is_available(),
+        "generator": torch.Generator().manual_seed(int(args.seed)),
     }
     if args.dataloader_num_workers > 0:
         options["persistent_workers"] = args.dataloader_persistent_workers
@@ -204,9 +219,8 @@ def build_train_loader(source: StreamingDataset | StreamingDataLoader,
                 "a packing dataset collates its own batches; pass collator=PackCollator(...) "
                 "to the dataset instead of data_collator to the Trainer")
         return StreamingDataLoader(source, batch_size=None, **options)
-    return StreamingDataLoader(source, batch_size=args.per_device_train_batch_size,
-                               drop_last=args.dataloader_drop_last, collate_fn=collate_fn,
-                               **options)
+    return StreamingDataLoader(source, batch_size=batch, drop_last=args.dataloader_drop_last,
+                               collate_fn=collate_fn, **options)
 
 
 def epoch_batches(loader: StreamingDataLoader, epoch: int) -> int:

@@ -262,6 +262,8 @@ class PackedStreamingDataset(IterableDataset):
         if num_samples is None:
             return self._iteration_state()
         epoch, _ = self.session.epochs.current()
+        if num_samples == 0 and self.session.epochs.running_or_next() > epoch:
+            return self._packed_state(self.session.resume_state(epoch + 1, 0), 0)  # it ended
         packs = num_samples // dp + (0 if from_beginning else self._resume_skip(epoch))
         if packs >= self.rank_packs(epoch).num_packs:
             epoch, packs = epoch + 1, 0

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from streaming.errors import PlanError
+from streaming.errors import EmptyEpochError, PlanError
 from streaming.plan.batching import BATCHINGS
 from streaming.plan.mixing import StreamWeights, parse_epoch_size, stream_targets
 from streaming.plan.partition import PARTITIONS
@@ -28,7 +28,9 @@ def _positive_int(name: str, value: object, allow_none: bool = True) -> None:
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise PlanError(f"{name}={value!r} is unknown; choose one of {list(allowed)}")
+        # "Invalid sampling method: x." is the reference's phrase; users' tests match it.
+        raise PlanError(f"Invalid {name.replace('_', ' ')}: {value}. {name}={value!r} is "
+                        f"unknown; choose one of {list(allowed)}")
 
 
 def _int_array(name: str, value: object) -> np.ndarray:
@@ -102,7 +104,7 @@ class PlanConfig:
         if absolute and requested is not None and requested != int(targets.sum()):
             raise PlanError("epoch_size cannot be combined with absolute weights (repeat/choose)")
         if int(targets.sum()) == 0:
-            raise PlanError("the epoch has no samples (empty streams or zero weights)")
+            raise EmptyEpochError("the epoch has no samples (empty streams or zero weights)")
         targets.setflags(write=False)
         set_ = object.__setattr__
         set_(self, "samples_per_shard", sizes)

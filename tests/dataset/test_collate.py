@@ -98,8 +98,10 @@ def test_batch_path_equals_sample_path(tokens_dir: Path, workers: int) -> None:
     def make() -> StreamingDataset:
         return StreamingDataset(local=tokens_dir, shuffle=True, batch_size=8)
 
-    fast = StreamingDataLoader(make(), batch_size=8, num_workers=workers)
-    assert isinstance(fast.dataset, BatchStream) and fast.batch_size == 8
+    ds = make()
+    fast = StreamingDataLoader(ds, batch_size=8, num_workers=workers)
+    assert isinstance(fast._batch_stream, BatchStream) and fast.batch_size == 8
+    assert fast.dataset is ds  # the user's dataset (llm-foundry's callbacks check its type)
     assert len(fast) == 26 and fast.dataset.size == 203
     slow = DataLoader(make(), batch_size=8, num_workers=workers, collate_fn=collate)
     with warnings.catch_warnings():
@@ -158,7 +160,8 @@ def test_workers_send_numpy_and_the_loop_gets_tensors(tokens_dir: Path, subclass
     cls = Same if subclass else StreamingDataset
     loader = StreamingDataLoader(cls(local=tokens_dir, batch_size=8), batch_size=8,
                                  num_workers=2)
-    assert isinstance(loader.dataset, BatchStream) != subclass
+    assert isinstance(loader._batch_stream, BatchStream) != subclass
+    assert isinstance(loader.dataset, cls)
     batches = list(loader)
     assert all(isinstance(b["id"], torch.Tensor) and isinstance(b["tokens"].values, torch.Tensor)
                and isinstance(b["tokens"].offsets, torch.Tensor) and b["score"].dtype ==

@@ -49,6 +49,19 @@ def test_batch_size_unlike_the_datasets_warns(json_dataset):
         StreamingDataLoader(dataset, batch_size=4)
 
 
+def test_a_dataset_without_batch_size_read_by_several_workers_warns(json_dataset):
+    """Its mid-epoch resume would raise: said when the loader is built, not after training."""
+    dataset = StreamingDataset(local=str(json_dataset))
+    with pytest.warns(UserWarning, match="no batch_size.*num_workers=2.*resuming mid-epoch"):
+        StreamingDataLoader(dataset, batch_size=4, num_workers=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        StreamingDataLoader(dataset, batch_size=4, num_workers=1)
+        StreamingDataLoader(dataset, batch_size=None, num_workers=2)  # whole batches: placed
+        StreamingDataLoader(StreamingDataset(local=str(json_dataset), batch_size=4),
+                            batch_size=4, num_workers=2)
+
+
 def test_collate_keeps_json_dicts_with_different_keys_as_a_list():
     batch = collate([{"id": 1, "meta": {"a": 1}}, {"id": 2, "meta": {"b": 2}}])
     assert batch["meta"] == [{"a": 1}, {"b": 2}]

@@ -51,7 +51,7 @@ def test_one_rank_epoch_is_every_sample_once_and_drop_last_drops_the_tail(two_di
 
 def test_predownload_smaller_than_batch_size_warns(two_dirs) -> None:
     a, _ = two_dirs
-    with pytest.warns(UserWarning, match="predownload"):
+    with pytest.warns(UserWarning, match=r"predownload < batch_size \(4 < 8\)"):
         StreamingDataset(local=a, batch_size=8, predownload=4)
 
 
@@ -79,3 +79,61 @@ def test_a_reference_state_with_another_seed_is_refused_unless_not_strict(two_di
     other = StreamingDataset(local=a, batch_size=4, shuffle=True, shuffle_seed=3)
     assert ids_of(ds) == ids_of(other)[8:]
     assert np.all(np.diff(sorted(ids_of(other))) == 1)
+
+
+def test_a_state_on_the_epochs_last_sample_stays_in_that_epoch(two_dirs) -> None:
+    """Composer's checkpoint on an epoch's last batch: `state_dict(size, True)` is the
+    reference's `{epoch: 0, sample_in_epoch: size}`, and loading it ends epoch 0 at once."""
+    a, _ = two_dirs
+    ds = StreamingDataset(local=a, batch_size=4, shuffle=True, shuffle_seed=7)
+    epochs = [ids_of(ds), ids_of(ds)]
+    again = StreamingDataset(local=a, batch_size=4, shuffle=True, shuffle_seed=7)
+    it = iter(again)
+    for _ in range(30):
+        next(it)
+    state = again.state_dict(30, True)
+    assert (state["epoch"], state["sample_in_epoch"]) == (0, 30)
+    resumed = StreamingDataset(local=a, batch_size=4, shuffle=True, shuffle_seed=7)
+    resumed.load_state_dict(state)
+    assert ids_of(resumed) == []  # the rest of epoch 0
+    assert ids_of(resumed) == epochs[1]
+
+
+def test_a_state_with_nothing_counted_after_an_epoch_ended_starts_the_next(two_dirs) -> None:
+    """Composer's `1ep` checkpoint calls `state_dict(0, True)` once the epoch ran out."""
+    a, _ = two_dirs
+    ds = StreamingDataset(local=a, batch_size=4, shuffle=True, shuffle_seed=7)
+    fresh = ds.state_dict(0, False)  # before any iteration: epoch 0 (the reference says -1)
+    assert (fresh["epoch"], fresh["sample_in_epoch"]) == (0, 0)
+    epochs = [ids_of(ds), ids_of(ds)]
+    once = StreamingDataset(local=a, batch_size=4, shuffle=True, shuffle_seed=7)
+    ids_of(once)
+    state = once.state_dict(0, True)
+    assert (state["epoch"], state["sample_in_epoch"]) == (1, 0)
+    resumed = StreamingDataset(local=a, batch_size=4, shuffle=True, shuffle_seed=7)
+    resumed.load_state_dict(state)
+    assert ids_of(resumed) == epochs[1]
+    before = {"epoch": -1, "sample_in_epoch": 0, "num_canonical_nodes": 1, "shuffle_seed": 7}
+    resumed.load_state_dict(before)  # the reference's state before any iteration
+    assert ids_of(resumed) == epochs[0]
+
+
+def test_an_index_without_shards_raises_the_references_runtime_error(tmp_path) -> None:
+    (tmp_path / "index.json").write_text('{"version": 2, "shards": []}')
+    with pytest.raises(RuntimeError, match="no samples"):
+        StreamingDataset(local=tmp_path)
+
+
+def test_a_cache_of_another_remote_raises_the_references_value_error(two_dirs, tmp_path) -> None:
+    a, b = two_dirs
+    StreamingDataset(remote=str(a), local=tmp_path / "cache").close()
+    with pytest.raises(ValueError, match=str(b)):
+        StreamingDataset(remote=str(b), local=tmp_path / "cache")
+
+
+def test_an_unknown_sampling_method_carries_the_references_phrase(two_dirs) -> None:
+    a, _ = two_dirs
+    with pytest.raises(ValueError, match=r"Invalid sampling method: wild\..*choose one of"):
+        StreamingDataset(local=a, sampling_method="wild")
+    with pytest.raises(ValueError, match=r"Invalid batching method: wild\."):
+        StreamingDataset(local=a, batching_method="wild")

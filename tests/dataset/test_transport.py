@@ -249,7 +249,7 @@ def test_loader_batches_equal_the_in_process_ones(blobs_dir: Path, monkeypatch) 
         same(a, b)
     assert ring.state_dict()["epoch"] == 1
     assert ring._receiver is not None and not ring._receiver.rings  # closed after the epoch
-    assert not ring_files(ring.dataset.ring[0])
+    assert not ring_files(ring._batch_stream.ring[0])
 
 
 def test_slow_consumer_persistent_workers_and_no_leftovers(blobs_dir: Path) -> None:
@@ -262,12 +262,12 @@ def test_slow_consumer_persistent_workers_and_no_leftovers(blobs_dir: Path) -> N
             ids += batch["id"].tolist()
             assert all(len(b) for b in batch["blob"])
         assert sorted(ids) == list(range(96)), epoch
-        tokens.append(ring.dataset.ring[0])
+        tokens.append(ring._batch_stream.ring[0])
     assert tokens[0] == tokens[1]  # persistent workers keep their rings
     assert len(ring._receiver.rings) == 2
     partial = loader(blobs_dir, 2)
     next(iter(partial))
-    names = [partial.dataset.ring[0], tokens[0]]
+    names = [partial._batch_stream.ring[0], tokens[0]]
     del ring, partial
     gc.collect()
     deadline = time.monotonic() + 10

@@ -31,12 +31,12 @@ def write_token_data(out: Path, n: int = 160, seed: int = 0) -> None:
             writer.write({"tokens": ((start + np.arange(size)) % VOCAB).astype(np.int32)})
 
 
-def tiny_gpt2(attn: str = "sdpa", use_cache: bool = True) -> Any:
+def tiny_gpt2(attn: str = "sdpa", use_cache: bool = True, dropout: float = 0.0) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=VOCAB, n_positions=PACKING_LENGTH, n_embd=32, n_layer=2,
-                        n_head=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                        n_head=2, resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
                         bos_token_id=None, eos_token_id=None, use_cache=use_cache)
     model = GPT2LMHeadModel(config)
     model.set_attn_implementation(attn)
@@ -65,13 +65,14 @@ def dataset(data: Path, **options: Any) -> Any:
 
 
 def train(data: Path, out: Path, *, max_steps: int = 20, resume: str | None = None,
-          workers: int = 0, **overrides: Any) -> tuple[Any, list[dict[str, Any]]]:
+          workers: int = 0, dropout: float = 0.0, **overrides: Any
+          ) -> tuple[Any, list[dict[str, Any]]]:
     """Train (or resume) and return the trainer and the recorded forward inputs."""
     from transformers import TrainingArguments
 
     from streaming.integrations.hf import StreamingTrainer
 
-    model = tiny_gpt2()
+    model = tiny_gpt2(dropout=dropout)
     calls = record_forward(model)
     options = {"max_steps": max_steps, "learning_rate": 5e-3, "logging_steps": 1,
                "save_steps": 5, "gradient_accumulation_steps": 2, "report_to": [],

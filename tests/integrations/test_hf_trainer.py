@@ -229,6 +229,28 @@ def test_plain_dataset_with_a_user_collator_resumes_exactly(data, tmp_path) -> N
         assert torch.equal(got["input_ids"], want["input_ids"])
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_resume_with_dropout_on_equals_the_uninterrupted_losses(data, tmp_path, workers) -> None:
+    """Dropout draws from the global generator the Trainer restores from the checkpoint: the
+    loader must not draw from it when its iterator starts."""
+    options = {"max_steps": 6, "save_steps": 3, "workers": workers, "dropout": 0.1}
+    full, _ = train(data, tmp_path / "full", **options)
+    resumed, _ = train(data, tmp_path / "resumed", resume=str(tmp_path / "full" / "checkpoint-3"),
+                       **options)
+    want = losses(full)
+    got = {step: loss for step, loss in losses(resumed).items() if step > 3}  # after the resume
+    assert sorted(got) == [4, 5, 6] and len(want) == 6
+    assert all(abs(got[step] - want[step]) <= 1e-6 for step in got), (got, want)
+
+
+def test_a_plain_dataset_without_batch_size_and_workers_is_refused(data, tmp_path) -> None:
+    """Its mid-epoch resume would need the batch size: refused before training, not after."""
+    with pytest.raises(TrainerSetupError, match="batch_size=4"):
+        StreamingTrainer(model=tiny_gpt2(), train_dataset=StreamingDataset(local=str(data)),
+                         args=args(tmp_path, per_device_train_batch_size=4,
+                                   dataloader_num_workers=2))
+
+
 def test_two_ranks_read_their_own_batches_and_resume_exactly(data, tmp_path) -> None:
     port = free_port()
     record = tmp_path / "rank"

@@ -1,0 +1,86 @@
+"""Composer's Trainer with StreamingDataLoader: checkpoints taken mid-epoch, on the epoch's last
+batch and at `1ep`, each resumed by a new process, continue the uninterrupted run batch for batch
+(one rank, and two ranks over gloo).
+
+Composer imports torchvision at start-up; these runs use the stand-in in tests/support/standins
+(see tests/support/clients.py), since the index's torchvision wheel does not load beside CPU torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support.clients import child_env, require
+from tests.support.processes import free_port
+from writers import MDSWriter
+
+SCRIPT = Path(__file__).with_name("composer_run.py")
+SAMPLES = 96  # 24 batches of 4 per epoch on one rank, 12 per rank on two
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    require("composer")
+    root = tmp_path_factory.mktemp("composer") / "data"
+    with MDSWriter(columns={"id": "int", "x": "float32"}, out=str(root),
+                   size_limit=1 << 9) as writer:
+        for i in range(SAMPLES):
+            writer.write({"id": i, "x": np.float32(i / SAMPLES)})
+    return root
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def launch(argv: list[str], timeout: float, **env_extra: str) -> None:
+    """Run `python argv...` in its own process group, killed whole at the deadline."""
+    env = child_env(**env_extra)
+    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"{argv} did not finish in {timeout}s:\n{out[-4000:]}") from None
+    assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{out[-4000:]}"
+
+
+def run(data: Path, out: Path, ranks: int, load: list[str]) -> None:
+    args = [str(data), str(out)] + [a for ckpt in load for a in ("--load", ckpt)]
+    if ranks == 1:
+        launch([str(SCRIPT), *args], timeout=300)
+        return
+    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
+                "--master_port", str(free_port())]
+    launch([*launcher, str(SCRIPT), *args], timeout=300, NODE_RANK="0")  # Composer reads it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_resumes_equal_the_uninterrupted_run(data, tmp_path, ranks) -> None:
+    run(data, tmp_path, ranks, [])
+    per_epoch = SAMPLES // 4 // ranks
+    ckpts = {"ep0-ba5": 5, f"ep0-ba{per_epoch}": per_epoch, f"1ep/ep1-ba{per_epoch}": per_epoch}
+    paths = [tmp_path / "ckpt" / f"{name}-rank0.pt" for name in ckpts]  # rank 0 saves for all
+    assert all(p.is_file() for p in paths)
+    run(data, tmp_path, ranks, [str(p) for p in paths])
+    fulls = [rows(tmp_path / f"batches-rank{rank}.jsonl") for rank in range(ranks)]
+    for epoch in range(2):  # every sample once per epoch over the ranks
+        part = slice(epoch * per_epoch, (epoch + 1) * per_epoch)
+        assert sorted(i for full in fulls for r in full[part] for i in r["ids"]) == list(
+            range(SAMPLES))
+    for rank, full in enumerate(fulls):
+        assert len(full) == 2 * per_epoch
+        for name, done in ckpts.items():
+            resumed = rows(tmp_path / f"resumed-{Path(name).name}-rank{rank}.jsonl")
+            assert resumed == full[done:], (name, rank)

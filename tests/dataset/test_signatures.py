@@ -1,0 +1,45 @@
+"""The public constructors show their real keywords and defaults (tools such as llm-foundry
+filter config keys by `inspect.signature`; IDEs show it) and document them under `Args:`."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from streaming import Stream, StreamingDataLoader, StreamingDataset
+from writers import MDSWriter
+from writers.split import CSVWriter, JSONWriter, TSVWriter, XSVWriter
+
+EXPECTED = {
+    StreamingDataset: {"streams": None, "remote": None, "local": None, "batch_size": None,
+                       "shuffle": False, "shuffle_algo": "py1e", "shuffle_seed": 9176,
+                       "num_canonical_nodes": None, "packing": False},
+    Stream: {"remote": None, "local": None, "proportion": None, "repeat": None},
+    StreamingDataLoader: {"batch_size": 1, "num_workers": 0, "drop_last": False,
+                          "persistent_workers": False},
+    MDSWriter: {"compression": None, "exist_ok": False, "lengths": None},
+    JSONWriter: {"newline": "\n", "exist_ok": False},
+    XSVWriter: {"separator": inspect.Parameter.empty, "newline": "\n"},
+    CSVWriter: {"newline": "\n", "retry": 2},
+    TSVWriter: {"newline": "\n", "retry": 2},
+}
+
+
+@pytest.mark.parametrize("cls", list(EXPECTED), ids=lambda c: c.__name__)
+def test_signature_lists_the_real_keywords(cls) -> None:
+    params = inspect.signature(cls).parameters
+    kinds = {p.kind for p in params.values()}
+    assert not kinds & {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}, params
+    assert {name: params[name].default for name in EXPECTED[cls]} == EXPECTED[cls]
+    assert "Args:" in (cls.__doc__ or "")
+    if cls in (CSVWriter, TSVWriter):
+        assert "separator" not in params
+
+
+def test_a_subclass_keeps_its_own_signature() -> None:
+    class Text(StreamingDataset):
+        def __init__(self, tokenizer: str, *, local: str) -> None:
+            super().__init__(local=local)
+
+    assert list(inspect.signature(Text).parameters) == ["tokenizer", "local"]
