@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -15,6 +16,7 @@ from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.coord.proc import ProcessId
 from streaming.loader_checks import check_batch_size
 from streaming.loader_next import unannotated
+from streaming.metrics import Meter, StreamCounts, cache_metrics, every_from_env, log, summary
 from streaming.world_detect import worker_slot
 
 
@@ -38,6 +40,15 @@ def batch_length(batch: Any) -> int | None:
 def _batches_supported(dataset: Any) -> bool:
     check = getattr(dataset, "batches_supported", None)
     return bool(check and check() and hasattr(dataset, "iter_batches"))
+
+
+def _stream_counts(dataset: Any) -> StreamCounts | None:
+    """Per-stream counts for a StreamingDataset (other datasets, packed ones included, do
+    not yield the planned samples one for one)."""
+    from streaming.dataset import StreamingDataset
+    from streaming.metrics import stream_counts
+
+    return stream_counts(dataset) if isinstance(dataset, StreamingDataset) else None
 
 
 def _unwrap(batch: Any) -> Any:
@@ -117,6 +128,10 @@ class StreamingDataLoader(DataLoader):
         self._receiver: transport.Receiver | None = None
         self.num_samples_yielded = 0
         self._running_len: int | None = None
+        self._source = dataset
+        self._meter = Meter()
+        self._streams = _stream_counts(dataset)
+        self.metrics_every = every_from_env()  # log a summary every N batches (0: never)
 
     def __len__(self) -> int:
         """Batches of the running iteration (fixed when it starts: DataLoader workers run ahead
@@ -145,18 +160,52 @@ class StreamingDataLoader(DataLoader):
                 receiver = self._ring_receiver()
         elif self._own_collate and self.batch_sampler is not None:
             self.collate_fn = collate_numpy if numpy else collate
+        meter = self._meter
+        meter.start()
+        asked = time.perf_counter_ns()
+        batches = unannotated(super().__iter__())
         try:
-            for batch in unannotated(super().__iter__()):
+            for batch in batches:
                 if receiver is not None:
                     batch = receiver.unpack(batch)
                 if numpy:
                     batch = tensors(batch)
                 size = batch_length(batch)
-                self.num_samples_yielded += size if size is not None else int(self.batch_size or 1)
+                size = size if size is not None else int(self.batch_size or 1)
+                if not self.num_samples_yielded:
+                    self._begin_streams()
+                self.num_samples_yielded += size
+                steps = meter.step(time.perf_counter_ns() - asked, size)
+                if self.metrics_every and not steps % self.metrics_every:
+                    log.info("loader: %s", summary(self.metrics()))
                 yield batch
+                asked = time.perf_counter_ns()
         finally:
+            if self._streams is not None:
+                self._streams.fold(meter.samples)
             if receiver is not None and not self.persistent_workers:
                 receiver.close()
+
+    def _begin_streams(self) -> None:
+        """Point the per-stream counts at the rank's planned order of this iteration."""
+        if self._streams is None:
+            return
+        source = self._source
+        state = source.state_dict(0, False)  # where this iteration started
+        epoch, start = int(state["epoch"]), int(state["sample_in_epoch"])
+        world = source.session.rank_world()
+        self._streams.begin(lambda: source.worker_sample_ids(epoch, start, world),
+                            self._meter.samples)
+
+    def metrics(self) -> dict[str, float]:
+        """What this rank's data path did so far, as a flat dict of floats (keys in
+        docs/dataset.md, "Watching a run"): time to first batch, batches and samples per
+        second, the time the loop waited for data, samples per stream, the cache's counters."""
+        out = self._meter.as_dict()
+        if self._streams is not None:
+            out.update(self._streams.as_dict(self._meter.samples))
+        out.update(cache_metrics(self._source))
+        return out
 
     def _ring_receiver(self) -> transport.Receiver:
         """The receiving end of the workers' shared-memory rings (streaming.transport); new
