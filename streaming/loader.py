@@ -132,6 +132,7 @@ class StreamingDataLoader(DataLoader):
         self._meter = Meter()
         self._streams = _stream_counts(dataset)
         self.metrics_every = every_from_env()  # log a summary every N batches (0: never)
+        self.collect_metrics = True  # False: no timing at all (the overhead benchmark's baseline)
 
     def __len__(self) -> int:
         """Batches of the running iteration (fixed when it starts: DataLoader workers run ahead
@@ -160,8 +161,9 @@ class StreamingDataLoader(DataLoader):
                 receiver = self._ring_receiver()
         elif self._own_collate and self.batch_sampler is not None:
             self.collate_fn = collate_numpy if numpy else collate
-        meter = self._meter
-        meter.start()
+        meter = self._meter if self.collect_metrics else None
+        if meter is not None:
+            meter.start()
         asked = time.perf_counter_ns()
         batches = unannotated(super().__iter__())
         try:
@@ -172,17 +174,20 @@ class StreamingDataLoader(DataLoader):
                     batch = tensors(batch)
                 size = batch_length(batch)
                 size = size if size is not None else int(self.batch_size or 1)
-                if not self.num_samples_yielded:
+                if meter is not None and not self.num_samples_yielded:
                     self._begin_streams()
                 self.num_samples_yielded += size
-                steps = meter.step(time.perf_counter_ns() - asked, size)
-                if self.metrics_every and not steps % self.metrics_every:
-                    log.info("loader: %s", summary(self.metrics()))
+                if meter is not None:
+                    now = time.perf_counter_ns()
+                    steps = meter.step(now - asked, size, now)
+                    if self.metrics_every and not steps % self.metrics_every:
+                        log.info("loader: %s", summary(self.metrics()))
                 yield batch
-                asked = time.perf_counter_ns()
+                if meter is not None:
+                    asked = time.perf_counter_ns()
         finally:
             if self._streams is not None:
-                self._streams.fold(meter.samples)
+                self._streams.fold(self._meter.samples)
             if receiver is not None and not self.persistent_workers:
                 receiver.close()
 

@@ -17,7 +17,7 @@ import numpy as np
 
 log = logging.getLogger("streaming.metrics")
 
-WINDOW = 64  # steps in the "recent" window
+WINDOW = 64  # steps between snapshots of the "recent" figures
 EVERY_ENV = "STREAMING_METRICS_EVERY"
 
 
@@ -37,8 +37,12 @@ class Meter:
     """Steps (batches, or reads of a directly iterated dataset), samples and the time the
     training loop spent blocked waiting for them, since the first `start()`.
 
+    The hot path is `step`: three integer adds and a comparison. Every `window` steps it
+    keeps a snapshot; the recent figures run from the snapshot before the last one to now
+    (between `window` and twice as many steps).
+
     Args:
-        window: steps the recent rates and mean wait are taken over.
+        window: steps between snapshots of the recent figures.
     """
 
     def __init__(self, window: int = WINDOW) -> None:
@@ -48,27 +52,30 @@ class Meter:
         self.steps = 0
         self.samples = 0
         self.wait_ns = 0
-        self._ends = [0] * self.window
-        self._waits = [0] * self.window
-        self._counts = [0] * self.window
+        self._mark_at = 1
+        self._marks: list[tuple[int, int, int, int]] = []  # (time, steps, samples, wait)
 
     def start(self) -> None:
         """Mark the start of iteration (only the first call counts)."""
         if not self.started_ns:
             self.started_ns = time.perf_counter_ns()
 
-    def step(self, wait_ns: int, samples: int) -> int:
-        """Record one step that kept the loop waiting `wait_ns` and delivered `samples`;
-        returns the step count."""
-        now = time.perf_counter_ns()
-        if not self.first_ns:
-            self.first_ns = now
-        k = self.steps % self.window
-        self._ends[k], self._waits[k], self._counts[k] = now, wait_ns, samples
+    def step(self, wait_ns: int, samples: int, now_ns: int) -> int:
+        """Record one step that kept the loop waiting `wait_ns` and delivered `samples` at
+        `now_ns` (time.perf_counter_ns); returns the step count."""
         self.steps += 1
         self.samples += samples
         self.wait_ns += wait_ns
+        if self.steps >= self._mark_at:
+            self._mark(now_ns)
         return self.steps
+
+    def _mark(self, now_ns: int) -> None:
+        if not self.first_ns:
+            self.first_ns = now_ns
+            self._marks = [(self.started_ns, 0, 0, 0)]
+        self._marks = [*self._marks[-1:], (now_ns, self.steps, self.samples, self.wait_ns)]
+        self._mark_at = self.steps + self.window
 
     def as_dict(self) -> dict[str, float]:
         """The meter's figures (zeros before the first step)."""
@@ -80,21 +87,18 @@ class Meter:
         if not self.steps:
             return out
         now = time.perf_counter_ns()
-        elapsed = max(now - self.started_ns, 1)
+        elapsed = max(now - self.started_ns, 1) / 1e9
         out["first_batch_s"] = (self.first_ns - self.started_ns) / 1e9
-        out["elapsed_s"] = elapsed / 1e9
-        out["batches_per_s"] = self.steps / (elapsed / 1e9)
-        out["samples_per_s"] = self.samples / (elapsed / 1e9)
-        out["data_wait_fraction"] = min(self.wait_ns / elapsed, 1.0)
-        n = min(self.steps, self.window)
-        last = (self.steps - 1) % self.window
-        oldest = (self.steps - n) % self.window
-        span = self._ends[last] - (self._ends[oldest] - self._waits[oldest])
-        idx = [(oldest + i) % self.window for i in range(n)]
-        if span > 0:
-            out["recent_batches_per_s"] = n / (span / 1e9)
-            out["recent_samples_per_s"] = sum(self._counts[i] for i in idx) / (span / 1e9)
-        out["recent_data_wait_s"] = sum(self._waits[i] for i in idx) / n / 1e9
+        out["elapsed_s"] = elapsed
+        out["batches_per_s"] = self.steps / elapsed
+        out["samples_per_s"] = self.samples / elapsed
+        out["data_wait_fraction"] = min(self.wait_ns / 1e9 / elapsed, 1.0)
+        then, steps, samples, wait = self._marks[0]
+        span = max(now - then, 1) / 1e9
+        if self.steps > steps:
+            out["recent_batches_per_s"] = (self.steps - steps) / span
+            out["recent_samples_per_s"] = (self.samples - samples) / span
+            out["recent_data_wait_s"] = (self.wait_ns - wait) / 1e9 / (self.steps - steps)
         return out
 
 
@@ -237,7 +241,8 @@ class IterationWatch:
             except StopIteration:
                 self.seen = session.count
                 return
-            self.meter.step(time.perf_counter_ns() - asked, len(chunk))
+            now = time.perf_counter_ns()
+            self.meter.step(now - asked, len(chunk), now)
             yield chunk
 
     def metrics(self) -> dict[str, float]:
