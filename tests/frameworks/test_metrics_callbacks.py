@@ -42,7 +42,8 @@ def test_lightning_logs_loader_metrics(tmp_path):
                         callbacks=[StreamingMetrics(every=5)], enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(Tiny(), _loader(tmp_path))
-    rows = list(csv.DictReader(open(next(tmp_path.rglob("metrics.csv")))))
+    with open(next(tmp_path.rglob("metrics.csv"))) as f:
+        rows = list(csv.DictReader(f))
     logged = [r for r in rows if r.get("data/samples")]
     assert [float(r["data/samples"]) for r in logged] == [20.0, 40.0, 60.0, 80.0]
     assert all(float(r["data/samples_per_s"]) > 0 for r in logged)
