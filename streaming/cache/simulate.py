@@ -77,7 +77,46 @@ class NodeCache:
 
     def run_epoch(self, sequences: Sequence[np.ndarray]) -> EpochCache:
         """Simulate readers reading `sequences` (one shard id per step each) from here."""
+        if self._fits(sequences):
+            return self._without_eviction(sequences)
         return _Epoch(self, [ReaderRuns.of(s, self.predownload) for s in sequences]).run()
+
+    def _fits(self, sequences: Sequence[np.ndarray]) -> bool:
+        """Whether every shard the node holds and will read fits under the limit at once (no
+        eviction can happen)."""
+        if self.limit is None:
+            return True
+        wanted = self.present.copy()
+        for seq in sequences:
+            wanted[np.asarray(seq, np.int64)] = True
+        wanted &= self.cached
+        fp = self.footprint
+        worst = int(fp.transient[wanted].max(initial=0))
+        return int(fp.resident[wanted].sum()) + worst <= self.limit
+
+    def _without_eviction(self, sequences: Sequence[np.ndarray]) -> EpochCache:
+        """The epoch when nothing is evicted: each absent shard is fetched once, when the
+        first reader's prefetch window reaches it (`predownload` steps before its first use)."""
+        first = np.full(len(self.present), np.iinfo(np.int64).max, np.int64)
+        for seq in sequences:
+            seq = np.asarray(seq, np.int64)
+            shards, at = np.unique(seq, return_index=True)
+            np.minimum.at(first, shards, at)
+        new = np.flatnonzero((first < np.iinfo(np.int64).max) & ~self.present & self.cached)
+        new = new[np.argsort(first[new], kind="stable")]
+        before = int(self.disk.sum())
+        resident = self.footprint.resident[new]
+        held = before + np.cumsum(resident)
+        peak = before if not len(new) else int(
+            (held - resident + self.footprint.transient[new] + resident).max())
+        self.present[new] = True
+        self.disk[new] = resident
+        steps = np.maximum(first[new] - self.predownload, 0)
+        trace = np.concatenate([[[0, before]], np.stack([steps, held], axis=1)]) if len(new) \
+            else np.array([[0, before]], np.int64)
+        return EpochCache(len(new), int(self.fetch_bytes[new].sum()), 0, max(peak, before),
+                          np.sort(new), trace.astype(np.int64),
+                          max((len(s) for s in sequences), default=0))
 
 
 class _Epoch:

@@ -49,3 +49,17 @@ def test_a_limit_under_the_shards_in_use_is_refused():
     cache = _cache(4, 150)
     with pytest.raises(CacheLimitError, match="too small"):
         cache.run_epoch([np.array([0, 1]), np.array([2, 3])])
+
+
+def test_the_no_eviction_shortcut_matches_the_stepped_simulation():
+    from streaming.cache.lookahead import ReaderRuns
+    from streaming.cache.simulate import _Epoch
+
+    rng = np.random.default_rng(3)
+    sequences = [np.repeat(rng.integers(0, 30, 40), rng.integers(1, 6, 40)) for _ in range(4)]
+    quick = _cache(30, None, predownload=8).run_epoch(sequences)
+    stepped_cache = _cache(30, None, predownload=8)
+    stepped = _Epoch(stepped_cache, [ReaderRuns.of(s, 8) for s in sequences]).run()
+    assert (quick.downloads, quick.bytes_downloaded, quick.evictions, quick.peak_cache_bytes) == (
+        stepped.downloads, stepped.bytes_downloaded, stepped.evictions, stepped.peak_cache_bytes)
+    assert quick.fetched.tolist() == stepped.fetched.tolist()
