@@ -119,6 +119,7 @@ class StreamCounts:
         self.done = np.zeros(len(self.names), np.int64)
         self._ids: Callable[[], np.ndarray] | None = None
         self._base = 0  # consumed samples counted when the current iteration began
+        self._ended: list[tuple[Callable[[], np.ndarray], int]] = []  # (ids, samples) to count
 
     def begin(self, ids: Callable[[], np.ndarray], consumed: int) -> None:
         """A new iteration reads `ids()` (asked only when counts are wanted) from `consumed`."""
@@ -126,22 +127,25 @@ class StreamCounts:
         self._ids, self._base = ids, consumed
 
     def fold(self, consumed: int) -> None:
-        """Add the current iteration's counts for good (it ended at `consumed` samples)."""
+        """The current iteration ended at `consumed` samples (counted when next asked)."""
         if self._ids is not None:
-            self.done += self._current(consumed)
+            self._ended.append((self._ids, consumed - self._base))
         self._ids, self._base = None, consumed
 
-    def _current(self, consumed: int) -> np.ndarray:
-        if self._ids is None:
-            return np.zeros(len(self.names), np.int64)
-        ids = np.asarray(self._ids(), np.int64)
-        ids = ids[ids >= 0][:max(consumed - self._base, 0)]
-        streams = np.searchsorted(self.offsets, ids, side="right") - 1
+    def _count(self, ids: Callable[[], np.ndarray], taken: int) -> np.ndarray:
+        planned = np.asarray(ids(), np.int64)
+        planned = planned[planned >= 0][:max(taken, 0)]
+        streams = np.searchsorted(self.offsets, planned, side="right") - 1
         return np.bincount(streams, minlength=len(self.names))[:len(self.names)]
 
     def as_dict(self, consumed: int) -> dict[str, float]:
         """`stream/<name>/samples`, `.../share` (of samples so far) and `.../target_share`."""
-        counts = self.done + self._current(consumed)
+        for ids, taken in self._ended:
+            self.done += self._count(ids, taken)
+        self._ended.clear()
+        counts = self.done.copy()
+        if self._ids is not None:
+            counts += self._count(self._ids, consumed - self._base)
         total = max(int(counts.sum()), 1)
         out: dict[str, float] = {}
         for name, count, target in zip(self.names, counts.tolist(), self.targets.tolist()):

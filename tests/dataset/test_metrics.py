@@ -83,12 +83,14 @@ def test_data_wait_is_most_of_the_time_when_reads_are_slow(two_streams):
 
 
 def test_data_wait_is_small_when_the_loop_is_the_bottleneck(two_streams):
-    loader = StreamingDataLoader(_dataset(two_streams), batch_size=10, num_workers=2)
-    for _ in loader:  # 50 steps of 20 ms of "training" each
-        time.sleep(0.02)
+    a, b = two_streams
+    ds = StreamingDataset(streams=[Stream(local=a), Stream(local=b)], batch_size=36)
+    loader = StreamingDataLoader(ds, batch_size=36, num_workers=2)
+    for _ in loader:  # 25 steps of 60 ms of "training" each, batches made in about 1 ms
+        time.sleep(0.06)
     m = loader.metrics()
-    # Past the first batch (workers starting), the loop hardly waits: under 5% of wall time.
-    assert m["batches"] == 50 and m["data_wait_s"] - m["first_batch_s"] < 0.05 * m["elapsed_s"]
+    # Past the first batch (workers starting), the loop hardly waits: under 10% of wall time.
+    assert m["batches"] == 25 and m["data_wait_s"] - m["first_batch_s"] < 0.1 * m["elapsed_s"]
 
 
 def test_a_summary_is_logged_every_n_steps(two_streams, monkeypatch, caplog):
