@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from streaming.errors import ArgumentError
+
 log = logging.getLogger("streaming.metrics")
 
 WINDOW = 64  # steps between snapshots of the "recent" figures
@@ -29,7 +31,7 @@ def every_from_env() -> int:
     try:
         every = int(value)
     except ValueError:
-        raise ValueError(f"{EVERY_ENV}={value!r} is not a whole number of steps") from None
+        raise ArgumentError(f"{EVERY_ENV}={value!r} is not a whole number of steps") from None
     return max(every, 0)
 
 
