@@ -20,6 +20,7 @@ from streaming.catalog import Catalog, build_streams
 from streaming.collate import collate_column
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.dataset_compat import ReferenceAPI
+from streaming.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
 from streaming.plan_fit import fit_plan
 from streaming.rows import Rows, ids_of, samples_ahead, start_cache
@@ -149,6 +150,18 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     # (llm-foundry filters its config keys by them).
     __new__.__signature__ = inspect.signature(__init__)  # type: ignore[attr-defined]
 
+    @property
+    def _watch(self) -> IterationWatch:
+        watch = self.__dict__.get("_watch_")
+        if watch is None:
+            watch = self.__dict__["_watch_"] = IterationWatch(self)
+        return watch
+
+    def metrics(self) -> dict[str, float]:
+        """What iterating this dataset in this process did so far, as `StreamingDataLoader.
+        metrics()` gives it (a step is one read of many samples; see docs/dataset.md)."""
+        return self._watch.metrics()
+
     def cache_stats(self) -> CacheStats:
         """What the node's shard cache did so far: hits, misses, downloads, bytes downloaded,
         evictions and seconds readers waited (all zero when every stream is local-only)."""
@@ -212,8 +225,10 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         world, ids = self._begin()
         item = self.__getitem__ if self._overridden() else None
         chunks = self.rows.chunks(ids, item, chunk=self._read_rows(1))
+        watch = self._watch
+        watch.begin(ids)
         try:
-            for chunk in chunks:
+            for chunk in watch.timed(chunks):
                 for sample in chunk:
                     self.session.count += 1
                     yield sample

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -16,6 +17,7 @@ from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.coord.proc import ProcessId
 from streaming.loader_checks import check_batch_size, check_resumable
 from streaming.loader_next import unannotated
+from streaming.metrics import Meter, StreamCounts, cache_metrics, every_from_env, log, summary
 from streaming.world_detect import worker_slot
 
 
@@ -39,6 +41,15 @@ def batch_length(batch: Any) -> int | None:
 def _batches_supported(dataset: Any) -> bool:
     check = getattr(dataset, "batches_supported", None)
     return bool(check and check() and hasattr(dataset, "iter_batches"))
+
+
+def _stream_counts(dataset: Any) -> StreamCounts | None:
+    """Per-stream counts for a StreamingDataset (other datasets, packed ones included, do
+    not yield the planned samples one for one)."""
+    from streaming.dataset import StreamingDataset
+    from streaming.metrics import stream_counts
+
+    return stream_counts(dataset) if isinstance(dataset, StreamingDataset) else None
 
 
 def _unwrap(batch: Any) -> Any:
@@ -132,6 +143,10 @@ class StreamingDataLoader(DataLoader):
         self._running_len: int | None = None
         self._finished = False  # the last iteration ran to its end
         check_resumable(self.dataset, self.num_workers, self.batch_size)
+        self._meter = Meter()
+        self._streams = _stream_counts(dataset)
+        self.metrics_every = every_from_env()  # log a summary every N batches (0: never)
+        self.collect_metrics = True  # False: no timing at all (the overhead benchmark's baseline)
 
     __init__.__signature__ = inspect.signature(DataLoader.__init__)  # type: ignore[attr-defined]
 
@@ -174,18 +189,56 @@ class StreamingDataLoader(DataLoader):
                 receiver = self._ring_receiver()
         elif self._own_collate and self.batch_sampler is not None:
             self.collate_fn = collate_numpy if numpy else collate
+        meter = self._meter if self.collect_metrics else None
+        if meter is not None:
+            meter.start()
+        asked = time.perf_counter_ns()
+        batches = unannotated(super().__iter__())
         try:
-            for batch in unannotated(super().__iter__()):
+            for batch in batches:
                 if receiver is not None:
                     batch = receiver.unpack(batch)
                 if numpy:
                     batch = tensors(batch)
                 size = batch_length(batch)
-                self.num_samples_yielded += size if size is not None else int(self.batch_size or 1)
+                size = size if size is not None else int(self.batch_size or 1)
+                if meter is not None and not self.num_samples_yielded:
+                    self._begin_streams()
+                self.num_samples_yielded += size
+                if meter is not None:
+                    now = time.perf_counter_ns()
+                    steps = meter.step(now - asked, size, now)
+                    if self.metrics_every and not steps % self.metrics_every:
+                        log.info("loader: %s", summary(self.metrics()))
                 yield batch
+                if meter is not None:
+                    asked = time.perf_counter_ns()
         finally:
+            if self._streams is not None:
+                self._streams.fold(self._meter.samples)
             if receiver is not None and not self.persistent_workers:
                 receiver.close()
+
+    def _begin_streams(self) -> None:
+        """Point the per-stream counts at the rank's planned order of this iteration."""
+        if self._streams is None:
+            return
+        source = self.dataset
+        state = source.state_dict(0, False)  # where this iteration started
+        epoch, start = int(state["epoch"]), int(state["sample_in_epoch"])
+        world = source.session.rank_world()
+        self._streams.begin(lambda: source.worker_sample_ids(epoch, start, world),
+                            self._meter.samples)
+
+    def metrics(self) -> dict[str, float]:
+        """What this rank's data path did so far, as a flat dict of floats (keys in
+        docs/dataset.md, "Watching a run"): time to first batch, batches and samples per
+        second, the time the loop waited for data, samples per stream, the cache's counters."""
+        out = self._meter.as_dict()
+        if self._streams is not None:
+            out.update(self._streams.as_dict(self._meter.samples))
+        out.update(cache_metrics(self.dataset))
+        return out
 
     def _ring_receiver(self) -> transport.Receiver:
         """The receiving end of the workers' shared-memory rings (streaming.transport); new

@@ -24,7 +24,7 @@ from streaming.cache import disk
 from streaming.cache import table as tb
 from streaming.cache.facts import ShardFacts
 from streaming.cache.limit import Footprint
-from streaming.cache.lookahead import entry_runs, next_new, previous_runs, window_end
+from streaming.cache.lookahead import ReaderRuns, horizon_runs, prefetch_window
 from streaming.cache.prepare import ShardPreparer, zipless_shards
 from streaming.cache.room import BUSY, READY, CacheRoom
 from streaming.cache.stats import CacheStats
@@ -182,14 +182,9 @@ class CacheEngine(CacheRoom):
         if len(seq) and (int(seq.min()) < 0 or int(seq.max()) >= len(self.cached)):
             raise ArgumentError(f"follow() needs shard ids in [0, {len(self.cached)}) (drop the -1 "
                              "padding of a plan before mapping ids to shards)")
-        starts = np.flatnonzero(np.diff(seq) != 0) + 1 if len(seq) else seq
-        self._run_start = np.concatenate([[0], starts]).astype(np.int64) if len(seq) else seq
-        self._run_shard = seq[self._run_start]
-        self._length = len(seq)
-        self._run_end = np.append(self._run_start[1:], self._length).astype(np.int64)
-        self._previous = previous_runs(self._run_shard)
-        self._entries = entry_runs(self._previous, self._run_start, self._run_end,
-                                   gap=self.predownload)
+        runs = ReaderRuns.of(seq, gap=self.predownload)
+        self._run_start, self._run_shard, self._run_end = runs.start, runs.shard, runs.end
+        self._previous, self._entries, self._length = runs.previous, runs.entries, runs.length
         self._position = 0
         self._refresh_at = 0
         self._publish(0)
@@ -217,12 +212,8 @@ class CacheEngine(CacheRoom):
         table = self.table
         h = table.horizon
         r0 = max(int(np.searchsorted(self._run_start, position, side="right")) - 1, 0)
-        shards = self._run_shard[r0:r0 + window * h]
-        _, first = np.unique(shards, return_index=True)
-        near = np.sort(first)[:h] + r0
-        far = next_new(self._entries, self._previous, r0, r0 + len(shards),
-                       self.prefetch_threads)  # none of their shards is in `near`
-        runs = np.concatenate([near, far])[:h]
+        runs = horizon_runs(self._run_shard, self._entries, self._previous, r0, h,
+                            self.prefetch_threads, window)
         ends = self._run_end
         row = np.full(h, -1, np.int64)
         row[:len(runs)] = self._run_shard[runs]
@@ -366,9 +357,8 @@ class CacheEngine(CacheRoom):
         `prefetch_threads` new shards (see `lookahead`); True if it did work."""
         table = self.table
         pos = self._position
-        lo = max(int(np.searchsorted(self._run_start, pos, side="right")) - 1, 0)
-        hi = int(np.searchsorted(self._run_start, pos + self.predownload, side="right"))
-        hi = window_end(self._entries, self._previous, lo, hi, self.prefetch_threads)
+        lo, hi = prefetch_window(self._run_start, self._entries, self._previous, pos,
+                                 self.predownload, self.prefetch_threads)
         window = self._run_shard[lo:hi]
         todo = np.flatnonzero(table.state[window] == tb.ABSENT)
         for k in todo.tolist():

@@ -8,7 +8,35 @@ however far away they are.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+
+@dataclass(frozen=True)
+class ReaderRuns:
+    """A reader's shard sequence as runs: run i reads `shard[i]` over steps
+    [start[i], end[i]); `previous` and `entries` as `previous_runs` and `entry_runs` give."""
+
+    start: np.ndarray
+    shard: np.ndarray
+    end: np.ndarray
+    previous: np.ndarray
+    entries: np.ndarray
+    length: int
+
+    @classmethod
+    def of(cls, shards: np.ndarray, gap: int) -> ReaderRuns:
+        """The runs of a sequence with one shard id per step; `gap` as in `entry_runs`."""
+        seq = np.asarray(shards, np.int64).reshape(-1)
+        if not len(seq):
+            empty = np.zeros(0, np.int64)
+            return cls(empty, empty, empty, empty, empty, 0)
+        start = np.concatenate([[0], np.flatnonzero(np.diff(seq) != 0) + 1]).astype(np.int64)
+        end = np.append(start[1:], len(seq)).astype(np.int64)
+        shard = seq[start]
+        prev = previous_runs(shard)
+        return cls(start, shard, end, prev, entry_runs(prev, start, end, gap), len(seq))
 
 
 def previous_runs(run_shard: np.ndarray) -> np.ndarray:
@@ -57,3 +85,24 @@ def window_end(entries: np.ndarray, prev: np.ndarray, lo: int, hi: int, ahead: i
     least runs [lo, hi) and reaches the next `ahead` shards new to it."""
     far = next_new(entries, prev, lo, hi, ahead)
     return max(hi, int(far[-1]) + 1) if len(far) else hi
+
+
+def prefetch_window(run_start: np.ndarray, entries: np.ndarray, prev: np.ndarray, position: int,
+                    predownload: int, ahead: int) -> tuple[int, int]:
+    """Runs [lo, hi) a prefetcher at step `position` prepares: from the current run through
+    `predownload` steps, reaching the next `ahead` shards new to that window."""
+    lo = max(int(np.searchsorted(run_start, position, side="right")) - 1, 0)
+    hi = int(np.searchsorted(run_start, position + predownload, side="right"))
+    return lo, window_end(entries, prev, lo, hi, ahead)
+
+
+def horizon_runs(run_shard: np.ndarray, entries: np.ndarray, prev: np.ndarray, r0: int,
+                 size: int, ahead: int, window: int = 16) -> np.ndarray:
+    """The runs a reader at run `r0` announces to eviction (at most `size`): the first run of
+    each of its next distinct shards among the next `window * size` runs, then the new shards
+    its prefetcher reaches beyond them."""
+    shards = run_shard[r0:r0 + window * size]
+    _, first = np.unique(shards, return_index=True)
+    near = np.sort(first)[:size] + r0
+    far = next_new(entries, prev, r0, r0 + len(shards), ahead)  # none of their shards is near
+    return np.concatenate([near, far])[:size].astype(np.int64)

@@ -28,11 +28,12 @@ EXAMPLES = """
     topology: {nodes: 2, ranks_per_node: 8, workers_per_rank: 2}
 """
 
-_STREAM_KEYS = {"local", "path", "name", "proportion", "repeat", "choose", "split"}
+_STREAM_KEYS = {"local", "path", "remote", "name", "proportion", "repeat", "choose", "split"}
 _PLAN_KEYS = {"batch_size", "batching_method", "epoch_size", "shuffle", "shuffle_algo",
               "shuffle_seed", "shuffle_block_size", "num_canonical_nodes", "partition_algo",
               "sampling_method", "sampling_granularity"}
 _TOPOLOGY_KEYS = {"nodes", "ranks_per_node", "workers_per_rank", "replication"}
+_RUN_KEYS = {"cache_limit", "predownload"}  # what a cost prediction needs beyond the plan
 
 
 def register(sub) -> None:
@@ -42,6 +43,9 @@ def register(sub) -> None:
     p.add_argument("--png", help="where to draw the first batches (default: CONFIG stem + .png)")
     p.add_argument("--batches", type=int, default=32, help="global batches to draw (default 32)")
     p.add_argument("--epoch", type=int, default=0, help="epoch to plan (default 0)")
+    from streaming.cli.plan_cost import add_cost_arguments
+
+    add_cost_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -53,6 +57,8 @@ class Setup:
     indexes: list[Any]
     cfg: Any
     world: Any
+    remotes: list[str | None]
+    run: dict[str, Any]
 
 
 def _mapping(value: Any, where: str, allowed: set[str]) -> dict:
@@ -76,19 +82,26 @@ def load_setup(path: Path) -> Setup:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML: {exc}") from exc
-    config = _mapping(raw, str(path), _PLAN_KEYS | {"streams", "topology"})
+    config = _mapping(raw, str(path), _PLAN_KEYS | _RUN_KEYS | {"streams", "topology"})
     streams = config.get("streams")
     if not isinstance(streams, list) or not streams:
         raise UserError(f"{path}: 'streams' must be a non-empty list")
-    names, indexes, weights = [], [], []
+    names, indexes, weights, remotes = [], [], [], []
     for i, stream in enumerate(streams):
         stream = _mapping(stream, f"{path}: streams[{i}]", _STREAM_KEYS)
-        local = stream.get("local", stream.get("path"))
-        if not local:
-            raise UserError(f"{path}: streams[{i}] needs 'local' (a dataset folder)")
-        folder = (path.parent / str(local)) / str(stream.get("split") or "")
-        indexes.append(read_index(folder / "index.json"))
-        names.append(str(stream.get("name") or local))
+        local, remote = stream.get("local", stream.get("path")), stream.get("remote")
+        if not local and not remote:
+            raise UserError(f"{path}: streams[{i}] needs 'local' (a dataset folder) or 'remote'")
+        split = str(stream.get("split") or "")
+        folder = (path.parent / str(local or "")) / split
+        if (local and (folder / "index.json").is_file()) or not remote:
+            indexes.append(read_index(folder / "index.json"))
+        else:
+            from streaming.cli.plan_cost import remote_index
+
+            indexes.append(remote_index(str(remote), split))
+        names.append(str(stream.get("name") or local or remote))
+        remotes.append(None if remote is None else str(remote))
         weights.append(StreamWeights(**{k: stream[k] for k in ("proportion", "repeat", "choose")
                                         if stream.get(k) is not None}))
     topology = _mapping(config.get("topology") or {}, f"{path}: topology", _TOPOLOGY_KEYS)
@@ -103,7 +116,8 @@ def load_setup(path: Path) -> Setup:
         weights=tuple(weights) if weighted else (),
         **{k: config[k] for k in _PLAN_KEYS if k in config},
     )
-    return Setup(names, indexes, cfg, world)
+    return Setup(names, indexes, cfg, world, remotes,
+                 {k: config[k] for k in _RUN_KEYS if k in config})
 
 
 def min_cache_bytes(setup: Setup, epoch: int) -> tuple[int, int]:
@@ -156,6 +170,28 @@ def batch_streams(setup: Setup, epoch: int, batches: int) -> np.ndarray:
 def run(args: argparse.Namespace) -> int:
     config = Path(args.config)
     setup = load_setup(config)
+    from streaming.cli.plan_cost import print_json, wants_cost
+
+    if args.json:
+        return print_json(args, setup, config)
+    _print_plan(args, setup)
+    need, node = min_cache_bytes(setup, args.epoch)
+    print(f"min cache size    {need} bytes ({human_bytes(need)}) per node (largest at node "
+          f"{node}): shards all workers of a node read at one step")
+    if wants_cost(args, setup):
+        from streaming.cli.plan_cost import print_cost
+
+        print_cost(args, setup, config)
+    from streaming.cli.plan_plot import draw_batches
+
+    png = Path(args.png) if args.png else config.with_suffix(".png")
+    draw_batches(batch_streams(setup, args.epoch, args.batches), setup.names, png,
+                 title=f"{setup.cfg.batching_method} batching, epoch {args.epoch}")
+    print(f"batch picture     {png}")
+    return 0
+
+
+def _print_plan(args: argparse.Namespace, setup: Setup) -> None:
     cfg, world = setup.cfg, setup.world
     global_batch = cfg.device_batch() * world.data_parallel_ranks
     print(f"streams           {len(setup.names)}  ({int(cfg.shards_per_stream.sum())} shards)")
@@ -172,13 +208,3 @@ def run(args: argparse.Namespace) -> int:
         share = chosen / cfg.epoch_size
         print(f"  {name:<{width}}  {int(stored):>10} stored  {int(chosen):>10} per epoch "
               f"({share:6.1%})")
-    need, node = min_cache_bytes(setup, args.epoch)
-    print(f"min cache size    {need} bytes ({human_bytes(need)}) per node (largest at node "
-          f"{node}): shards all workers of a node read at one step")
-    from streaming.cli.plan_plot import draw_batches
-
-    png = Path(args.png) if args.png else config.with_suffix(".png")
-    draw_batches(batch_streams(setup, args.epoch, args.batches), setup.names, png,
-                 title=f"{cfg.batching_method} batching, epoch {args.epoch}")
-    print(f"batch picture     {png}")
-    return 0

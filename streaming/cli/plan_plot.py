@@ -37,3 +37,24 @@ def draw_batches(streams: np.ndarray, names: list[str], png: Path, *, title: str
     fig.savefig(png, dpi=100)
     plt.close(fig)
     return png
+
+
+def draw_occupancy(traces: list[np.ndarray], png: Path, *, limit: int | None) -> Path:
+    """Each node's predicted cache bytes over reader steps (`traces[n]`: [k, 2] step, bytes),
+    with the cache_limit as a dashed line."""
+    matplotlib = require("matplotlib", feature="plan pictures", extra="plot")
+    matplotlib.use("Agg")
+    plt = require("matplotlib.pyplot", feature="plan pictures", extra="plot")
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for node, trace in enumerate(traces):
+        ax.step(trace[:, 0], trace[:, 1] / 2**20, where="post", label=f"node {node}")
+    if limit is not None:
+        ax.axhline(limit / 2**20, color="black", linestyle="--", label="cache_limit")
+    ax.set_xlabel("reader step (samples each reader has read, epochs end to end)")
+    ax.set_ylabel("cache MiB")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return png

@@ -1,0 +1,206 @@
+"""Time to first batch: from constructing the dataset to the first batch in the training process,
+for us, mosaicml-streaming (the reference) and LitData on the same samples in the same run.
+
+    .venv/bin/python benchmarks/first_batch.py [--samples 20000] [--rounds 3] [--json F]
+
+Rows: the dataset read in place from local disk; zstd shards from a local folder into a fresh
+and into a warm cache; zstd shards from S3 (a loopback moto server) into a fresh and into a
+warm cache; each with 0 and 2 DataLoader workers, batch 64, shuffled. A warm cache is the one a
+previous process filled (the same first shards, as the seed is the same). Each system runs in
+its own process and venv (benchmarks/peers/setup.sh; PEERS_DIR names where they are), imports
+done before the clock starts; the median of --rounds runs is shown, each round in fresh cache
+folders. LitData reads its own copy of the samples (litdata.optimize, chunks of the MDS shard
+size, zstd for the remote rows); it reads a local folder in place, so it has no fresh-cache
+local row. Prints only; nothing is asserted (timings vary on shared machines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]
+VENVS = Path(os.environ.get("PEERS_DIR", REPO / ".bench-venvs"))
+TIMEOUT = 300  # seconds per run
+
+CHILD = r"""
+import json, sys, time
+import torch
+a = json.loads(sys.argv[1])
+lib, workers = a["lib"], a["workers"]
+def plain(batch):
+    return [{k: bytes(v) if isinstance(v, memoryview) else v for k, v in s.items()}
+            for s in batch]
+if lib == "litdata":
+    import litdata
+    from litdata.streaming import downloader
+    options = {}
+    if a.get("endpoint"):
+        downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True
+        options = {"storage_options": {"endpoint_url": a["endpoint"], "aws_access_key_id":
+                   a["key"], "aws_secret_access_key": a["secret"], "region_name": "us-east-1"}}
+    t0 = time.perf_counter()
+    ds = litdata.StreamingDataset(a["remote"] or a["local"], shuffle=True,
+                                  **({"cache_dir": a["local"]} if a["remote"] else {}), **options)
+    loader = litdata.StreamingDataLoader(ds, batch_size=64, num_workers=workers,
+                                         collate_fn=plain)
+else:
+    from streaming import StreamingDataset
+    t0 = time.perf_counter()
+    ds = StreamingDataset(remote=a["remote"], local=a["local"], batch_size=64, shuffle=True)
+    if lib == "ours":
+        from streaming import StreamingDataLoader
+        loader = StreamingDataLoader(ds, batch_size=64, num_workers=workers)
+    else:
+        loader = torch.utils.data.DataLoader(ds, batch_size=64, num_workers=workers,
+                                             collate_fn=plain)
+it = iter(loader)
+next(it)
+first = time.perf_counter() - t0
+del it
+print(json.dumps({"first": first}))
+"""
+
+
+def child(lib: str, args: dict, env: dict) -> float | None:
+    """Seconds to the first batch of one run, None when it failed."""
+    python = Path(sys.executable) if lib == "ours" else VENVS / lib / "bin" / "python"
+    environ = {k: v for k, v in {**os.environ, **env}.items() if k != "PYTHONPATH"}
+    environ["OMP_NUM_THREADS"] = "1"
+    if lib == "ours":
+        environ["PYTHONPATH"] = str(REPO)
+    try:
+        out = subprocess.run([str(python), "-c", CHILD, json.dumps({"lib": lib, **args})],
+                             capture_output=True, text=True, env=environ, cwd="/tmp",
+                             timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        print(f"  {lib}: timed out", file=sys.stderr)
+        return None
+    if out.returncode:
+        print(f"  {lib} {args}: failed: {out.stderr[-600:]}", file=sys.stderr)
+        return None
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["first"])
+
+
+def prepare(samples: int) -> dict[str, Path]:
+    """The corpus as raw MDS, zstd MDS and LitData chunks (plain and zstd), built once."""
+    from _corpus import BENCH_DATA, token_corpus
+
+    from writers.mds import MDSWriter
+
+    corpus = token_corpus(samples=samples)
+    root = BENCH_DATA / "first_batch" / f"tokens-{samples}"
+    paths = {"raw": root / "raw", "zstd": root / "zstd"}
+    for kind, folder in paths.items():
+        if not (folder / "index.json").exists():
+            with MDSWriter(columns=corpus.columns, out=folder, exist_ok=True,
+                           compression="zstd" if kind == "zstd" else None) as writer:
+                for sample in corpus:
+                    writer.write(sample)
+    lit = VENVS / "litdata" / "bin" / "python"
+    if lit.exists():
+        source = BENCH_DATA / "corpus" / f"tokens-{samples}-1000-50257-0"
+        paths["lit"], paths["lit_zstd"] = root / "litdata", root / "litdata-zstd"
+        shard = json.loads((paths["raw"] / "index.json").read_text())["shards"][0]
+        subprocess.run([str(lit), str(REPO / "benchmarks/peers/litdata_convert.py"),
+                        str(source), str(paths["lit"])], check=True, cwd="/tmp")
+        subprocess.run([str(lit), str(REPO / "benchmarks/peers/litdata_remote.py"), "convert",
+                        str(source), str(paths["lit_zstd"]),
+                        str(shard["raw_data"]["bytes"])], check=True, cwd="/tmp")
+    return paths
+
+
+def upload(target, folder: Path, prefix: str) -> str:
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        target.put(path, f"{prefix}/{path.relative_to(folder)}")
+    return target.url(prefix)
+
+
+def sources(paths: dict[str, Path], s3_urls: dict[str, str]) -> list[tuple[str, dict]]:
+    """(row name, {lib: (remote, in-place local or None, cached)}) for every row."""
+    lit = "lit" in paths
+    rows = [("local, read in place",
+             {"ours": (None, paths["raw"]), "reference": (None, paths["raw"]),
+              **({"litdata": (None, paths["lit"])} if lit else {})})]
+    for where, remote in (("local zstd", {"ours": f"file://{paths['zstd']}",
+                                           "reference": str(paths["zstd"])}),
+                          ("S3 zstd", {"ours": s3_urls["mds"], "reference": s3_urls["mds"],
+                                       **({"litdata": s3_urls["lit"]} if lit else {})})):
+        for cache in ("fresh", "warm"):
+            rows.append((f"{where}, {cache} cache", {k: (v, cache) for k, v in remote.items()}))
+    return rows
+
+
+def measure(lib: str, spec: tuple, workers: int, env: dict, s3: dict) -> float | None:
+    remote, where = spec
+    if remote is None:  # read in place
+        return child(lib, {"remote": None, "local": str(where), "workers": workers}, env)
+    cache = tempfile.mkdtemp(prefix=f"first-batch-{lib}-")
+    try:
+        args = {"remote": remote, "local": cache, "workers": workers,
+                **(s3 if remote.startswith("s3://") else {})}
+        if where == "warm" and child(lib, args, env) is None:
+            return None
+        return child(lib, args, env)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--samples", type=int, default=20_000, help="token samples (~4 KB each)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", help="write the medians here")
+    args = p.parse_args()
+    from _targets import S3Target
+
+    paths = prepare(args.samples)
+    target = S3Target()
+    try:
+        urls = {"mds": upload(target, paths["zstd"], "mds")}
+        if "lit_zstd" in paths:
+            urls["lit"] = upload(target, paths["lit_zstd"], "lit")
+        s3 = {"endpoint": target.env["S3_ENDPOINT_URL"], "key": target.env["AWS_ACCESS_KEY_ID"],
+              "secret": target.env["AWS_SECRET_ACCESS_KEY"]}
+        report = run_rows(sources(paths, urls), args.rounds, target.env, s3)
+    finally:
+        target.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+
+
+def run_rows(rows: list[tuple[str, dict]], rounds: int, env: dict, s3: dict) -> dict:
+    libs = ("ours", "reference", "litdata")
+    print(f"median of {rounds} runs, seconds from constructing the dataset to the first batch")
+    print(f"{'':32} {'workers':>7} " + " ".join(f"{lib:>10}" for lib in libs)
+          + f" {'ours / best peer':>17}")
+    report = {}
+    for name, specs in rows:
+        for workers in (0, 2):
+            medians = {}
+            for lib, spec in specs.items():
+                if lib != "ours" and not (VENVS / lib / "bin" / "python").exists():
+                    continue
+                runs = [measure(lib, spec, workers, env, s3) for _ in range(rounds)]
+                done = [r for r in runs if r is not None]
+                medians[lib] = statistics.median(done) if done else None
+            peers = [v for k, v in medians.items() if k != "ours" and v is not None]
+            ratio = (medians["ours"] / min(peers)) if peers and medians["ours"] else None
+            cells = " ".join(f"{medians[lib]:>10.3f}" if medians.get(lib) is not None
+                             else f"{'-':>10}" for lib in libs)
+            print(f"{name:32} {workers:>7} {cells} "
+                  + (f"{ratio:>17.2f}" if ratio is not None else f"{'-':>17}"), flush=True)
+            report[f"{name} | {workers} workers"] = {**medians, "ratio": ratio}
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""What a node's cache will do over a run, before it runs: its readers' shard sequences, the shard
+footprints and the cache_limit in; downloads, bytes, evictions and occupancy out. Pure numpy.
+
+The model is the engine's: each reader prefetches the window `lookahead.prefetch_window` gives,
+and room is made with `evict.choose_victims` over the distances `evict.next_use` computes from
+the horizons `lookahead.horizon_runs` announces (the engine's own functions). What it leaves
+out: readers advance in lock-step, one sample per step each, and a download completes before
+the next step, so there are no races between prefetchers and no reader waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from streaming.cache.evict import choose_victims, next_use
+from streaming.cache.limit import Footprint
+from streaming.cache.lookahead import ReaderRuns, horizon_runs, prefetch_window
+from streaming.errors import CacheLimitError
+
+HORIZON = 64  # shards a reader announces (the node table's horizon)
+AHEAD = 4  # new shards a prefetcher reaches beyond its window (the engine's prefetch threads)
+
+
+@dataclass(frozen=True)
+class EpochCache:
+    """One node's cache over one epoch.
+
+    Args:
+        downloads: shards fetched; bytes_downloaded: bytes over the network for them.
+        evictions: shards removed to stay under the limit.
+        peak_cache_bytes: most bytes held or reserved at once.
+        fetched: ids of the shards fetched (sorted, each once).
+        occupancy: [k, 2] (reader step, cache bytes) after each change.
+        steps: the epoch's length in reader steps (its longest reader's samples).
+    """
+
+    downloads: int
+    bytes_downloaded: int
+    evictions: int
+    peak_cache_bytes: int
+    fetched: np.ndarray
+    occupancy: np.ndarray
+    steps: int
+
+
+@dataclass
+class NodeCache:
+    """The simulated cache of one node, carried from epoch to epoch.
+
+    Args:
+        footprint: bytes per shard while cached and while being prepared.
+        fetch_bytes: bytes a download of each shard moves.
+        limit: the node's cache_limit in bytes (None: no limit).
+        predownload: samples each reader prepares ahead.
+    """
+
+    footprint: Footprint
+    fetch_bytes: np.ndarray
+    limit: int | None
+    predownload: int
+    present: np.ndarray = field(init=False)
+    cached: np.ndarray = field(init=False)
+    disk: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.present = np.zeros(len(self.footprint.resident), bool)
+        self.disk = np.zeros(len(self.footprint.resident), np.int64)
+        self.cached = self.footprint.resident > 0
+
+    def wipe(self) -> None:
+        """Fresh local disks (a restart on new machines)."""
+        self.present[:] = False
+        self.disk[:] = 0
+
+    def run_epoch(self, sequences: Sequence[np.ndarray]) -> EpochCache:
+        """Simulate readers reading `sequences` (one shard id per step each) from here."""
+        if self._fits(sequences):
+            return self._without_eviction(sequences)
+        return _Epoch(self, [ReaderRuns.of(s, self.predownload) for s in sequences]).run()
+
+    def _fits(self, sequences: Sequence[np.ndarray]) -> bool:
+        """Whether every shard the node holds and will read fits under the limit at once (no
+        eviction can happen)."""
+        if self.limit is None:
+            return True
+        wanted = self.present.copy()
+        for seq in sequences:
+            wanted[np.asarray(seq, np.int64)] = True
+        wanted &= self.cached
+        fp = self.footprint
+        worst = int(fp.transient[wanted].max(initial=0))
+        return int(fp.resident[wanted].sum()) + worst <= self.limit
+
+    def _without_eviction(self, sequences: Sequence[np.ndarray]) -> EpochCache:
+        """The epoch when nothing is evicted: each absent shard is fetched once, when the
+        first reader's prefetch window reaches it (`predownload` steps before its first use)."""
+        first = np.full(len(self.present), np.iinfo(np.int64).max, np.int64)
+        for seq in sequences:
+            seq = np.asarray(seq, np.int64)
+            shards, at = np.unique(seq, return_index=True)
+            np.minimum.at(first, shards, at)
+        new = np.flatnonzero((first < np.iinfo(np.int64).max) & ~self.present & self.cached)
+        new = new[np.argsort(first[new], kind="stable")]
+        before = int(self.disk.sum())
+        resident = self.footprint.resident[new]
+        held = before + np.cumsum(resident)
+        peak = before if not len(new) else int(
+            (held - resident + self.footprint.transient[new] + resident).max())
+        self.present[new] = True
+        self.disk[new] = resident
+        steps = np.maximum(first[new] - self.predownload, 0)
+        trace = np.concatenate([[[0, before]], np.stack([steps, held], axis=1)]) if len(new) \
+            else np.array([[0, before]], np.int64)
+        return EpochCache(len(new), int(self.fetch_bytes[new].sum()), 0, max(peak, before),
+                          np.sort(new), trace.astype(np.int64),
+                          max((len(s) for s in sequences), default=0))
+
+
+class _Epoch:
+    """One epoch's pass of a node's readers over a `NodeCache`."""
+
+    def __init__(self, cache: NodeCache, readers: list[ReaderRuns]) -> None:
+        self.cache, self.readers = cache, readers
+        self.downloads = self.bytes = self.evictions = 0
+        self.peak = int(cache.disk.sum())
+        self.fetched: list[int] = []
+        self.trace: list[tuple[int, int]] = [(0, self.peak)]
+        self.step = 0
+        self.current = np.full(len(readers), -1, np.int64)
+
+    def run(self) -> EpochCache:
+        pre = self.cache.predownload
+        ticks = np.unique(np.concatenate(
+            [np.zeros(1, np.int64)] + [np.maximum(r.start - pre, 0) for r in self.readers]
+            + [r.start for r in self.readers]))
+        for t in ticks.tolist():
+            self.step = t
+            windows = [self._window(r, t) for r in self.readers]
+            self.current = np.array([r.shard[w[0]] if w else -1
+                                     for r, w in zip(self.readers, windows)], np.int64)
+            for shard in self.current[self.current >= 0].tolist():
+                if not self._bring(shard, -1):
+                    raise CacheLimitError(
+                        f"the simulated cache cannot hold shard {shard} beside the shards the "
+                        f"readers use at step {t}: cache_limit={self.cache.limit} is too small")
+            for r, w in zip(self.readers, windows):
+                if w:
+                    self._prefetch(r, t, *w)
+        fetched = np.unique(np.asarray(self.fetched, np.int64))
+        return EpochCache(self.downloads, self.bytes, self.evictions, self.peak, fetched,
+                          np.asarray(self.trace, np.int64).reshape(-1, 2),
+                          max((r.length for r in self.readers), default=0))
+
+    def _window(self, r: ReaderRuns, t: int) -> tuple[int, int] | None:
+        if t >= r.length:
+            return None
+        return prefetch_window(r.start, r.entries, r.previous, t, self.cache.predownload, AHEAD)
+
+    def _prefetch(self, r: ReaderRuns, t: int, lo: int, hi: int) -> None:
+        cache = self.cache
+        window = r.shard[lo:hi]
+        for k in np.flatnonzero(~cache.present[window] & cache.cached[window]).tolist():
+            if not self._bring(int(window[k]), max(int(r.start[lo + k]) - t, 0)):
+                return
+
+    def _bring(self, shard: int, farther_than: int) -> bool:
+        """Make `shard` present (False: no room without evicting what is needed sooner)."""
+        cache = self.cache
+        if cache.present[shard] or not cache.cached[shard]:
+            return True
+        cost = cache.footprint.download_cost(shard)
+        used = int(cache.disk.sum())
+        if cache.limit is not None and used + cost > cache.limit:
+            victims = choose_victims(cost, cache.limit - used, sizes=cache.disk,
+                                     evictable=self._evictable(), distance=self._distance(),
+                                     farther_than=farther_than)
+            if victims is None:
+                return False
+            cache.present[victims] = False
+            cache.disk[victims] = 0
+            self.evictions += len(victims)
+            used = int(cache.disk.sum())
+        self.peak = max(self.peak, used + cost)
+        cache.present[shard] = True
+        cache.disk[shard] = cache.footprint.resident[shard]
+        self.downloads += 1
+        self.bytes += int(cache.fetch_bytes[shard])
+        self.fetched.append(shard)
+        self.trace.append((self.step, used + int(cache.footprint.resident[shard])))
+        return True
+
+    def _evictable(self) -> np.ndarray:
+        out = self.cache.present & self.cache.cached
+        out[self.current[self.current >= 0]] = False  # a reader holds its current shard
+        return out
+
+    def _distance(self) -> np.ndarray:
+        """Each shard's next use as the readers' announced horizons say (evict.next_use)."""
+        n = len(self.readers)
+        shards = np.full((n, HORIZON), -1, np.int64)
+        starts = np.zeros((n, HORIZON), np.int64)
+        ends = np.zeros((n, HORIZON), np.int64)
+        t = self.step
+        for i, r in enumerate(self.readers):
+            if t >= r.length:
+                continue
+            r0 = max(int(np.searchsorted(r.start, t, side="right")) - 1, 0)
+            runs = horizon_runs(r.shard, r.entries, r.previous, r0, HORIZON, AHEAD)
+            shards[i, :len(runs)] = r.shard[runs]
+            starts[i, :len(runs)] = r.start[runs]
+            ends[i, :len(runs)] = r.end[runs]
+        progress = np.full(n, t, np.int64)
+        return next_use(shards, starts, ends, progress, len(self.cache.present))

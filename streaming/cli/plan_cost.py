@@ -1,0 +1,200 @@
+"""`streaming plan CONFIG --cache-limit 40gb --epochs 3`: what the run will download, evict and
+hold in each node's cache (`streaming.forecast`), as lines, as JSON, and as a picture of cache
+occupancy over the steps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from streaming.cli._common import UserError, human_bytes
+from streaming.errors import PlanError
+
+if TYPE_CHECKING:
+    from streaming.cli.plan import Setup
+    from streaming.forecast import Forecast, Restart, RunSpec
+    from streaming.format.index import DatasetIndex
+
+GIB = 1 << 30  # egress prices are per GB as cloud bills count it (2^30 bytes)
+
+
+def add_cost_arguments(p: argparse.ArgumentParser) -> None:
+    """The cost-prediction options of `streaming plan`.
+
+    Args:
+        p: the `plan` subcommand's parser.
+    """
+    p.add_argument("--cache-limit", help="per-node cache_limit to simulate, e.g. 40gb "
+                   "(default: the config's cache_limit, else no limit)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs to simulate (default 1)")
+    p.add_argument("--predownload", type=int, default=None,
+                   help="samples each reader prepares ahead (default: the config's, else "
+                        "8 batches)")
+    p.add_argument("--egress-price", type=float, default=None,
+                   help="price per GB downloaded, for a cost line (e.g. 0.09)")
+    p.add_argument("--restart-step", type=int, default=None,
+                   help="also predict a restart on fresh local disks at this global batch")
+    p.add_argument("--cache-png", help="where to draw cache occupancy (default: CONFIG stem + "
+                                       ".cache.png; with --json only when given)")
+    p.add_argument("--json", action="store_true", help="print the prediction as JSON only")
+
+
+def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
+    """Whether to predict costs: asked for by an option, a remote or a limit in the config."""
+    return bool(args.cache_limit or args.epochs or args.egress_price is not None
+                or args.restart_step is not None or args.cache_png or any(setup.remotes)
+                or "cache_limit" in setup.run)
+
+
+def remote_index(remote: str, split: str) -> DatasetIndex:
+    """A stream's index.json read straight from its remote (no cache folder is touched)."""
+    from streaming.format.index import read_index
+    from streaming.storage.registry import backend_for, join
+
+    backend, path = backend_for(join(remote, split, "index.json") if split
+                                else join(remote, "index.json"))
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "index.json").write_bytes(backend.get(path))
+        return read_index(Path(tmp) / "index.json")
+
+
+def run_spec(args: argparse.Namespace, setup: Setup) -> RunSpec:
+    """The run to predict from the config and the options."""
+    from streaming.cache.limit import check_cache_limit
+    from streaming.forecast import RunSpec
+    from streaming.rows import samples_ahead
+
+    limit = args.cache_limit or setup.run.get("cache_limit")
+    predownload = args.predownload if args.predownload is not None else setup.run.get(
+        "predownload")
+    epochs = 1 if args.epochs is None else int(args.epochs)
+    if epochs < 1:
+        raise UserError(f"--epochs must be at least 1, got {epochs}")
+    try:
+        limit = None if limit is None else check_cache_limit(limit)
+        ahead = samples_ahead(predownload, setup.cfg.batch_size)
+    except PlanError as exc:
+        raise UserError(str(exc)) from None
+    footprint, fetch = _footprint(setup)
+    return RunSpec(setup.cfg, setup.world, footprint, fetch, limit, ahead, epochs)
+
+
+def _footprint(setup: Setup) -> tuple[Any, np.ndarray]:
+    """Cache bytes per shard and bytes per download. Streams naming a remote are downloaded;
+    when none does, every stream is (as if its `local` were the remote)."""
+    from streaming.cache.engine import shard_footprint
+    from streaming.cache.facts import ShardFacts
+    from streaming.stream import Stream
+
+    facts = ShardFacts.from_indexes(setup.indexes)
+    assumed = not any(setup.remotes)
+    streams = [Stream(remote=remote or "s3://assumed/remote", local=tempfile.gettempdir())
+               if remote or assumed else Stream(local=tempfile.gettempdir())
+               for remote in setup.remotes]
+    fetch = np.where(facts.zip_bytes > 0, facts.zip_bytes, facts.raw_bytes).astype(np.int64)
+    return shard_footprint(facts, streams), fetch
+
+
+def cost_report(forecast: Forecast, restart: Restart | None,
+                price: float | None) -> dict[str, Any]:
+    """The prediction as plain JSON data."""
+    spec = forecast.spec
+    nodes = []
+    for n, epochs in enumerate(forecast.nodes):
+        others = [np.concatenate([forecast.nodes[m][e].fetched for m in range(len(forecast.nodes))
+                                  if m != n] or [np.zeros(0, np.int64)])
+                  for e in range(spec.epochs)]
+        nodes.append({"node": n, "bytes_downloaded": sum(c.bytes_downloaded for c in epochs),
+                      "epochs": [{"epoch": e, "downloads": c.downloads,
+                                  "bytes_downloaded": c.bytes_downloaded,
+                                  "evictions": c.evictions,
+                                  "peak_cache_bytes": c.peak_cache_bytes,
+                                  "duplicated_shards": int(np.isin(c.fetched, others[e]).sum())}
+                                 for e, c in enumerate(epochs)]})
+    report: dict[str, Any] = {
+        "epochs": spec.epochs, "cache_limit": spec.cache_limit, "predownload": spec.predownload,
+        "topology": {"nodes": spec.world.num_nodes, "ranks_per_node": spec.world.ranks_per_node,
+                     "workers_per_rank": spec.world.workers_per_rank},
+        "shuffle_block_size": forecast.config.shuffle_block_size,
+        "num_canonical_nodes": forecast.config.num_canonical_nodes,
+        "batches_per_epoch": forecast.batches_per_epoch,
+        "nodes": nodes, "egress_bytes": forecast.egress_bytes,
+        "egress_bytes_per_epoch": forecast.egress_per_epoch(),
+        "duplicated_shards_per_epoch": list(forecast.duplicated),
+    }
+    if price is not None:
+        report["egress_price_per_gb"] = price
+        report["egress_cost"] = round(forecast.egress_bytes / GIB * price, 4)
+    if restart is not None:
+        report["restart"] = {"step": restart.step, "epoch": restart.epoch,
+                             "bytes_after": list(restart.bytes_after),
+                             "bytes_without_restart": list(restart.bytes_without),
+                             "extra_egress_bytes": restart.extra_bytes}
+    return report
+
+
+def _predict(args: argparse.Namespace, setup: Setup) -> tuple[Forecast, dict[str, Any]]:
+    from streaming.forecast import predict, predict_restart
+
+    try:
+        forecast = predict(run_spec(args, setup))
+        restart = (None if args.restart_step is None
+                   else predict_restart(forecast, int(args.restart_step)))
+    except PlanError as exc:
+        raise UserError(str(exc)) from None
+    return forecast, cost_report(forecast, restart, args.egress_price)
+
+
+def print_json(args: argparse.Namespace, setup: Setup, config: Path) -> int:
+    """`--json`: the prediction as one JSON document on stdout (a picture only on request)."""
+    forecast, report = _predict(args, setup)
+    if args.cache_png:
+        _draw(forecast, Path(args.cache_png))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def print_cost(args: argparse.Namespace, setup: Setup, config: Path) -> None:
+    """The prediction as lines after the plan's numbers, and the occupancy picture."""
+    forecast, report = _predict(args, setup)
+    limit = report["cache_limit"]
+    print(f"cache prediction  {report['epochs']} epoch(s), cache_limit "
+          f"{'none' if limit is None else human_bytes(limit)} per node, predownload "
+          f"{report['predownload']}" + ("" if any(setup.remotes)
+                                         else " (every stream taken as remote)"))
+    for node in report["nodes"]:
+        for e in node["epochs"]:
+            print(f"  node {node['node']} epoch {e['epoch']}: {e['downloads']} downloads "
+                  f"({human_bytes(e['bytes_downloaded'])}), {e['evictions']} evictions, peak "
+                  f"{human_bytes(e['peak_cache_bytes'])}, {e['duplicated_shards']} shards "
+                  "also downloaded by another node")
+    per_epoch = ", ".join(human_bytes(b) for b in report["egress_bytes_per_epoch"])
+    print(f"egress            {human_bytes(report['egress_bytes'])} in total ({per_epoch})")
+    if "egress_cost" in report:
+        print(f"egress cost       {report['egress_cost']:.2f} at {args.egress_price} per GB")
+    if "restart" in report:
+        r = report["restart"]
+        print(f"restart at {r['step']:<6} {human_bytes(sum(r['bytes_after']))} downloaded after "
+              f"it on fresh disks, {human_bytes(r['extra_egress_bytes'])} more than without")
+    png = Path(args.cache_png) if args.cache_png else config.with_suffix(".cache.png")
+    _draw(forecast, png)
+    print(f"cache picture     {png}")
+
+
+def _draw(forecast: Forecast, png: Path) -> None:
+    from streaming.cli.plan_plot import draw_occupancy
+
+    traces = []
+    for epochs in forecast.nodes:
+        offset, parts = 0, []
+        for cache in epochs:
+            steps = cache.occupancy[:, 0] + offset
+            parts.append(np.stack([steps, cache.occupancy[:, 1]], axis=1))
+            offset += cache.steps
+        traces.append(np.concatenate(parts))
+    draw_occupancy(traces, png, limit=forecast.spec.cache_limit)

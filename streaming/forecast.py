@@ -1,0 +1,147 @@
+"""What a run will download, evict and hold in its caches, predicted from its config before
+anything is spent: every node's plan for every epoch (the plan fitted to the cache exactly as
+StreamingDataset fits it), played through the cache model of `streaming.cache.simulate`. Pure:
+config, world, shard sizes and the limit in; figures out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from streaming.cache.limit import Footprint, reader_shards
+from streaming.cache.simulate import EpochCache, NodeCache
+from streaming.errors import PlanError
+from streaming.plan import PlanConfig, World, plan_node
+from streaming.plan_fit import fit_plan
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run to predict.
+
+    Args:
+        config: the plan config as the user gives it (fitted to the cache here).
+        world: the topology (its position is ignored: every node is simulated).
+        footprint: cache bytes per shard (`Footprint`; zero for local-only shards).
+        fetch_bytes: bytes a download of each shard moves (compressed size when compressed).
+        cache_limit: bytes per node, or None for no limit.
+        predownload: samples each reader prepares ahead.
+        epochs: epochs to run.
+    """
+
+    config: PlanConfig
+    world: World
+    footprint: Footprint
+    fetch_bytes: np.ndarray
+    cache_limit: int | None
+    predownload: int
+    epochs: int = 1
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A restart on fresh local disks at global batch `step`: what each node downloads from
+    there to the end of the run, against the same stretch without the restart."""
+
+    step: int
+    epoch: int
+    bytes_after: tuple[int, ...]
+    bytes_without: tuple[int, ...]
+
+    @property
+    def extra_bytes(self) -> int:
+        """Egress the restart adds to the whole job."""
+        return sum(self.bytes_after) - sum(self.bytes_without)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The prediction: `nodes[n][e]` is node n's cache in epoch e; `duplicated[e]` the shards
+    more than one node downloads in epoch e; `batches_per_epoch` global batches."""
+
+    spec: RunSpec
+    config: PlanConfig
+    nodes: tuple[tuple[EpochCache, ...], ...]
+    duplicated: tuple[int, ...]
+    batches_per_epoch: int
+
+    def egress_per_epoch(self) -> list[int]:
+        """Bytes the whole job downloads in each epoch."""
+        return [sum(node[e].bytes_downloaded for node in self.nodes)
+                for e in range(self.spec.epochs)]
+
+    @property
+    def egress_bytes(self) -> int:
+        """Bytes the whole job downloads over all its epochs."""
+        return sum(self.egress_per_epoch())
+
+
+def reader_sequences(config: PlanConfig, world: World, node: int, epoch: int,
+                     sample_in_epoch: int = 0, limit: int | None = None) -> list[np.ndarray]:
+    """The shard sequence of each reader (rank x DataLoader worker) of `node` in `epoch`, from
+    `sample_in_epoch` on; each cut to its first `limit` samples when given."""
+    plan = plan_node(config, world.with_position(node), epoch, sample_in_epoch)
+    ids = plan.ids.reshape(-1, plan.ids.shape[-1])
+    out = []
+    for row in ids:
+        row = row[row >= 0][:limit]
+        out.append(reader_shards(row, config.shard_offsets))
+    return out
+
+
+def predict(spec: RunSpec) -> Forecast:
+    """Simulate every node's cache over `spec.epochs` epochs."""
+    if spec.epochs < 1:
+        raise PlanError(f"epochs must be at least 1, got {spec.epochs}")
+    config = fit_plan(spec.config, spec.world, spec.footprint, spec.cache_limit).config
+    nodes = []
+    for node in range(spec.world.num_nodes):
+        cache = _node_cache(spec)
+        nodes.append(tuple(cache.run_epoch(reader_sequences(config, spec.world, node, e))
+                           for e in range(spec.epochs)))
+    duplicated = []
+    for e in range(spec.epochs):
+        fetched = np.concatenate([node[e].fetched for node in nodes])
+        _, counts = np.unique(fetched, return_counts=True)
+        duplicated.append(int((counts > 1).sum()))
+    return Forecast(spec, config, tuple(nodes), tuple(duplicated),
+                    _batches_per_epoch(config, spec.world))
+
+
+def predict_restart(forecast: Forecast, step: int) -> Restart:
+    """The downloads of a restart on fresh disks at global batch `step` of the run."""
+    spec, config, world = forecast.spec, forecast.config, forecast.spec.world
+    per_epoch = forecast.batches_per_epoch
+    if not 0 <= step < per_epoch * spec.epochs:
+        raise PlanError(f"restart step {step} is outside the run's {per_epoch * spec.epochs} "
+                        "global batches")
+    epoch, in_epoch = divmod(step, per_epoch)
+    batch = config.device_batch()
+    done = -(-in_epoch * batch // world.workers_per_rank)  # samples each reader has read
+    after, without = [], []
+    for node in range(world.num_nodes):
+        cache = _node_cache(spec)
+        spent = sum(cache.run_epoch(reader_sequences(config, world, node, e)).bytes_downloaded
+                    for e in range(epoch))
+        if done:
+            spent += cache.run_epoch(reader_sequences(config, world, node, epoch,
+                                                      limit=done)).bytes_downloaded
+        without.append(sum(c.bytes_downloaded for c in forecast.nodes[node]) - spent)
+        cache.wipe()
+        sample = in_epoch * batch * world.data_parallel_ranks
+        resumed = [reader_sequences(config, world, node, epoch, sample)]
+        resumed += [reader_sequences(config, world, node, e) for e in range(epoch + 1, spec.epochs)]
+        after.append(sum(cache.run_epoch(seqs).bytes_downloaded for seqs in resumed))
+    return Restart(step, epoch, tuple(after), tuple(without))
+
+
+def _node_cache(spec: RunSpec) -> NodeCache:
+    return NodeCache(spec.footprint, np.asarray(spec.fetch_bytes, np.int64), spec.cache_limit,
+                     max(int(spec.predownload), 1))
+
+
+def _batches_per_epoch(config: PlanConfig, world: World) -> int:
+    per_rank = plan_node(config, world.with_position(0), 0).samples_per_rank
+    return -(-int(per_rank) // config.device_batch())

@@ -1,0 +1,260 @@
+"""Loader metrics: what a training process's data path did so far, as a flat dict of floats.
+
+The hot path (`Meter.step`, once per batch) adds integers and writes two slots of a small ring;
+everything else (rates, per-stream counts from the plan, the cache's counters) is computed when
+`metrics()` is asked. Key names are documented in docs/dataset.md ("Watching a run").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from streaming.errors import ArgumentError
+
+log = logging.getLogger("streaming.metrics")
+
+WINDOW = 64  # steps between snapshots of the "recent" figures
+EVERY_ENV = "STREAMING_METRICS_EVERY"
+
+
+def every_from_env() -> int:
+    """Steps between logged summaries from STREAMING_METRICS_EVERY (0: never)."""
+    value = os.environ.get(EVERY_ENV, "").strip()
+    if not value:
+        return 0
+    try:
+        every = int(value)
+    except ValueError:
+        raise ArgumentError(f"{EVERY_ENV}={value!r} is not a whole number of steps") from None
+    return max(every, 0)
+
+
+class Meter:
+    """Steps (batches, or reads of a directly iterated dataset), samples and the time the
+    training loop spent blocked waiting for them, since the first `start()`.
+
+    The hot path is `step`: three integer adds and a comparison. Every `window` steps it
+    keeps a snapshot; the recent figures run from the snapshot before the last one to now
+    (between `window` and twice as many steps).
+
+    Args:
+        window: steps between snapshots of the recent figures.
+    """
+
+    def __init__(self, window: int = WINDOW) -> None:
+        self.window = max(int(window), 1)
+        self.started_ns = 0
+        self.first_ns = 0
+        self.steps = 0
+        self.samples = 0
+        self.wait_ns = 0
+        self._mark_at = 1
+        self._marks: list[tuple[int, int, int, int]] = []  # (time, steps, samples, wait)
+
+    def start(self) -> None:
+        """Mark the start of iteration (only the first call counts)."""
+        if not self.started_ns:
+            self.started_ns = time.perf_counter_ns()
+
+    def step(self, wait_ns: int, samples: int, now_ns: int) -> int:
+        """Record one step that kept the loop waiting `wait_ns` and delivered `samples` at
+        `now_ns` (time.perf_counter_ns); returns the step count."""
+        self.steps += 1
+        self.samples += samples
+        self.wait_ns += wait_ns
+        if self.steps >= self._mark_at:
+            self._mark(now_ns)
+        return self.steps
+
+    def _mark(self, now_ns: int) -> None:
+        if not self.first_ns:
+            self.first_ns = now_ns
+            self._marks = [(self.started_ns, 0, 0, 0)]
+        self._marks = [*self._marks[-1:], (now_ns, self.steps, self.samples, self.wait_ns)]
+        self._mark_at = self.steps + self.window
+
+    def as_dict(self) -> dict[str, float]:
+        """The meter's figures (zeros before the first step)."""
+        out = {"first_batch_s": 0.0, "batches": float(self.steps), "samples": float(self.samples),
+               "elapsed_s": 0.0, "batches_per_s": 0.0, "samples_per_s": 0.0,
+               "recent_batches_per_s": 0.0, "recent_samples_per_s": 0.0,
+               "data_wait_s": self.wait_ns / 1e9, "recent_data_wait_s": 0.0,
+               "data_wait_fraction": 0.0}
+        if not self.steps:
+            return out
+        now = time.perf_counter_ns()
+        elapsed = max(now - self.started_ns, 1) / 1e9
+        out["first_batch_s"] = (self.first_ns - self.started_ns) / 1e9
+        out["elapsed_s"] = elapsed
+        out["batches_per_s"] = self.steps / elapsed
+        out["samples_per_s"] = self.samples / elapsed
+        out["data_wait_fraction"] = min(self.wait_ns / 1e9 / elapsed, 1.0)
+        then, steps, samples, wait = self._marks[0]
+        span = max(now - then, 1) / 1e9
+        if self.steps > steps:
+            out["recent_batches_per_s"] = (self.steps - steps) / span
+            out["recent_samples_per_s"] = (self.samples - samples) / span
+            out["recent_data_wait_s"] = (self.wait_ns - wait) / 1e9 / (self.steps - steps)
+        return out
+
+
+class StreamCounts:
+    """Samples delivered per stream, from the plan: the streams of the planned ids the loop
+    consumed, in the order it consumes them (no per-sample work on the hot path).
+
+    Args:
+        stream_offsets: first global sample id of each stream (and the total at the end).
+        names: each stream's key in the metrics.
+        targets: each stream's share of an epoch as the mix asks for it.
+    """
+
+    def __init__(self, stream_offsets: np.ndarray, names: Sequence[str],
+                 targets: np.ndarray) -> None:
+        self.offsets = np.asarray(stream_offsets, np.int64)
+        self.names, self.targets = list(names), np.asarray(targets, float)
+        self.done = np.zeros(len(self.names), np.int64)
+        self._ids: Callable[[], np.ndarray] | None = None
+        self._base = 0  # consumed samples counted when the current iteration began
+        self._ended: list[tuple[Callable[[], np.ndarray], int]] = []  # (ids, samples) to count
+
+    def begin(self, ids: Callable[[], np.ndarray], consumed: int) -> None:
+        """A new iteration reads `ids()` (asked only when counts are wanted) from `consumed`."""
+        self.fold(consumed)
+        self._ids, self._base = ids, consumed
+
+    def fold(self, consumed: int) -> None:
+        """The current iteration ended at `consumed` samples (counted when next asked)."""
+        if self._ids is not None:
+            self._ended.append((self._ids, consumed - self._base))
+        self._ids, self._base = None, consumed
+
+    def _count(self, ids: Callable[[], np.ndarray], taken: int) -> np.ndarray:
+        planned = np.asarray(ids(), np.int64)
+        planned = planned[planned >= 0][:max(taken, 0)]
+        streams = np.searchsorted(self.offsets, planned, side="right") - 1
+        return np.bincount(streams, minlength=len(self.names))[:len(self.names)]
+
+    def as_dict(self, consumed: int) -> dict[str, float]:
+        """`stream/<name>/samples`, `.../share` (of samples so far) and `.../target_share`."""
+        for ids, taken in self._ended:
+            self.done += self._count(ids, taken)
+        self._ended.clear()
+        counts = self.done.copy()
+        if self._ids is not None:
+            counts += self._count(self._ids, consumed - self._base)
+        total = max(int(counts.sum()), 1)
+        out: dict[str, float] = {}
+        for name, count, target in zip(self.names, counts.tolist(), self.targets.tolist()):
+            out[f"stream/{name}/samples"] = float(count)
+            out[f"stream/{name}/share"] = count / total
+            out[f"stream/{name}/target_share"] = float(target)
+        return out
+
+
+def stream_counts(dataset: Any) -> StreamCounts | None:
+    """A StreamCounts over `dataset`'s streams (None when it has no plan config)."""
+    config = getattr(dataset, "config", None)
+    streams = getattr(dataset, "streams", None)
+    if config is None or streams is None:
+        return None
+    names = [str(getattr(s, "name", None) or i) for i, s in enumerate(streams)]
+    targets = np.asarray(config.samples_per_stream_epoch, float) / max(int(config.epoch_size), 1)
+    return StreamCounts(config.stream_offsets, names, targets)
+
+
+def cache_metrics(dataset: Any) -> dict[str, float]:
+    """The node cache's counters under `cache/...` (empty without `cache_stats`)."""
+    stats = getattr(dataset, "cache_stats", None)
+    if stats is None:
+        return {}
+    s = stats()
+    return {"cache/hits": float(s.hits), "cache/misses": float(s.misses),
+            "cache/hit_rate": float(s.hit_rate), "cache/downloads": float(s.downloads),
+            "cache/bytes_downloaded": float(s.bytes_downloaded),
+            "cache/evictions": float(s.evictions), "cache/wait_s": float(s.wait_seconds)}
+
+
+def summary(metrics: dict[str, float]) -> str:
+    """One line for a log."""
+    return (f"{metrics.get('batches', 0):.0f} batches, {metrics.get('samples_per_s', 0):.1f} "
+            f"samples/s ({metrics.get('recent_samples_per_s', 0):.1f} recent), data wait "
+            f"{metrics.get('data_wait_fraction', 0):.1%} of wall time "
+            f"({metrics.get('recent_data_wait_s', 0) * 1e3:.2f} ms/step recent), first batch "
+            f"{metrics.get('first_batch_s', 0):.3f} s, cache {metrics.get('cache/hits', 0):.0f} "
+            f"hits / {metrics.get('cache/misses', 0):.0f} misses")
+
+
+def gather_metrics(metrics: dict[str, float]) -> list[dict[str, float]] | None:
+    """Every rank's `metrics` on rank 0 (a list by rank; None on the other ranks) when a
+    torch.distributed process group exists; `[metrics]` without one. A collective: every
+    rank must call it.
+
+    Args:
+        metrics: this rank's `loader.metrics()`.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [metrics]
+    rank = dist.get_rank()
+    out: list[Any] | None = [None] * dist.get_world_size() if rank == 0 else None
+    dist.gather_object(metrics, out, dst=0)
+    return out
+
+
+class IterationWatch:
+    """The metrics of a dataset iterated directly in this process: each read (a chunk of
+    samples) is a step, timed while the loop waits for it.
+
+    Args:
+        dataset: the StreamingDataset (its streams, config, session and cache).
+    """
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+        self.meter = Meter()
+        self.streams = stream_counts(dataset)
+        self.base = 0  # samples of the iterations before this one
+        self.seen = 0  # samples of this one the loop had taken when it last asked for more
+
+    def begin(self, ids: np.ndarray) -> None:
+        """An iteration over planned `ids` starts (the session's count is back at zero)."""
+        self.meter.start()
+        self.base += self.seen
+        self.seen = 0
+        if self.streams is not None:
+            self.streams.begin(lambda: ids, self.base)
+
+    def consumed(self) -> int:
+        """Samples the loop took from this process's iterations so far."""
+        return self.base + int(self.dataset.session.count)
+
+    def timed(self, chunks: Any) -> Any:
+        """`chunks`, with the time until each arrives recorded as a step."""
+        it = iter(chunks)
+        session = self.dataset.session
+        while True:
+            self.seen = session.count
+            asked = time.perf_counter_ns()
+            try:
+                chunk = next(it)
+            except StopIteration:
+                self.seen = session.count
+                return
+            now = time.perf_counter_ns()
+            self.meter.step(now - asked, len(chunk), now)
+            yield chunk
+
+    def metrics(self) -> dict[str, float]:
+        """The flat dict (see `StreamingDataLoader.metrics`)."""
+        out = self.meter.as_dict()
+        if self.streams is not None:
+            out.update(self.streams.as_dict(self.consumed()))
+        out.update(cache_metrics(self.dataset))
+        return out

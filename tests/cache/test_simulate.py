@@ -1,0 +1,65 @@
+"""The node cache simulation: exact on small sequences worked out by hand, never over the limit,
+and refusing a limit that cannot hold the shards in use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streaming.cache.limit import Footprint
+from streaming.cache.simulate import NodeCache
+from streaming.errors import CacheLimitError
+
+
+def _cache(shards: int, limit: int | None, predownload: int = 1) -> NodeCache:
+    size = np.full(shards, 100, np.int64)
+    footprint = Footprint.of(size, np.zeros(shards, np.int64), np.zeros(shards, bool),
+                             np.ones(shards, bool))
+    return NodeCache(footprint, size // 2, limit, predownload)
+
+
+def test_shards_read_again_stay_when_they_fit():
+    cache = _cache(3, 200)
+    got = cache.run_epoch([np.array([0, 0, 1, 1, 0, 0, 1, 1])])
+    assert (got.downloads, got.bytes_downloaded, got.evictions) == (2, 100, 0)
+    assert got.peak_cache_bytes == 200 and got.steps == 8
+    again = cache.run_epoch([np.array([1, 0])])
+    assert again.downloads == 0  # the cache carries over to the next epoch
+
+
+def test_belady_evicts_the_shard_needed_last():
+    cache = _cache(3, 200)
+    got = cache.run_epoch([np.array([0, 1, 2, 0, 2, 1])])
+    # At step 1 the prefetcher brings 2 (needed at step 2) in place of 0 (needed at step 3),
+    # the only shard not in use; 0 then displaces 1 (next used at 5, after 2's use at 4),
+    # and 1 displaces 0 or 2, neither needed again.
+    assert (got.downloads, got.evictions) == (5, 3)
+    assert got.fetched.tolist() == [0, 1, 2]
+    assert int(got.occupancy[:, 1].max()) <= 200
+
+
+def test_a_fresh_disk_downloads_again():
+    cache = _cache(2, None)
+    assert cache.run_epoch([np.array([0, 1])]).downloads == 2
+    cache.wipe()
+    assert cache.run_epoch([np.array([0, 1])]).downloads == 2
+
+
+def test_a_limit_under_the_shards_in_use_is_refused():
+    cache = _cache(4, 150)
+    with pytest.raises(CacheLimitError, match="too small"):
+        cache.run_epoch([np.array([0, 1]), np.array([2, 3])])
+
+
+def test_the_no_eviction_shortcut_matches_the_stepped_simulation():
+    from streaming.cache.lookahead import ReaderRuns
+    from streaming.cache.simulate import _Epoch
+
+    rng = np.random.default_rng(3)
+    sequences = [np.repeat(rng.integers(0, 30, 40), rng.integers(1, 6, 40)) for _ in range(4)]
+    quick = _cache(30, None, predownload=8).run_epoch(sequences)
+    stepped_cache = _cache(30, None, predownload=8)
+    stepped = _Epoch(stepped_cache, [ReaderRuns.of(s, 8) for s in sequences]).run()
+    assert (quick.downloads, quick.bytes_downloaded, quick.evictions, quick.peak_cache_bytes) == (
+        stepped.downloads, stepped.bytes_downloaded, stepped.evictions, stepped.peak_cache_bytes)
+    assert quick.fetched.tolist() == stepped.fetched.tolist()

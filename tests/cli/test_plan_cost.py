@@ -1,0 +1,135 @@
+"""`streaming plan --cache-limit --epochs --json`: the cache prediction against a plain recount
+of what the plans read, and against what real jobs on the loopback S3 server downloaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streaming.format.index import read_index
+from tests.cache._data import upload_dir, write_dataset
+from tests.support.processes import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+RANK = Path(__file__).with_name("_cost_rank.py")
+SAMPLES = 2000
+CONFIG = ("streams:\n  - {{remote: '{remote}', local: cache}}\nbatch_size: 8\npredownload: 64\n"
+          "shuffle: true\nshuffle_seed: 7\n"
+          "topology: {{nodes: 2, ranks_per_node: 2, workers_per_rank: 2}}\n")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("cost") / "big"
+    write_dataset(folder, SAMPLES, size_limit=32_000)  # zstd, ~60 samples in each of ~33 shards
+    return folder
+
+
+def _plan(cli, config: Path, *args) -> dict:
+    ran = cli("plan", config, "--json", *args)
+    assert ran.code == 0, ran.err
+    return ran.json()
+
+
+def test_without_a_limit_each_node_downloads_the_shards_its_plan_reads_once(cli, dataset,
+                                                                           tmp_path):
+    from streaming.cli.plan import load_setup
+    from streaming.forecast import reader_sequences
+
+    config = tmp_path / "run.yaml"
+    config.write_text(CONFIG.format(remote=dataset).replace("remote:", "local:", 1)
+                      .replace(", local: cache", ""))
+    got = _plan(cli, config, "--epochs", "2")
+    setup = load_setup(config)
+    index = read_index(dataset)
+    fetch = np.where(index.zip_bytes > 0, index.zip_bytes, index.raw_bytes)
+    assert len(got["nodes"]) == 2 and got["cache_limit"] is None
+    for node in got["nodes"]:
+        first, second = node["epochs"]
+        read = np.unique(np.concatenate(reader_sequences(setup.cfg, setup.world, node["node"], 0)))
+        assert first["downloads"] == len(read) and first["evictions"] == 0
+        assert first["bytes_downloaded"] == int(fetch[read].sum())
+        assert second["downloads"] == second["bytes_downloaded"] == 0  # all still cached
+    assert got["egress_bytes"] == sum(n["bytes_downloaded"] for n in got["nodes"])
+
+
+def test_a_limit_caps_the_peak_and_costs_egress(cli, dataset, tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(CONFIG.format(remote=dataset).replace("remote:", "local:", 1)
+                      .replace(", local: cache", ""))
+    raw = int(read_index(dataset).raw_bytes.sum())
+    free = _plan(cli, config, "--epochs", "2")
+    tight = _plan(cli, config, "--epochs", "2", "--cache-limit", str(raw // 4),
+                  "--egress-price", "0.09", "--restart-step", "60")
+    for node in tight["nodes"]:
+        assert all(e["peak_cache_bytes"] <= raw // 4 for e in node["epochs"])
+        assert node["epochs"][1]["downloads"] > 0 and node["epochs"][1]["evictions"] > 0
+    assert tight["egress_bytes"] > free["egress_bytes"]
+    assert tight["egress_cost"] == round(tight["egress_bytes"] / 2**30 * 0.09, 4)
+    restart = tight["restart"]
+    assert restart["epoch"] == 0 and restart["extra_egress_bytes"] > 0
+
+
+def test_plan_refuses_bad_cost_options(cli, dataset, tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(CONFIG.format(remote=dataset).replace("remote:", "local:", 1)
+                      .replace(", local: cache", ""))
+    assert "cache_limit" in cli("plan", config, "--json", "--cache-limit", "lots").err
+    assert "--epochs" in cli("plan", config, "--json", "--epochs", "0").err
+    assert "restart step" in cli("plan", config, "--json", "--restart-step", "99999").err
+
+
+def _run_job(workdir: Path, remote: str, limit: int) -> list[dict]:
+    """2 simulated nodes x 2 ranks x 2 workers read 2 epochs; each node's cache_stats()."""
+    port, procs = free_port(), []
+    for rank in range(4):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank % 2),
+                   LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+        cmd = [sys.executable, str(RANK), "--remote", remote, "--local-root",
+               str(workdir / "local"), "--out", str(workdir / f"node{rank // 2}.json"),
+               "--cache-limit", str(limit)]
+        procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True))
+    try:
+        for rank, proc in enumerate(procs):
+            _, err = proc.communicate(timeout=150)
+            assert proc.returncode == 0, f"rank {rank}:\n{err[-3000:]}"
+    finally:
+        for proc in procs:
+            proc.kill()
+    return [json.loads((workdir / f"node{n}.json").read_text()) for n in range(2)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", [0.25, 1.0])
+def test_predicted_bytes_per_node_match_a_real_s3_run(cli, s3_env, dataset, tmp_path, share):
+    bucket = s3_env.make_bucket()
+    upload_dir(s3_env.client(), bucket, "big", dataset)
+    remote = f"s3://{bucket}/big"
+    limit = int(int(read_index(dataset).raw_bytes.sum()) * share)
+    config = tmp_path / "run.yaml"
+    config.write_text(CONFIG.format(remote=remote))
+    predicted = _plan(cli, config, "--epochs", "2", "--cache-limit", str(limit))
+    measured = _run_job(tmp_path, remote, limit)
+    for node, stats in zip(predicted["nodes"], measured):
+        want = stats["bytes_downloaded"]
+        assert abs(node["bytes_downloaded"] - want) <= 0.05 * want, (predicted, measured)
+
+
+def test_plan_draws_cache_occupancy(cli, dataset, tmp_path):
+    pytest.importorskip("matplotlib")
+    config = tmp_path / "run.yaml"
+    config.write_text(CONFIG.format(remote=dataset).replace("remote:", "local:", 1)
+                      .replace(", local: cache", ""))
+    ran = cli("plan", config, "--cache-limit", "300kb", "--epochs", "2",
+              "--png", tmp_path / "batches.png")
+    assert ran.code == 0, ran.err
+    assert "node 1 epoch 1:" in ran.out and "egress" in ran.out
+    assert (tmp_path / "run.cache.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
