@@ -4,6 +4,9 @@ CSV logger, Composer's through its in-memory logger."""
 from __future__ import annotations
 
 import csv
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ import torch
 
 from streaming import StreamingDataLoader, StreamingDataset
 from tests.dataset.conftest import write_ids
+from tests.support.clients import child_env, require
 
 SAMPLES, BATCH = 96, 4
 
@@ -51,29 +55,11 @@ def test_lightning_logs_loader_metrics(tmp_path):
 
 
 def test_composer_logs_loader_metrics(tmp_path):
-    pytest.importorskip("composer")
-    from composer import Trainer
-    from composer.loggers import InMemoryLogger
-    from composer.models import ComposerModel
-
-    from streaming.integrations.composer_metrics import StreamingMetricsCallback
-
-    class Tiny(ComposerModel):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-
-        def forward(self, batch):
-            return self.layer(batch["id"].float().unsqueeze(1))
-
-        def loss(self, outputs, batch):
-            return outputs.pow(2).mean()
-
-    memory = InMemoryLogger()
-    trainer = Trainer(model=Tiny(), train_dataloader=_loader(tmp_path), max_duration="1ep",
-                      optimizers=torch.optim.SGD(Tiny().parameters(), lr=0.0),
-                      callbacks=[StreamingMetricsCallback(every=5)], loggers=[memory],
-                      device="cpu", progress_bar=False)
-    trainer.fit()
-    samples = [value for _, value in memory.data["data/samples"]]
-    assert samples == [20.0, 40.0, 60.0, 80.0]
+    """In a child process: Composer needs the torchvision stand-in on its path, which must not
+    leak into the other tests of this process (tests/support/clients.py)."""
+    require("composer")
+    run = subprocess.run([sys.executable, str(Path(__file__).with_name("composer_metrics_run.py")),
+                          str(tmp_path)], env=child_env(), capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == [20.0, 40.0, 60.0, 80.0]
