@@ -98,7 +98,7 @@ def sweep_orphans(root: Path, folder: Path, files: dict[str, tuple[int, float]],
 
     Every preparation holds the shard's `.<raw>.prep.lock` flock while it writes, and the kernel
     drops a flock when its holder dies: taking that lock proves its files are orphans."""
-    from streaming.coord.lock import FileLock
+    from streaming.cache.locks import folder_lock
 
     owner_of = {zipped: raw for raw, zipped in shards.items() if zipped}
     owner_of.update({raw: raw for raw in shards})
@@ -110,7 +110,7 @@ def sweep_orphans(root: Path, folder: Path, files: dict[str, tuple[int, float]],
     removed: list[str] = []
     for raw, names in groups.items():
         prep = f".{raw}.prep.lock"
-        lock = FileLock(folder / prep)
+        lock = folder_lock(folder / prep)
         if not lock.try_acquire():
             continue  # a live preparer: its files are its own
         try:

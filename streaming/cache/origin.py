@@ -115,9 +115,9 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
     created = make_folder(folder)
     index = folder / "index.json"
     try:
-        from streaming.coord.lock import FileLock
+        from streaming.cache.locks import folder_lock
 
-        with FileLock(folder / ORIGIN_LOCK, timeout=LOCK_TIMEOUT):
+        with folder_lock(folder / ORIGIN_LOCK, timeout=LOCK_TIMEOUT):
             _sweep(folder)
             tmp = temp_path_for(index)
             try:

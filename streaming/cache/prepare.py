@@ -211,7 +211,7 @@ class ShardPreparer:
         """Serialise preparation of one shard across this node's processes and threads (with
         `node=False`, across this process's threads only: no lock file); other shards prepare
         in parallel (downloads and zstd release the GIL)."""
-        from streaming.coord.lock import FileLock
+        from streaming.cache.locks import folder_lock
 
         with self._mutex:
             lock = self._locks.setdefault(shard, threading.Lock())
@@ -222,7 +222,7 @@ class ShardPreparer:
                 yield
             return
         raw.parent.mkdir(parents=True, exist_ok=True)
-        with lock, FileLock(raw.parent / f".{raw.name}.prep.lock", timeout=LOCK_TIMEOUT):
+        with lock, folder_lock(raw.parent / f".{raw.name}.prep.lock", timeout=LOCK_TIMEOUT):
             yield
 
     def _materialise(self, shard: int, raw: Path) -> None:
