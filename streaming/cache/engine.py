@@ -287,6 +287,20 @@ class CacheEngine(CacheRoom):
         self.release(shard)
         return path
 
+    def lost(self, shard: int, path: Path) -> bool:
+        """The file `acquire` returned was gone when the reader opened it (deleted after the
+        pin): forget it so that the next `acquire` fetches it again; False for a shard this
+        engine does not cache.
+
+        Args:
+            shard: the shard whose file vanished.
+            path: the file `acquire` returned.
+        """
+        if not self.cached[int(shard)]:
+            return False
+        self._lost(int(shard), disk.identity(path))
+        return True
+
     def _lost(self, shard: int, seen: tuple[int, int, int] | None) -> None:
         """A present shard's file (`seen`: its identity when it was found unusable) vanished,
         changed size or fails its digest underneath us (a clean-up script, another job, a full
