@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import numpy as np
 
 from streaming.cache.engine import PREPARE_THREADS
+from streaming.coord.wait import Deadline
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
     from streaming.cache.prepare import ShardPreparer
 
 
+STOP_TIMEOUT = 60.0  # seconds a stopped pass waits for the preparations under way
 REOPEN_TRIES = 3  # times a shard deleted between acquire and open is fetched again
 Opened = TypeVar("Opened")
 
@@ -127,8 +129,11 @@ class _Ahead:
         self._wake = threading.Condition()
         self._stop = False
         self.error: BaseException | None = None
-        for k in range(max(1, min(threads, len(self._shards)))):
-            threading.Thread(target=self._run, daemon=True, name=f"streaming-prefetch-{k}").start()
+        self._threads = [
+            threading.Thread(target=self._run, daemon=True, name=f"streaming-prefetch-{k}")
+            for k in range(max(1, min(threads, len(self._shards))))]
+        for thread in self._threads:
+            thread.start()
 
     def advance(self, position: int) -> None:
         """Note the reader's step (wakes threads waiting for it to come closer)."""
@@ -152,9 +157,15 @@ class _Ahead:
             self.error = exc
 
     def stop(self) -> None:
+        """Start no more preparations and wait (up to STOP_TIMEOUT seconds) for those under
+        way, so that a pass that ends, or fails, leaves no half-written file behind."""
         self._stop = True
         with self._wake:
             self._wake.notify_all()
+        deadline = Deadline(STOP_TIMEOUT)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(deadline.remaining(), 0.0))
 
 
 def first_uses(shards: np.ndarray) -> tuple[list[int], list[int]]:
