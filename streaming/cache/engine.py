@@ -65,6 +65,15 @@ def _shared_table(token: str, num_shards: int, init) -> tb.CacheTable:
         return table
 
 
+def _drop_table(token: str) -> None:
+    """Unmap this process's table `token` (and remove it from shared memory if this process
+    created it); the next reader creates it again from what is on disk."""
+    with _tables_lock:
+        table = _tables.pop((os.getpid(), token), None)
+    if table is not None:
+        table.close()
+
+
 def shard_footprint(facts: ShardFacts, streams: Sequence[Stream]) -> Footprint:
     """Cache bytes per shard: nothing for local-only streams, the raw file (and
     a kept zip) while cached, the zip (unless it never lands on disk) and lock files while
@@ -431,4 +440,6 @@ class CacheEngine(CacheRoom):
             log.debug("%s (this reader: %s)", self.stats(), self.stats(node=False))
             with self._table.locked():
                 self._table.free_slot(self._slot)
+                if not self._table.live_slots().any():  # the last reader: drop the table
+                    _drop_table(self.token)
             self._table = None
