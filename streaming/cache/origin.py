@@ -133,8 +133,10 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
     index = folder / "index.json"
     try:
         from streaming.cache.locks import folder_lock
+        from streaming.cache.node_claim import claim_folder
 
         with folder_lock(folder / ORIGIN_LOCK, timeout=LOCK_TIMEOUT):
+            claim_folder(folder)
             _sweep(folder)
             tmp = temp_path_for(index)
             try:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming.cache.node_claim import NODE_FILE, NODE_LOCK
 from streaming.cache.origin import ORIGIN_FILE, changed_files, file_entries, sync_index
 from streaming.errors import CacheOriginError, ObjectNotFoundError
 from streaming.format.index import parse_index
@@ -93,7 +94,8 @@ def test_a_killed_sync_leaves_nothing_after_the_next_one(tmp_path: Path) -> None
         path.write_bytes(b"x")
     sync_index(local, "/remote", _fetcher(_index([("a.mds", 48, "1")])))
     assert not any(path.exists() for path in leftovers)
-    assert sorted(p.name for p in local.iterdir()) == [ORIGIN_FILE, "index.json"]
+    assert sorted(p.name for p in local.iterdir()) == sorted(
+        [NODE_FILE, NODE_LOCK, ORIGIN_FILE, "index.json"])
 
 
 def test_a_folder_whose_own_index_is_not_an_index_drops_what_the_new_one_names(
