@@ -61,6 +61,20 @@ def remove_leftovers(root: Path, paths: Iterable[Path], *, stale_only: bool) -> 
                 remove(root, entry.path)
 
 
+def temp_bytes(*paths: Path | None) -> int:
+    """Bytes of the temp files beside `paths` (`.<name>.*.tmp`): what preparations in flight
+    have written so far."""
+    total = 0
+    for path in filter(None, paths):
+        prefix = f".{path.name}."
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(path.parent):
+                if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+                    with contextlib.suppress(FileNotFoundError):
+                        total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
 def listing(folder: str | os.PathLike) -> dict[str, tuple[int, float]]:
     """Size and mtime of each file directly in `folder` (empty when it is missing): one scan
     serves every shard of a folder, where a scan per shard grows with shards x files."""
