@@ -135,6 +135,7 @@ class CacheEngine(CacheRoom):
         self._pid = os.getpid()
         self._table: tb.CacheTable | None = None
         self._slot = -1
+        self._closed: tuple[CacheStats, CacheStats] | None = None  # the counters at close()
         self._mutex = threading.Lock()
         self._errors: dict[int, BaseException] = {}
         self._threads: list[threading.Thread] = []
@@ -425,7 +426,10 @@ class CacheEngine(CacheRoom):
 
     # ----- stats -----------------------------------------------------------------------
     def stats(self, *, node: bool = True) -> CacheStats:
-        """Counters of every reader on the node (default) or of this reader only."""
+        """Counters of every reader on the node (default) or of this reader only; after
+        `close()`, as they were then (the table may be gone)."""
+        if self._table is None and self._closed is not None and self._pid == os.getpid():
+            return self._closed[0 if node else 1]
         table = self.table
         rows = table.counters if node else table.counters[self._slot]
         return CacheStats.from_counters(rows)
@@ -437,7 +441,8 @@ class CacheEngine(CacheRoom):
             return
         self.stop()
         if self._table is not None:
-            log.debug("%s (this reader: %s)", self.stats(), self.stats(node=False))
+            self._closed = (self.stats(), self.stats(node=False))
+            log.debug("%s (this reader: %s)", *self._closed)
             with self._table.locked():
                 self._table.free_slot(self._slot)
                 if not self._table.live_slots().any():  # the last reader: drop the table

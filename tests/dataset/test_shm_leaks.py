@@ -31,6 +31,8 @@ def test_close_removes_the_cache_segment(tmp_path: Path, shm: Path) -> None:
     assert any(name.endswith("_cache") for name in os.listdir(shm))
     ds.close()
     assert sorted(os.listdir(shm)) == []
+    assert ds.cache_stats().downloads > 0  # the counters as they were at close
+    assert sorted(os.listdir(shm)) == []
 
 
 def _failed_epoch(ds: StreamingDataset) -> type[BaseException] | None:
