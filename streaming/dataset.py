@@ -84,6 +84,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self.allow_unsafe_types = allow_unsafe_types
         self.replication = replication or 1
         self.world = world or detect_world(workers_per_rank=1, replication=self.replication)
+        for stream in streams:
+            stream.copy_to_cache(cache_limit is not None)
         self.catalog = Catalog.open(streams, allow_unsafe_types=allow_unsafe_types)
 
         # An unweighted stream beside weighted ones counts as repeat=1 (docs/mixing.md).
