@@ -68,8 +68,8 @@ def _shared_table(token: str, num_shards: int, init) -> tb.CacheTable:
 def _drop_table(token: str) -> None:
     """Unmap this process's table `token` (and remove it from shared memory if this process
     created it); the next reader creates it again from what is on disk."""
-    with _tables_lock:
-        table = _tables.pop((os.getpid(), token), None)
+    # Under the table's file lock: no _tables_lock here (_shared_table takes them the other way).
+    table = _tables.pop((os.getpid(), token), None)
     if table is not None:
         table.close()
 
