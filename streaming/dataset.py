@@ -116,7 +116,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self.allow_unsafe_types = allow_unsafe_types
         self.replication = replication or 1
         self.world = world or detect_world(workers_per_rank=1, replication=self.replication)
-        self.catalog = Catalog.open(streams, allow_unsafe_types=allow_unsafe_types)
+        self.catalog = Catalog.open(_copied_to_cache(streams, cache_limit is not None),
+                                    allow_unsafe_types=allow_unsafe_types)
 
         # An unweighted stream beside weighted ones counts as repeat=1 (docs/mixing.md).
         weighted = any(s.weighted for s in streams)
@@ -298,3 +299,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         """Release shared memory and open shards (also done at garbage collection / exit)."""
         self.rows.close()
         self.session.close()
+
+
+def _copied_to_cache(streams: list[Stream], limited: bool) -> list[Stream]:
+    """`streams`, each local-only compressed one set to decompress into a cache folder when it
+    must (see `Stream.copy_to_cache`)."""
+    for stream in streams:
+        stream.copy_to_cache(limited)
+    return streams

@@ -17,7 +17,7 @@ from streaming.format.shard import ShardReader
 from streaming.plan_fit import rows_per_read
 from streaming.read.iterate import iter_chunks
 from streaming.read.open_shards import OpenShards
-from streaming.read.source import ShardSource, shard_source
+from streaming.read.source import ShardSource, acquire_open, shard_source
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
@@ -70,7 +70,13 @@ class Rows:
         return self.catalog.open_file(shard, path)
 
     def open_prepared(self, shard: int) -> ShardReader:
-        return self.open_file(shard, self.prepare(shard))
+        cache = self.cache
+        if cache is None:
+            return self.open_file(shard, self.prepare(shard))
+        reader = acquire_open(cache, shard, lambda path: self.open_file(shard, path))
+        cache.release(shard)  # kept open: read without a pin (no limit, or not cached)
+        assert reader is not None
+        return reader
 
     def reader(self, shard: int) -> ShardReader:
         """An open reader of `shard` (at most `OpenShards.capacity` stay open at once)."""
@@ -99,9 +105,10 @@ class Rows:
             return self.reader(shard).get(row)
         cache = self.cache
         assert cache is not None
-        path = cache.acquire(shard)
+        reader = acquire_open(cache, shard, lambda path: self.open_file(shard, path))
+        assert reader is not None
         try:
-            with self.open_file(shard, path) as reader:
+            with reader:
                 return reader.get_many([row], copy=True)[0]  # no view of the file outlives it
         finally:
             cache.release(shard)

@@ -154,8 +154,11 @@ class Session:
             yield
 
     def fail(self, world: World, exc: BaseException) -> None:
-        """Tell the node's other processes this worker failed with `exc`."""
+        """Tell the node's other processes this worker failed with `exc`, and remove the plans
+        it published (a DataLoader worker of a failed epoch may live on, or be killed, with
+        them; a peer that still needs one computes it again)."""
         self.node.fail_with(exc, f"rank {world.rank} worker {world.worker}")
+        self.board.close()
 
     def progress(self) -> Progress:
         """This process's iteration as its state reports it (see `iteration_state`)."""

@@ -98,6 +98,35 @@ class Stream:
             return remote
         return remote.rstrip("/") + "/" + self.split
 
+    def copy_to_cache(self, limited: bool) -> None:
+        """Read a local-only stream of compressed shards through a cache folder when its shards
+        are read under a cache_limit (`limited`) or its folder cannot be written: the folder
+        becomes the stream's remote and the decompressed copies go to the default cache folder
+        of that remote, where they count against the limit and are evicted; nothing is written
+        in the user's folder. A folder whose raw shards are all present is read in place.
+
+        Args:
+            limited: whether the dataset has a cache_limit.
+        """
+        if self.remote_dir is not None:
+            return
+        from streaming.format.index import read_index
+        from streaming.util.files import has_size
+
+        folder = self.local_dir
+        if not limited and os.access(folder, os.W_OK):
+            return
+        try:
+            index = read_index(folder / "index.json")
+        except (OSError, ValueError):
+            return  # the catalog names what is wrong with it
+        if not any(index.zip_basenames) or all(
+                has_size(folder / name, int(size))
+                for name, size in zip(index.basenames, index.raw_bytes)):
+            return
+        self.remote = os.fspath(Path(self.local).expanduser().resolve())
+        self.local = _default_local(self.remote, self.split)
+
     def remote_url(self, basename: str) -> str:
         """URL (or path) of one file of this stream at its remote."""
         base = self.remote_dir

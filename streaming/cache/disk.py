@@ -61,6 +61,20 @@ def remove_leftovers(root: Path, paths: Iterable[Path], *, stale_only: bool) -> 
                 remove(root, entry.path)
 
 
+def temp_bytes(*paths: Path | None) -> int:
+    """Bytes of the temp files beside `paths` (`.<name>.*.tmp`): what preparations in flight
+    have written so far."""
+    total = 0
+    for path in filter(None, paths):
+        prefix = f".{path.name}."
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(path.parent):
+                if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+                    with contextlib.suppress(FileNotFoundError):
+                        total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
 def listing(folder: str | os.PathLike) -> dict[str, tuple[int, float]]:
     """Size and mtime of each file directly in `folder` (empty when it is missing): one scan
     serves every shard of a folder, where a scan per shard grows with shards x files."""
@@ -98,7 +112,7 @@ def sweep_orphans(root: Path, folder: Path, files: dict[str, tuple[int, float]],
 
     Every preparation holds the shard's `.<raw>.prep.lock` flock while it writes, and the kernel
     drops a flock when its holder dies: taking that lock proves its files are orphans."""
-    from streaming.coord.lock import FileLock
+    from streaming.cache.locks import folder_lock
 
     owner_of = {zipped: raw for raw, zipped in shards.items() if zipped}
     owner_of.update({raw: raw for raw in shards})
@@ -110,7 +124,7 @@ def sweep_orphans(root: Path, folder: Path, files: dict[str, tuple[int, float]],
     removed: list[str] = []
     for raw, names in groups.items():
         prep = f".{raw}.prep.lock"
-        lock = FileLock(folder / prep)
+        lock = folder_lock(folder / prep)
         if not lock.try_acquire():
             continue  # a live preparer: its files are its own
         try:

@@ -65,6 +65,15 @@ def _shared_table(token: str, num_shards: int, init) -> tb.CacheTable:
         return table
 
 
+def _drop_table(token: str) -> None:
+    """Unmap this process's table `token` (and remove it from shared memory if this process
+    created it); the next reader creates it again from what is on disk."""
+    # Under the table's file lock: no _tables_lock here (_shared_table takes them the other way).
+    table = _tables.pop((os.getpid(), token), None)
+    if table is not None:
+        table.close()
+
+
 def shard_footprint(facts: ShardFacts, streams: Sequence[Stream]) -> Footprint:
     """Cache bytes per shard: nothing for local-only streams, the raw file (and
     a kept zip) while cached, the zip (unless it never lands on disk) and lock files while
@@ -126,6 +135,7 @@ class CacheEngine(CacheRoom):
         self._pid = os.getpid()
         self._table: tb.CacheTable | None = None
         self._slot = -1
+        self._closed: tuple[CacheStats, CacheStats] | None = None  # the counters at close()
         self._mutex = threading.Lock()
         self._errors: dict[int, BaseException] = {}
         self._threads: list[threading.Thread] = []
@@ -278,6 +288,20 @@ class CacheEngine(CacheRoom):
         self.release(shard)
         return path
 
+    def lost(self, shard: int, path: Path) -> bool:
+        """The file `acquire` returned was gone when the reader opened it (deleted after the
+        pin): forget it so that the next `acquire` fetches it again; False for a shard this
+        engine does not cache.
+
+        Args:
+            shard: the shard whose file vanished.
+            path: the file `acquire` returned.
+        """
+        if not self.cached[int(shard)]:
+            return False
+        self._lost(int(shard), disk.identity(path))
+        return True
+
     def _lost(self, shard: int, seen: tuple[int, int, int] | None) -> None:
         """A present shard's file (`seen`: its identity when it was found unusable) vanished,
         changed size or fails its digest underneath us (a clean-up script, another job, a full
@@ -392,7 +416,10 @@ class CacheEngine(CacheRoom):
 
     # ----- stats -----------------------------------------------------------------------
     def stats(self, *, node: bool = True) -> CacheStats:
-        """Counters of every reader on the node (default) or of this reader only."""
+        """Counters of every reader on the node (default) or of this reader only; after
+        `close()`, as they were then (the table may be gone)."""
+        if self._table is None and self._closed is not None and self._pid == os.getpid():
+            return self._closed[0 if node else 1]
         table = self.table
         rows = table.counters if node else table.counters[self._slot]
         return CacheStats.from_counters(rows)
@@ -404,7 +431,10 @@ class CacheEngine(CacheRoom):
             return
         self.stop()
         if self._table is not None:
-            log.debug("%s (this reader: %s)", self.stats(), self.stats(node=False))
+            self._closed = (self.stats(), self.stats(node=False))
+            log.debug("%s (this reader: %s)", *self._closed)
             with self._table.locked():
                 self._table.free_slot(self._slot)
+                if not self._table.live_slots().any():  # the last reader: drop the table
+                    _drop_table(self.token)
             self._table = None

@@ -64,9 +64,10 @@ def remove_created(created: list[Path]) -> None:
     """Remove the folders `make_folder` created (deepest first) if nothing was left in them but
     this library's own bookkeeping files."""
     from streaming.cache.marker import CACHE_MARKER
+    from streaming.cache.node_claim import NODE_FILE, NODE_LOCK
     from streaming.cache.origin import ORIGIN_FILE, ORIGIN_LOCK
 
-    ours = {CACHE_MARKER, ORIGIN_FILE, ORIGIN_LOCK}
+    ours = {CACHE_MARKER, ORIGIN_FILE, ORIGIN_LOCK, NODE_FILE, NODE_LOCK}
     for path in created:
         try:
             names = os.listdir(path)

@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from streaming.cache.disk import listing
 from streaming.cache.folder import make_folder, remove_created
@@ -64,6 +65,22 @@ class Origin:
     def write(self, folder: Path) -> None:
         with staged_file(folder / ORIGIN_FILE) as tmp:
             tmp.write_text(json.dumps({"remote": self.remote, "index": self.index}))
+
+
+def same_remote(remote: str) -> str:
+    """The form of `remote` its record compares: a filesystem path and its `file://` URL
+    (`/p`, `file:///p`, `file://localhost/p`, `/q/../p`) are one remote, as are a URL with and
+    without a trailing slash.
+
+    Args:
+        remote: a stream's remote, a path or a URL.
+    """
+    parts = urlsplit(remote)
+    if parts.scheme == "file" and parts.netloc in ("", "localhost"):
+        return os.path.normpath(os.path.abspath(unquote(parts.path)))
+    if not parts.scheme or len(parts.scheme) == 1:  # a path (or a drive letter)
+        return os.path.normpath(os.path.abspath(remote))
+    return remote.rstrip("/")
 
 
 def _digest(data: bytes) -> str:
@@ -111,13 +128,15 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
     folder's origin record, drop files the new index changed; returns the local index path.
 
     Folders this call created are removed again when it fails."""
-    remote = remote.rstrip("/")  # s3://b/x and s3://b/x/ are one remote
+    remote = same_remote(remote)
     created = make_folder(folder)
     index = folder / "index.json"
     try:
-        from streaming.coord.lock import FileLock
+        from streaming.cache.locks import folder_lock
+        from streaming.cache.node_claim import claim_folder
 
-        with FileLock(folder / ORIGIN_LOCK, timeout=LOCK_TIMEOUT):
+        with folder_lock(folder / ORIGIN_LOCK, timeout=LOCK_TIMEOUT):
+            claim_folder(folder)
             _sweep(folder)
             tmp = temp_path_for(index)
             try:
@@ -157,7 +176,7 @@ def _adopt(folder: Path, remote: str, text: bytes) -> None:
     a symbolic link leads out of the folder)."""
     new = Origin.of(remote, text)
     old = Origin.read(folder)
-    if old is not None and old.remote != remote:
+    if old is not None and same_remote(old.remote) != remote:
         raise CacheOriginError(
             f"local folder {folder} already caches remote {old.remote}, not {remote}: a "
             "folder holds the shards of one remote only (shards of two datasets may have the "
@@ -196,7 +215,7 @@ def _usable_offline(folder: Path, remote: str, error: BaseException) -> bool:
     if not index.is_file():
         return False
     origin = Origin.read(folder)
-    if origin is not None and origin.remote != remote:
+    if origin is not None and same_remote(origin.remote) != remote:
         return False
     try:
         ix = read_index(index)

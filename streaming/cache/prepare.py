@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from streaming.cache.disk import listing, sweep_orphans
 from streaming.cache.facts import ShardFacts
 from streaming.cache.marker import mark_cache
 from streaming.cache.verified import is_verified, mark_verified
@@ -25,6 +26,7 @@ from streaming.errors import (
     UnknownHashError,
 )
 from streaming.format.compression import ZstdStream, decompress_file, extension
+from streaming.format.disk_full import naming_full_disk
 from streaming.format.hashing import (
     SUPPORTED_HASHES,
     file_hexdigest,
@@ -60,6 +62,8 @@ class ShardPreparer:
             _check_algo(stream, facts, s)
             if stream.remote_dir is not None:  # filled from a remote: a cache `clear` may empty
                 mark_cache(stream.local_dir)
+            else:
+                sweep_in_place(stream.local_dir, facts, s)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -211,7 +215,7 @@ class ShardPreparer:
         """Serialise preparation of one shard across this node's processes and threads (with
         `node=False`, across this process's threads only: no lock file); other shards prepare
         in parallel (downloads and zstd release the GIL)."""
-        from streaming.coord.lock import FileLock
+        from streaming.cache.locks import folder_lock
 
         with self._mutex:
             lock = self._locks.setdefault(shard, threading.Lock())
@@ -222,7 +226,7 @@ class ShardPreparer:
                 yield
             return
         raw.parent.mkdir(parents=True, exist_ok=True)
-        with lock, FileLock(raw.parent / f".{raw.name}.prep.lock", timeout=LOCK_TIMEOUT):
+        with lock, folder_lock(raw.parent / f".{raw.name}.prep.lock", timeout=LOCK_TIMEOUT):
             yield
 
     def _materialise(self, shard: int, raw: Path) -> None:
@@ -258,7 +262,7 @@ class ShardPreparer:
                 fetched = True
         if algo and not fetched:
             _verify(zipped, _pick(facts.zip_hashes[shard], algo))
-        with _CORES:
+        with _CORES, naming_full_disk(raw, int(facts.raw_bytes[shard])):
             decompress_file(zipped, raw, facts.compression[shard],
                             expected_size=int(facts.raw_bytes[shard]), durable=False)
         if not has_size(raw, int(facts.raw_bytes[shard])):
@@ -316,6 +320,27 @@ class ShardPreparer:
                     f"{int(facts.raw_bytes[shard])}")
         if algo:
             _verify(raw, _pick(facts.raw_hashes[shard], algo))
+
+
+def sweep_in_place(folder: Path, facts: ShardFacts, which: int) -> None:
+    """Remove the temp and lock files a dead preparation left beside the compressed shards of
+    local-only stream `which` (in `folder`), as the first start of a cache folder does; only
+    names this library writes, and only for shards no live process is preparing.
+
+    Args:
+        folder: the stream's folder.
+        facts: every stream's shards.
+        which: the stream's number.
+    """
+    by_folder: dict[Path, dict[str, str | None]] = {}
+    for k in np.flatnonzero(np.asarray(facts.stream_of_shard) == which).tolist():
+        zipped = facts.zip_basenames[k]
+        if zipped:
+            raw = folder / facts.basenames[k]
+            by_folder.setdefault(raw.parent, {})[raw.name] = Path(zipped).name
+    for where, shards in by_folder.items():
+        if os.access(where, os.W_OK):
+            sweep_orphans(folder, where, listing(where), shards)
 
 
 def decoded_in_flight(stream: Stream, zip_name: str, compression: str | None) -> bool:

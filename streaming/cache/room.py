@@ -138,24 +138,39 @@ class CacheRoom:
         return READY
 
     def _check_space(self, shard: int, cost: int, farther_than: int) -> bool:
-        """Whether the disk has `cost` free bytes for `shard` (caller holds the lock). Under a
-        cache_limit, shards are evicted to free what is missing, and False (wait) means the
-        shards that could go are still needed sooner or pinned; CacheSpaceError when even
-        evicting every cached shard would not make room, or without a limit."""
+        """Whether the disk has `cost` free bytes for `shard` beside what the preparations in
+        flight have reserved and not yet written (caller holds the lock). Under a cache_limit,
+        shards are evicted to free what is missing. False (wait) means the shards that could
+        go are still needed sooner or pinned, or preparations in flight may still settle;
+        CacheSpaceError when nothing is in flight and even evicting every cached shard (or,
+        without a limit, anything) would not make room."""
         table = self.table
         folder = self.preparer.raw_path(shard).parent
-        free = disk.free_bytes(folder)
-        limit = self.effective_limit()
+        if disk.free_bytes(folder) - int(table.reserved.sum()) >= cost:
+            return True  # room even if nothing in flight had written a byte yet
+        pending = self._unwritten()
+        free = disk.free_bytes(folder) - pending
         if free >= cost:
             return True
+        limit = self.effective_limit()
         if limit is not None:
             if self._make_room(limit - table.used() + (cost - free), farther_than):
-                free = disk.free_bytes(folder)
+                free = disk.free_bytes(folder) - pending
                 if free >= cost:
                     return True
             if int(table.disk[self.cached].sum()) >= cost - free:
                 return False
+        if pending:
+            return False
         raise self._space_error(shard, cost, free)
+
+    def _unwritten(self) -> int:
+        """Bytes the preparations in flight reserved and have not written yet (their temp
+        files hold the rest, which the disk's free space already shows)."""
+        table = self.table
+        busy = np.flatnonzero(table.reserved > 0)
+        written = sum(disk.temp_bytes(*self._paths(int(k))) for k in busy.tolist())
+        return max(int(table.reserved[busy].sum()) - written, 0)
 
     def _space_error(self, shard: int, cost: int, free: int) -> CacheSpaceError:
         folder = self.preparer.raw_path(shard).parent

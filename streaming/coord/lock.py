@@ -27,12 +27,26 @@ def _release(fd: int, path: Path, holder: int) -> None:
     os.close(fd)
 
 
-class FileLock:
-    """An exclusive lock on `path` shared by every process (and thread) that opens it."""
+PRIVATE = 0o600
+LIKE_ANY_FILE = 0o666
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 60.0) -> None:
+
+class FileLock:
+    """An exclusive lock on `path` shared by every process (and thread) that opens it.
+
+    Args:
+        path: the lock file, created when missing.
+        timeout: seconds `acquire` waits by default.
+        mode: permission bits of a new lock file before the umask: `PRIVATE` (the default, for
+            locks in the shared-memory folder, which other users must not hold) or
+            `LIKE_ANY_FILE` for locks in a folder a team may share, so colleagues can take it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 60.0,
+                 mode: int = PRIVATE) -> None:
         self.path = Path(path)
         self.timeout = timeout
+        self.mode = mode
         self._finalizer: weakref.finalize | None = None
 
     @property
@@ -44,7 +58,7 @@ class FileLock:
         """Take the lock if it is free right now; never blocks."""
         if self.held:
             raise RuntimeError(f"lock {self.path} is already held by this FileLock")
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, self.mode)
         if not try_flock(fd) or not names_inode(self.path, fd):
             os.close(fd)
             return False

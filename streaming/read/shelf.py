@@ -31,7 +31,7 @@ from streaming.format.shard import (
     samples_of,
 )
 from streaming.read.open_shards import MIN_CAPACITY, default_capacity
-from streaming.read.source import ShardSource
+from streaming.read.source import ShardSource, acquire_open
 
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
 
@@ -111,15 +111,15 @@ class Shelf:
         if self.kept(shard):
             yield self.reader(shard)
             return
-        path = self._source.acquire(shard)
+        reader = acquire_open(self._source, shard,
+                              lambda path: self._open_file(shard, path))  # type: ignore[misc]
         try:
-            reader = self._open_file(shard, path)  # type: ignore[misc,arg-type]
-            try:
-                yield reader
-            finally:
-                reader.close()
+            yield reader  # type: ignore[misc]
         finally:
-            self._source.release(shard)
+            try:
+                reader.close()  # type: ignore[union-attr]
+            finally:
+                self._source.release(shard)
 
     @contextlib.contextmanager
     def pinned(self, shard: int, nowait: bool = False) -> Iterator[tuple[ShardLayout, int]]:
@@ -127,23 +127,26 @@ class Shelf:
         (validated on its first use in the pass); with `nowait`, NotOpen instead of waiting
         for it to arrive. A present shard's header was just written, so its first open reads
         the page cache."""
-        path = self._source.acquire(shard, wait=not nowait)
-        if path is None:
+        opened = acquire_open(self._source, shard, lambda path: self._layout_fd(shard, path),
+                              wait=not nowait)
+        if opened is None:
             raise NotOpen(f"shard {shard} is not present")
         try:
-            layout = self._layouts.get(shard)
-            if layout is None:
-                with self._open_file(shard, path) as reader:  # type: ignore[misc]
-                    layout = self._remember(shard, reader.layout())
-            else:
-                self._layouts.move_to_end(shard)
-            fd = layout.open()
-            try:
-                yield layout, fd
-            finally:
-                os.close(fd)
+            yield opened
         finally:
-            self._source.release(shard)
+            try:
+                os.close(opened[1])
+            finally:
+                self._source.release(shard)
+
+    def _layout_fd(self, shard: int, path: Path) -> tuple[ShardLayout, int]:
+        layout = self._layouts.get(shard)
+        if layout is None:
+            with self._open_file(shard, path) as reader:  # type: ignore[misc]
+                layout = self._remember(shard, reader.layout())
+        else:
+            self._layouts.move_to_end(shard)
+        return layout, layout.open()
 
     def _remember(self, shard: int, layout: ShardLayout) -> ShardLayout:
         self._layouts[shard] = layout

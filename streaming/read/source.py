@@ -12,15 +12,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
 from streaming.cache.engine import PREPARE_THREADS
+from streaming.coord.wait import Deadline
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
     from streaming.cache.prepare import ShardPreparer
+
+
+STOP_TIMEOUT = 60.0  # seconds a stopped pass waits for the preparations under way
+REOPEN_TRIES = 3  # times a shard deleted between acquire and open is fetched again
+Opened = TypeVar("Opened")
 
 
 class ShardSource(Protocol):
@@ -45,6 +51,10 @@ class ShardSource(Protocol):
     def pinned(self) -> np.ndarray | None:
         """Mask of the shards to read under acquire/release, one read at a time, never kept
         open (they may be evicted between reads); None when every shard may stay open."""
+
+    def lost(self, shard: int, path: Path) -> bool:
+        """The file `acquire` returned was gone when the reader opened it; True when the
+        source forgot it and will prepare it again on the next `acquire`."""
 
     def check(self) -> None:
         """Raise a preparation failure the reader has not met yet."""
@@ -93,6 +103,9 @@ class LocalSource:
     def pinned(self) -> np.ndarray | None:
         return None
 
+    def lost(self, shard: int, path: Path) -> bool:
+        return False  # local data: the missing file is the error, named by the open
+
     def check(self) -> None:
         """Re-raise a preparing thread's error as it is: the root cause's type and message."""
         if self._pass is not None and self._pass.error is not None:
@@ -116,8 +129,11 @@ class _Ahead:
         self._wake = threading.Condition()
         self._stop = False
         self.error: BaseException | None = None
-        for k in range(max(1, min(threads, len(self._shards)))):
-            threading.Thread(target=self._run, daemon=True, name=f"streaming-prefetch-{k}").start()
+        self._threads = [
+            threading.Thread(target=self._run, daemon=True, name=f"streaming-prefetch-{k}")
+            for k in range(max(1, min(threads, len(self._shards))))]
+        for thread in self._threads:
+            thread.start()
 
     def advance(self, position: int) -> None:
         """Note the reader's step (wakes threads waiting for it to come closer)."""
@@ -141,9 +157,15 @@ class _Ahead:
             self.error = exc
 
     def stop(self) -> None:
+        """Start no more preparations and wait (up to STOP_TIMEOUT seconds) for those under
+        way, so that a pass that ends, or fails, leaves no half-written file behind."""
         self._stop = True
         with self._wake:
             self._wake.notify_all()
+        deadline = Deadline(STOP_TIMEOUT)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(deadline.remaining(), 0.0))
 
 
 def first_uses(shards: np.ndarray) -> tuple[list[int], list[int]]:
@@ -162,3 +184,31 @@ def shard_source(engine: CacheEngine | None, preparer: ShardPreparer, ahead: int
     """A dataset's source: its node cache engine, or without one (every stream local-only) a
     LocalSource preparing shards `ahead` samples before the reader."""
     return engine if engine is not None else LocalSource(preparer.prepare, ahead)
+
+
+def acquire_open(source: ShardSource, shard: int, opener: Callable[[Path], Opened], *,
+                 wait: bool = True) -> Opened | None:
+    """`opener(path)` of `shard`'s acquired file, the shard staying acquired (the caller
+    releases it); None when `wait=False` and it is not ready. A file deleted between the
+    acquire and the open (a clean-up script, another job) is prepared again and reopened.
+
+    Args:
+        source: what makes the shard ready.
+        shard: the shard to open.
+        opener: opens the ready file (a reader, a layout and descriptor).
+        wait: whether to wait for a shard that is not ready.
+    """
+    for attempt in range(REOPEN_TRIES):
+        path = source.acquire(shard, wait=wait)
+        if path is None:
+            return None
+        try:
+            return opener(path)
+        except FileNotFoundError:
+            source.release(shard)
+            if attempt == REOPEN_TRIES - 1 or not source.lost(shard, path):
+                raise
+        except BaseException:
+            source.release(shard)
+            raise
+    raise AssertionError("unreachable")

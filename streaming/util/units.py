@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
 from streaming.errors import ArgumentError
 
@@ -17,7 +19,8 @@ _COUNT_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**
 _PATTERN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$")
 
 
-def _parse(value: int | float | str, units: dict[str, int], what: str) -> int:
+def _parse(value: int | float | str, units: dict[str, int], what: str, *,
+           fractions_of_unit: bool = False) -> int:
     if isinstance(value, bool):
         raise ArgumentError(f"{what} must be a number or a string like '64mb', got {value!r}")
     if isinstance(value, int):
@@ -30,14 +33,14 @@ def _parse(value: int | float | str, units: dict[str, int], what: str) -> int:
         match = _PATTERN.match(value.lower())
         if not match or match.group(2) not in units:
             raise ArgumentError(f"cannot parse {what} {value!r} (examples: {_examples(units)})")
-        number, scale = float(match.group(1)), units[match.group(2)]
+        number, scale = Fraction(match.group(1)), units[match.group(2)]
     else:
         raise ArgumentError(f"{what} must be an int or a string, got {type(value).__name__}")
     result = number * scale
-    if isinstance(result, float):
-        if not result.is_integer():
+    if isinstance(result, Fraction):
+        if result.denominator != 1 and not (fractions_of_unit and scale > 1):
             raise ArgumentError(f"{what} {value!r} is not a whole number")
-        result = int(result)
+        result = math.floor(result)
     if result < 0:
         raise ArgumentError(f"{what} must be non-negative, got {value!r}")
     return result
@@ -48,10 +51,20 @@ def _examples(units: dict[str, int]) -> str:
 
 
 def parse_bytes(value: int | float | str) -> int:
-    """Bytes from an int or a string with a binary unit: '64mb' == 64 * 2**20."""
-    return _parse(value, _BYTE_UNITS, "byte size")
+    """Bytes from an int or a string with a binary unit: '64mb' == 64 * 2**20.
+
+    A decimal of a unit larger than a byte ('12.8mb') is rounded down to a whole byte.
+
+    Args:
+        value: a byte count, or a number followed by a unit.
+    """
+    return _parse(value, _BYTE_UNITS, "byte size", fractions_of_unit=True)
 
 
 def parse_count(value: int | float | str) -> int:
-    """A count from an int or a string with a decimal suffix: '100k', '64M', '2b'."""
+    """A count from an int or a string with a decimal suffix: '100k', '64M', '2b'.
+
+    Args:
+        value: a count, or a number followed by a suffix; the result must be whole.
+    """
     return _parse(value, _COUNT_UNITS, "count")

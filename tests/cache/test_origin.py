@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming.cache.node_claim import NODE_FILE, NODE_LOCK
 from streaming.cache.origin import ORIGIN_FILE, changed_files, file_entries, sync_index
 from streaming.errors import CacheOriginError, ObjectNotFoundError
 from streaming.format.index import parse_index
@@ -93,7 +94,8 @@ def test_a_killed_sync_leaves_nothing_after_the_next_one(tmp_path: Path) -> None
         path.write_bytes(b"x")
     sync_index(local, "/remote", _fetcher(_index([("a.mds", 48, "1")])))
     assert not any(path.exists() for path in leftovers)
-    assert sorted(p.name for p in local.iterdir()) == [ORIGIN_FILE, "index.json"]
+    assert sorted(p.name for p in local.iterdir()) == sorted(
+        [NODE_FILE, NODE_LOCK, ORIGIN_FILE, "index.json"])
 
 
 def test_a_folder_whose_own_index_is_not_an_index_drops_what_the_new_one_names(
@@ -108,3 +110,29 @@ def test_a_folder_whose_own_index_is_not_an_index_drops_what_the_new_one_names(
     sync_index(local, "/remote", _fetcher(_index([("a.mds", 48, "1")])))
     assert sorted(p.name for p in local.iterdir() if not p.name.startswith(".")) == [
         "index.json", "keep.txt"]
+
+
+@pytest.mark.parametrize("first,second", [
+    ("{p}", "file://{p}"), ("file://{p}/", "{p}"), ("{p}", "file://localhost{p}"),
+    ("{p}/../{name}", "{p}"),
+])
+def test_a_path_and_its_file_url_are_one_remote(tmp_path: Path, first: str, second: str) -> None:
+    remote = tmp_path / "data"
+    local = tmp_path / "cache"
+    text = _index([("a.mds", 48, "1")])
+    sync_index(local, first.format(p=remote, name=remote.name), _fetcher(text))
+    (local / "a.mds").write_bytes(b"x" * 48)
+    sync_index(local, second.format(p=remote, name=remote.name), _fetcher(text))
+    assert (local / "a.mds").exists()
+
+
+def test_a_file_url_and_a_stream_read_one_cache_folder(tmp_path: Path) -> None:
+    from streaming.dataset import StreamingDataset
+    from tests.cache._data import write_dataset
+
+    remote, local = tmp_path / "data", tmp_path / "cache"
+    write_dataset(remote, 20, compression=None)
+    for url in (str(remote), f"file://{remote}"):
+        ids = [int(s["id"]) for s in StreamingDataset(remote=url, local=str(local),
+                                                      shuffle=False, batch_size=1)]
+        assert sorted(ids) == list(range(20))

@@ -1,0 +1,63 @@
+"""Shared memory a dataset leaves: none once it is closed, however its epochs ended. Listings of
+a private shared-memory folder (STREAMING_SHM_DIR, inherited by the DataLoader workers) before
+and after."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import pytest
+from torch.utils.data import DataLoader
+
+from streaming import StreamingDataset
+from streaming.errors import DecompressionError
+from tests.dataset.conftest import write_ids
+
+
+@pytest.fixture
+def shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    monkeypatch.setenv("STREAMING_SHM_DIR", str(folder))
+    return folder
+
+
+def test_close_removes_the_cache_segment(tmp_path: Path, shm: Path) -> None:
+    remote = write_ids(tmp_path / "remote", 90, compression="zstd")
+    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), cache_limit="1mb")
+    assert len([s for s in ds]) == 90
+    assert any(name.endswith("_cache") for name in os.listdir(shm))
+    ds.close()
+    assert sorted(os.listdir(shm)) == []
+    assert ds.cache_stats().downloads > 0  # the counters as they were at close
+    assert sorted(os.listdir(shm)) == []
+
+
+def _failed_epoch(ds: StreamingDataset) -> type[BaseException] | None:
+    """The type of the error an epoch through two DataLoader workers ends with (the error
+    itself is not kept: its traceback would keep the loader and its workers alive)."""
+    try:
+        for _ in DataLoader(ds, num_workers=2, batch_size=None):
+            pass
+    except Exception as exc:
+        return type(exc)
+    return None
+
+
+def test_failed_epochs_with_workers_leave_no_segment(tmp_path: Path, shm: Path) -> None:
+    remote = write_ids(tmp_path / "remote", 200, compression="zstd")
+    bad = remote / "shard.00003.mds.zstd"
+    good = bad.read_bytes()
+    bad.write_bytes(b"garbage" + good[7:])
+    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), cache_limit="1mb",
+                          shuffle=False, batch_size=1)
+    counts = []
+    for _ in range(2):
+        assert _failed_epoch(ds) is DecompressionError
+        counts.append(len(os.listdir(shm)))
+    assert counts[0] == counts[1]
+    gc.collect()  # the failed epochs' loaders, and so their workers, are gone
+    ds.close()
+    assert sorted(os.listdir(shm)) == []
