@@ -18,12 +18,12 @@ make_venv() {
 }
 
 make_venv "$dest/reference"
-"$dest/reference/bin/pip" install -q mosaicml-streaming==0.13.0
+"$dest/reference/bin/pip" install -q mosaicml-streaming==0.13.0 'torch==2.13.0'
 
 make_venv "$dest/litdata"
 "$dest/litdata/bin/pip" install -q --no-deps litdata
 "$dest/litdata/bin/pip" install -q lightning-utilities filelock numpy boto3 requests 'urllib3>=1.26' \
-  tifffile obstore zstandard zstd
+  tifffile obstore zstandard zstd 'torch==2.13.0'
 
 for peer in reference litdata; do
   "$dest/$peer/bin/python" -c "import importlib; m = 'streaming' if '$peer' == 'reference' else 'litdata'; importlib.import_module(m); print('$peer ok')"
