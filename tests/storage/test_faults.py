@@ -53,7 +53,7 @@ def test_faulty_large_download_retries_only_the_failed_parts(
 
 
 @pytest.mark.parametrize(
-    ("fault", "error"), [("stall", DownloadTimeoutError), ("503", StorageError)]
+    ("fault", "error"), [("stall", DownloadTimeoutError), ("500", StorageError)]
 )
 def test_always_failing_key_gives_up_within_its_budget(
     objects, fault_proxy, monkeypatch, tmp_path, fault, error
@@ -105,3 +105,20 @@ def test_single_flight_across_processes(objects, fault_proxy, monkeypatch, tmp_p
     assert dest.read_bytes() == blobs[key]
     assert proxy.count("GET", f"/{bucket}/{key}") == 1
     assert os.listdir(dest.parent) == [key]  # neither temp nor lock files remain
+
+
+@pytest.mark.parametrize("fault", ["503", "reset"])
+def test_slow_down_answers_are_retried_until_the_deadline_not_a_count(
+    objects, fault_proxy, monkeypatch, tmp_path, fault
+):
+    bucket, blobs = objects
+    proxy = fault_proxy(fail_keys=["shard.00003"], fail_with=fault)
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    url = f"s3://{bucket}/shard.00003.mds"
+    start = time.monotonic()
+    with pytest.raises(DownloadTimeoutError, match=rf"{url}: failed after \d+ attempt"):
+        fetch(url, tmp_path / "x", expected_size=len(blobs["shard.00003.mds"]), timeout=1.0,
+              retry=1, backoff=0.05, deadline=2.0)
+    assert time.monotonic() - start < 2.0 + 1.0 + 2.5  # deadline + one attempt + slack
+    assert proxy.count("GET", "/" + url.removeprefix("s3://")) > 2  # more than retry=1 allows
+    assert os.listdir(tmp_path) == []
