@@ -84,7 +84,7 @@ def fetch(
     return policy.run(
         url,
         lambda deadline: backend.download(
-            path, dest, expected_size=size, deadline=deadline, verify=verify
+            path, dest, expected_size=size, deadline=deadline, hashes=expected_hashes
         ),
     )
 
