@@ -67,7 +67,7 @@ def _early_returns(proxy: FaultProxy, retry_after: float) -> list[tuple[str, flo
 def test_a_storm_changes_no_sample_and_slows_the_node_down(store_env, storm_space, storm_epoch,
                                                            proxy_for, tmp_path, kind):
     fault, retry_after = STORMS[kind]
-    storm = Storm(after=6, seconds=1.0, fault=fault, keys="shard.")
+    storm = Storm(after=10, seconds=1.0, fault=fault, keys="shard.")
     proxy = proxy_for(storm=storm, retry_after=retry_after, delay=0.02)
     remote = StreamingDataset(remote=store_env.url(storm_space, "d", via=proxy),
                               local=str(tmp_path / "cache"), **CONFIG)
