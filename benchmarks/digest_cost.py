@@ -1,6 +1,7 @@
 """What checking downloads against the index's xxh64 digests costs a cold epoch: the same
 samples written twice (with an xxh64 digest per file, and without any), read cold into a fresh
-cache folder in turns, in the same run. Reports the median epoch time of each and their ratio.
+cache folder in turns, in the same run. Reports the median epoch time of each, their ratio,
+and the median of the per-round ratios (steadier on a shared machine).
 
     .venv/bin/python benchmarks/digest_cost.py [--mb 64] [--rounds 5]
 
@@ -41,29 +42,38 @@ def write(out: Path, mb: int, hashes: list[str], compression: str | None) -> Non
             writer.write({"id": i, "tokens": rng.integers(0, 16, SAMPLE, np.uint8).tobytes()})
 
 
-def cold_epoch(remote: str, scratch: Path) -> float:
-    """Seconds for one epoch read into a fresh cache folder (in this process, in order)."""
+def cold_epoch(remote: str, scratch: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (this process) of one epoch read into a fresh cache folder, in
+    order."""
     cache = Path(tempfile.mkdtemp(dir=scratch))
+    cpu = time.process_time()
     start = time.perf_counter()
     ds = StreamingDataset(remote=remote, local=str(cache), batch_size=1)
     try:
         count = sum(1 for _ in ds)
     finally:
         ds.close()
-    took = time.perf_counter() - start
+    took, used = time.perf_counter() - start, time.process_time() - cpu
     assert count == ds.num_samples
     shutil.rmtree(cache)
-    return took
+    return took, used
 
 
 def compare(name: str, remotes: dict[str, str], rounds: int, scratch: Path) -> None:
     times: dict[str, list[float]] = {label: [] for label in remotes}
+    cpu: dict[str, list[float]] = {label: [] for label in remotes}
     for _ in range(rounds):
         for label, remote in remotes.items():
-            times[label].append(cold_epoch(remote, scratch))
+            wall, used = cold_epoch(remote, scratch)
+            times[label].append(wall)
+            cpu[label].append(used)
     checked, plain = (statistics.median(times[k]) for k in ("xxh64", "none"))
+    paired = statistics.median(a / b for a, b in zip(times["xxh64"], times["none"]))
+    cpu_checked, cpu_plain = (statistics.median(cpu[k]) for k in ("xxh64", "none"))
     print(f"{name}: cold epoch median {checked:.3f} s with xxh64 checks, {plain:.3f} s without "
-          f"(ratio {checked / plain:.3f}, {100 * (checked / plain - 1):+.1f} %); runs: "
+          f"(ratio of medians {checked / plain:.3f}, median of round ratios {paired:.3f}); "
+          f"reader CPU {cpu_checked:.3f} s against {cpu_plain:.3f} s "
+          f"(ratio {cpu_checked / cpu_plain:.3f}); wall runs: "
           + "; ".join(f"{k} " + " ".join(f"{t:.2f}" for t in v) for k, v in times.items()))
 
 
