@@ -10,6 +10,9 @@ from streaming.util.units import parse_bytes
 DEFAULT_SIZE_LIMIT = 1 << 26  # raw bytes per shard unless size_limit says otherwise
 # Sample offsets are u32: a raw shard must stay below 4 GiB, whatever size_limit says.
 MAX_SIZE_LIMIT = (1 << 32) - 1
+# Digests every new index records unless `hashes` says otherwise (`hashes=[]`: none, as the
+# reference writes by default): cheap, and what lets readers detect a corrupt or replaced file.
+DEFAULT_HASHES = ("xxh64",)
 
 
 def check_compression(compression: str | None) -> str | None:
@@ -19,8 +22,9 @@ def check_compression(compression: str | None) -> str | None:
 
 
 def check_hashes(hashes: list[str] | None, where: str = "hashes=") -> list[str]:
-    """`hashes` as a list, FormatError naming every unsupported algorithm and `where`."""
-    algos = list(hashes or [])
+    """`hashes` as a list (None: DEFAULT_HASHES), FormatError naming every unsupported
+    algorithm and `where`."""
+    algos = list(DEFAULT_HASHES if hashes is None else hashes)
     bad = [algo for algo in algos if not is_supported_hash(algo)]
     if bad:
         raise FormatError(

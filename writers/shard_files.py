@@ -74,8 +74,9 @@ def _compress(compression: str, raw: memoryview) -> bytes:
     codec, level = parse_compression(compression)
     if codec == "zstd":
         # One thread per shard: the writer already compresses shards in parallel, and zstd's
-        # own threads would cost more CPU and change the bytes versus the reference writer.
-        return zstandard.ZstdCompressor(level=level).compress(raw)
+        # own threads would cost more CPU. The frame carries its content checksum, so a reader
+        # detects a corrupt shard even when the index records no digest.
+        return zstandard.ZstdCompressor(level=level, write_checksum=True).compress(raw)
     return compress(compression, raw)
 
 

@@ -250,6 +250,7 @@ class CacheEngine(CacheRoom):
             seen = disk.identity(self.preparer.raw_path(shard))
             if self.preparer.usable(shard):
                 self._count(tb.HITS)
+                self._errors.pop(shard, None)  # fetched since a prefetch of it failed
                 return self.preparer.raw_path(shard)
             self._lost(shard, seen)
         if not wait:
@@ -341,10 +342,10 @@ class CacheEngine(CacheRoom):
             if self.flag is not None and (
                     failed := self.flag.error(f"stopped waiting for {self._name(shard)}")):
                 raise failed
-            error = self._errors.pop(shard, None)
-            if error is not None:
-                raise error
             state = int(table.state[shard])
+            error = self._errors.pop(shard, None)
+            if error is not None and state != tb.PRESENT:
+                raise error
             if state == tb.PRESENT or (state == tb.ABSENT and self._bring(shard, -1) == READY):
                 return
             if state == tb.PREPARING:
@@ -402,9 +403,12 @@ class CacheEngine(CacheRoom):
 
     def check(self) -> None:
         """Raise a prefetch failure the reader has not met yet (it meets each one when it
-        acquires that shard, so this only matters at the end of a pass)."""
-        if self._errors:
-            raise next(iter(self._errors.values()))
+        acquires that shard, so this only matters at the end of a pass), unless the shard has
+        been fetched since."""
+        for shard, error in list(self._errors.items()):
+            if int(self.table.state[shard]) != tb.PRESENT:
+                raise error
+            self._errors.pop(shard, None)
 
     def stop(self) -> None:
         """Stop prefetching (the reader may still acquire shards)."""

@@ -29,6 +29,7 @@ from streaming.format.compression import ZstdStream, decompress_file, extension
 from streaming.format.disk_full import naming_full_disk
 from streaming.format.hashing import (
     SUPPORTED_HASHES,
+    download_digest,
     file_hexdigest,
     is_supported_hash,
     new_hasher,
@@ -242,7 +243,7 @@ class ShardPreparer:
                     f"{stream.local_dir} (expected {int(facts.raw_bytes[shard])} bytes) and the "
                     "stream has no remote to fetch it from")
             stream.fetch(facts.basenames[shard], raw, expected_size=int(facts.raw_bytes[shard]),
-                         expected_hashes=_pick(facts.raw_hashes[shard], algo))
+                         expected_hashes=_fetched(facts.raw_hashes[shard], algo))
             return
         zipped = stream.local_dir / zip_name
         fetched = False
@@ -258,7 +259,7 @@ class ShardPreparer:
                 zipped = source  # a filesystem remote: decompress it in place, no copy
             else:
                 stream.fetch(zip_name, zipped, expected_size=int(facts.zip_bytes[shard]),
-                             expected_hashes=_pick(facts.zip_hashes[shard], algo))
+                             expected_hashes=_fetched(facts.zip_hashes[shard], algo))
                 fetched = True
         if algo and not fetched:
             _verify(zipped, _pick(facts.zip_hashes[shard], algo))
@@ -280,7 +281,7 @@ class ShardPreparer:
         on disk), checking the zip's digest as its bytes pass and the raw file's afterwards."""
         facts = self.facts
         zip_name = facts.zip_basenames[shard]
-        want = _pick(facts.zip_hashes[shard], algo)
+        want = _fetched(facts.zip_hashes[shard], algo)
         hashers = {name: new_hasher(name) for name in want or {}}
         decoder = ZstdStream()
         url = stream.remote_url(zip_name)
@@ -406,6 +407,12 @@ def _pick(hashes: dict, algo: str | None) -> dict[str, str] | None:
         raise ShardCorruptError(
             f"validate_hash={algo!r} but the index only records {sorted(hashes) or 'no hashes'}")
     return {algo: hashes[algo]}
+
+
+def _fetched(hashes: dict, algo: str | None) -> dict[str, str] | None:
+    """The digest a download is checked against: `validate_hash`'s, else a fast one the index
+    records (see `download_digest`), else none."""
+    return _pick(hashes, algo) if algo else download_digest(hashes, None)
 
 
 def _verify(path: Path, expected: dict[str, str] | None) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from streaming.errors import ObjectNotFoundError
 from streaming.format.compression import decompress_file
+from streaming.format.hashing import download_digest
 from streaming.format.index import DatasetIndex
 from streaming.util.confine import confine, remove
 from streaming.util.files import has_size
@@ -52,7 +53,7 @@ def _prepare_one(stream: Stream, entry: dict) -> Path:
                                       "remote to fetch it from")
         local.parent.mkdir(parents=True, exist_ok=True)
         return stream.fetch(raw["basename"], local, expected_size=int(raw["bytes"]),
-                            expected_hashes=_pick(raw, algo))
+                            expected_hashes=_pick(raw, algo) or _fast(raw))
     packed = stream.local_dir / zipped["basename"]
     fetched = False
     if not has_size(packed, int(zipped["bytes"])):
@@ -61,13 +62,18 @@ def _prepare_one(stream: Stream, entry: dict) -> Path:
                                       "remote to fetch it from")
         packed.parent.mkdir(parents=True, exist_ok=True)
         stream.fetch(zipped["basename"], packed, expected_size=int(zipped["bytes"]),
-                     expected_hashes=_pick(zipped, algo))
+                     expected_hashes=_pick(zipped, algo) or _fast(zipped))
         fetched = True
     decompress_file(packed, local, entry["compression"], expected_size=int(raw["bytes"]),
                     durable=False)
     if fetched and not stream.keep_zip:
         remove(stream.local_dir, packed)
     return local
+
+
+def _fast(info: dict) -> dict[str, str] | None:
+    """A fast digest the index records for a meta file, checked on download by default."""
+    return download_digest(info.get("hashes") or {}, None)
 
 
 def _pick(info: dict, algo: str | None) -> dict[str, str] | None:

@@ -82,7 +82,8 @@ def compress(name: str, data: bytes | memoryview) -> bytes:
     codec, level = _parse(name)
     if codec == "zstd":
         threads = -1 if len(data) >= _ZSTD_THREADS_FROM else 0
-        return zstandard.ZstdCompressor(level=level, threads=threads).compress(data)
+        return zstandard.ZstdCompressor(level=level, threads=threads,
+                                        write_checksum=True).compress(data)
     if codec == "gz":
         return gzip.compress(data, compresslevel=level, mtime=0)
     if codec == "bz2":

@@ -61,3 +61,17 @@ def file_hexdigests(algos: list[str] | tuple[str, ...], path: str | os.PathLike)
 def file_hexdigest(algo: str, path: str | os.PathLike) -> str:
     """Hex digest of a whole file, streamed in 8 MiB chunks."""
     return file_hexdigests([algo], path)[algo]
+
+
+# Digests fast enough (several GB/s) that a download is checked against one whenever the index
+# records it, without `validate_hash`; the first one recorded is used.
+FAST_HASHES = ("xxh3_64", "xxh64", "xxh3_128", "xxh128")
+
+
+def download_digest(hashes: dict[str, str], algo: str | None) -> dict[str, str] | None:
+    """The digest a downloaded file is checked against: `algo`'s when given (the caller makes
+    sure the index records it), else the first of FAST_HASHES the index records, else None."""
+    if algo:
+        return {algo: hashes[algo]} if algo in hashes else None
+    fast = next((name for name in FAST_HASHES if name in hashes), None)
+    return None if fast is None else {fast: hashes[fast]}

@@ -28,7 +28,7 @@ from streaming.errors import (
 )
 from streaming.storage.base import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 
 CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 # The second names of each pair are those the reference implementation and LitData read.
@@ -234,9 +234,9 @@ class AzureBackend(Backend):
         if _timed_out(exc):
             return DownloadTimeoutError(f"{url}: timed out talking to {where}: {exc}")
         if isinstance(exc, (ax.HttpResponseError, _ResponseError)) and status is not None:
-            error = StorageError(f"{url}: Azure error {code or status}: {exc.reason}")
-            error.retryable = status_retryable(status)
-            return error
+            headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+            return status_error(f"{url}: Azure error {code or status}: {exc.reason}", status,
+                                headers.get("Retry-After"))
         return StorageError(f"{url}: transfer from {where} failed: {exc!r}")
 
     def _anonymous(self) -> bool:
@@ -316,6 +316,7 @@ class _ResponseError(Exception):
         self.status_code = int(response.status_code)
         self.error_code = response.headers.get("x-ms-error-code") or ""
         self.reason = response.reason or ""
+        self.response = response
         super().__init__(f"HTTP {self.status_code} {self.error_code} {self.reason}")
 
 

@@ -9,16 +9,18 @@ from __future__ import annotations
 import abc
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from streaming.errors import (
     ArgumentError,
     DownloadTimeoutError,
+    HashMismatchError,
     MissingExtraError,
     ObjectNotFoundError,
     StorageError,
 )
+from streaming.format.hashing import new_hasher
 from streaming.storage.atomic import staged_file
 from streaming.util.pagewrite import write_sliced
 
@@ -135,16 +137,26 @@ class Backend(abc.ABC):
     def download(
         self, path: str, dest: Path, *, expected_size: int | None = None,
         deadline: float | None = None, verify: Verifier | None = None,
+        hashes: Mapping[str, str] | None = None,
     ) -> Path:
-        """Stream the object to a temp file beside `dest`, check it, then rename it into place."""
+        """Stream the object to a temp file beside `dest`, check it (size, `hashes` computed as
+        the bytes pass, then `verify`), then rename it into place."""
         dest = Path(dest)
+        hashers = {algo: new_hasher(algo) for algo in hashes or {}}
         with staged_file(dest) as tmp:
             got = 0
             with open(tmp, "wb") as out:
                 for chunk in self._bounded(path, None, None, deadline):
                     write_sliced(out, chunk)
+                    for hasher in hashers.values():
+                        hasher.update(chunk)
                     got += len(chunk)
             check_size(self.url(path), got, expected_size)
+            for algo, hasher in hashers.items():
+                if hasher.hexdigest() != hashes[algo]:
+                    raise HashMismatchError(
+                        f"{dest.name} (from {self.url(path)}): {algo} digest is "
+                        f"{hasher.hexdigest()}, the index says {hashes[algo]}")
             if verify is not None:
                 verify(tmp)
         return dest

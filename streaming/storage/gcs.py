@@ -28,7 +28,7 @@ from streaming.errors import (
 )
 from streaming.storage.base import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
@@ -131,7 +131,9 @@ class GCSBackend(Backend):
 
         url, where = self.url(path), _endpoint()
         if isinstance(exc, gx.GoogleAPICallError):
-            return self._status_error(path, int(exc.code or 0), exc.message)
+            headers = getattr(exc.response, "headers", None) or {}
+            return self._status_error(path, int(exc.code or 0), exc.message,
+                                      headers.get("Retry-After"))
         if isinstance(exc, (DefaultCredentialsError, RefreshError)):
             return AccessDeniedError(f"{url}: cannot obtain Google credentials: {exc}")
         inner = exc.args[0] if isinstance(exc, requests.ConnectionError) and exc.args else None
@@ -144,7 +146,8 @@ class GCSBackend(Backend):
             return DownloadTimeoutError(f"{url}: timed out talking to {where}: {exc}")
         return StorageError(f"{url}: transfer from {where} failed: {exc!r}")
 
-    def _status_error(self, path: str, status: int, message: str) -> StorageError:
+    def _status_error(self, path: str, status: int, message: str,
+                      retry_after: str | None = None) -> StorageError:
         url = self.url(path)
         if status == 404:
             if not self._bucket_exists(path):
@@ -157,9 +160,7 @@ class GCSBackend(Backend):
             return AccessDeniedError(
                 f"{url}: access denied ({status}); check the credentials and the bucket's IAM"
             )
-        error = StorageError(f"{url}: GCS error {status}: {message}")
-        error.retryable = status_retryable(status)
-        return error
+        return status_error(f"{url}: GCS error {status}: {message}", status, retry_after)
 
     def _bucket_exists(self, path: str) -> bool:
         """Whether the bucket exists (a 404 alone cannot tell a missing object from it)."""
@@ -189,7 +190,8 @@ class GCSBackend(Backend):
                                            timeout=self._timeout)
             try:
                 if response.status_code not in (200, 206):
-                    raise self._status_error(path, response.status_code, _message(response))
+                    raise self._status_error(path, response.status_code, _message(response),
+                                             response.headers.get("Retry-After"))
                 yield from response.iter_content(CHUNK)
             finally:
                 response.close()

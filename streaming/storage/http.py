@@ -29,7 +29,7 @@ from streaming.errors import (
     UnsupportedFeatureError,
 )
 from streaming.storage.base import CHUNK, Backend
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 _IDLE_PER_HOST = 32  # kept-alive connections per process and server
@@ -164,9 +164,8 @@ class HTTPBackend(Backend):
             how = "check the user:password in the URL" if self.userinfo else (
                 "the server wants credentials: put user:password@ in the URL")
             return AccessDeniedError(f"{url}: access denied (HTTP {status}); {how}")
-        error = StorageError(f"{url}: HTTP {status} {response.reason}")
-        error.retryable = status_retryable(status)
-        return error
+        return status_error(f"{url}: HTTP {status} {response.reason}", status,
+                            response.getheader("Retry-After"))
 
     def iter_chunks(
         self, path: str, start: int | None = None, end: int | None = None, *,

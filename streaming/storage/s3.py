@@ -20,7 +20,7 @@ from streaming.errors import (
 )
 from streaming.storage.base import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
-from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_retryable
+from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 
 ENDPOINT_ENV = "S3_ENDPOINT_URL"
 # Env settings that change which credentials a new client picks up (part of the client cache key).
@@ -121,9 +121,9 @@ class S3Backend(Backend):
                 return AccessDeniedError(
                     f"{url}: access denied ({code}); check the credentials and the bucket policy"
                 )
-            error = StorageError(f"{url}: S3 error {code or status}: {err.get('Message', '')}")
-            error.retryable = status_retryable(status)
-            return error
+            headers = cause.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            return status_error(f"{url}: S3 error {code or status}: {err.get('Message', '')}",
+                                status, headers.get("retry-after"))
         if isinstance(cause, (bx.NoCredentialsError, bx.PartialCredentialsError)):
             return AccessDeniedError(f"{url}: {_HOW_TO_AUTH}")
         if isinstance(cause, (bx.ReadTimeoutError, bx.ConnectTimeoutError, TimeoutError)):

@@ -16,19 +16,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from streaming.storage.base import Backend, check_size
 from streaming.storage.ranged import read_part, spans
-from streaming.storage.retry import BACKOFF, RETRY, TIMEOUT, RetryPolicy
+from streaming.storage.retry import BACKOFF, DEADLINE, RETRY, TIMEOUT, RetryPolicy
 from streaming.storage.transfer import MiB, timed_backend, transfer_policy
 
 
 def stream_object(
     url: str, consume: Callable[[bytes], None], *, size: int, timeout: float = TIMEOUT,
     retry: int = RETRY, range_threshold: int = 16 * MiB, part_size: int = 8 * MiB,
-    max_parts: int = 8, backoff: float = BACKOFF,
+    max_parts: int = 8, backoff: float = BACKOFF, deadline: float = DEADLINE,
 ) -> None:
     """Call `consume(piece)` with the `size` bytes of `url` in order. Transfer failures are
-    retried (`retry` more attempts of at most `timeout` s each); a consumer's exception stops
-    the transfer and propagates as it is."""
-    policy = transfer_policy(timeout, retry, backoff)
+    retried (`retry` more attempts of at most `timeout` s each; "slow down" answers until
+    `deadline` s have passed); a consumer's exception stops the transfer and propagates."""
+    policy = transfer_policy(timeout, retry, backoff, url, deadline)
     backend, path = timed_backend(url, timeout)
     if backend.parallel_ranges and max_parts > 1 and size >= range_threshold:
         _in_order_ranges(backend, path, size, consume, policy, part_size, max_parts)

@@ -10,9 +10,17 @@ from pathlib import Path
 
 from streaming.errors import ArgumentError, HashMismatchError
 from streaming.storage.base import Backend, Verifier
+from streaming.storage.gate import gate_for
 from streaming.storage.ranged import ranged_download
 from streaming.storage.registry import backend_for
-from streaming.storage.retry import BACKOFF, CONNECT_TIMEOUT, RETRY, TIMEOUT, RetryPolicy
+from streaming.storage.retry import (
+    BACKOFF,
+    CONNECT_TIMEOUT,
+    DEADLINE,
+    RETRY,
+    TIMEOUT,
+    RetryPolicy,
+)
 from streaming.storage.singleflight import single_flight
 
 MiB = 1 << 20
@@ -33,11 +41,15 @@ def _hash_verifier(url: str, dest: Path, expected: Mapping[str, str]) -> Verifie
     return verify
 
 
-def transfer_policy(timeout: float, retry: int, backoff: float) -> RetryPolicy:
-    """`retry` more attempts after the first, each of at most `timeout` seconds."""
+def transfer_policy(timeout: float, retry: int, backoff: float, url: str | None = None,
+                    deadline: float = DEADLINE) -> RetryPolicy:
+    """`retry` more attempts after an ordinary failure, each of at most `timeout` seconds; "slow
+    down" answers of the store holding `url` are retried until the deadline and slow down the
+    node (see RetryPolicy)."""
     if retry < 0:
         raise ArgumentError(f"retry must be >= 0, got {retry}")
-    return RetryPolicy(attempts=retry + 1, timeout=timeout, backoff=backoff)
+    return RetryPolicy(attempts=retry + 1, timeout=timeout, backoff=backoff, deadline=deadline,
+                       gate=None if url is None else gate_for(url))
 
 
 def timed_backend(url: str, timeout: float) -> tuple[Backend, str]:
@@ -49,14 +61,15 @@ def fetch(
     url: str, dest: str | os.PathLike, *, expected_size: int | None = None,
     expected_hashes: Mapping[str, str] | None = None, timeout: float = TIMEOUT, retry: int = RETRY,
     range_threshold: int = 16 * MiB, part_size: int = 8 * MiB, max_parts: int = 8,
-    backoff: float = BACKOFF,
+    backoff: float = BACKOFF, deadline: float = DEADLINE,
 ) -> Path:
     """Download `url` to `dest` (appears only complete and verified); return dest.
 
     Each attempt is bounded by `timeout` seconds; transient failures are retried `retry` more
-    times. Objects of at least `range_threshold` bytes come down as parallel ranges."""
+    times, and "slow down" answers (429, 503, resets) until `deadline` seconds have passed.
+    Objects of at least `range_threshold` bytes come down as parallel ranges."""
     dest = Path(dest)
-    policy = transfer_policy(timeout, retry, backoff)
+    policy = transfer_policy(timeout, retry, backoff, url, deadline)
     backend, path = timed_backend(url, timeout)
     verify = _hash_verifier(url, dest, expected_hashes) if expected_hashes else None
     size = expected_size
@@ -71,7 +84,7 @@ def fetch(
     return policy.run(
         url,
         lambda deadline: backend.download(
-            path, dest, expected_size=size, deadline=deadline, verify=verify
+            path, dest, expected_size=size, deadline=deadline, hashes=expected_hashes
         ),
     )
 
@@ -96,7 +109,7 @@ def fetch_once(
     if wait_timeout is None:
         policy = transfer_policy(
             options.get("timeout", TIMEOUT), options.get("retry", RETRY),
-            options.get("backoff", BACKOFF))
+            options.get("backoff", BACKOFF), deadline=options.get("deadline", DEADLINE))
         wait_timeout = policy.budget() + 5.0
     with single_flight(dest, deadline=time.monotonic() + wait_timeout):
         if _complete(dest, expected_size):
@@ -106,9 +119,9 @@ def fetch_once(
 
 def upload(
     local: str | os.PathLike, url: str, *, retry: int = RETRY, timeout: float = TIMEOUT,
-    backoff: float = BACKOFF,
+    backoff: float = BACKOFF, deadline: float = DEADLINE,
 ) -> None:
     """Copy a local file to `url` with the download retry policy (multipart when large)."""
-    policy = transfer_policy(timeout, retry, backoff)
+    policy = transfer_policy(timeout, retry, backoff, url, deadline)
     backend, path = timed_backend(url, timeout)
     policy.run(f"upload {local} -> {url}", lambda deadline: backend.upload(Path(local), path))

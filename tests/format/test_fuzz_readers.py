@@ -44,3 +44,14 @@ def test_mutants_found_by_longer_runs(bases, seed, reader):
     scratch, datasets, expected = bases
     outcome = run_mutant(seed, datasets, expected, scratch, reader)
     assert outcome.result != "bad", outcome
+
+
+def test_a_remote_read_into_a_cache_returns_exact_data_or_a_typed_error(bases):
+    """The index's xxh64 digests, checked on every download by default, and the zstd frames'
+    checksums leave no mutant that reads back wrong (a short run: each start-up copies files)."""
+    scratch, datasets, expected = bases
+    tally = Tally()
+    for seed in range(4 * 10**6, 4 * 10**6 + 40):
+        tally.add(run_mutant(seed, datasets, expected, scratch, "remote+cache"))
+    assert not tally.bad, "\n".join(map(str, tally.bad[:10]))
+    assert tally.counts.get("typed", 0) > 20

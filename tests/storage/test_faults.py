@@ -53,7 +53,7 @@ def test_faulty_large_download_retries_only_the_failed_parts(
 
 
 @pytest.mark.parametrize(
-    ("fault", "error"), [("stall", DownloadTimeoutError), ("503", StorageError)]
+    ("fault", "error"), [("stall", DownloadTimeoutError), ("500", StorageError)]
 )
 def test_always_failing_key_gives_up_within_its_budget(
     objects, fault_proxy, monkeypatch, tmp_path, fault, error
@@ -105,3 +105,40 @@ def test_single_flight_across_processes(objects, fault_proxy, monkeypatch, tmp_p
     assert dest.read_bytes() == blobs[key]
     assert proxy.count("GET", f"/{bucket}/{key}") == 1
     assert os.listdir(dest.parent) == [key]  # neither temp nor lock files remain
+
+
+@pytest.mark.parametrize("fault", ["503", "reset"])
+def test_slow_down_answers_are_retried_until_the_deadline_not_a_count(
+    objects, fault_proxy, monkeypatch, tmp_path, fault
+):
+    bucket, blobs = objects
+    proxy = fault_proxy(fail_keys=["shard.00003"], fail_with=fault)
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    url = f"s3://{bucket}/shard.00003.mds"
+    start = time.monotonic()
+    with pytest.raises(DownloadTimeoutError, match=rf"{url}: failed after \d+ attempt"):
+        fetch(url, tmp_path / "x", expected_size=len(blobs["shard.00003.mds"]), timeout=1.0,
+              retry=1, backoff=0.05, deadline=2.0)
+    assert time.monotonic() - start < 2.0 + 1.0 + 2.5  # deadline + one attempt + slack
+    assert proxy.count("GET", "/" + url.removeprefix("s3://")) > 2  # more than retry=1 allows
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_index_fetch_rides_out_slow_down_answers(s3_env, fault_proxy, monkeypatch, tmp_path):
+    from streaming import Stream
+    from writers.mds import MDSWriter
+
+    with MDSWriter(columns={"id": "int"}, out=str(tmp_path / "src")) as writer:
+        for i in range(10):
+            writer.write({"id": i})
+    bucket = s3_env.make_bucket()
+    for path in sorted((tmp_path / "src").iterdir()):
+        s3_env.client().upload_file(str(path), bucket, f"ds/{path.name}")
+    proxy = fault_proxy(fail_keys=["index.json"], fail_with="503", max_faults=3,
+                        retry_after=0.1)
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    stream = Stream(remote=f"s3://{bucket}/ds", local=tmp_path / "cache",
+                    download_retry=0)  # 503s do not count against download_retry
+    index = stream.index_file()
+    assert index.read_bytes() == (tmp_path / "src" / "index.json").read_bytes()
+    assert proxy.count("GET", f"/{bucket}/ds/index.json") == 4

@@ -1,12 +1,15 @@
 """A loopback HTTP reverse proxy that injects faults between a client and an upstream server.
 
-Faults (chosen per request with a seeded RNG at `rate`, or always for `fail_keys`):
-  "500", "503"  an S3-style XML error response
+Faults (chosen per request with a seeded RNG at `rate`, or always for `fail_keys`, or for
+every request during a `Storm`):
+  "500", "503"  an S3-style XML error response ("429" too, but only when asked for by name);
+                503 and 429 carry `Retry-After: retry_after` when that is set
   "reset"       the connection is reset (RST) before any response
   "stall"       headers and half the body, then silence for `stall_seconds` (bounded)
   "truncate"    headers promising the full body, half of it, then the connection closes
 (a HEAD request has no body to stall or cut: it gets "reset" instead)
-Everything is counted; the proxy shuts itself down after `lifetime` seconds at the latest.
+Everything is counted and every request is logged with its arrival time and fault; the proxy
+shuts itself down after `lifetime` seconds at the latest.
 
 Use from any test folder:  from tests.support.faultproxy import fault_proxy  # noqa: F401
 """
@@ -19,20 +22,51 @@ import random
 import socket
 import struct
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
 
-FAULTS = ("500", "503", "reset", "stall", "truncate")
+FAULTS = ("500", "503", "reset", "stall", "truncate")  # what `rate` draws from by default
+KINDS = (*FAULTS, "429")
 MAX_STALL = 30.0
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade"}
 _ERROR_XML = (
     '<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
     "<Message>injected by the fault proxy</Message></Error>"
 )
+_CODES = {"500": "InternalError", "503": "SlowDown", "429": "TooManyRequests"}
+
+
+@dataclass
+class Storm:
+    """Every GET/HEAD gets `fault` for `seconds`, starting with the first request after
+    `after` requests whose path contains `keys`; `start` is set when it begins."""
+
+    after: int
+    seconds: float
+    fault: str = "503"
+    keys: str = ""
+    start: float | None = None
+
+    def window(self) -> tuple[float, float]:
+        """(start, end) in time.monotonic() seconds; (inf, inf) if it never began."""
+        start = float("inf") if self.start is None else self.start
+        return start, start + self.seconds
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as the proxy saw it."""
+
+    at: float  # time.monotonic()
+    method: str
+    path: str
+    fault: str | None
 
 
 class FaultProxy:
@@ -42,12 +76,15 @@ class FaultProxy:
         self, upstream: str, *, rate: float = 0.0, seed: int = 0, faults: Iterable[str] = FAULTS,
         methods: Iterable[str] = ("GET", "HEAD"), fail_keys: Iterable[str] = (),
         fail_with: str = "500", stall_seconds: float = 3.0, delay: float = 0.0,
-        lifetime: float = 300.0, max_faults: int | None = None,
+        lifetime: float = 300.0, max_faults: int | None = None, storm: Storm | None = None,
+        retry_after: float | None = None,
     ) -> None:
         self.faults = tuple(faults)
-        unknown = set(self.faults) - set(FAULTS) | ({fail_with} - set(FAULTS))
-        if unknown:
-            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {FAULTS}")
+        asked = {*self.faults, fail_with, *([storm.fault] if storm else [])}
+        if unknown := asked - set(KINDS):
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {KINDS}")
+        self.storm, self.retry_after = storm, retry_after
+        self.log: list[Request] = []
         target = urlsplit(upstream)
         self.upstream = (target.hostname or "127.0.0.1", target.port or 80)
         self.rate, self.methods = rate, {m.upper() for m in methods}
@@ -90,7 +127,9 @@ class FaultProxy:
             self.ranges.setdefault((method, path), []).append(range_header)
             spent = self.max_faults is not None and sum(self.injected.values()) >= self.max_faults
             fault: str | None = None
-            if spent:
+            if self._storming(method, path):
+                fault = self.storm.fault
+            elif spent:
                 pass
             elif any(key in path for key in self.fail_keys):
                 fault = self.fail_with
@@ -98,7 +137,24 @@ class FaultProxy:
                 fault = self._rng.choice(self.faults)
             if fault:
                 self.injected[fault] += 1
+            self.log.append(Request(time.monotonic(), method, path, fault))
             return fault
+
+    def _storming(self, method: str, path: str) -> bool:
+        storm = self.storm
+        if storm is None or method not in ("GET", "HEAD"):
+            return False
+        if storm.start is None:
+            seen = sum(1 for r in self.log if storm.keys in r.path)
+            if seen < storm.after:
+                return False
+            storm.start = time.monotonic()
+        return time.monotonic() < storm.window()[1]
+
+    def requests_between(self, start: float, end: float) -> int:
+        """How many requests arrived in [start, end) (time.monotonic() seconds)."""
+        with self._lock:
+            return sum(1 for r in self.log if start <= r.at < end)
 
     def sleep(self, seconds: float) -> None:
         """Sleep, but wake up at once when the proxy closes."""
@@ -169,10 +225,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if fault == "reset" or (fault in ("stall", "truncate") and self.command == "HEAD"):
             self._reset()
             return
-        if fault in ("500", "503"):
-            code = "InternalError" if fault == "500" else "SlowDown"
-            self._respond(int(fault), [("Content-Type", "application/xml")],
-                          _ERROR_XML.format(code=code).encode())
+        if fault in _CODES:
+            headers = [("Content-Type", "application/xml")]
+            if fault != "500" and self.proxy.retry_after is not None:
+                headers.append(("Retry-After", f"{self.proxy.retry_after:g}"))
+            self._respond(int(fault), headers, _ERROR_XML.format(code=_CODES[fault]).encode())
             return
         status, headers, payload = self._forward(body)
         if fault in ("stall", "truncate"):

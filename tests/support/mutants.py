@@ -2,10 +2,11 @@
 and classify the outcome.
 
 A reader may answer a mutant with one of the project's typed errors (StreamingError) or with
-the data; with hash validation on, data must equal what was written. Anything else (another
-exception type, a hang, wrong data under hashes) is a failure, reported with the seed that
-reproduces it. Used by tests/format/test_fuzz_readers.py (bounded) and
-benchmarks/fuzz_readers.py (as long as asked).
+the data; with hash validation on, and for a remote read into a cache (whose downloads are
+checked against the index's xxh64 digests by default), data must equal what was written.
+Anything else (another exception type, a hang, wrong data where it must be exact) is a
+failure, reported with the seed that reproduces it. Used by tests/format/test_fuzz_readers.py
+(bounded) and benchmarks/fuzz_readers.py (as long as asked).
 """
 
 from __future__ import annotations
@@ -214,10 +215,25 @@ def read_streaming(root: Path, validate: bool) -> list[dict[str, Any]]:
         dataset.close()
 
 
+def read_remote(root: Path, validate: bool) -> list[dict[str, Any]]:
+    """Every sample through a StreamingDataset copying `root` (the remote) into a cache folder
+    beside it, with the default checks only (no validate_hash), by id."""
+    from streaming import StreamingDataset
+
+    dataset = StreamingDataset(remote=str(root), local=str(root.parent / "cache"), batch_size=1,
+                               download_retry=0, validate_hash=HASH if validate else None)
+    try:
+        by_id = {int(s["id"]): s for s in dataset}
+        return [by_id[i] for i in sorted(by_id)]
+    finally:
+        dataset.close()
+
+
 READERS: dict[str, Callable[[Path, bool], list[dict[str, Any]]]] = {
     "local": read_local, "local+hash": read_local, "streaming": read_streaming,
-    "streaming+hash": read_streaming,
+    "streaming+hash": read_streaming, "remote+cache": read_remote,
 }
+EXACT = ("local+hash", "streaming+hash", "remote+cache")  # readers that must return exact data
 
 
 class _Hung(BaseException):
@@ -236,6 +252,7 @@ def run_mutant(seed: int, bases: dict[str | None, Path], expected: list[dict[str
     root = Path(tempfile.mkdtemp(dir=scratch)) / "ds"
     mutation = f"[{compression or 'raw'}] " + mutate(bases[compression], root, rng)
     validate = reader.endswith("+hash")
+    exact = reader in EXACT
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(MUTANT_SECONDS)
     try:
@@ -250,10 +267,11 @@ def run_mutant(seed: int, bases: dict[str | None, Path], expected: list[dict[str
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
         shutil.rmtree(root.parent, ignore_errors=True)
-    if validate:
+    if exact:
         wrong = _wrong_data(got, expected, complete=" index.json: " not in mutation)
         if wrong:
-            return Outcome(seed, mutation, reader, "bad", f"{wrong} with validate_hash on")
+            why = "with validate_hash on" if validate else "with the index's digests"
+            return Outcome(seed, mutation, reader, "bad", f"{wrong} {why}")
     return Outcome(seed, mutation, reader, "data")
 
 

@@ -118,7 +118,7 @@ def test_a_shard_that_never_uploads_fails_loudly_and_publishes_nothing(
     s3_env, fault_proxy, monkeypatch
 ):
     bucket = s3_env.make_bucket()
-    proxy = fault_proxy(fail_keys=["shard.00002.mds"], fail_with="503")
+    proxy = fault_proxy(fail_keys=["shard.00002.mds"], fail_with="500")
     monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
     url = f"s3://{bucket}/broken"
     writer = MDSWriter(columns=COLUMNS, out=url, size_limit=4096, retry=1)

@@ -113,10 +113,10 @@ def test_exact_fit_stays_in_one_shard(tmp_path: Path):
     header = 8 + len(config_json(shard_config(["blob"], ["bytes"], None, [], 1000)))
     limit = header + 3 * per_sample
     assert 1000 <= limit < 10000
-    fit = _write(tmp_path / "fit", [sample] * 3, columns, size_limit=limit)
+    fit = _write(tmp_path / "fit", [sample] * 3, columns, size_limit=limit, hashes=[])
     assert [s["samples"] for s in _index(fit)["shards"]] == [3]
     assert _index(fit)["shards"][0]["raw_data"]["bytes"] == limit
-    over = _write(tmp_path / "over", [sample] * 3, columns, size_limit=limit - 1)
+    over = _write(tmp_path / "over", [sample] * 3, columns, size_limit=limit - 1, hashes=[])
     assert [s["samples"] for s in _index(over)["shards"]] == [2, 1]
 
 
