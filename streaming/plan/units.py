@@ -84,6 +84,25 @@ def unit_stream_slots(slot_stream: np.ndarray, num_canonical: int, num_streams: 
     return flat.reshape(num_canonical, num_streams).astype(np.int64)
 
 
+def stream_chunks(which: np.ndarray, chunk: np.ndarray, counts: np.ndarray, width: int,
+                  values: list[np.ndarray]) -> np.ndarray:
+    """ids [len(which), width]: row i is chunk `chunk[i]` (of `width` ids) of stream `which[i]`.
+
+    Args:
+        which: the stream of each row.
+        chunk: the chunk of that stream each row takes.
+        counts: per stream, how many whole chunks its ids hold.
+        width: ids per chunk.
+        values: per stream, its ids in order.
+    """
+    out = np.empty((len(which), width), dtype=np.int64)
+    for s, ids in enumerate(values):
+        rows = np.flatnonzero(which == s)
+        if len(rows):
+            out[rows] = ids[:int(counts[s]) * width].reshape(-1, width)[chunk[rows]]
+    return out
+
+
 def columns(order: EpochOrder, epoch: SlotEpoch, lo: int, hi: int) -> np.ndarray:
     """int64 [batches - first, hi - lo]: slots [lo, hi) of the batches from `first` on.
 

@@ -22,7 +22,7 @@ from streaming.plan.batching.sequence import (
     interleave_epoch,
     round_to_batch,
 )
-from streaming.plan.units import SlotEpoch, slot_method
+from streaming.plan.units import SlotEpoch, slot_method, stream_chunks
 
 if TYPE_CHECKING:
     from streaming.plan.order import EpochOrder
@@ -64,17 +64,6 @@ def _sequence(order: EpochOrder, shares: np.ndarray, unit: int, count: int
     return which[again], chunk[again]
 
 
-def _device_batches(which: np.ndarray, chunk: np.ndarray, shares: np.ndarray, batch: int,
-                    values: list[np.ndarray]) -> np.ndarray:
-    """ids [len(which), batch]: device batch chunk[i] of stream which[i] of a unit."""
-    out = np.empty((len(which), batch), dtype=np.int64)
-    for s, ids in enumerate(values):
-        rows = np.flatnonzero(which == s)
-        if len(rows):
-            out[rows] = ids[:int(shares[s]) * batch].reshape(-1, batch)[chunk[rows]]
-    return out
-
-
 def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
     """The epoch's device_per_stream batches as every unit's per-stream demand and layout.
 
@@ -101,11 +90,11 @@ def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotE
 
     def fill(c: int, values: dict[int, list[np.ndarray]]) -> np.ndarray:
         own = _sequence(order, shares[c], c, int(real[c]))
-        rows = _device_batches(*own, shares[c], batch, values[c])
+        rows = stream_chunks(*own, shares[c], batch, values[c])
         if real[c] < batches * slots[c]:
             d = int(donors[c])
             lent = _sequence(order, shares[d], d, int(batches * slots[c] - real[c]))
-            rows = np.concatenate((rows, _device_batches(*lent, shares[d], batch, values[d])))
+            rows = np.concatenate((rows, stream_chunks(*lent, shares[d], batch, values[d])))
         return rows.reshape(batches, -1)[first:]
 
     return SlotEpoch(global_batch, batches, first, shares * batch, fill,

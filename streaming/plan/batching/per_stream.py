@@ -22,22 +22,11 @@ from streaming.plan.batching.sequence import (
     interleave_epoch,
     round_to_batch,
 )
-from streaming.plan.units import SlotEpoch, slot_method, unit_bounds
+from streaming.plan.units import SlotEpoch, slot_method, stream_chunks, unit_bounds
 
 if TYPE_CHECKING:
     from streaming.plan.order import EpochOrder
     from streaming.plan.world import World
-
-
-def _fill(which: np.ndarray, chunk: np.ndarray, counts: np.ndarray, width: int,
-          values: list[np.ndarray]) -> np.ndarray:
-    """A unit's rows of the batches (stream `which`, chunk `chunk`): its width of the chunk."""
-    out = np.empty((len(which), width), dtype=np.int64)
-    for s, ids in enumerate(values):
-        rows = np.flatnonzero(which == s)
-        if len(rows):
-            out[rows] = ids[:int(counts[s]) * width].reshape(-1, width)[chunk[rows]]
-    return out
 
 
 def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
@@ -57,7 +46,7 @@ def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotE
     widths = np.diff(unit_bounds(global_batch, order.num_canonical))
 
     def fill(c: int, values: dict[int, list[np.ndarray]]) -> np.ndarray:
-        return _fill(which[first:], chunk[first:], counts, int(widths[c]), values[c])
+        return stream_chunks(which[first:], chunk[first:], counts, int(widths[c]), values[c])
 
     return SlotEpoch(global_batch, len(which), first, np.outer(widths, counts), fill)
 
