@@ -1,11 +1,13 @@
 """Fuzz the readers for as long as asked: random mutations of index.json and shard bytes must
-end in a typed error (StreamingError) or in correct data (exact when hashes are validated).
+end in a typed error (StreamingError) or in correct data (exact when hashes are validated), and
+one mutant in five names a file with a hostile name (absolute, climbing out, our own names...):
+no file beside the mutants and their caches may change.
 
     python benchmarks/fuzz_readers.py --seconds 600 [--seed 0] [--reader local+hash]
 
 Prints the outcome counts per reader, mutants per second, and every bad outcome with the seed
-that reproduces it (`run_mutant(seed, ...)` in tests/support/mutants.py). Exit status 1 when
-any mutant went bad.
+that reproduces it (`run_mutant(seed, ..., hostile=seed % 5 == 4)` in
+tests/support/mutants.py). Exit status 1 when any mutant went bad.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         seed = args.seed
         while time.monotonic() - started < args.seconds:
             reader = readers[seed % len(readers)]
-            outcome = run_mutant(seed, bases, expected, scratch, reader)
+            hostile = seed % 5 == 4  # one mutant in five gives a file a hostile name
+            outcome = run_mutant(seed, bases, expected, scratch, reader, hostile=hostile)
             tallies[reader].add(outcome)
             if outcome.result == "bad":
                 print(f"BAD {outcome}", flush=True)

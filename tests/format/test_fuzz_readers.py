@@ -55,3 +55,16 @@ def test_a_remote_read_into_a_cache_returns_exact_data_or_a_typed_error(bases):
         tally.add(run_mutant(seed, datasets, expected, scratch, "remote+cache"))
     assert not tally.bad, "\n".join(map(str, tally.bad[:10]))
     assert tally.counts.get("typed", 0) > 20
+
+
+@pytest.mark.parametrize("reader", ["remote+cache", "streaming", "local"])
+def test_hostile_names_end_in_typed_errors_and_touch_nothing_beside(bases, reader):
+    """Indexes whose file names are absolute, climb out, take our own file names, hold NUL
+    bytes or backslashes, are too long or name another entry's file: a typed error every
+    time, and the canary folder beside the mutants and their caches never changes."""
+    scratch, datasets, expected = bases
+    tally = Tally()
+    for seed in range(5 * 10**6, 5 * 10**6 + 30):
+        tally.add(run_mutant(seed, datasets, expected, scratch, reader, hostile=True))
+    assert not tally.bad, "\n".join(map(str, tally.bad[:10]))
+    assert tally.counts == {"typed": 30}

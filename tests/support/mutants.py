@@ -164,22 +164,48 @@ def _mutate_bytes(data: bytearray, rng: random.Random, header_words: int = 0) ->
     return f"u32 at {at} = {value}"
 
 
-def mutate(base: Path, out: Path, rng: random.Random) -> str:
+CANARY = "canary"  # a folder beside every mutant whose files no reader may touch
+
+
+def hostile_names(canary: Path) -> list[str]:
+    """File names a hostile index might give, aimed at `canary` (beside the mutant's folder and
+    its cache: `<scratch>/canary`, the mutants at `<scratch>/<tmp>/ds`)."""
+    return [str(canary / "victim"), f"../../{CANARY}/victim", f"../{CANARY}/victim",
+            f"part0/../../../{CANARY}/victim", f"..\\..\\{CANARY}\\victim",
+            "index.json", ".streaming-origin.json", ".streaming-origin.lock",
+            "shard.00000.mds\x00x", "./shard.00000.mds", "x" * 300, "a//b.mds"]
+
+
+def _hostile(document: dict, rng: random.Random, canary: Path) -> str:
+    """Give a file entry of the index a hostile name (or another entry's name)."""
+    entries = [(k, key) for k, shard in enumerate(document["shards"])
+               for key in ("raw_data", "zip_data") if isinstance(shard.get(key), dict)]
+    k, key = rng.choice(entries)
+    other = document["shards"][(k + 1) % len(document["shards"])]["raw_data"]["basename"]
+    names = [*hostile_names(canary), other]
+    name = rng.choice(names)
+    document["shards"][k][key]["basename"] = name
+    return f"hostile shards[{k}].{key}.basename={name!r:.60}"
+
+
+def mutate(base: Path, out: Path, rng: random.Random, canary: Path, side: random.Random,
+           hostile: bool = False) -> str:
     """Make `out` a copy of dataset `base` with one random mutation; a description of it.
 
     Unchanged files are hard links (readers only ever add files, by rename), the mutated one
-    a new file."""
+    a new file. With `hostile`, the mutation gives an index entry a hostile name
+    (`hostile_names`, drawn from `side`), so a seed's other mutants stay what they were."""
     names = sorted(p.name for p in base.iterdir() if p.is_file())
-    target = "index.json" if rng.random() < 0.4 else rng.choice(
+    target = "index.json" if rng.random() < 0.4 or hostile else rng.choice(
         [n for n in names if n != "index.json"])
     out.mkdir(parents=True)
     for name in names:
         if name != target:
             os.link(base / name, out / name)
     data = bytearray((base / target).read_bytes())
-    if target == "index.json" and rng.random() < 0.75:
+    if target == "index.json" and (hostile or rng.random() < 0.75):
         document = json.loads(data)
-        what = _mutate_json(document, rng)
+        what = _hostile(document, side, canary) if hostile else _mutate_json(document, rng)
         data = bytearray(json.dumps(document).encode())
     else:
         words = 0 if not target.endswith(".mds") else int.from_bytes(data[:4], "little") + 2
@@ -245,14 +271,32 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def run_mutant(seed: int, bases: dict[str | None, Path], expected: list[dict[str, Any]],
-               scratch: Path, reader: str) -> Outcome:
-    """Mutate a base dataset with `seed` and read it with `reader`; classify what happened."""
+               scratch: Path, reader: str, hostile: bool = False) -> Outcome:
+    """Mutate a base dataset with `seed` (a hostile file name with `hostile`) and read it with
+    `reader`; classify what happened (bad, whatever the reader did, when a file beside the
+    mutant and its cache changed)."""
     rng = random.Random(seed)
     compression = rng.choice(list(bases))
     root = Path(tempfile.mkdtemp(dir=scratch)) / "ds"
-    mutation = f"[{compression or 'raw'}] " + mutate(bases[compression], root, rng)
+    canary = scratch / CANARY
+    side = random.Random(-1 - seed)  # hostile names draw here: `rng` stays as it was
+    mutation = f"[{compression or 'raw'}] " + mutate(bases[compression], root, rng, canary,
+                                                     side, hostile)
+    before = _listing(canary)
+    try:
+        outcome = _read_mutant(seed, mutation, root, expected, reader)
+    finally:
+        shutil.rmtree(root.parent, ignore_errors=True)
+    after = _listing(canary)
+    if after != before:
+        return Outcome(seed, mutation, reader, "bad", "files outside the dataset and its cache "
+                       f"changed: {sorted(before)} became {sorted(after)}")
+    return outcome
+
+
+def _read_mutant(seed: int, mutation: str, root: Path, expected: list[dict[str, Any]],
+                 reader: str) -> Outcome:
     validate = reader.endswith("+hash")
-    exact = reader in EXACT
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(MUTANT_SECONDS)
     try:
@@ -266,13 +310,19 @@ def run_mutant(seed: int, bases: dict[str | None, Path], expected: list[dict[str
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-        shutil.rmtree(root.parent, ignore_errors=True)
-    if exact:
+    if reader in EXACT:
         wrong = _wrong_data(got, expected, complete=" index.json: " not in mutation)
         if wrong:
             why = "with validate_hash on" if validate else "with the index's digests"
             return Outcome(seed, mutation, reader, "bad", f"{wrong} {why}")
     return Outcome(seed, mutation, reader, "data")
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` (or a link) and its content."""
+    return {str(p.relative_to(folder)): (os.readlink(p).encode() if p.is_symlink()
+                                         else p.read_bytes())
+            for p in sorted(folder.rglob("*")) if p.is_file() or p.is_symlink()}
 
 
 def _wrong_data(got: list[dict[str, Any]], expected: list[dict[str, Any]],
@@ -306,6 +356,9 @@ def scratch_dir(fallback: Path) -> Path:
 def prepare_bases(scratch: Path) -> tuple[dict[str | None, Path], list[dict[str, Any]]]:
     """The raw and zstd base datasets under `scratch`, and the samples they hold."""
     bases: dict[str | None, Path] = {}
+    (scratch / CANARY / "sub").mkdir(parents=True, exist_ok=True)
+    for name in ("victim", "shard.00000.mds", "index.json", "sub/victim"):
+        (scratch / CANARY / name).write_bytes(b"precious " * 20)
     for compression in (None, "zstd"):
         bases[compression] = scratch / f"base-{compression or 'raw'}"
         write_base(bases[compression], compression)
