@@ -7,18 +7,37 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from streaming.format.shard import NOWAIT_READS, ShardReader
-from streaming.read.shelf import Fetched, NotOpen, Shelf, decode
+from streaming.read.shelf import Fetched, NotOpen, ReadChunk, Shelf, decode
 from streaming.read.shelf import fetch as fetch_chunk
 from streaming.read.source import ShardSource
 
 READ_BYTES = 16 << 20  # sample bytes decoded per vectorised read (bounds the copies held)
 MAX_READ = 1024  # rows per read: enough that a shuffled read still has many rows per shard
+
+
+@dataclass
+class ReadTally:
+    """What this process's chunk reads copied out of shards on local disk so far: `bytes_read`,
+    the raw bytes of the rows (added once per chunk), and `rows`, the rows read."""
+
+    bytes_read: int = 0
+    rows: int = 0
+
+    def add(self, fetched: Fetched) -> None:
+        """Count one fetched chunk (a chunk of mixed schemas counts its rows only: its
+        shards were decoded as they were read)."""
+        if isinstance(fetched, ReadChunk):
+            self.bytes_read += int((fetched.hi - fetched.lo).sum())
+            self.rows += len(fetched.rows)
+        else:
+            self.rows += len(fetched.samples)
 
 
 def iter_chunks(
@@ -33,6 +52,7 @@ def iter_chunks(
     columns: bool = False,
     views: bool = False,
     open_file: Callable[[int, Path], ShardReader] | None = None,
+    tally: ReadTally | None = None,
 ) -> Iterator[list[Any]]:
     """Yield the decoded rows of planned ids (skipping -1 padding) `chunk` at a time (the
     first chunk only `first`, for a quick first batch), with `source` preparing shards ahead.
@@ -48,6 +68,9 @@ def iter_chunks(
     through a descriptor closed after each read (`open_file(shard, path)` validates a shard once
     per pass), since an open file of an evicted shard would keep its blocks (see `shelf`). Other
     shards stay open (`open_shard`).
+
+    `tally`, when given, counts the bytes and rows each chunk read copied (not the rows of
+    `item`, which reads on its own).
     """
     ids = ids[ids >= 0]
     if not len(ids):
@@ -77,6 +100,8 @@ def iter_chunks(
                 for k in range(len(bounds) - 1):
                     source.advance(bounds[k])
                     fetched = pending.result()
+                    if tally is not None:
+                        tally.add(fetched)
                     if k + 2 < len(bounds):
                         pending = reads.start(k + 1)
                     yield decode(fetched, columns, views)
