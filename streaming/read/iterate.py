@@ -69,8 +69,7 @@ def iter_chunks(
     per pass), since an open file of an evicted shard would keep its blocks (see `shelf`). Other
     shards stay open (`open_shard`).
 
-    `tally`, when given, counts the bytes and rows each chunk read copied (not the rows of
-    `item`, which reads on its own).
+    `tally`, when given, counts the bytes and rows each chunk read copied (not `item`'s).
     """
     ids = ids[ids >= 0]
     if not len(ids):
@@ -87,12 +86,7 @@ def iter_chunks(
 
     try:
         if item is not None:
-            for lo in range(0, len(ids), chunk):
-                source.advance(lo)
-                for shard in np.unique(shards[lo:lo + chunk]).tolist():
-                    if shelf.kept(shard):
-                        shelf.reader(shard)
-                yield [item(i) for i in ids[lo:lo + chunk].tolist()]
+            yield from _item_chunks(ids, shards, chunk, source, shelf, item)
         else:
             with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:
                 reads = _Reads(pool, fetch)
@@ -108,6 +102,17 @@ def iter_chunks(
         source.check()
     finally:
         source.stop()
+
+
+def _item_chunks(ids: np.ndarray, shards: np.ndarray, chunk: int, source: ShardSource,
+                 shelf: Shelf, item: Callable[[int], Any]) -> Iterator[list[Any]]:
+    """`iter_chunks` through `item(i)`: the shards still prepared ahead and kept open."""
+    for lo in range(0, len(ids), chunk):
+        source.advance(lo)
+        for shard in np.unique(shards[lo:lo + chunk]).tolist():
+            if shelf.kept(shard):
+                shelf.reader(shard)
+        yield [item(i) for i in ids[lo:lo + chunk].tolist()]
 
 
 class _Reads:
