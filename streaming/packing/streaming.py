@@ -352,7 +352,9 @@ class PackedStreamingDataset(IterableDataset):
 
     # ----- lifecycle ---------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_resume_seg": None}
+        state = {**self.__dict__, "_resume_seg": None}
+        state.pop("_watch_", None)  # this process's metrics (and plan closures) stay here
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

@@ -4,6 +4,7 @@ of the packs the loop took (known lengths give known values)."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +154,5 @@ def test_a_packed_dataset_iterated_directly_counts_its_packs(mixed_lengths):
     assert m["batches"] == len(batches) and m["samples"] == _taken(batches)[0]
     assert m["disk/rows_read"] >= _taken(batches)[2]
     assert not any(key.startswith("stream/") for key in m)
+    copy = pickle.loads(pickle.dumps(ds))  # what a DataLoader worker gets: its own count
+    assert copy.metrics()["batches"] == 0
