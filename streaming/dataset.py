@@ -30,6 +30,7 @@ from streaming.world_detect import detect_world
 
 if TYPE_CHECKING:
     from streaming.cache.stats import CacheStats
+    from streaming.read.iterate import ReadTally
 
 logger = logging.getLogger(__name__)
 
@@ -167,6 +168,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         """What the node's shard cache did so far: hits, misses, downloads, bytes downloaded,
         evictions and seconds readers waited (all zero when every stream is local-only)."""
         return self.rows.cache_stats()
+
+    def read_tally(self) -> ReadTally:
+        """What this process's reads copied out of shards on local disk so far: raw bytes
+        and rows (the reads of DataLoader workers count in the workers)."""
+        return self.rows.tally
 
     # ----- sizes -------------------------------------------------------------------------
     def token_shares(self, epoch: int = 0) -> np.ndarray:

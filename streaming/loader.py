@@ -6,7 +6,7 @@ import contextlib
 import inspect
 import time
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -17,8 +17,19 @@ from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.coord.proc import ProcessId
 from streaming.loader_checks import check_batch_size, check_resumable
 from streaming.loader_next import unannotated
-from streaming.metrics import Meter, StreamCounts, cache_metrics, every_from_env, log, summary
+from streaming.metrics import (
+    Meter,
+    StreamCounts,
+    cache_metrics,
+    disk_metrics,
+    every_from_env,
+    log,
+    summary,
+)
 from streaming.world_detect import worker_slot
+
+if TYPE_CHECKING:
+    from streaming.packing.metrics import PackCounts
 
 
 def batch_length(batch: Any) -> int | None:
@@ -50,6 +61,12 @@ def _stream_counts(dataset: Any) -> StreamCounts | None:
     from streaming.metrics import stream_counts
 
     return stream_counts(dataset) if isinstance(dataset, StreamingDataset) else None
+
+
+def _pack_counts(dataset: Any) -> PackCounts | None:
+    """Counts of pack fill for a packed dataset (one with `pack_counts`), else None."""
+    make = getattr(dataset, "pack_counts", None)
+    return make() if callable(make) else None
 
 
 def _unwrap(batch: Any) -> Any:
@@ -145,6 +162,7 @@ class StreamingDataLoader(DataLoader):
         check_resumable(self.dataset, self.num_workers, self.batch_size)
         self._meter = Meter()
         self._streams = _stream_counts(dataset)
+        self._packs = _pack_counts(dataset)
         self.metrics_every = every_from_env()  # log a summary every N batches (0: never)
         self.collect_metrics = True  # False: no timing at all (the overhead benchmark's baseline)
 
@@ -216,11 +234,16 @@ class StreamingDataLoader(DataLoader):
         finally:
             if self._streams is not None:
                 self._streams.fold(self._meter.samples)
+            if self._packs is not None:
+                self._packs.fold(self._meter.samples)
             if receiver is not None and not self.persistent_workers:
                 receiver.close()
 
     def _begin_streams(self) -> None:
-        """Point the per-stream counts at the rank's planned order of this iteration."""
+        """Point the per-stream counts (or a packed dataset's pack fill) at the rank's planned
+        order of this iteration."""
+        if self._packs is not None:
+            self._packs.begin(self.dataset.fill_from_start(), self._meter.samples)
         if self._streams is None:
             return
         source = self.dataset
@@ -233,11 +256,16 @@ class StreamingDataLoader(DataLoader):
     def metrics(self) -> dict[str, float]:
         """What this rank's data path did so far, as a flat dict of floats (keys in
         docs/dataset.md, "Watching a run"): time to first batch, batches and samples per
-        second, the time the loop waited for data, samples per stream, the cache's counters."""
+        second, the time the loop waited for data, samples per stream (pack fill for a packed
+        dataset), the cache's counters and, without workers, the bytes read from local disk."""
         out = self._meter.as_dict()
         if self._streams is not None:
             out.update(self._streams.as_dict(self._meter.samples))
+        if self._packs is not None:
+            out.update(self._packs.as_dict(self._meter.samples))
         out.update(cache_metrics(self.dataset))
+        if not self.num_workers:  # workers read in their own processes
+            out.update(disk_metrics(self.dataset))
         return out
 
     def _ring_receiver(self) -> transport.Receiver:

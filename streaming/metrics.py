@@ -180,6 +180,16 @@ def cache_metrics(dataset: Any) -> dict[str, float]:
             "cache/evictions": float(s.evictions), "cache/wait_s": float(s.wait_seconds)}
 
 
+def disk_metrics(dataset: Any) -> dict[str, float]:
+    """`disk/bytes_read` and `disk/rows_read`: the raw bytes and rows this process's reads
+    copied out of shards on local disk (empty without `read_tally`)."""
+    tally = getattr(dataset, "read_tally", None)
+    if tally is None:
+        return {}
+    t = tally()
+    return {"disk/bytes_read": float(t.bytes_read), "disk/rows_read": float(t.rows)}
+
+
 def summary(metrics: dict[str, float]) -> str:
     """One line for a log."""
     return (f"{metrics.get('batches', 0):.0f} batches, {metrics.get('samples_per_s', 0):.1f} "
@@ -257,4 +267,5 @@ class IterationWatch:
         if self.streams is not None:
             out.update(self.streams.as_dict(self.consumed()))
         out.update(cache_metrics(self.dataset))
+        out.update(disk_metrics(self.dataset))
         return out

@@ -15,7 +15,7 @@ from streaming.catalog import Catalog
 from streaming.errors import PlanError
 from streaming.format.shard import ShardReader
 from streaming.plan_fit import rows_per_read
-from streaming.read.iterate import iter_chunks
+from streaming.read.iterate import ReadTally, iter_chunks
 from streaming.read.open_shards import OpenShards
 from streaming.read.source import ShardSource, acquire_open, shard_source
 
@@ -59,6 +59,7 @@ class Rows:
         self.read_shard = read_shard  # see PlanFit.read_shard
         self.readers = OpenShards(self.open_prepared)
         self.source: ShardSource = shard_source(cache, catalog.preparer, predownload)
+        self.tally = ReadTally()  # what this process's chunk reads copied from local disk
 
     def prepare(self, shard: int) -> Path:
         """Make `shard` ready on this node; its raw file's path."""
@@ -123,7 +124,7 @@ class Rows:
         """The rows of planned `ids` in chunks (`iter_chunks`' options), through this
         process's shard source."""
         return iter_chunks(ids, self.catalog.spanner.locate, self.reader, self.source, item,
-                           open_file=self.open_file, **options)
+                           open_file=self.open_file, tally=self.tally, **options)
 
     def cache_stats(self) -> CacheStats:
         """The node cache's counters (all zero without a cache)."""

@@ -10,7 +10,7 @@ number of workers, and the state is the source's plus one number: packs consumed
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -19,10 +19,13 @@ from torch.utils.data import IterableDataset
 
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import ArgumentError, PlanError, StateMismatchError
+from streaming.metrics import cache_metrics, disk_metrics
 from streaming.packing.equal import job_most_packs
+from streaming.packing.metrics import PackCounts, PackFill, fill_of
 from streaming.packing.planner import pack_lengths
 from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.registry import make_packer
+from streaming.packing.watch import PackWatch
 from streaming.plan import World
 
 if TYPE_CHECKING:
@@ -200,7 +203,8 @@ class PackedStreamingDataset(IterableDataset):
                 mine = worker_packs(plan, self._resume_skip(start.epoch), self.packs_per_batch,
                                     world.worker, world.workers_per_rank)
                 mine = mine.select(np.arange(min(start.skip, mine.num_packs), mine.num_packs))
-            yield from self._batches(mine)
+            self._watch.begin(self._fill(mine, 0))
+            yield from self._watch.timed(self._batches(mine), lambda: session.count)
         except Exception as exc:
             session.fail(world, exc)
             raise
@@ -228,6 +232,40 @@ class PackedStreamingDataset(IterableDataset):
             batch["sample_ids"] = torch.from_numpy(np.concatenate(ids))
             self.session.count += hi - lo
             yield batch
+
+    # ----- metrics -----------------------------------------------------------------------
+    @property
+    def _watch(self) -> PackWatch:
+        watch = self.__dict__.get("_watch_")
+        if watch is None:
+            watch = self.__dict__["_watch_"] = PackWatch(self.packing_length)
+        return watch
+
+    def _fill(self, plan: EpochPacks, first: int) -> Callable[[int], PackFill]:
+        return lambda taken: fill_of(plan, first, taken, self.lengths, self.packing_length,
+                                     self._split)
+
+    def pack_counts(self) -> PackCounts:
+        """A fresh count of pack fill, for a loader that tells it where its iterations begin
+        (`fill_from_start`)."""
+        return PackCounts(self.packing_length)
+
+    def fill_from_start(self) -> Callable[[int], PackFill]:
+        """The fill of the first `n` packs of this rank from where the next (or running)
+        iteration starts, as the training process sees it."""
+        state = self.state_dict(0, False)
+        epoch = int(state["source"]["epoch"])
+        first = int(state["packs_in_epoch"]) // self.source.world.data_parallel_ranks
+        return self._fill(self.rank_packs(epoch), first)
+
+    def metrics(self) -> dict[str, float]:
+        """What iterating this dataset in this process did so far (a step is one batch of
+        packs, `samples` counts packs), with the `packing/...` fill of the packs taken; no
+        per-stream counts (see docs/dataset.md, "Watching a run")."""
+        out = self._watch.metrics()
+        out.update(cache_metrics(self))
+        out.update(disk_metrics(self))
+        return out
 
     def _tokens(self, sample_id: int, sample: dict[str, Any]) -> np.ndarray:
         if self.packing_column not in sample:
@@ -314,7 +352,9 @@ class PackedStreamingDataset(IterableDataset):
 
     # ----- lifecycle ---------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_resume_seg": None}
+        state = {**self.__dict__, "_resume_seg": None}
+        state.pop("_watch_", None)  # this process's metrics (and plan closures) stay here
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

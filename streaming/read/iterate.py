@@ -7,18 +7,37 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from streaming.format.shard import NOWAIT_READS, ShardReader
-from streaming.read.shelf import Fetched, NotOpen, Shelf, decode
+from streaming.read.shelf import Fetched, NotOpen, ReadChunk, Shelf, decode
 from streaming.read.shelf import fetch as fetch_chunk
 from streaming.read.source import ShardSource
 
 READ_BYTES = 16 << 20  # sample bytes decoded per vectorised read (bounds the copies held)
 MAX_READ = 1024  # rows per read: enough that a shuffled read still has many rows per shard
+
+
+@dataclass
+class ReadTally:
+    """What this process's chunk reads copied out of shards on local disk so far: `bytes_read`,
+    the raw bytes of the rows (added once per chunk), and `rows`, the rows read."""
+
+    bytes_read: int = 0
+    rows: int = 0
+
+    def add(self, fetched: Fetched) -> None:
+        """Count one fetched chunk (a chunk of mixed schemas counts its rows only: its
+        shards were decoded as they were read)."""
+        if isinstance(fetched, ReadChunk):
+            self.bytes_read += int((fetched.hi - fetched.lo).sum())
+            self.rows += len(fetched.rows)
+        else:
+            self.rows += len(fetched.samples)
 
 
 def iter_chunks(
@@ -33,6 +52,7 @@ def iter_chunks(
     columns: bool = False,
     views: bool = False,
     open_file: Callable[[int, Path], ShardReader] | None = None,
+    tally: ReadTally | None = None,
 ) -> Iterator[list[Any]]:
     """Yield the decoded rows of planned ids (skipping -1 padding) `chunk` at a time (the
     first chunk only `first`, for a quick first batch), with `source` preparing shards ahead.
@@ -48,6 +68,8 @@ def iter_chunks(
     through a descriptor closed after each read (`open_file(shard, path)` validates a shard once
     per pass), since an open file of an evicted shard would keep its blocks (see `shelf`). Other
     shards stay open (`open_shard`).
+
+    `tally`, when given, counts the bytes and rows each chunk read copied (not `item`'s).
     """
     ids = ids[ids >= 0]
     if not len(ids):
@@ -64,12 +86,7 @@ def iter_chunks(
 
     try:
         if item is not None:
-            for lo in range(0, len(ids), chunk):
-                source.advance(lo)
-                for shard in np.unique(shards[lo:lo + chunk]).tolist():
-                    if shelf.kept(shard):
-                        shelf.reader(shard)
-                yield [item(i) for i in ids[lo:lo + chunk].tolist()]
+            yield from _item_chunks(ids, shards, chunk, source, shelf, item)
         else:
             with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:
                 reads = _Reads(pool, fetch)
@@ -77,12 +94,25 @@ def iter_chunks(
                 for k in range(len(bounds) - 1):
                     source.advance(bounds[k])
                     fetched = pending.result()
+                    if tally is not None:
+                        tally.add(fetched)
                     if k + 2 < len(bounds):
                         pending = reads.start(k + 1)
                     yield decode(fetched, columns, views)
         source.check()
     finally:
         source.stop()
+
+
+def _item_chunks(ids: np.ndarray, shards: np.ndarray, chunk: int, source: ShardSource,
+                 shelf: Shelf, item: Callable[[int], Any]) -> Iterator[list[Any]]:
+    """`iter_chunks` through `item(i)`: the shards still prepared ahead and kept open."""
+    for lo in range(0, len(ids), chunk):
+        source.advance(lo)
+        for shard in np.unique(shards[lo:lo + chunk]).tolist():
+            if shelf.kept(shard):
+                shelf.reader(shard)
+        yield [item(i) for i in ids[lo:lo + chunk].tolist()]
 
 
 class _Reads:
