@@ -159,6 +159,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             watch = self.__dict__["_watch_"] = IterationWatch(self)
         return watch
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_watch_", None)  # this process's metrics (and its plan closures) stay here
+        return state
+
     def metrics(self) -> dict[str, float]:
         """What iterating this dataset in this process did so far, as `StreamingDataLoader.
         metrics()` gives it (a step is one read of many samples; see docs/dataset.md)."""

@@ -5,6 +5,7 @@ summary is logged every N steps, and every rank's metrics gather on rank 0."""
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 from pathlib import Path
 
@@ -61,6 +62,15 @@ def test_a_dataset_iterated_directly_counts_its_streams(two_streams):
     m = ds.metrics()
     assert (m["stream/0/samples"], m["stream/1/samples"]) == _by_stream(taken)
     assert m["stream/0/samples"] + m["stream/1/samples"] == 537
+
+
+def test_a_dataset_iterated_directly_still_pickles_without_its_metrics(two_streams):
+    """Handing it afterwards to spawned DataLoader workers pickles it: this process's metrics
+    stay here, and the copy starts counting from zero."""
+    ds = _dataset(two_streams)
+    assert sum(1 for _ in ds) == 500
+    copy = pickle.loads(pickle.dumps(ds))
+    assert ds.metrics()["samples"] == 500 and copy.metrics()["samples"] == 0
 
 
 class SlowRead(StreamingDataset):
