@@ -66,6 +66,8 @@ def chunk_counts(sizes: np.ndarray, unit: int, method: str) -> np.ndarray:
     if len(empty):
         s = int(empty[0])
         raise PlanError(
-            f"batching_method={method!r}: stream {s} has {int(sizes[s])} samples this epoch, "
-            f"fewer than one batch of {unit}; raise its weight or lower batch_size")
+            f"Stream with index {s} does not have an adequate number of samples to construct "
+            f"a single batch of {unit}: batching_method={method!r}: stream {s} has "
+            f"{int(sizes[s])} samples this epoch, fewer than one batch of {unit}; raise its "
+            "weight or lower batch_size")
     return counts
