@@ -109,6 +109,15 @@ CASES: dict[str, Case] = {
     "negative choose": Case(
         "`choose` must be non-negative", "ValueError",
         lambda a, r: _two(a, r, {"choose": -1}, {"choose": 1})),
+    "negative download_retry": Case(
+        "`download_retry` must be non-negative", "ValueError",
+        lambda a, r: a.stream(local=str(r / "a"), download_retry=-1)),
+    "download_timeout 0": Case(
+        "`download_timeout` must be positive", "ValueError",
+        lambda a, r: a.stream(local=str(r / "a"), download_timeout=0)),
+    "negative replication": Case(
+        "Replication factor must be positive", "ValueError",
+        lambda a, r: _ds(a, r, replication=-1)),
     "relative and absolute weights": Case(
         "Relative (`proportion`) and absolute (`repeat`, `choose`, none) stream weights are "
         "incompatible", "ValueError", lambda a, r: _two(a, r, {"proportion": 0.5}, {"repeat": 2})),
