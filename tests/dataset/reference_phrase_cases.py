@@ -75,6 +75,15 @@ def _writer(api: Api, root: Path, name: str, **kwargs: object) -> None:
     api.writer(out=str(root / name), columns=kwargs.pop("columns", {"x": "int"}), **kwargs)
 
 
+def _resume(api: Api, root: Path, method: str) -> None:
+    """Resume 6 samples into an epoch of global batches of 4."""
+    ds = _two(api, root, {"proportion": 0.5}, {"proportion": 0.5}, batching_method=method,
+              batch_size=4, num_canonical_nodes=1)
+    ds.load_state_dict({"epoch": 0, "sample_in_epoch": 6, "num_canonical_nodes": 1,
+                        "shuffle_seed": ds.shuffle_seed, "initial_physical_nodes": 1})
+    list(ds)
+
+
 CASES: dict[str, Case] = {
     "unknown sampling method": Case(
         "Invalid sampling method: x.", "ValueError", lambda a, r: _ds(a, r, sampling_method="x")),
@@ -150,6 +159,9 @@ CASES: dict[str, Case] = {
         "ValueError",
         lambda a, r: list(_two(a, r, {"repeat": 1}, {"choose": 2}, batch_size=4,
                                batching_method="device_per_stream"))),
+    "stratified resume inside a batch": Case(
+        "Because of the `stratified` batching method, resumption may", "warning",
+        lambda a, r: _resume(a, r, "stratified")),
     "py1e block smaller than a shard": Case(
         "Shuffle block size was smaller than shard size for some shards", "warning",
         lambda a, r: list(_ds(a, r, shuffle=True, shuffle_block_size=4, batch_size=2))),

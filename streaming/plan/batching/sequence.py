@@ -21,6 +21,8 @@ def round_to_batch(sample_in_epoch: int, global_batch: int, method: str) -> int:
     start = sample_in_epoch - sample_in_epoch % global_batch
     if start != sample_in_epoch:
         warnings.warn(
+            f"Because of the `{method}` batching method, resumption may only occur on a sample "
+            f"that is a multiple of the current global batch size of {global_batch}: "
             f"batching_method={method!r} resumes on global batch boundaries: "
             f"sample_in_epoch={sample_in_epoch} rounded down to {start}",
             stacklevel=4,
