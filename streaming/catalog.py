@@ -123,7 +123,8 @@ def _streams(streams: Sequence[Stream] | None, remote: str | None, local: str | 
         streams = None  # an empty list counts as none (llm-foundry passes `streams=[]`)
     if streams is not None:
         if remote is not None or local is not None:
-            raise PlanError("pass either `streams` or `remote`/`local`, not both")
+            raise PlanError("You must provide either `streams` or `remote`/`local`, but "
+                            "not both: pass either `streams` or `remote`/`local`, not both")
         streams = list(streams)
         if not streams:
             raise PlanError("`streams` is empty")
@@ -132,6 +133,7 @@ def _streams(streams: Sequence[Stream] | None, remote: str | None, local: str | 
                 raise PlanError(f"`streams` must hold Stream objects, got {type(s).__name__}")
         return streams
     if remote is None and local is None:
-        raise PlanError("StreamingDataset needs `streams`, `remote` or `local`")
+        raise PlanError("You must provide either `streams` or `remote`/`local`: "
+                    "StreamingDataset needs `streams`, `remote` or `local`")
     cls = stream_class(stream_name)
     return [cls(remote=remote, local=local, split=split, **(stream_config or {}))]

@@ -203,8 +203,9 @@ class ReferenceAPI:
         ValueError, when no shard can be evicted)."""
         victim = None if self.cache is None else self.cache.evict_coldest()
         if victim is None:
-            raise CacheLimitError("no cached shard can be evicted (none is present, or every "
-                                  "present one is in use or has no remote)")
+            raise CacheLimitError("Attempted shard eviction, but there are no shards present "
+                                  "locally to evict: no cached shard can be evicted (none is "
+                                  "present, or every present one is in use or has no remote)")
         self.rows.forget(victim)
 
     # ----- epochs ----------------------------------------------------------------------------

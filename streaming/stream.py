@@ -57,7 +57,12 @@ class Stream:
         given = [n for n, v in (("proportion", proportion), ("repeat", repeat),
                                 ("choose", choose)) if v is not None]
         if len(given) > 1:
-            raise PlanError(f"a Stream takes at most one of proportion/repeat/choose, got {given}")
+            raise PlanError("At most one of `proportion`, `repeat`, and `choose` may be "
+                            f"specified: a Stream takes one, got {given}")
+        if download_retry is not None and download_retry < 0:
+            raise PlanError(f"`download_retry` must be non-negative: got {download_retry!r}")
+        if download_timeout is not None and download_timeout <= 0:
+            raise PlanError(f"`download_timeout` must be positive: got {download_timeout!r}")
         self.remote = None if remote is None else os.fspath(remote)
         for what, value in (("remote", self.remote), ("local", local)):
             if isinstance(value, str):

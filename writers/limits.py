@@ -28,7 +28,8 @@ def check_hashes(hashes: list[str] | None, where: str = "hashes=") -> list[str]:
     bad = [algo for algo in algos if not is_supported_hash(algo)]
     if bad:
         raise FormatError(
-            f"unsupported hash algorithm(s) {', '.join(map(repr, bad))} in {where}...")
+            f"Invalid hash: {bad[0]}. unsupported hash algorithm(s) "
+            f"{', '.join(map(repr, bad))} in {where}...")
     return algos
 
 
@@ -44,6 +45,7 @@ def check_size_limit(size_limit: int | str | None) -> int | None:
         raise SizeLimitError(f"size_limit must be positive, got {size_limit!r}")
     if limit > MAX_SIZE_LIMIT:
         raise SizeLimitError(
-            f"size_limit={size_limit!r} ({limit} bytes) is 4 GiB or more: shard sample offsets "
-            "are u32, so a shard must stay below 2**32 bytes")
+            f"`size_limit` must be less than 2**32: size_limit={size_limit!r} ({limit} bytes) "
+            "is 4 GiB or more: shard sample offsets are u32, so a shard must stay below 2**32 "
+            "bytes")
     return limit

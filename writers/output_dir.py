@@ -19,7 +19,8 @@ def prepare_directory(directory: Path, exist_ok: bool, own_file: re.Pattern[str]
     if directory.is_dir() and any(directory.iterdir()):
         if not exist_ok:
             raise OutputExistsError(
-                f"{writer} output {directory} is not empty; pass exist_ok=True to replace it"
+                f"Directory is not empty: {directory}: the {writer} output is not empty; pass "
+                "exist_ok=True to replace it"
             )
         clear_files(directory, own_file)
     directory.mkdir(parents=True, exist_ok=True)

@@ -117,6 +117,7 @@ def check_limit(limit: int, minimum: MinimumLimit, *, other_bytes: int = 0,
     if limit >= needed:
         return
     raise CacheLimitError(
+        f"Minimum cache usage ({needed} bytes) is larger than the cache limit ({limit} bytes): "
         f"cache_limit={limit} bytes ({_human(limit)}) is too small for this node's plan: it "
         f"needs at least {needed} bytes ({_human(needed)}): {minimum.bytes} for the "
         f"{len(minimum.shards)} shard(s) its readers use at once at step {minimum.step} "

@@ -40,8 +40,8 @@ def parse_compression(name: str | None) -> tuple[str, int | None] | None:
     codec, sep, level_text = name.partition(":")
     if codec not in _LEVELS:
         raise FormatError(
-            f"unknown compression {name!r}; supported: {', '.join(sorted(_LEVELS))} "
-            "(optionally with ':level')"
+            f"Invalid compression: {name}. unknown compression {name!r}; supported: "
+            f"{', '.join(sorted(_LEVELS))} (optionally with ':level')"
         )
     levels = _LEVELS[codec]
     if not sep:

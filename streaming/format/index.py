@@ -214,7 +214,8 @@ def parse_index(
         raise IndexFileError(f"{source}: expected a JSON object, got {type(data).__name__}")
     version = data.get("version")
     if version != INDEX_VERSION or isinstance(version, bool):
-        raise IndexFileError(f"{source}: index version {version!r} is not supported (expected 2)")
+        raise IndexFileError(f"Unsupported streaming data version: {version!r}. Expected "
+                             f"version 2. {source}: index version {version!r} is not supported")
     shards = data.get("shards")
     if not isinstance(shards, list):
         raise IndexFileError(f"{source}: 'shards' must be a list, got {type(shards).__name__}")
@@ -305,7 +306,7 @@ def read_index(path: str | os.PathLike, *, root: Path | None = None) -> DatasetI
     try:
         data = file.read_bytes()
     except FileNotFoundError:
-        raise IndexNotFoundError(f"{file}: index file not found") from None
+        raise IndexNotFoundError(f"{file}: index file not found: it does not exist") from None
     except OSError as exc:
         raise IndexFileError(f"{file}: cannot read index: {exc}") from exc
     return parse_index(data, source=str(file), root=Path(root) if root else file.parent)

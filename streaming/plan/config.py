@@ -23,7 +23,7 @@ def _positive_int(name: str, value: object, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise PlanError(f"{name} must be a positive int, got {value!r}")
+        raise PlanError(f"`{name}` must be a positive integer, but got: {value!r}")
 
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -87,7 +87,8 @@ class PlanConfig:
                                                                  (int, np.integer)):
             raise PlanError(f"shuffle_seed must be an int, got {self.shuffle_seed!r}")
         if not 0 <= self.shuffle_seed < 2**63:
-            raise PlanError(f"shuffle_seed must be in [0, 2**63), got {self.shuffle_seed}")
+            raise PlanError("`shuffle_seed` must be a non-negative integer, but got: "
+                           f"{self.shuffle_seed}; shuffle_seed must be in [0, 2**63)")
         _choice("shuffle_algo", self.shuffle_algo, tuple(SHUFFLES))
         _choice("partition_algo", self.partition_algo, tuple(PARTITIONS))
         _choice("batching_method", self.batching_method, tuple(BATCHINGS))
@@ -104,7 +105,9 @@ class PlanConfig:
         if absolute and requested is not None and requested != int(targets.sum()):
             raise PlanError("epoch_size cannot be combined with absolute weights (repeat/choose)")
         if int(targets.sum()) == 0:
-            raise EmptyEpochError("the epoch has no samples (empty streams or zero weights)")
+            what = "Stream contains no samples: " if int(per_stream.sum()) == 0 else ""
+            raise EmptyEpochError(f"{what}the epoch has no samples (empty streams or zero "
+                                  "weights)")
         targets.setflags(write=False)
         set_ = object.__setattr__
         set_(self, "samples_per_shard", sizes)

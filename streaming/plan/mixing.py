@@ -36,7 +36,8 @@ class StreamWeights:
                                                                  np.floating)):
                 raise PlanError(f"StreamWeights.{name} must be a number, got {value!r}")
             if not np.isfinite(value) or value < 0:
-                raise PlanError(f"StreamWeights.{name} must be finite and >= 0, got {value!r}")
+                raise PlanError(f"`{name}` must be non-negative: StreamWeights.{name} must be "
+                                f"finite and >= 0, got {value!r}")
         if self.choose is not None and int(self.choose) != self.choose:
             raise PlanError(f"StreamWeights.choose must be a whole number, got {self.choose!r}")
 
@@ -54,6 +55,8 @@ def parse_epoch_size(value: int | str | None) -> int | None:
     """`epoch_size` as an int: accepts 1000, '100k', '64M', '2b' (decimal units)."""
     if value is None:
         return None
+    if isinstance(value, (int, np.integer)) and value < 0:
+        raise PlanError(f"Epoch size cannot be negative: epoch_size={value!r}")
     try:
         return parse_count(value)
     except ValueError as exc:
@@ -82,7 +85,9 @@ def stream_targets(
     if "relative" in schemes:
         if schemes != {"relative"}:
             raise PlanError(
-                "stream weights mix proportion with repeat/choose (or leave some unset); "
+                "Relative (`proportion`) and absolute (`repeat`, `choose`, none) stream weights "
+                "are incompatible with each other: the streams mix proportion with "
+                "repeat/choose (or leave some unset); "
                 "use proportion on every stream, or only repeat/choose"
             )
         return _relative(sizes, np.array([w.proportion for w in weights], float), epoch_size, seed)

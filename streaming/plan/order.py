@@ -69,7 +69,8 @@ class EpochOrder:
         block smaller than a shard (then a shard mixes only with its neighbours)."""
         if self.total < num_canonical:
             warnings.warn(
-                f"the epoch has {self.total} samples for {num_canonical} canonical nodes: "
+                f"Trying to partition {self.total} samples over {num_canonical} canonical "
+                f"nodes: the epoch has {self.total} samples for {num_canonical} canonical nodes: "
                 "several ranks then repeat samples to fill their batches; check the dataset "
                 "size or lower num_canonical_nodes", stacklevel=4)
         algo = cfg.shuffle_algorithm
@@ -77,6 +78,7 @@ class EpochOrder:
             block, largest = cfg.block_size(num_canonical), int(cfg.samples_per_shard.max())
             if block < largest:
                 warnings.warn(
+                    "Shuffle block size was smaller than shard size for some shards: "
                     f"shuffle_block_size={block} is smaller than the largest shard ({largest} "
                     f"samples): {algo.name} spreads such a shard only over its own length, so "
                     "it mixes with its neighbours only; a block of at least one shard mixes "

@@ -27,7 +27,8 @@ class World:
         for name in ("num_nodes", "ranks_per_node", "workers_per_rank", "replication"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise PlanError(f"World.{name} must be a positive int, got {value!r}")
+                what = "Replication factor must be positive: " if name == "replication" else ""
+                raise PlanError(f"{what}World.{name} must be a positive int, got {value!r}")
         for name, bound in (("node", self.num_nodes), ("rank_in_node", self.ranks_per_node),
                             ("worker", self.workers_per_rank)):
             value = getattr(self, name)

@@ -35,7 +35,8 @@ def _lookup(name: str) -> Encoding:
     if name == "ndarray" or name.startswith("ndarray:"):
         return parse_ndarray_name(name)
     raise UnknownEncodingError(
-        f"unknown encoding {name!r}; known: {', '.join(sorted(_FIXED))}, ndarray[:dtype[:shape]]"
+        f"encoding `{name}` is unsupported: unknown encoding {name!r}; known: "
+        f"{', '.join(sorted(_FIXED))}, ndarray[:dtype[:shape]]"
     )
 
 

@@ -21,6 +21,8 @@ def round_to_batch(sample_in_epoch: int, global_batch: int, method: str) -> int:
     start = sample_in_epoch - sample_in_epoch % global_batch
     if start != sample_in_epoch:
         warnings.warn(
+            f"Because of the `{method}` batching method, resumption may only occur on a sample "
+            f"that is a multiple of the current global batch size of {global_batch}: "
             f"batching_method={method!r} resumes on global batch boundaries: "
             f"sample_in_epoch={sample_in_epoch} rounded down to {start}",
             stacklevel=4,
@@ -66,6 +68,8 @@ def chunk_counts(sizes: np.ndarray, unit: int, method: str) -> np.ndarray:
     if len(empty):
         s = int(empty[0])
         raise PlanError(
-            f"batching_method={method!r}: stream {s} has {int(sizes[s])} samples this epoch, "
-            f"fewer than one batch of {unit}; raise its weight or lower batch_size")
+            f"Stream with index {s} does not have an adequate number of samples to construct "
+            f"a single batch of {unit}: batching_method={method!r}: stream {s} has "
+            f"{int(sizes[s])} samples this epoch, fewer than one batch of {unit}; raise its "
+            "weight or lower batch_size")
     return counts

@@ -40,6 +40,7 @@ def batch_parts(stream_sizes: np.ndarray, global_batch: int) -> np.ndarray:
     if len(small):
         s = int(small[0])
         raise PlanError(
+            f"Number of samples for stream {s} is 0 in each global batch of {global_batch}: "
             f"batching_method='stratified': stream {s} has {int(stream_sizes[s])} of {total} "
             f"samples, less than one per global batch of {global_batch}; raise its weight or "
             "the batch size")
