@@ -59,7 +59,7 @@ def test_stream_paths_split_and_knob_inheritance(tmp_path: Path) -> None:
     assert (s.download_retry, s.download_timeout, s.keep_zip) == (5, 9, True)
     assert Stream(local=tmp_path).remote_dir is None
     assert Stream(remote=tmp_path, local=tmp_path).remote_dir is None  # remote == local
-    with pytest.raises(PlanError, match="at most one"):
+    with pytest.raises(PlanError, match="(?i)at most one"):
         Stream(local=tmp_path, proportion=0.5, repeat=2)
     with pytest.raises(PlanError):
         Stream()
@@ -87,8 +87,10 @@ def test_resume_state_round_trip_and_checks() -> None:
     legacy = ResumeState.from_dict({"epoch": 1, "sample_in_epoch": 5, "num_canonical_nodes": 2,
                                     "shuffle_seed": 3, "initial_physical_nodes": 2})
     legacy.check("anything")  # the reference's states carry no fingerprint
-    for bad in ({"epoch": 1}, {"epoch": -1, "sample_in_epoch": 0}, [1, 2],
-                {"epoch": "x", "sample_in_epoch": 0}):
+    # the reference's state before any iteration is epoch -1 at 0: it loads as epoch 0
+    assert ResumeState.from_dict({"epoch": -1, "sample_in_epoch": 0}).epoch == 0
+    for bad in ({"epoch": 1}, {"epoch": -1, "sample_in_epoch": 3}, {"epoch": -2,
+                "sample_in_epoch": 0}, [1, 2], {"epoch": "x", "sample_in_epoch": 0}):
         with pytest.raises(StateMismatchError):
             ResumeState.from_dict(bad)  # type: ignore[arg-type]
 
