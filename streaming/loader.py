@@ -159,6 +159,7 @@ class StreamingDataLoader(DataLoader):
         self.num_samples_yielded = 0
         self._running_len: int | None = None
         self._finished = False  # the last iteration ran to its end
+        self._yielded = 0  # batches the running iteration handed out
         check_resumable(self.dataset, self.num_workers, self.batch_size)
         self._meter = Meter()
         self._streams = _stream_counts(dataset)
@@ -181,7 +182,10 @@ class StreamingDataLoader(DataLoader):
         with contextlib.suppress(TypeError, NotImplementedError):  # a dataset without a length
             self._running_len = super().__len__()
         try:
-            yield from self._batches()
+            self._yielded = 0
+            for batch in self._batches():
+                self._yielded += 1
+                yield batch
             self._finished = True
         finally:
             self._running_len = None
@@ -293,7 +297,13 @@ class StreamingDataLoader(DataLoader):
         if not hasattr(self.dataset, "state_dict"):
             return None
         consumed = 0 if self._finished else self.num_samples_yielded * self._data_parallel_ranks()
-        return self.dataset.state_dict(consumed, False)
+        state = self.dataset.state_dict(consumed, False)
+        at_end = self._running_len is not None and self._yielded >= self._running_len
+        if at_end and isinstance(state, dict) and state.get("sample_in_epoch", 0) > 0:
+            # Trainers that save through the loader (Lightning, torchdata) start the next
+            # epoch on resume; Composer saves through the dataset and gets the reference form.
+            state = {**state, "epoch": int(state["epoch"]) + 1, "sample_in_epoch": 0}
+        return state
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
         """Resume the dataset at `obj`; the next iteration starts there."""
