@@ -59,7 +59,7 @@ def test_stream_paths_split_and_knob_inheritance(tmp_path: Path) -> None:
     assert (s.download_retry, s.download_timeout, s.keep_zip) == (5, 9, True)
     assert Stream(local=tmp_path).remote_dir is None
     assert Stream(remote=tmp_path, local=tmp_path).remote_dir is None  # remote == local
-    with pytest.raises(PlanError, match="(?i)at most one"):
+    with pytest.raises(PlanError, match=r"(?i)at most one"):
         Stream(local=tmp_path, proportion=0.5, repeat=2)
     with pytest.raises(PlanError):
         Stream()
