@@ -56,7 +56,7 @@ $(AZURITE_STAMP):
 
 test: $(STAMP) $(CLIENTS_STAMP) $(AZURITE_STAMP) $(REF_STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
-	STREAMING_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(PY) -m pytest -q -p no:cacheprovider tests
+	STREAMING_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
