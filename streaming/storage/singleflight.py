@@ -21,7 +21,7 @@ def lock_path_for(dest: Path) -> Path:
 
 def _try_lock(lock: Path) -> int | None:
     """An fd holding the lock on the file currently at `lock`, or None if someone else holds it."""
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # A previous holder may have unlinked the file after we opened it: then we locked a ghost.

@@ -60,3 +60,16 @@ def test_fetch_once_reuses_a_complete_file_and_replaces_a_partial_one(tmp_path):
     src.unlink()  # the source is gone: a complete copy must be returned without touching it
     assert fetch_once(str(src), dest, expected_size=10).read_bytes() == b"0123456789"
     assert sorted(os.listdir(dest.parent)) == ["remote.bin"]
+
+
+def test_lock_file_follows_the_umask_so_a_team_can_share_the_folder(tmp_path):
+    """A cache folder shared by a team (umask 002, group-writable) must leave the lock file
+    writable by the group, or a teammate's process cannot open it to wait for the download."""
+    dest = tmp_path / "shard.mds"
+    old = os.umask(0o002)
+    try:
+        with single_flight(dest, deadline=time.monotonic() + 30):
+            mode = os.stat(lock_path_for(dest)).st_mode & 0o777
+    finally:
+        os.umask(old)
+    assert mode == 0o664
