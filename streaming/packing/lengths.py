@@ -242,7 +242,7 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
 def sources_of(dataset: Any) -> list[LengthSource]:
     """One LengthSource per stream of a directory path, LocalDataset or StreamingDataset."""
     if isinstance(dataset, (str, os.PathLike)):
-        from streaming.local import LocalDataset
+        from streaming.dataset.local_dataset import LocalDataset
 
         dataset = LocalDataset(dataset)
     if hasattr(dataset, "streams") and hasattr(dataset, "preparer"):

@@ -132,7 +132,7 @@ def rank_packs(plan: EpochPacks, rank: int, ranks: int) -> EpochPacks:
 
 
 def _default_ranks() -> tuple[int, int]:
-    from streaming.world_detect import detect_world
+    from streaming.coord.world_detect import detect_world
 
     world = detect_world(workers_per_rank=1)
     return world.data_parallel_rank, world.data_parallel_ranks
@@ -167,7 +167,7 @@ class PackedDataset:
         from streaming.packing.lengths import load_lengths
 
         if isinstance(source, (str, os.PathLike)):
-            from streaming.local import LocalDataset
+            from streaming.dataset.local_dataset import LocalDataset
 
             source = LocalDataset(source)
         self.source = source

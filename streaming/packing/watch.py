@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from streaming.metrics import Meter
+from streaming.observe.metrics import Meter
 from streaming.packing.metrics import PackCounts, PackFill
 
 
