@@ -24,7 +24,7 @@ from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.resolve import fit_plan
 from streaming.dataset.row_reader import Rows, ids_of, samples_ahead, start_cache
 from streaming.dataset.session import Session
-from streaming.loader.collate import collate_column
+from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
 from streaming.stream import Stream
@@ -259,7 +259,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def iter_batches(self, batch_size: int, drop_last: bool = False, *, numpy: bool = False,
                      views: bool = False) -> Iterator[dict[str, Any]]:
         """This worker's share of the epoch as the batches a DataLoader would collate from
-        `__iter__` (`streaming.loader.collate.collate`), read column by column
+        `__iter__` (`streaming.loader.default_collate.collate`), read column by column
         (StreamingDataLoader's fast path). With `views`, `bytes` values are memoryviews of the read
         buffer, for a consumer that copies each batch before asking for the next (the worker
         transport)."""

@@ -16,7 +16,7 @@ from streaming.coord.proc import ProcessId
 from streaming.coord.world_detect import worker_slot
 from streaming.loader import worker_ring as transport
 from streaming.loader.checks import check_batch_size, check_resumable
-from streaming.loader.collate import Ragged, collate, collate_numpy, convert, tensors
+from streaming.loader.default_collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.loader.unannotated_next import unannotated
 from streaming.observe.metrics import (
     Meter,
@@ -120,8 +120,8 @@ class StreamingDataLoader(DataLoader):
     Samples that workers prefetched but the loop never received are not counted, so a resume
     neither skips nor repeats them. Works with any dataset that has the StreamingDataset
     `state_dict(num_samples, from_beginning)` / `load_state_dict(obj)` methods. Batches are
-    collated by `streaming.loader.collate.collate` unless a `collate_fn` is given (docs/dataset.md).
-    `loader.dataset` is the dataset given, whichever path reads it.
+    collated by `streaming.loader.default_collate.collate` unless a `collate_fn` is given
+    (docs/dataset.md). `loader.dataset` is the dataset given, whichever path reads it.
 
     Args:
         dataset: The dataset (a StreamingDataset, or any dataset with its state methods).

@@ -1,4 +1,4 @@
-"""streaming.loader.collate and StreamingDataLoader's batch path (workers yield collated
+"""streaming.loader.default_collate and StreamingDataLoader's batch path (workers yield collated
 batches)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch
 from torch.utils.data import DataLoader, get_worker_info
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.loader.collate import Ragged, collate
 from streaming.loader.dataloader import BatchStream
+from streaming.loader.default_collate import Ragged, collate
 from tests.dataset.conftest import take
 from writers.mds import MDSWriter
 

@@ -10,7 +10,7 @@ import torch
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.errors import PlanError
-from streaming.loader.collate import collate
+from streaming.loader.default_collate import collate
 from writers.mds import MDSWriter
 
 METAS = [{"a": 1}, {"b": [1, 2]}, {"a": 2, "c": "x"}, {}, {"d": None}, {"a": 3}]

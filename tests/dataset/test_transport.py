@@ -23,8 +23,8 @@ from streaming import StreamingDataLoader, StreamingDataset
 from streaming.coord.files import shm_dir
 from streaming.coord.proc import ProcessId
 from streaming.errors import CoordinationError, DeadlineExceeded
-from streaming.loader.collate import Ragged
 from streaming.loader.dataloader import BatchStream
+from streaming.loader.default_collate import Ragged
 from streaming.loader.worker_ring import (
     MIN_BYTES_LIST,
     MIN_LEAF_BYTES,
