@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
     from streaming.cache.prepare import ShardPreparer
     from streaming.dataset.catalog import Catalog
-    from streaming.dataset.row_reader import Rows
+    from streaming.dataset.row_reader import RowReader
     from streaming.dataset.session import Session
     from streaming.plan import PlanConfig, World
     from streaming.read.spanner import Spanner
@@ -91,7 +91,7 @@ class ReferenceAPI:
     cache: CacheEngine | None
     catalog: Catalog
     config: PlanConfig
-    rows: Rows
+    rows: RowReader
     session: Session
     world: World
 

@@ -50,7 +50,7 @@ def ids_of(index: slice | Sequence[int] | np.ndarray, num_samples: int) -> list[
     return [int(i) for i in ids]
 
 
-class Rows:
+class RowReader:
     """The rows of `catalog`, read through `cache` (None: every stream is read in place)."""
 
     def __init__(self, catalog: Catalog, cache: CacheEngine | None, predownload: int,

@@ -22,7 +22,7 @@ from streaming.coord.world_detect import detect_world
 from streaming.dataset.catalog import Catalog, build_streams
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.resolve import fit_plan
-from streaming.dataset.row_reader import Rows, ids_of, samples_ahead, start_cache
+from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
 from streaming.dataset.session import Session
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
@@ -147,7 +147,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         except BaseException:
             self.session.close()
             raise
-        self.rows = Rows(self.catalog, self.cache, self.predownload, fitted.read_shard)
+        self.rows = RowReader(self.catalog, self.cache, self.predownload, fitted.read_shard)
 
     # inspect.signature(StreamingDataset) reads __new__: show __init__'s keywords instead
     # (llm-foundry filters its config keys by them).
