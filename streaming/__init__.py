@@ -13,10 +13,10 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "MDSWriter": "writers.mds",
-    "JSONWriter": "writers.split",
-    "CSVWriter": "writers.split",
-    "TSVWriter": "writers.split",
-    "XSVWriter": "writers.split",
+    "JSONWriter": "writers.text",
+    "CSVWriter": "writers.text",
+    "TSVWriter": "writers.text",
+    "XSVWriter": "writers.text",
     "LocalDataset": "streaming.dataset.local_dataset",
     "StreamingDataset": "streaming.dataset.streaming_dataset",
     "Stream": "streaming.stream",
