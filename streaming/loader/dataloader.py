@@ -29,7 +29,7 @@ from streaming.observe.metrics import (
 )
 
 if TYPE_CHECKING:
-    from streaming.packing.metrics import PackCounts
+    from streaming.packing.pack_stats import PackCounts
 
 
 def batch_length(batch: Any) -> int | None:

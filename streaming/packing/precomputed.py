@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import PlanError
-from streaming.packing.metrics import PackStats, pack_stats
-from streaming.packing.planner import plan_packs
+from streaming.packing.pack_planner import plan_packs
+from streaming.packing.pack_stats import PackStats, pack_stats
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from streaming.observe.metrics import Meter
-from streaming.packing.metrics import PackCounts, PackFill
+from streaming.packing.pack_stats import PackCounts, PackFill
 
 
 class PackWatch:
