@@ -180,7 +180,7 @@ class Stream:
         if self.remote_dir is None or type(self).fetch is not _PLAIN_FETCH:
             return None
         from streaming.storage.local_folder import LocalBackend
-        from streaming.storage.registry import backend_for
+        from streaming.storage.schemes import backend_for
 
         backend, path = backend_for(self.remote_url(basename))
         return Path(path) if isinstance(backend, LocalBackend) else None

@@ -54,7 +54,7 @@ def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
 def remote_index(remote: str, split: str) -> DatasetIndex:
     """A stream's index.json read straight from its remote (no cache folder is touched)."""
     from streaming.format.index import read_index
-    from streaming.storage.registry import backend_for, join
+    from streaming.storage.schemes import backend_for, join
 
     backend, path = backend_for(join(remote, split, "index.json") if split
                                 else join(remote, "index.json"))

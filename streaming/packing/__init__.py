@@ -11,7 +11,7 @@ from streaming.packing.best_fit import BestFitPacker
 from streaming.packing.first_fit import FirstFitPacker
 from streaming.packing.pack_planner import pack_lengths, plan_packs
 from streaming.packing.pack_stats import PackStats, pack_stats
-from streaming.packing.registry import STRATEGIES, make_packer
+from streaming.packing.strategies import STRATEGIES, make_packer
 from streaming.packing.window import WindowPacker
 from streaming.plan.mixing_tokens import (
     measured_token_shares,

@@ -24,7 +24,7 @@ from streaming.packing.equal import job_most_packs
 from streaming.packing.pack_planner import pack_lengths
 from streaming.packing.pack_stats import PackCounts, PackFill, fill_of
 from streaming.packing.precomputed import EpochPacks, grow
-from streaming.packing.registry import make_packer
+from streaming.packing.strategies import make_packer
 from streaming.packing.watch import PackWatch
 from streaming.plan import World
 
