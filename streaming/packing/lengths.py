@@ -21,8 +21,8 @@ from streaming.errors import FormatError, IndexFileError, PlanError, ShardCorrup
 from streaming.format.atomic import atomic_write_bytes
 from streaming.format.encodings.ndarray import parse_ndarray_name
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
-from streaming.format.lengths import value_length
 from streaming.format.shard import ShardReader
+from streaming.format.value_length import value_length
 from streaming.util.confine import confine
 from streaming.util.files import has_size
 
