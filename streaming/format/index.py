@@ -24,7 +24,6 @@ from streaming.errors import (
     IndexNotFoundError,
     UnknownEncodingError,
 )
-from streaming.format.atomic import atomic_write_bytes
 from streaming.format.disk_full import naming_full_disk
 from streaming.format.encodings import get_encoding
 from streaming.format.index_entries import (
@@ -42,6 +41,7 @@ from streaming.format.index_entries import (
 from streaming.format.rows import ROW_FORMATS, RowCodec
 from streaming.format.sample import SampleCodec
 from streaming.format.text_shard_index import check_text_shard
+from streaming.util.atomic import atomic_write_bytes
 
 INDEX_NAME = "index.json"
 # Top-level key describing per-shard token-count side files (old readers ignore top-level keys).

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import FormatError, IndexFileError, PlanError, ShardCorruptError
-from streaming.format.atomic import atomic_write_bytes
 from streaming.format.encodings.ndarray import parse_ndarray_name
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
 from streaming.format.shard import ShardReader
 from streaming.format.value_length import value_length
+from streaming.util.atomic import atomic_write_bytes
 from streaming.util.confine import confine
 from streaming.util.files import has_size
 
