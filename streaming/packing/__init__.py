@@ -12,12 +12,12 @@ from streaming.packing.first_fit import FirstFitPacker
 from streaming.packing.pack_planner import pack_lengths, plan_packs
 from streaming.packing.pack_stats import PackStats, pack_stats
 from streaming.packing.strategies import STRATEGIES, make_packer
-from streaming.packing.window import WindowPacker
-from streaming.plan.mixing_tokens import (
+from streaming.packing.token_mix import (
     measured_token_shares,
     realised_token_shares,
     token_mix_counts,
 )
+from streaming.packing.window import WindowPacker
 
 __all__ = [
     "STRATEGIES",

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 from streaming.dataset.streaming_dataset import StreamingDataset
 from streaming.errors import PlanError, StateMismatchError
 from streaming.loader.dataloader import StreamingDataLoader
-from streaming.packing.mixing import realised_token_shares
+from streaming.packing import realised_token_shares
 from streaming.packing.streaming import PackedStreamingDataset
 from streaming.plan import World
 from streaming.stream import Stream
