@@ -46,7 +46,7 @@ $(REF_STAMP):
 	  echo "reference venv $(REF_VENV) could not be built: tests/parity will be skipped"
 
 demo: $(STAMP)
-	$(PY) -m streaming.demo
+	$(PY) -m streaming.cli.demo
 
 azurite: $(AZURITE_STAMP)
 

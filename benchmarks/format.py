@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import BENCH_DATA, Corpus, blob_corpus, token_corpus
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.format.index import read_index
-from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
 # mosaicml-streaming 0.13's published figures on this machine (see docs/performance.md).

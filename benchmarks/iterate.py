@@ -10,8 +10,8 @@ the time to first batch (LitData is left out there: it would need its own compre
 Peers run from their own venvs (bash benchmarks/peers/setup.sh): mosaicml-streaming reads our
 MDS files directly; LitData reads the same samples converted once with `litdata.optimize`
 (benchmarks/peers/litdata_convert.py, cached under bench-data/peers/). Each library uses its
-natural collate: ours the StreamingDataLoader default (streaming.collate: stacked / ragged
-tensors in shared memory), the peers a list of sample dicts (torch's default collate cannot
+natural collate: ours the StreamingDataLoader default (streaming.loader.default_collate: stacked /
+ragged tensors in shared memory), the peers a list of sample dicts (torch's default collate cannot
 batch ragged arrays). Prints only; nothing is asserted (timings vary on shared machines).
 """
 
@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]
 MB = 1e6
 VENVS = REPO / ".bench-venvs"
-COLLATE = {"ours": "streaming.collate (tensors + Ragged)", "reference": "list of samples",
-           "litdata": "list of samples (memoryview -> bytes)"}
+COLLATE = {"ours": "streaming.loader.default_collate (tensors + Ragged)",
+           "reference": "list of samples", "litdata": "list of samples (memoryview -> bytes)"}
 RUN_TIMEOUT = 900  # seconds per run; a peer that hangs is reported as failed
 
 # Runs inside a child interpreter (ours or a peer's); prints one JSON line.

@@ -264,7 +264,7 @@ def litdata_copy(corpus: Corpus, kind: str) -> Path | None:
 
 
 # What each system's process imports before its first batch (keyed by the name before a comma).
-IMPORTS = {"ours": "import torch, boto3, streaming.loader",
+IMPORTS = {"ours": "import torch, boto3, streaming.loader.dataloader",
            "reference": "import torch, boto3, streaming",
            "litdata": "import torch, litdata"}
 

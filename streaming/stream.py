@@ -179,8 +179,8 @@ class Stream:
         `fetch` is not overridden, so it can be read in place instead of copied first."""
         if self.remote_dir is None or type(self).fetch is not _PLAIN_FETCH:
             return None
-        from streaming.storage.local import LocalBackend
-        from streaming.storage.registry import backend_for
+        from streaming.storage.local_folder import LocalBackend
+        from streaming.storage.schemes import backend_for
 
         backend, path = backend_for(self.remote_url(basename))
         return Path(path) if isinstance(backend, LocalBackend) else None

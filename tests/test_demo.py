@@ -1,4 +1,5 @@
-"""`make demo` runs `python -m streaming.demo`: it finishes, reports the mix, resumes exactly."""
+"""`make demo` runs `python -m streaming.cli.demo`: it finishes, reports the mix, resumes
+exactly."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end():
-    done = subprocess.run([sys.executable, "-m", "streaming.demo", "--samples", "1500"],
+    done = subprocess.run([sys.executable, "-m", "streaming.cli.demo", "--samples", "1500"],
                           cwd=REPO, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout

@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_LAZY = {"MDSWriter": "writers.mds", "merge_index": "streaming.format.index"}
+_LAZY = {"MDSWriter": "writers.mds", "merge_index": "streaming.format.index",
+         "JSONWriter": "writers.text", "CSVWriter": "writers.text", "TSVWriter": "writers.text",
+         "XSVWriter": "writers.text"}
 
 __all__ = sorted(_LAZY)
 

@@ -39,7 +39,7 @@ from writers.growth import (
     remove_files,
     stale_names,
 )
-from writers.lengths import LengthRecorder, LengthSpec
+from writers.length_recorder import LengthRecorder, LengthSpec
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
 from writers.output_dir import clear_files, prepare_directory
 from writers.shard_builder import ShardBuilder

@@ -26,8 +26,8 @@ from typing import Any
 
 from streaming.errors import ArgumentError, DeadlineExceeded, OutputExistsError, StorageError
 from streaming.storage import backend_for, join, upload
-from streaming.storage.registry import split_scheme
 from streaming.storage.retry import RETRY, UPLOAD_TIMEOUT, RetryPolicy
+from streaming.storage.schemes import split_scheme
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Compatibility path `streaming.base.local` (see streaming/base/__init__.py)."""
 
-from streaming.local import LocalDataset
+from streaming.dataset.local_dataset import LocalDataset
 
 __all__ = ["LocalDataset"]

@@ -10,7 +10,7 @@ from typing import Any
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.errors import UnsupportedFeatureError
 from streaming.format import index as _index
-from streaming.storage.registry import split_scheme
+from streaming.storage.schemes import split_scheme
 from streaming.util.units import parse_bytes, parse_count
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from streaming.coord.names import job_identity, node_rank
 from streaming.errors import CacheFolderError
-from streaming.storage.atomic import staged_file
+from streaming.util.atomic import staged_file
 from streaming.util.confine import confine
 
 NODE_FILE = ".streaming-node.json"

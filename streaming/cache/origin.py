@@ -30,7 +30,7 @@ from streaming.cache.disk import listing
 from streaming.cache.folder import make_folder, remove_created
 from streaming.errors import CacheOriginError, StreamingError
 from streaming.format.index import LENGTHS_KEY, DatasetIndex, parse_index, read_index
-from streaming.storage.atomic import staged_file, temp_path_for
+from streaming.util.atomic import staged_file, temp_path_for
 from streaming.util.confine import remove
 from streaming.util.files import has_size
 

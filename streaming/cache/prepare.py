@@ -35,7 +35,7 @@ from streaming.format.hashing import (
     new_hasher,
 )
 from streaming.format.local_files import file_size, size_error
-from streaming.storage.atomic import staged_file
+from streaming.util.atomic import staged_file
 from streaming.util.confine import confine, remove
 from streaming.util.files import has_size
 from streaming.util.pagewrite import write_sliced

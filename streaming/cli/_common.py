@@ -9,7 +9,7 @@ from textwrap import dedent
 
 from streaming.format.index import DatasetIndex, parse_index, read_index
 from streaming.storage import backend_for, join
-from streaming.storage.registry import split_scheme
+from streaming.storage.schemes import split_scheme
 
 
 class UserError(Exception):

@@ -1,6 +1,6 @@
 """`streaming plan CONFIG --cache-limit 40gb --epochs 3`: what the run will download, evict and
-hold in each node's cache (`streaming.forecast`), as lines, as JSON, and as a picture of cache
-occupancy over the steps."""
+hold in each node's cache (`streaming.observe.forecast`), as lines, as JSON, and as a picture of
+cache occupancy over the steps."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from streaming.errors import PlanError
 
 if TYPE_CHECKING:
     from streaming.cli.plan import Setup
-    from streaming.forecast import Forecast, Restart, RunSpec
     from streaming.format.index import DatasetIndex
+    from streaming.observe.forecast import Forecast, Restart, RunSpec
 
 GIB = 1 << 30  # egress prices are per GB as cloud bills count it (2^30 bytes)
 
@@ -54,7 +54,7 @@ def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
 def remote_index(remote: str, split: str) -> DatasetIndex:
     """A stream's index.json read straight from its remote (no cache folder is touched)."""
     from streaming.format.index import read_index
-    from streaming.storage.registry import backend_for, join
+    from streaming.storage.schemes import backend_for, join
 
     backend, path = backend_for(join(remote, split, "index.json") if split
                                 else join(remote, "index.json"))
@@ -66,8 +66,8 @@ def remote_index(remote: str, split: str) -> DatasetIndex:
 def run_spec(args: argparse.Namespace, setup: Setup) -> RunSpec:
     """The run to predict from the config and the options."""
     from streaming.cache.limit import check_cache_limit
-    from streaming.forecast import RunSpec
-    from streaming.rows import samples_ahead
+    from streaming.dataset.row_reader import samples_ahead
+    from streaming.observe.forecast import RunSpec
 
     limit = args.cache_limit or setup.run.get("cache_limit")
     predownload = args.predownload if args.predownload is not None else setup.run.get(
@@ -139,7 +139,7 @@ def cost_report(forecast: Forecast, restart: Restart | None,
 
 
 def _predict(args: argparse.Namespace, setup: Setup) -> tuple[Forecast, dict[str, Any]]:
-    from streaming.forecast import predict, predict_restart
+    from streaming.observe.forecast import predict, predict_restart
 
     try:
         forecast = predict(run_spec(args, setup))

@@ -28,7 +28,7 @@ from streaming.format.index import DatasetIndex
 from streaming.format.rows import RowCodec
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import validate_file
-from streaming.format.split import meta_path, open_shard
+from streaming.format.text_shard import meta_path, open_shard
 from streaming.util.confine import confine
 
 EXAMPLES = """

@@ -16,7 +16,7 @@ from typing import BinaryIO
 import zstandard
 
 from streaming.errors import DecompressionError, FormatError, require
-from streaming.format.atomic import atomic_output
+from streaming.util.atomic import atomic_output
 from streaming.util.pagewrite import WRITE_SLICE, write_sliced
 
 # codec -> (default level, lowest level, highest level); None levels: the codec takes no level.

@@ -24,7 +24,6 @@ from streaming.errors import (
     IndexNotFoundError,
     UnknownEncodingError,
 )
-from streaming.format.atomic import atomic_write_bytes
 from streaming.format.disk_full import naming_full_disk
 from streaming.format.encodings import get_encoding
 from streaming.format.index_entries import (
@@ -41,7 +40,8 @@ from streaming.format.index_entries import (
 )
 from streaming.format.rows import ROW_FORMATS, RowCodec
 from streaming.format.sample import SampleCodec
-from streaming.format.split_index import check_split_shard
+from streaming.format.text_shard_index import check_text_shard
+from streaming.util.atomic import atomic_write_bytes
 
 INDEX_NAME = "index.json"
 # Top-level key describing per-shard token-count side files (old readers ignore top-level keys).
@@ -233,7 +233,7 @@ def parse_index(
     for i, shard in enumerate(shards):
         fmt = shard.get("format") if isinstance(shard, dict) else None
         if fmt in ROW_FORMATS:
-            codec, raw_name, raw_size, zip_name, zip_size = check_split_shard(
+            codec, raw_name, raw_size, zip_name, zip_size = check_text_shard(
                 shard, i, source, row_codecs)
             schema = codec.columns
         else:
@@ -374,7 +374,7 @@ def merge_index(
             shard = copy.copy(shard)
             shard["raw_data"] = _prefixed(shard["raw_data"], prefix)
             shard["zip_data"] = _prefixed(shard["zip_data"], prefix)
-            for key in ("raw_meta", "zip_meta"):  # split shards' meta files
+            for key in ("raw_meta", "zip_meta"):  # text shards' meta files
                 if key in shard:
                     shard[key] = _prefixed(shard[key], prefix)
             merged.append(shard)

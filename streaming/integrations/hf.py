@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from streaming.dataset import StreamingDataset
+from streaming.dataset.streaming_dataset import StreamingDataset
 from streaming.errors import StateMismatchError, TrainerSetupError, require
-from streaming.loader import StreamingDataLoader
+from streaming.loader.dataloader import StreamingDataLoader
 from streaming.packing.streaming import PackedStreamingDataset
 
 require("transformers", feature="streaming.integrations.hf", extra="hf-trainer")

@@ -8,7 +8,7 @@ multi-dimensional fixed arrays) arrives as the column's encoded bytes.
 
 Inside Ray Train's `TorchTrainer` workers a `StreamingDataset` needs no extra arguments: Ray
 Train sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and NODE_RANK and initialises
-torch.distributed before the training function runs, and `streaming.world_detect` reads both.
+torch.distributed before the training function runs, and `streaming.coord.world_detect` reads both.
 """
 
 from __future__ import annotations

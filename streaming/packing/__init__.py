@@ -9,15 +9,15 @@ from __future__ import annotations
 from streaming.packing.base import Packer
 from streaming.packing.best_fit import BestFitPacker
 from streaming.packing.first_fit import FirstFitPacker
-from streaming.packing.metrics import PackStats, pack_stats
-from streaming.packing.planner import pack_lengths, plan_packs
-from streaming.packing.registry import STRATEGIES, make_packer
-from streaming.packing.window import WindowPacker
-from streaming.plan.mixing_tokens import (
+from streaming.packing.pack_planner import pack_lengths, plan_packs
+from streaming.packing.pack_stats import PackStats, pack_stats
+from streaming.packing.strategies import STRATEGIES, make_packer
+from streaming.packing.token_mix import (
     measured_token_shares,
     realised_token_shares,
     token_mix_counts,
 )
+from streaming.packing.window import WindowPacker
 
 __all__ = [
     "STRATEGIES",

@@ -16,7 +16,7 @@ import torch
 
 from streaming.errors import PlanError
 from streaming.packing.masks import MASK_DTYPES, block_causal_mask, segment_ids
-from streaming.packing.metrics import PackStats, pack_stats
+from streaming.packing.pack_stats import PackStats, pack_stats
 
 IGNORE_INDEX = -100
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from streaming.errors import PlanError, StateMismatchError
 from streaming.packing.collate import PackCollator
-from streaming.packing.registry import make_packer
+from streaming.packing.strategies import make_packer
 
 
 class PackedIterator:

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import FormatError, IndexFileError, PlanError, ShardCorruptError
-from streaming.format.atomic import atomic_write_bytes
 from streaming.format.encodings.ndarray import parse_ndarray_name
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
-from streaming.format.lengths import value_length
 from streaming.format.shard import ShardReader
+from streaming.format.value_length import value_length
+from streaming.util.atomic import atomic_write_bytes
 from streaming.util.confine import confine
 from streaming.util.files import has_size
 
@@ -242,7 +242,7 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
 def sources_of(dataset: Any) -> list[LengthSource]:
     """One LengthSource per stream of a directory path, LocalDataset or StreamingDataset."""
     if isinstance(dataset, (str, os.PathLike)):
-        from streaming.local import LocalDataset
+        from streaming.dataset.local_dataset import LocalDataset
 
         dataset = LocalDataset(dataset)
     if hasattr(dataset, "streams") and hasattr(dataset, "preparer"):

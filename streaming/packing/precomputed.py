@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import PlanError
-from streaming.packing.metrics import PackStats, pack_stats
-from streaming.packing.planner import plan_packs
+from streaming.packing.pack_planner import plan_packs
+from streaming.packing.pack_stats import PackStats, pack_stats
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def rank_packs(plan: EpochPacks, rank: int, ranks: int) -> EpochPacks:
 
 
 def _default_ranks() -> tuple[int, int]:
-    from streaming.world_detect import detect_world
+    from streaming.coord.world_detect import detect_world
 
     world = detect_world(workers_per_rank=1)
     return world.data_parallel_rank, world.data_parallel_ranks
@@ -167,7 +167,7 @@ class PackedDataset:
         from streaming.packing.lengths import load_lengths
 
         if isinstance(source, (str, os.PathLike)):
-            from streaming.local import LocalDataset
+            from streaming.dataset.local_dataset import LocalDataset
 
             source = LocalDataset(source)
         self.source = source

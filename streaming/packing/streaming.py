@@ -19,18 +19,18 @@ from torch.utils.data import IterableDataset
 
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import ArgumentError, PlanError, StateMismatchError
-from streaming.metrics import cache_metrics, disk_metrics
+from streaming.observe.metrics import cache_metrics, disk_metrics
 from streaming.packing.equal import job_most_packs
-from streaming.packing.metrics import PackCounts, PackFill, fill_of
-from streaming.packing.planner import pack_lengths
+from streaming.packing.pack_planner import pack_lengths
+from streaming.packing.pack_stats import PackCounts, PackFill, fill_of
 from streaming.packing.precomputed import EpochPacks, grow
-from streaming.packing.registry import make_packer
+from streaming.packing.strategies import make_packer
 from streaming.packing.watch import PackWatch
 from streaming.plan import World
 
 if TYPE_CHECKING:
+    from streaming.dataset.session import Session
     from streaming.packing.collate import PackCollator
-    from streaming.session import Session
 
 
 class PackSource(Protocol):
@@ -102,7 +102,7 @@ class PackedStreamingDataset(IterableDataset):
         make_packer(packing_strategy, packing_length, filter_overlong=filter_overlong,
                     overlong=overlong, buffer_size=packing_buffer_size)  # validate early
         if source is None:
-            from streaming.dataset import StreamingDataset
+            from streaming.dataset.streaming_dataset import StreamingDataset
 
             source = StreamingDataset(**{"lengths_column": packing_column, **kwargs})
         elif kwargs:

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from streaming.metrics import Meter
-from streaming.packing.metrics import PackCounts, PackFill
+from streaming.observe.metrics import Meter
+from streaming.packing.pack_stats import PackCounts, PackFill
 
 
 class PackWatch:

@@ -1,6 +1,6 @@
 """Pure, deterministic epoch planning: mixing, sampling, shuffling, partitioning, batching.
 
-No torch, threads or I/O here (streaming.world_detect builds a World from the launcher).
+No torch, threads or I/O here (streaming.coord.world_detect builds a World from the launcher).
 """
 
 from streaming.plan.config import PlanConfig

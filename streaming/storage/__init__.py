@@ -5,8 +5,8 @@
 """
 
 from streaming.storage.base import Backend
-from streaming.storage.registry import backend_for, join, open_url, register_scheme
 from streaming.storage.retry import RetryPolicy
+from streaming.storage.schemes import backend_for, join, open_url, register_scheme
 from streaming.storage.singleflight import single_flight
 from streaming.storage.transfer import fetch, fetch_once, upload
 

@@ -21,7 +21,7 @@ from streaming.errors import (
     StorageError,
 )
 from streaming.format.hashing import new_hasher
-from streaming.storage.atomic import staged_file
+from streaming.util.atomic import staged_file
 from streaming.util.pagewrite import write_sliced
 
 CHUNK = 1 << 20  # bytes per read; also how often a download checks its deadline

@@ -12,7 +12,6 @@ from streaming.errors import ArgumentError, HashMismatchError
 from streaming.storage.base import Backend, Verifier
 from streaming.storage.gate import gate_for
 from streaming.storage.ranged import ranged_download
-from streaming.storage.registry import backend_for
 from streaming.storage.retry import (
     BACKOFF,
     CONNECT_TIMEOUT,
@@ -21,6 +20,7 @@ from streaming.storage.retry import (
     TIMEOUT,
     RetryPolicy,
 )
+from streaming.storage.schemes import backend_for
 from streaming.storage.singleflight import single_flight
 
 MiB = 1 << 20

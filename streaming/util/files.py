@@ -1,4 +1,4 @@
-"""File facts every layer asks for (the format's split files, local datasets, the cache)."""
+"""File facts every layer asks for (the format's text shard files, local datasets, the cache)."""
 
 from __future__ import annotations
 

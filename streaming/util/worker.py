@@ -38,7 +38,7 @@ def settle_worker() -> bool:
     global _settled_pid
     if _settled_pid == os.getpid():
         return False
-    from streaming.world_detect import in_worker
+    from streaming.coord.world_detect import in_worker
 
     if not in_worker():
         return False

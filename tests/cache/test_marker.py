@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from streaming.cache.marker import CACHE_MARKER, is_cache
-from streaming.dataset import StreamingDataset
+from streaming.dataset.streaming_dataset import StreamingDataset
 from writers.mds import MDSWriter
 
 

@@ -9,8 +9,8 @@ import numpy as np
 
 from streaming.cache.fit import block_for_limit, canonical_for_limit
 from streaming.cache.limit import Footprint
+from streaming.dataset.resolve import PlanFit, fit_plan, rows_per_read
 from streaming.plan import PlanConfig, World
-from streaming.plan_fit import PlanFit, fit_plan, rows_per_read
 from streaming.read.iterate import read_size
 
 MB = 1 << 20

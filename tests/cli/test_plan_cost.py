@@ -40,7 +40,7 @@ def _plan(cli, config: Path, *args) -> dict:
 def test_without_a_limit_each_node_downloads_the_shards_its_plan_reads_once(cli, dataset,
                                                                            tmp_path):
     from streaming.cli.plan import load_setup
-    from streaming.forecast import reader_sequences
+    from streaming.observe.forecast import reader_sequences
 
     config = tmp_path / "run.yaml"
     config.write_text(CONFIG.format(remote=dataset).replace("remote:", "local:", 1)

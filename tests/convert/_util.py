@@ -18,7 +18,7 @@ def plain(value: Any) -> Any:
 
 
 def read_samples(out: str | Path) -> list[dict[str, Any]]:
-    from streaming.local import LocalDataset
+    from streaming.dataset.local_dataset import LocalDataset
 
     dataset = LocalDataset(out)
     return [{k: plain(v) for k, v in dataset[i].items()} for i in range(len(dataset))]

@@ -163,7 +163,7 @@ def test_a_cache_limit_sizes_the_default_shuffle_block_and_keeps_an_explicit_one
     name, big, _ = bucket
     limit = raw_bytes(big) // 4
     common = dict(remote=f"s3://{name}/big", cache_limit=limit, batch_size=16, shuffle=True)
-    with caplog.at_level("WARNING", logger="streaming.dataset"):
+    with caplog.at_level("WARNING", logger="streaming.dataset.streaming_dataset"):
         sized = StreamingDataset(local=str(tmp_path / "a"), **common)
     try:
         block = sized.config.shuffle_block_size
@@ -174,7 +174,7 @@ def test_a_cache_limit_sizes_the_default_shuffle_block_and_keeps_an_explicit_one
     finally:
         sized.close()
     caplog.clear()
-    with caplog.at_level("WARNING", logger="streaming.dataset"):
+    with caplog.at_level("WARNING", logger="streaming.dataset.streaming_dataset"):
         explicit = StreamingDataset(local=str(tmp_path / "b"), shuffle_block_size=5000, **common)
     assert f"shuffle_block_size=5000 is more than cache_limit={limit} can hold ({block} " \
         "samples)" in caplog.text  # kept, but the user learns it will download shards again

@@ -1,4 +1,5 @@
-"""streaming.collate and StreamingDataLoader's batch path (workers yield collated batches)."""
+"""streaming.loader.default_collate and StreamingDataLoader's batch path (workers yield collated
+batches)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import torch
 from torch.utils.data import DataLoader, get_worker_info
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.collate import Ragged, collate
-from streaming.loader import BatchStream
+from streaming.loader.dataloader import BatchStream
+from streaming.loader.default_collate import Ragged, collate
 from tests.dataset.conftest import take
 from writers.mds import MDSWriter
 
@@ -218,6 +219,6 @@ def test_batches_skip_the_profiler_annotation_unless_profiling(tokens_dir: Path,
 
 
 def test_an_iterator_without_dataloader_internals_is_used_as_is() -> None:
-    from streaming.loader_next import unannotated
+    from streaming.loader.unannotated_next import unannotated
 
     assert list(unannotated(iter([1, 2, 3]))) == [1, 2, 3]

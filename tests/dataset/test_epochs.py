@@ -9,8 +9,8 @@ import secrets
 import pytest
 
 from streaming.coord.names import Namespace
+from streaming.dataset.epochs import MAX_WORKERS, EpochCounter, IterationStart
 from streaming.errors import CoordinationError, StateMismatchError
-from streaming.read.epochs import MAX_WORKERS, EpochCounter, IterationStart
 
 
 @pytest.fixture

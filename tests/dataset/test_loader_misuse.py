@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.collate import collate
 from streaming.errors import PlanError
+from streaming.loader.default_collate import collate
 from writers.mds import MDSWriter
 
 METAS = [{"a": 1}, {"b": [1, 2]}, {"a": 2, "c": "x"}, {}, {"d": None}, {"a": 3}]

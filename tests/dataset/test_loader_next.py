@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from streaming import loader_next
-from streaming.loader_next import TORCH_NEXT_NAMES, torch_next_names, unannotated
+from streaming.loader import unannotated_next as loader_next
+from streaming.loader.unannotated_next import TORCH_NEXT_NAMES, torch_next_names, unannotated
 
 
 def test_installed_torch_next_is_the_one_repeated() -> None:
@@ -17,7 +17,8 @@ def test_installed_torch_next_is_the_one_repeated() -> None:
     assert names == TORCH_NEXT_NAMES, (
         f"torch {torch.__version__} changed DataLoader's __next__ (new names "
         f"{sorted(names - TORCH_NEXT_NAMES)}, gone {sorted(TORCH_NEXT_NAMES - names)}): "
-        "check streaming/loader_next.py's steps against it, then update TORCH_NEXT_NAMES")
+        "check streaming/loader/unannotated_next.py's steps against it, "
+        "then update TORCH_NEXT_NAMES")
 
 
 class _Counting:

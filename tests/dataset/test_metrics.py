@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
-from streaming.metrics import gather_metrics
+from streaming.observe.metrics import gather_metrics
 from tests.dataset.conftest import write_ids
 
 SECOND = 10_000  # ids of the second stream start here

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import streaming.session as session_module
+import streaming.dataset.session as session_module
 from streaming import StreamingDataset
 from tests.dataset.conftest import write_ids
 

@@ -47,7 +47,7 @@ def _run_limited(code: str) -> dict:
 def test_iteration_and_random_access_within_the_open_file_limit(many_shards):
     result = _run_limited(f"""
         from streaming import StreamingDataLoader, StreamingDataset
-        from streaming.local import LocalDataset
+        from streaming.dataset.local_dataset import LocalDataset
         ds = StreamingDataset(local={str(many_shards)!r}, batch_size=20, shuffle=True)
         ids = sorted(int(s["id"]) for s in ds)
         batched = sorted(int(i) for b in StreamingDataLoader(ds, batch_size=20)

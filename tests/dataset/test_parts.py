@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from streaming.cache.facts import ShardFacts
 from streaming.cache.prepare import ShardPreparer
+from streaming.dataset.state import ResumeState
 from streaming.errors import (
     HashMismatchError,
     ObjectNotFoundError,
@@ -21,9 +22,8 @@ from streaming.errors import (
     StateMismatchError,
 )
 from streaming.format.index import read_index
-from streaming.loader import batch_length
+from streaming.loader.dataloader import batch_length
 from streaming.read.spanner import Spanner
-from streaming.state import ResumeState
 from streaming.stream import Stream, register_stream, stream_class
 from tests.dataset.conftest import write_ids
 

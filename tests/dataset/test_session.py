@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import streaming.session as session_module
+import streaming.dataset.session as session_module
 from streaming import StreamingDataset
+from streaming.dataset.session import Session
 from streaming.errors import StateMismatchError
 from streaming.plan import PlanConfig, World
-from streaming.session import Session
 from tests.dataset.conftest import write_ids
 
 SHARDS, PER_SHARD = 10, 30

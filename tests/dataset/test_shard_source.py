@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.format.split import open_shard
+from streaming.format.text_shard import open_shard
 from streaming.read.iterate import iter_chunks
 from streaming.read.source import LocalSource, ShardSource
 from tests.cache._data import open_dataset, write_dataset

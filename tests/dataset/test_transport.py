@@ -1,4 +1,4 @@
-"""streaming.transport: worker batches through a shared-memory ring instead of the pipe."""
+"""streaming.loader.worker_ring: worker batches through a shared-memory ring instead of the pipe."""
 
 from __future__ import annotations
 
@@ -20,12 +20,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.collate import Ragged
 from streaming.coord.files import shm_dir
 from streaming.coord.proc import ProcessId
 from streaming.errors import CoordinationError, DeadlineExceeded
-from streaming.loader import BatchStream
-from streaming.transport import MIN_BYTES_LIST, MIN_LEAF_BYTES, Packed, Receiver, Sender, new_token
+from streaming.loader.dataloader import BatchStream
+from streaming.loader.default_collate import Ragged
+from streaming.loader.worker_ring import (
+    MIN_BYTES_LIST,
+    MIN_LEAF_BYTES,
+    Packed,
+    Receiver,
+    Sender,
+    new_token,
+)
 from writers.mds import MDSWriter
 
 BIG = max(MIN_LEAF_BYTES, MIN_BYTES_LIST)  # goes to the ring, whatever the kind
@@ -211,7 +218,7 @@ def test_only_a_worker_with_a_ring_reads_views(tmp_path: Path, monkeypatch) -> N
     stream.numpy = True
     iter(stream)  # the training process (no worker): copies
     stream.ring = (new_token(), 3, ProcessId.current())
-    monkeypatch.setattr("streaming.loader.worker_slot",
+    monkeypatch.setattr("streaming.loader.dataloader.worker_slot",
                         lambda: SimpleNamespace(id=0, num_workers=1))
     iter(stream)  # a worker whose sender copies each batch into its ring: views
     assert [kw.get("views", False) for kw in calls] == [False, True]

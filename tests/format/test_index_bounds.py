@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from streaming import StreamingDataset
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import IndexFileError, ShardCorruptError, StreamingError
 from streaming.format import parse_index
-from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
 

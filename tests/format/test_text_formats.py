@@ -23,9 +23,9 @@ from streaming.errors import (
 from streaming.format.compression import decompress
 from streaming.format.index import merge_index, read_index
 from streaming.format.rows import JSONRows, XSVRows
-from streaming.format.split import SplitShardReader, meta_path
+from streaming.format.text_shard import TextShardReader, meta_path
 from tests.conftest import REPO
-from writers.split import CSVWriter, JSONWriter, TSVWriter, XSVWriter
+from writers.text import CSVWriter, JSONWriter, TSVWriter, XSVWriter
 
 ROOT = REPO / "tests" / "fixtures" / "reference-formats"
 EXPECTED = json.loads((ROOT / "expected.json").read_text())
@@ -119,7 +119,7 @@ def test_merge_index_prefixes_meta_files(tmp_path):
 
 
 def test_shard_reader_takes_offsets_from_the_meta_file():
-    reader = SplitShardReader(ROOT / "json_plain" / "shard.00001.json")
+    reader = TextShardReader(ROOT / "json_plain" / "shard.00001.json")
     assert reader.codec == JSONRows(EXPECTED["columns"])
     first = read_index(ROOT / "json_plain").samples_per_shard[0]
     assert reader[0]["id"] == _expected("json_plain")[int(first)]["id"]
@@ -133,7 +133,7 @@ def test_truncated_meta_file_is_named(tmp_path):
     meta = meta_path(tmp_path / "ds" / "shard.00000.tsv")
     meta.write_bytes(meta.read_bytes()[:20])
     with pytest.raises(ShardCorruptError, match="meta"):
-        SplitShardReader(tmp_path / "ds" / "shard.00000.tsv")
+        TextShardReader(tmp_path / "ds" / "shard.00000.tsv")
 
 
 def test_index_entry_without_meta_is_refused(tmp_path):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from streaming.coord.world_detect import check_unchanged, detect_placement, detect_world
 from streaming.errors import PlanError, WorldDetectionError
 from streaming.plan import World
-from streaming.world_detect import check_unchanged, detect_placement, detect_world
 
 
 def place(env: dict[str, str], group: tuple[int, int] | None = None,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from streaming.dataset import StreamingDataset
+from streaming.dataset.streaming_dataset import StreamingDataset
 from streaming.errors import StateMismatchError, TrainerSetupError
 from streaming.integrations.hf import (
     StreamingStateCallback,
@@ -23,7 +23,7 @@ from streaming.integrations.hf import (
     TrainerBatches,
     to_model_inputs,
 )
-from streaming.loader import StreamingDataLoader
+from streaming.loader.dataloader import StreamingDataLoader
 from tests.integrations.hf_run import dataset, record_forward, tiny_gpt2, train, write_token_data
 from tests.support.processes import free_port
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.world_detect import detect_placement
+from streaming.coord.world_detect import detect_placement
 
 
 def ray_train_env(rank: int, local_rank: int, local_size: int, node: int, size: int) -> dict:

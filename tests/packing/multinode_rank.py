@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 def main() -> int:
     import streaming.packing.equal as equal
-    from streaming.loader import StreamingDataLoader
+    from streaming.loader.dataloader import StreamingDataLoader
     from streaming.packing.streaming import PackedStreamingDataset
 
     counted: list[int] = []

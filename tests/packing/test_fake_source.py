@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from streaming.dataset.session import Session
 from streaming.errors import ArgumentError
 from streaming.packing.streaming import PackedStreamingDataset
 from streaming.plan import PlanConfig, World
-from streaming.session import Session
 
 N = 120
 
@@ -111,8 +111,8 @@ def test_the_dataset_and_packing_modules_do_not_import_each_other():
     import subprocess
     import sys
 
-    for first, other in (("streaming.dataset", "streaming.packing.streaming"),
-                         ("streaming.packing.streaming", "streaming.dataset")):
+    for first, other in (("streaming.dataset.streaming_dataset", "streaming.packing.streaming"),
+                         ("streaming.packing.streaming", "streaming.dataset.streaming_dataset")):
         code = f"import sys, {first}; sys.exit({other!r} in sys.modules)"
         assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0, first
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import FormatError, IndexFileError, PlanError
 from streaming.format.index import LENGTHS_KEY, merge_index, read_index
-from streaming.local import LocalDataset
 from streaming.packing.lengths import load_lengths, value_length
 from tests.packing.datasets import write_tokens
 from writers.mds import MDSWriter
@@ -128,7 +128,7 @@ def test_header_scan_equals_decoded_lengths(tmp_path_factory, rows) -> None:
 
 
 def test_streaming_dataset_fetches_side_files_from_its_remote(tmp_path: Path) -> None:
-    from streaming.dataset import StreamingDataset
+    from streaming.dataset.streaming_dataset import StreamingDataset
 
     sizes = write_tokens(tmp_path / "remote", 80, compression="zstd")
     ds = StreamingDataset(remote=str(tmp_path / "remote"), local=str(tmp_path / "cache"))

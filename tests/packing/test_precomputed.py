@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import PlanError
-from streaming.local import LocalDataset
 from streaming.packing.precomputed import PackedDataset, epoch_packs, rank_packs
 from tests.packing.datasets import write_tokens
 
@@ -99,7 +99,7 @@ def test_set_epoch_replans_deterministically(tmp_path: Path) -> None:
 def test_packed_dataset_over_a_streaming_dataset(tmp_path: Path) -> None:
     from torch.utils.data import DataLoader
 
-    from streaming.dataset import StreamingDataset
+    from streaming.dataset.streaming_dataset import StreamingDataset
 
     write_tokens(tmp_path / "d", 150, max_len=100, lengths=None)
     source = StreamingDataset(local=str(tmp_path / "d"))

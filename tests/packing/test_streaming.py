@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from torch.utils.data import DataLoader
 
-from streaming.dataset import StreamingDataset
+from streaming.dataset.streaming_dataset import StreamingDataset
 from streaming.errors import PlanError, StateMismatchError
-from streaming.loader import StreamingDataLoader
-from streaming.packing.mixing import realised_token_shares
+from streaming.loader.dataloader import StreamingDataLoader
+from streaming.packing import realised_token_shares
 from streaming.packing.streaming import PackedStreamingDataset
 from streaming.plan import World
 from streaming.stream import Stream
@@ -144,7 +144,7 @@ def test_mix_unit_tokens(tmp_path: Path) -> None:
 
 RESUME_SCRIPT = """
 import json, sys
-from streaming.loader import StreamingDataLoader
+from streaming.loader.dataloader import StreamingDataLoader
 from streaming.packing.streaming import PackedStreamingDataset
 ds = PackedStreamingDataset(local=sys.argv[1], shuffle=True, packing_length=512,
                             packs_per_batch=2)

@@ -18,7 +18,7 @@ from streaming.errors import (
 )
 from streaming.format.hashing import hexdigest
 from streaming.storage import backend_for, fetch, join, upload
-from streaming.storage.local import LocalBackend
+from streaming.storage.local_folder import LocalBackend
 
 
 def test_plain_path_and_file_url_resolve_to_the_same_file(tmp_path):

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.format.atomic import atomic_write_bytes
 from streaming.util import pagewrite
+from streaming.util.atomic import atomic_write_bytes
 from streaming.util.pagewrite import WRITE_SLICE, pwrite_sliced, write_sliced
 
 
@@ -78,7 +78,7 @@ def test_whole_file_writes_go_through_the_slicer(tmp_path, monkeypatch) -> None:
         sizes.append(len(memoryview(data).cast("B")))
         return real(handle, data)
 
-    monkeypatch.setattr("streaming.format.atomic.write_sliced", spy)
+    monkeypatch.setattr("streaming.util.atomic.write_sliced", spy)
     data = os.urandom(WRITE_SLICE * 2)
     atomic_write_bytes(tmp_path / "c.bin", data)
     assert sizes == [len(data)]

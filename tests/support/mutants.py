@@ -218,7 +218,7 @@ def mutate(base: Path, out: Path, rng: random.Random, canary: Path, side: random
 
 def read_local(root: Path, validate: bool) -> list[dict[str, Any]]:
     """Every sample through LocalDataset: iteration, then batched random access."""
-    from streaming.local import LocalDataset
+    from streaming.dataset.local_dataset import LocalDataset
 
     dataset = LocalDataset(root, validate_hash=HASH if validate else None)
     samples = list(dataset)

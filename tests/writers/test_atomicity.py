@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import writers.mds
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import DeadlineExceeded
-from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import streaming.format.atomic
+import streaming.util.atomic
 import writers.shard_files
 from streaming.errors import DiskFullError, StreamingError
 from writers.mds import MDSWriter
@@ -48,7 +48,7 @@ def test_disk_full_while_writing_shards(tmp_path, monkeypatch):
 
 
 def test_disk_full_while_writing_the_index(tmp_path, monkeypatch):
-    _fill_disk_after(monkeypatch, streaming.format.atomic, "write_sliced", 0)
+    _fill_disk_after(monkeypatch, streaming.util.atomic, "write_sliced", 0)
     out = tmp_path / "out"
     with pytest.raises(DiskFullError, match=r"index\.json"):
         _write(out, 50)

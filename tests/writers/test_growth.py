@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import ArgumentError, DatasetMismatchError
-from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
 COLUMNS = {"id": "int", "text": "str", "tokens": "ndarray:int32"}

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch.utils.data
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import (
     HashMismatchError,
     IndexFileError,
@@ -17,7 +18,6 @@ from streaming.errors import (
     ShardCorruptError,
     UnsafeTypeError,
 )
-from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
 COLUMNS = {"id": "int", "tokens": "ndarray:int32"}
@@ -128,8 +128,9 @@ def test_compressed_shards_decompress_once_in_place(tmp_path: Path):
 
 def test_read_only_directory_falls_back_to_a_user_cache(tmp_path: Path, monkeypatch):
     out = _compressed(tmp_path)
-    monkeypatch.setattr("streaming.local.os.access", lambda path, mode: False)
-    monkeypatch.setattr("streaming.local.tempfile.gettempdir", lambda: str(tmp_path / "tmp"))
+    monkeypatch.setattr("streaming.dataset.local_dataset.os.access", lambda path, mode: False)
+    monkeypatch.setattr("streaming.dataset.local_dataset.tempfile.gettempdir",
+                        lambda: str(tmp_path / "tmp"))
     ds = LocalDataset(out)
     assert [s["id"] for s in ds[:]] == list(range(100))
     assert not list(out.glob("shard.*.mds"))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.format.compression import compress, decompress_file
 from streaming.format.index import merge_index
-from streaming.local import LocalDataset
 from writers.convert import convert
 from writers.mds import MDSWriter
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.format.compression import decompress
-from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 
 RAW = ["all_encodings", "llm_raw", "oversize", "pickle"]

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import OutputExistsError, StorageError
-from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 from writers.upload import resolve_output, shard_files
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import OutputExistsError
-from streaming.local import LocalDataset
 from tests.writers.test_upload import COLUMNS, download, local_files, samples, write
 from writers.convert import convert
 

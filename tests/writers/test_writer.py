@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import (
     EncodeError,
     FormatError,
@@ -22,7 +23,6 @@ from streaming.errors import (
 from streaming.format.hashing import file_hexdigest
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader
-from streaming.local import LocalDataset
 from writers.mds import MDSWriter
 from writers.shard_files import config_json, shard_config
 

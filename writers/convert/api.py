@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from streaming.errors import ArgumentError, UnsupportedFeatureError
-from streaming.storage.registry import split_scheme
 from streaming.storage.retry import UPLOAD_TIMEOUT
+from streaming.storage.schemes import split_scheme
 from streaming.util.units import parse_bytes
 from writers.convert.graft import graft
 from writers.convert.infer import infer_columns

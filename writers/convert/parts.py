@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from streaming.errors import OutputExistsError
-from streaming.format.atomic import atomic_write_bytes
 from streaming.format.index import merge_index, read_index, write_index
 from streaming.storage import backend_for, join
-from streaming.storage.registry import split_scheme
+from streaming.storage.schemes import split_scheme
+from streaming.util.atomic import atomic_write_bytes
 from streaming.util.confine import confine
 from writers.growth import (
     INDEX,

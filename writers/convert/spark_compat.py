@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from streaming.errors import ArgumentError
-from streaming.storage.registry import split_scheme
+from streaming.storage.schemes import split_scheme
 from writers.convert import spark
 
 _WRITER_ARGS = ("compression", "hashes", "size_limit")

@@ -1,4 +1,4 @@
-"""index.json entries of split shards (`json`, `csv`, `tsv`, `xsv`): checked as strictly as MDS
+"""index.json entries of text shards (`json`, `csv`, `tsv`, `xsv`): checked as strictly as MDS
 entries, so a bad entry is named up front rather than mid-epoch."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from streaming.format.index_entries import (
     fail,
 )
 from streaming.format.rows import RowCodec, row_codec
-from streaming.format.split import META_SUFFIX
+from streaming.format.text_shard import META_SUFFIX
 
 _REQUIRED = {
     "version": int,
@@ -30,9 +30,9 @@ _REQUIRED = {
 }
 
 
-def check_split_shard(shard: dict, i: int, source: str, codecs: dict[tuple, RowCodec]
+def check_text_shard(shard: dict, i: int, source: str, codecs: dict[tuple, RowCodec]
                       ) -> tuple[RowCodec, str, int, str | None, int]:
-    """Validate split shard entry `i`; return its row codec and (raw name, raw bytes, zip name,
+    """Validate text shard entry `i`; return its row codec and (raw name, raw bytes, zip name,
     zip bytes) of its data file. `codecs` memoises one codec per distinct schema."""
     where = f"shard {i}"
     check_keys(shard, _REQUIRED, source, where)

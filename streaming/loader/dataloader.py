@@ -12,12 +12,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from streaming import transport
-from streaming.collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.coord.proc import ProcessId
-from streaming.loader_checks import check_batch_size, check_resumable
-from streaming.loader_next import unannotated
-from streaming.metrics import (
+from streaming.coord.world_detect import worker_slot
+from streaming.loader import worker_ring as transport
+from streaming.loader.checks import check_batch_size, check_resumable
+from streaming.loader.default_collate import Ragged, collate, collate_numpy, convert, tensors
+from streaming.loader.unannotated_next import unannotated
+from streaming.observe.metrics import (
     Meter,
     StreamCounts,
     cache_metrics,
@@ -26,10 +27,9 @@ from streaming.metrics import (
     log,
     summary,
 )
-from streaming.world_detect import worker_slot
 
 if TYPE_CHECKING:
-    from streaming.packing.metrics import PackCounts
+    from streaming.packing.pack_stats import PackCounts
 
 
 def batch_length(batch: Any) -> int | None:
@@ -57,8 +57,8 @@ def _batches_supported(dataset: Any) -> bool:
 def _stream_counts(dataset: Any) -> StreamCounts | None:
     """Per-stream counts for a StreamingDataset (other datasets, packed ones included, do
     not yield the planned samples one for one)."""
-    from streaming.dataset import StreamingDataset
-    from streaming.metrics import stream_counts
+    from streaming.dataset.streaming_dataset import StreamingDataset
+    from streaming.observe.metrics import stream_counts
 
     return stream_counts(dataset) if isinstance(dataset, StreamingDataset) else None
 
@@ -120,8 +120,8 @@ class StreamingDataLoader(DataLoader):
     Samples that workers prefetched but the loop never received are not counted, so a resume
     neither skips nor repeats them. Works with any dataset that has the StreamingDataset
     `state_dict(num_samples, from_beginning)` / `load_state_dict(obj)` methods. Batches are
-    collated by `streaming.collate.collate` unless a `collate_fn` is given (docs/dataset.md).
-    `loader.dataset` is the dataset given, whichever path reads it.
+    collated by `streaming.loader.default_collate.collate` unless a `collate_fn` is given
+    (docs/dataset.md). `loader.dataset` is the dataset given, whichever path reads it.
 
     Args:
         dataset: The dataset (a StreamingDataset, or any dataset with its state methods).
@@ -273,7 +273,7 @@ class StreamingDataLoader(DataLoader):
         return out
 
     def _ring_receiver(self) -> transport.Receiver:
-        """The receiving end of the workers' shared-memory rings (streaming.transport); new
+        """The receiving end of the workers' shared-memory rings (streaming.loader.worker_ring); new
         workers (each epoch unless persistent) get a fresh ring namespace."""
         if self._receiver is None or not self.persistent_workers:
             slots = int(self.prefetch_factor or 2) + 2  # + the one being read, + slack

@@ -1,6 +1,6 @@
-"""Meta files of split-format streams (`json`, `csv`, `tsv`, `xsv`), made ready at start-up.
+"""Meta files of text-format streams (`json`, `csv`, `tsv`, `xsv`), made ready at start-up.
 
-A split shard is a data file plus a small meta file (4 bytes per row and the config). The cache
+A text shard is a data file plus a small meta file (4 bytes per row and the config). The cache
 manages data files like MDS shards; the meta files are fetched (and decompressed) once when the
 dataset is built, kept beside them and never evicted, so every later read is the MDS path.
 """
@@ -26,7 +26,7 @@ META_THREADS = 8
 
 
 def prepare_meta_files(streams: Sequence[Stream], indexes: Sequence[DatasetIndex]) -> None:
-    """Fetch every meta file of the split-format streams into their local folders."""
+    """Fetch every meta file of the text-format streams into their local folders."""
     jobs = [(stream, entry) for stream, index in zip(streams, indexes)
             if index.row_codec is not None for entry in index.shards]
     if not jobs:

@@ -15,7 +15,7 @@ Factory = Callable[[str, str, dict[str, Any]], tuple[Backend, str]]
 
 
 def _local(netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
-    from streaming.storage.local import LocalBackend
+    from streaming.storage.local_folder import LocalBackend
 
     if netloc not in ("", "localhost"):
         raise StorageError(f"file://{netloc}{path}: file URLs must name a local path (file:///...)")

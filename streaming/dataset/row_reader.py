@@ -1,6 +1,6 @@
 """Reading a catalog's rows in one process: shards made ready (through the node's cache, or in
 place), kept open a few at a time, read one by one (`ds[i]`) or in planned chunks, in reads
-sized to the cache (`streaming.plan_fit.rows_per_read`)."""
+sized to the cache (`streaming.dataset.resolve.rows_per_read`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streaming.catalog import Catalog
+from streaming.dataset.catalog import Catalog
+from streaming.dataset.resolve import rows_per_read
 from streaming.errors import PlanError
 from streaming.format.shard import ShardReader
-from streaming.plan_fit import rows_per_read
 from streaming.read.iterate import ReadTally, iter_chunks
 from streaming.read.open_shards import OpenShards
 from streaming.read.source import ShardSource, acquire_open, shard_source
@@ -50,7 +50,7 @@ def ids_of(index: slice | Sequence[int] | np.ndarray, num_samples: int) -> list[
     return [int(i) for i in ids]
 
 
-class Rows:
+class RowReader:
     """The rows of `catalog`, read through `cache` (None: every stream is read in place)."""
 
     def __init__(self, catalog: Catalog, cache: CacheEngine | None, predownload: int,

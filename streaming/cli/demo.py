@@ -1,5 +1,6 @@
-"""`python -m streaming.demo`: write token corpora as MDS, read them back, then stream a weighted
-mix of two sources with shuffling and 2 DataLoader workers, stop half-way and resume exactly.
+"""`python -m streaming.cli.demo`: write token corpora as MDS, read them back, then stream a
+weighted mix of two sources with shuffling and 2 DataLoader workers, stop half-way and resume
+exactly.
 
 Shows the whole local path in well under a minute: MDSWriter -> shards + index.json ->
 LocalDataset -> StreamingDataset + StreamingDataLoader (mixing, resumption), with the sizes,
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from streaming.dataset import StreamingDataset
-from streaming.loader import StreamingDataLoader
-from streaming.local import LocalDataset
+from streaming.dataset.local_dataset import LocalDataset
+from streaming.dataset.streaming_dataset import StreamingDataset
+from streaming.loader.dataloader import StreamingDataLoader
 from streaming.packing.precomputed import PackedDataset
 from streaming.stream import Stream
 from writers.mds import MDSWriter

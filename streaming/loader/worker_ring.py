@@ -5,8 +5,8 @@ values, lists of bytes) into a free slot of its ring and sends only a small `Pac
 through the worker queue; the main process copies them out into fresh arrays / bytes (the user
 may keep a batch) and marks the slot free. Pipe transport pickles, writes, reads and unpickles
 every byte; the ring's pages are reused, so after the first lap neither side faults on them.
-Arrays from `streaming.collate.SHARED_MIN_BYTES` up are already torch tensors in shared memory
-(passed by file descriptor, no copy in the main process) and keep travelling that way.
+Arrays from `streaming.loader.default_collate.SHARED_MIN_BYTES` up are already torch tensors in
+shared memory (passed by file descriptor, no copy in the main process) and keep travelling that way.
 
 Ring segment (a `SharedArray` of uint8): `HEAD` bytes of per-slot flags (1 = filled, 0 = free),
 then `slots` slots of `slot_bytes`. The worker owns the file; the main process unlinks the name
@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from streaming.collate import Ragged
 from streaming.coord.files import shm_dir
 from streaming.coord.names import Namespace
 from streaming.coord.proc import ProcessId
 from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.coord.wait import wait_for
 from streaming.errors import CoordinationError
+from streaming.loader.default_collate import Ragged
 
 __all__ = ["MIN_BYTES_LIST", "MIN_LEAF_BYTES", "Packed", "Receiver", "Sender", "new_token",
            "sender_for"]

@@ -24,7 +24,7 @@ from streaming.format.hashing import SUPPORTED_HASHES, is_supported_hash
 from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards, file_size, size_error
 from streaming.format.shard import ShardReader, validate_file
-from streaming.format.split import open_shard, place_meta
+from streaming.format.text_shard import open_shard, place_meta
 from streaming.read.open_shards import OpenShards
 from streaming.util.files import has_size
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from streaming.cache.limit import Footprint, reader_shards
 from streaming.cache.simulate import EpochCache, NodeCache
+from streaming.dataset.resolve import fit_plan
 from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, plan_node
-from streaming.plan_fit import fit_plan
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""Split shards of the text formats: a data file of rows plus a `.meta` file indexing it.
+"""Text shards (the text formats): a data file of rows plus a `.meta` file indexing it.
 
 Meta layout: `u32 N`, `u32 offsets[N + 1]` (byte offsets into the data file), then the writer's
-config JSON. A `SplitShardReader` maps the data file and takes its offsets from the meta file,
+config JSON. A `TextShardReader` maps the data file and takes its offsets from the meta file,
 so everything downstream of a reader (spans, layouts, positional reads, batch decoding) is the
 MDS path unchanged; only the row codec differs.
 """
@@ -29,7 +29,7 @@ _U32 = struct.Struct("<I")
 
 
 def meta_path(data_path: str | os.PathLike) -> Path:
-    """The meta file beside a split shard's data file (`shard.00000.json.meta`)."""
+    """The meta file beside a text shard's data file (`shard.00000.json.meta`)."""
     data_path = Path(data_path)
     return data_path.with_name(data_path.name + META_SUFFIX)
 
@@ -43,8 +43,8 @@ def meta_bytes(sizes: list[int], first: int, config: dict[str, Any]) -> bytes:
     return head + json.dumps(config, sort_keys=True).encode("utf-8")
 
 
-class SplitShardReader(ShardReader):
-    """Random access to the rows of one split shard (`path` is its data file)."""
+class TextShardReader(ShardReader):
+    """Random access to the rows of one text shard (`path` is its data file)."""
 
     def __init__(self, path: str | os.PathLike, codec: RowCodec | None = None,
                  **options: Any) -> None:
@@ -112,12 +112,12 @@ def open_shard(path: str | os.PathLike, codec: SampleCodec | RowCodec | None,
                **options: Any) -> ShardReader:
     """A reader of the shard at `path` in the format `codec` decodes (MDS or a text format)."""
     if isinstance(codec, RowCodec):
-        return SplitShardReader(path, codec, **options)
+        return TextShardReader(path, codec, **options)
     return ShardReader(path, codec, **options)
 
 
 def place_meta(entry: dict[str, Any], root: Path, data_path: Path) -> Path:
-    """Make the meta file of split shard `entry` exist beside `data_path`, from the dataset
+    """Make the meta file of text shard `entry` exist beside `data_path`, from the dataset
     folder `root` (copied in place when it is already there, else decompressed from its zip)."""
     target = meta_path(data_path)
     size = int(entry["raw_meta"]["bytes"])

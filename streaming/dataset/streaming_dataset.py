@@ -1,9 +1,10 @@
 """StreamingDataset: streams of MDS shards, planned per epoch over nodes, ranks and DataLoader
 workers, read zero-copy from a node-local cache, resumable mid-epoch.
 
-A facade over three parts: the catalog of streams and their indexes (`streaming.catalog`), the
-plan fitted to the cache (`streaming.plan_fit`) and the session on the node: coordination, epoch
-counter, plan publication and resumption state (`streaming.session`)."""
+A facade over three parts: the catalog of streams and their indexes
+(`streaming.dataset.catalog`), the plan fitted to the cache (`streaming.dataset.resolve`) and the
+session on the node: coordination, epoch counter, plan publication and resumption state
+(`streaming.dataset.session`)."""
 
 from __future__ import annotations
 
@@ -16,17 +17,17 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from streaming.cache.limit import check_cache_limit
-from streaming.catalog import Catalog, build_streams
-from streaming.collate import collate_column
 from streaming.coord.shm import clean_stale_shared_memory
-from streaming.dataset_compat import ReferenceAPI
-from streaming.metrics import IterationWatch
+from streaming.coord.world_detect import detect_world
+from streaming.dataset.catalog import Catalog, build_streams
+from streaming.dataset.reference_api import ReferenceAPI
+from streaming.dataset.resolve import fit_plan
+from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
+from streaming.dataset.session import Session
+from streaming.loader.default_collate import collate_column
+from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
-from streaming.plan_fit import fit_plan
-from streaming.rows import Rows, ids_of, samples_ahead, start_cache
-from streaming.session import Session
 from streaming.stream import Stream
-from streaming.world_detect import detect_world
 
 if TYPE_CHECKING:
     from streaming.cache.stats import CacheStats
@@ -146,7 +147,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         except BaseException:
             self.session.close()
             raise
-        self.rows = Rows(self.catalog, self.cache, self.predownload, fitted.read_shard)
+        self.rows = RowReader(self.catalog, self.cache, self.predownload, fitted.read_shard)
 
     # inspect.signature(StreamingDataset) reads __new__: show __init__'s keywords instead
     # (llm-foundry filters its config keys by them).
@@ -258,9 +259,10 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def iter_batches(self, batch_size: int, drop_last: bool = False, *, numpy: bool = False,
                      views: bool = False) -> Iterator[dict[str, Any]]:
         """This worker's share of the epoch as the batches a DataLoader would collate from
-        `__iter__` (`streaming.collate.collate`), read column by column (StreamingDataLoader's
-        fast path). With `views`, `bytes` values are memoryviews of the read buffer, for a
-        consumer that copies each batch before asking for the next (the worker transport)."""
+        `__iter__` (`streaming.loader.default_collate.collate`), read column by column
+        (StreamingDataLoader's fast path). With `views`, `bytes` values are memoryviews of the read
+        buffer, for a consumer that copies each batch before asking for the next (the worker
+        transport)."""
         world, ids = self._begin()
         names = self.catalog.codecs[0].column_names
         chunks = self.rows.chunks(ids, chunk=self._read_rows(batch_size),

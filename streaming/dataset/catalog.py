@@ -14,12 +14,12 @@ import numpy as np
 from streaming.cache.facts import ShardFacts
 from streaming.cache.limit import Footprint
 from streaming.cache.prepare import ShardPreparer
-from streaming.cache.split_meta import prepare_meta_files
+from streaming.cache.text_meta import prepare_meta_files
 from streaming.errors import PlanError
 from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
-from streaming.format.split import open_shard
+from streaming.format.text_shard import open_shard
 from streaming.read.spanner import Spanner
 from streaming.stream import Stream, stream_class
 

@@ -8,7 +8,7 @@ import numpy as np
 from streaming.errors import PlanError
 from streaming.packing.base import as_int64
 from streaming.packing.best_fit import BestFitPacker
-from streaming.packing.registry import OFFLINE, make_packer
+from streaming.packing.strategies import OFFLINE, make_packer
 
 
 def pack_lengths(

@@ -19,7 +19,7 @@ from typing import Any
 from streaming.errors import StreamingError
 from streaming.format.index import write_index
 from streaming.format.rows import JSONRows, RowCodec, XSVRows
-from streaming.format.split import META_SUFFIX, meta_bytes
+from streaming.format.text_shard import META_SUFFIX, meta_bytes
 from streaming.storage.retry import RETRY
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
 from writers.output_dir import prepare_directory
@@ -32,7 +32,7 @@ _DATASET_FILE = re.compile(
     r"^(index\.json|shard\.\d{5}\.(json|csv|tsv|xsv)(\.meta)?(\.[a-z0-9]+)?)$")
 
 
-class SplitWriter:
+class TextWriter:
     """Shared machinery: buffer encoded rows, cut a shard when the next row would pass
     `size_limit` (row bytes only, as the reference counts them), write data + meta files."""
 
@@ -107,7 +107,7 @@ class SplitWriter:
             if self._uploader is not None:
                 self._uploader.close()
 
-    def __enter__(self) -> SplitWriter:
+    def __enter__(self) -> TextWriter:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -122,7 +122,7 @@ class SplitWriter:
                 self._uploader.close()
 
 
-class JSONWriter(SplitWriter):
+class JSONWriter(TextWriter):
     """Write samples as `json` shards: one `json.dumps(sample, sort_keys=True)` per line.
     Column types: `str`, `int`, `float`.
 
@@ -157,7 +157,7 @@ class JSONWriter(SplitWriter):
         return {**super().get_config(), "columns": self.columns, "newline": self.newline}
 
 
-class XSVWriter(SplitWriter):
+class XSVWriter(TextWriter):
     """Write samples as separated-value shards (`separator` of any length; values may contain
     neither it nor the newline). Columns are stored sorted by name, after a header line.
 

@@ -1,5 +1,5 @@
 """index.json entries of the text formats are refused up front, naming the shard and what is
-wrong with it (streaming/format/split_index.py)."""
+wrong with it (streaming/format/text_shard_index.py)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _set_file(key: str, field: str, value):
     (_set("zip_data", None), r"compression 'zstd' but zip_data None"),
     (_set("zip_meta", None), r"zip_meta"),
 ])
-def test_a_bad_split_shard_entry_is_named(change, why):
+def test_a_bad_text_shard_entry_is_named(change, why):
     index = _zstd_index()
     assert parse_index(copy.deepcopy(index), source="idx").num_shards == 2
     change(index["shards"][1])

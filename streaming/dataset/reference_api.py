@@ -19,11 +19,11 @@ from streaming.errors import ArgumentError, CacheLimitError
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
     from streaming.cache.prepare import ShardPreparer
-    from streaming.catalog import Catalog
+    from streaming.dataset.catalog import Catalog
+    from streaming.dataset.row_reader import RowReader
+    from streaming.dataset.session import Session
     from streaming.plan import PlanConfig, World
     from streaming.read.spanner import Spanner
-    from streaming.rows import Rows
-    from streaming.session import Session
     from streaming.stream import Stream
 
 
@@ -91,7 +91,7 @@ class ReferenceAPI:
     cache: CacheEngine | None
     catalog: Catalog
     config: PlanConfig
-    rows: Rows
+    rows: RowReader
     session: Session
     world: World
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from streaming.errors import EncodeError, FormatError
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, LENGTHS_SUFFIX
-from streaming.format.lengths import value_length
+from streaming.format.value_length import value_length
 from writers.shard_files import file_info, write_file_atomic
 
 LengthSpec = str | Callable[[Mapping[str, Any]], int]

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import default_convert
 
-from streaming.world_detect import in_worker
+from streaming.coord.world_detect import in_worker
 
 __all__ = ["Ragged", "collate", "collate_column", "collate_numpy", "convert", "tensors"]
 
