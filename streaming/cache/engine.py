@@ -180,7 +180,7 @@ class CacheEngine:
     # ----- the node's space --------------------------------------------------------------
     def effective_limit(self) -> int | None:
         """The node's limit: the smallest any process sharing these folders asked for."""
-        return self.space.limit
+        return self.space.node_limit
 
     def usage(self) -> int:
         """Bytes the node's cache folders hold or have promised to downloads in flight."""

@@ -51,7 +51,7 @@ class CacheSpace:
         self.table = reader.table
 
     @property
-    def limit(self) -> int | None:
+    def node_limit(self) -> int | None:
         """The node's limit: the smallest any process sharing these folders asked for."""
         return self.table.node_limit
 
@@ -106,7 +106,7 @@ class CacheSpace:
             state = int(table.state[shard])
             if state != tb.ABSENT:
                 return BringOutcome.PRESENT if state == tb.PRESENT else BringOutcome.IN_PROGRESS
-            limit = self.limit
+            limit = self.node_limit
             if limit is not None and cost > limit - table.other_bytes:
                 raise CacheLimitError(
                     f"{self.files.describe(shard)} needs {cost} bytes in the cache while it is "
@@ -139,7 +139,7 @@ class CacheSpace:
         free = disk.free_bytes(folder) - pending
         if free >= cost:
             return True
-        limit = self.limit
+        limit = self.node_limit
         if limit is not None:
             if self._make_room(limit - table.used() + (cost - free), farther_than):
                 free = disk.free_bytes(folder) - pending
@@ -166,7 +166,7 @@ class CacheSpace:
         preparer = self.files.preparer
         owner = np.asarray(preparer.facts.stream_of_shard, np.int64)
         missing = self.files.cached & (table.state != tb.PRESENT)
-        limit = self.limit
+        limit = self.node_limit
         by_disk: dict[int, tuple[str, int]] = {}
         for s, stream in enumerate(preparer.streams):
             mine = missing & (owner == s)
@@ -200,7 +200,7 @@ class CacheSpace:
 
     def _make_room(self, cost: int, farther_than: int) -> bool:
         """Evict until `cost` more bytes fit under the limit (caller holds the lock)."""
-        limit = self.limit
+        limit = self.node_limit
         if limit is None:
             return True
         table = self.table
@@ -317,11 +317,11 @@ class CacheSpace:
         """Why a reader may still be waiting for `shard`: its state, or what room it needs."""
         table = self.table
         state = tb.STATE_NAMES[int(table.state[shard])]
-        if state != "absent" or self.limit is None:
+        if state != "absent" or self.node_limit is None:
             return f"state {state}"
         pinned = int(table.disk[table.pinned(table.live_slots())].sum())
         return (f"waiting for room: it needs {self.footprint.download_cost(shard)} bytes, "
-                f"cache_limit {self.limit}, in use {table.used()}, pinned by readers {pinned}")
+                f"cache_limit {self.node_limit}, in use {table.used()}, pinned by readers {pinned}")
 
     def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit | None:
         """Refuse (CacheLimitError with the number) a cache_limit the node plan cannot run in;
@@ -331,7 +331,7 @@ class CacheSpace:
             node_ids: the node plan's sample ids [ranks, workers, n].
             shard_starts: the first sample id of each shard.
         """
-        limit = self.limit
+        limit = self.node_limit
         if limit is None:
             return None
         needed = minimum_limit(node_ids, self.footprint, shard_starts)
