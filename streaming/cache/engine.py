@@ -36,7 +36,7 @@ from streaming.coord.names import Namespace
 from streaming.coord.wait import Deadline, Flag
 from streaming.errors import ArgumentError, DownloadTimeoutError
 from streaming.storage.retry import RetryPolicy
-from streaming.util.units import parse_bytes
+from streaming.util.quantities import parse_bytes
 
 if TYPE_CHECKING:
     from streaming.stream import Stream

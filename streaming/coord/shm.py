@@ -25,14 +25,14 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import DTypeLike
 
-from streaming.coord.files import (
+from streaming.coord.proc import ProcessId
+from streaming.coord.shm_files import (
     PREFIX,
     names_inode,
     our_files,
     reclaim_if_free,
     shm_dir,
 )
-from streaming.coord.proc import ProcessId
 from streaming.errors import CoordinationError
 
 _MAGIC = b"SDSARR01"

@@ -17,7 +17,7 @@ from streaming.errors import PlanError
 from streaming.format.shard import ShardReader
 from streaming.read.iterate import ReadTally, iter_chunks
 from streaming.read.open_shards import OpenShards
-from streaming.read.source import ShardSource, acquire_open, shard_source
+from streaming.read.shard_source import ShardSource, acquire_open, shard_source
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine

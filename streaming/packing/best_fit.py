@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import PlanError, StateMismatchError
-from streaming.packing.base import BufferedPacker, as_int64, split_packs
+from streaming.packing.packer import BufferedPacker, as_int64, split_packs
 
 DEFAULT_BUFFER = 1000
 DEFAULT_MAX_AGE = 8

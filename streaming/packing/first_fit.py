@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import StateMismatchError
-from streaming.packing.base import Packer, load_pairs, pairs_state
+from streaming.packing.packer import Packer, load_pairs, pairs_state
 
 
 class FirstFitPacker(Packer):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from streaming.errors import PlanError
-from streaming.packing.base import as_int64
 from streaming.packing.best_fit import BestFitPacker
+from streaming.packing.packer import as_int64
 from streaming.packing.strategies import OFFLINE, make_packer
 
 

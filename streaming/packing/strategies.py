@@ -6,9 +6,9 @@ import re
 from typing import Any
 
 from streaming.errors import PlanError
-from streaming.packing.base import Packer
 from streaming.packing.best_fit import BestFitPacker
 from streaming.packing.first_fit import FirstFitPacker
+from streaming.packing.packer import Packer
 from streaming.packing.window import WindowPacker
 
 STRATEGIES = ("best_fit", "first_fit", "window_XX")

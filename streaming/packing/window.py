@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.packing.base import BufferedPacker, split_packs
+from streaming.packing.packer import BufferedPacker, split_packs
 
 
 def first_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from streaming.format.shard import NOWAIT_READS, ShardReader
+from streaming.read.shard_source import ShardSource
 from streaming.read.shelf import Fetched, NotOpen, ReadChunk, Shelf, decode
 from streaming.read.shelf import fetch as fetch_chunk
-from streaming.read.source import ShardSource
 
 READ_BYTES = 16 << 20  # sample bytes decoded per vectorised read (bounds the copies held)
 MAX_READ = 1024  # rows per read: enough that a shuffled read still has many rows per shard

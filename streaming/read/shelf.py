@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import ShardCorruptError
-from streaming.format.encodings.base import FileBytes
+from streaming.format.encodings.encoding import FileBytes
 from streaming.format.rows import RowCodec
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import (
@@ -31,7 +31,7 @@ from streaming.format.shard import (
     samples_of,
 )
 from streaming.read.open_shards import MIN_CAPACITY, default_capacity
-from streaming.read.source import ShardSource, acquire_open
+from streaming.read.shard_source import ShardSource, acquire_open
 
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
 

@@ -11,7 +11,7 @@ import pytest
 
 from streaming.format.text_shard import open_shard
 from streaming.read.iterate import iter_chunks
-from streaming.read.source import LocalSource, ShardSource
+from streaming.read.shard_source import LocalSource, ShardSource
 from tests.cache._data import open_dataset, write_dataset
 
 SAMPLES = 600

@@ -14,7 +14,7 @@ from typing import Any
 from streaming.errors import ArgumentError, UnsupportedFeatureError
 from streaming.storage.retry import UPLOAD_TIMEOUT
 from streaming.storage.schemes import split_scheme
-from streaming.util.units import parse_bytes
+from streaming.util.quantities import parse_bytes
 from writers.convert.graft import graft
 from writers.convert.infer import infer_columns
 from writers.convert.parallel import (
@@ -91,7 +91,7 @@ def open_source(source: Any, fmt: str | None = None) -> tuple[Source, str]:
 
         return ParquetSource(source), fmt
     if fmt == "hf":
-        from writers.convert.hf import HFSource
+        from writers.convert.hf_datasets import HFSource
 
         return HFSource(source), fmt
     from writers.convert.iterable import IterableSource
