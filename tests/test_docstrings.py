@@ -1,0 +1,104 @@
+"""Every public class and function a user imports from `streaming`, `writers` or
+`streaming.packing` documents each parameter of its signature in a Google-style `Args:` section,
+and that section names no parameter the signature has lost (editors show both on hover)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable
+
+import pytest
+
+PACKAGES = ("streaming", "writers", "streaming.packing")
+ENTRY = re.compile(r"\*{0,2}(\w+)\s*(?:\([^)]*\))?:(?:\s|$)")
+
+
+def public_callables() -> dict[str, Callable[..., object]]:
+    """Each package's `__all__` entries that are classes or functions, by qualified name."""
+    found: dict[str, Callable[..., object]] = {}
+    for package in PACKAGES:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            value = getattr(module, name)
+            if inspect.isclass(value) or inspect.isfunction(value):
+                found.setdefault(f"{value.__module__}.{value.__qualname__}", value)
+    return found
+
+
+def documented_args(doc: str) -> list[str] | None:
+    """Names of the `Args:` section's entries in order, or None without such a section.
+
+    An entry starts at the section's first indentation (`name: text` or `name (type): text`);
+    deeper lines continue it; the section ends at a line indented no deeper than `Args:`."""
+    lines = inspect.cleandoc(doc).splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == "Args:"]
+    if not starts:
+        return None
+    header = lines[starts[0]]
+    base = len(header) - len(header.lstrip())
+    names: list[str] = []
+    entry_indent: int | None = None
+    for line in lines[starts[0] + 1:]:
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent <= base:
+            break
+        entry_indent = indent if entry_indent is None else entry_indent
+        if indent == entry_indent:
+            match = ENTRY.match(line.strip())
+            if match is None:
+                raise AssertionError(f"Args: entry without `name:` -> {line.strip()!r}")
+            names.append(match.group(1))
+    return names
+
+
+VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+def parameters(obj: Callable[..., object], variadic: bool = False) -> list[str]:
+    """The parameters of `inspect.signature(obj)` (no self): the named ones, or with
+    `variadic` the *args and **kwargs ones (which an Args: section may name, need not)."""
+    return [p.name for p in inspect.signature(obj).parameters.values()
+            if (p.kind in VARIADIC) == variadic]
+
+
+def test_the_parser_reads_google_style_args() -> None:
+    doc = """Summary.
+
+    Args:
+        alpha: First,
+            continued here: with a colon.
+        beta (int): Second.
+
+        gamma: After a blank line.
+
+    Returns:
+        delta: not an argument.
+    """
+    assert documented_args(doc) == ["alpha", "beta", "gamma"]
+    assert documented_args("No section.") is None
+
+
+def test_the_public_surface_is_found() -> None:
+    names = {qualified.rpartition(".")[2] for qualified in public_callables()}
+    assert {"StreamingDataset", "Stream", "StreamingDataLoader", "MDSWriter", "JSONWriter",
+            "CSVWriter", "TSVWriter", "XSVWriter", "LocalDataset", "PackedStreamingDataset",
+            "PackedDataset", "plan_packs", "merge_index"} <= names
+
+
+@pytest.mark.parametrize("qualified", sorted(public_callables()))
+def test_args_section_matches_the_signature(qualified: str) -> None:
+    obj = public_callables()[qualified]
+    wanted = parameters(obj)
+    documented = documented_args(obj.__doc__ or "")
+    if not wanted and documented is None:
+        return
+    assert documented is not None, f"{qualified} has parameters {wanted} but no Args: section"
+    missing = [name for name in wanted if name not in documented]
+    stale = [name for name in documented if name not in wanted + parameters(obj, True)]
+    assert not missing and not stale, (
+        f"{qualified}: Args: lacks {missing}, names parameters that do not exist {stale}")
+    assert len(documented) == len(set(documented)), f"{qualified}: an Args: entry is repeated"
