@@ -69,7 +69,7 @@ class MDSWriter:
             None: uncompressed.
         hashes: Digest algorithms recorded per shard file ("sha1", "xxh64", ...); None: none.
         size_limit: Raw bytes per shard (int or "64mb"; default 64 MiB, below 4 GiB); None:
-            no limit of ours.
+            no limit (shards still stop below 4 GiB).
         keep_local: Keep the local files uploaded to a remote `out`. None keeps the local
             folder of a pair and empties a temporary staging folder.
         progress_bar: Show a bar counting written samples.

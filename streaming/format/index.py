@@ -359,7 +359,8 @@ def merge_index(
     Args:
         out: The local folder holding the sub-datasets; the merged index.json goes here.
         parts: Sub-dataset folders (or their index.json files) inside `out`, in order (the
-            reference calls this list `index_file_urls`); None: found as above.
+            reference's `index_file_urls`, which it takes first: `streaming.base.util.
+            merge_index` takes that order); None: found as above.
     """
     out = Path(out)
     folders = _find_parts(out) if parts is None else [_index_path(p).parent for p in parts]
