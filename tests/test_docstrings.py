@@ -89,16 +89,50 @@ def test_the_public_surface_is_found() -> None:
             "PackedDataset", "plan_packs", "merge_index"} <= names
 
 
+def mismatch(obj: Callable[..., object]) -> tuple[list[str], list[str]] | None:
+    """(parameters the Args: section lacks, entries naming no parameter), or None when the
+    callable has parameters and no Args: section."""
+    wanted = parameters(obj)
+    documented = documented_args(obj.__doc__ or "")
+    if documented is None:
+        return None if wanted else ([], [])
+    assert len(documented) == len(set(documented)), f"{obj}: an Args: entry is repeated"
+    allowed = wanted + parameters(obj, variadic=True)
+    return ([n for n in wanted if n not in documented],
+            [n for n in documented if n not in allowed])
+
+
+def test_the_check_finds_missing_and_stale_entries() -> None:
+    def kept(a: int, *rest: int, b: int = 0, **options: int) -> None:
+        """Kept.
+
+        Args:
+            a: One.
+            b: Two.
+            **options: Passed on.
+        """
+
+    def renamed(a: int, c: int = 0) -> None:
+        """Renamed.
+
+        Args:
+            a: One.
+            b: The old name of c.
+        """
+
+    def bare(a: int) -> None:
+        """No section."""
+
+    assert mismatch(kept) == ([], [])
+    assert mismatch(renamed) == (["c"], ["b"])
+    assert mismatch(bare) is None
+
+
 @pytest.mark.parametrize("qualified", sorted(public_callables()))
 def test_args_section_matches_the_signature(qualified: str) -> None:
     obj = public_callables()[qualified]
-    wanted = parameters(obj)
-    documented = documented_args(obj.__doc__ or "")
-    if not wanted and documented is None:
-        return
-    assert documented is not None, f"{qualified} has parameters {wanted} but no Args: section"
-    missing = [name for name in wanted if name not in documented]
-    stale = [name for name in documented if name not in wanted + parameters(obj, True)]
+    found = mismatch(obj)
+    assert found is not None, f"{qualified} has parameters {parameters(obj)} but no Args:"
+    missing, stale = found
     assert not missing and not stale, (
         f"{qualified}: Args: lacks {missing}, names parameters that do not exist {stale}")
-    assert len(documented) == len(set(documented)), f"{qualified}: an Args: entry is repeated"
