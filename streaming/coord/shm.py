@@ -285,6 +285,10 @@ def clean_stale_shared_memory(directory: Path | None = None) -> int:
     """Remove this user's segments and lock files whose owners died; return how many.
 
     Kept for compatibility: creation reclaims leftovers by itself, so nobody needs to call it.
+
+    Args:
+        directory: Where the segments live; None: $STREAMING_SHM_DIR, else /dev/shm, else a
+            per-user temp folder. Not in the reference.
     """
     return sum(reclaim_if_free(path) for path in our_files(directory or shm_dir()))
 

@@ -34,6 +34,15 @@ class LocalDataset(Dataset):
 
     Compressed shards are decompressed into `cache_dir` if given, else beside the compressed
     file, else (read-only directory) into a per-user temporary cache.
+
+    Args:
+        local: The dataset's folder (holding index.json), read in place.
+        split: Sub-folder of `local` (e.g. "train"); None: `local` itself.
+        allow_unsafe_types: Allow `pkl` columns (unpickling can run code); False refuses them.
+        validate_hash: Hash algorithm ("xxh64", "sha1", ...) each shard is checked with when
+            first opened; None: no check. Not in the reference.
+        cache_dir: Folder for decompressed copies of compressed shards; None: as above. Not
+            in the reference.
     """
 
     def __init__(

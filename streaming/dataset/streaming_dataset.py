@@ -42,40 +42,60 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     """An iterable (and randomly indexable) dataset over one or more MDS streams.
 
     Iteration yields this rank's share of each epoch in the planned global order; `ds[i]` reads
-    any sample by global id. docs/dataset.md says more about every argument.
+    any sample by global id. Every argument is keyword-only and has the reference's name;
+    docs/dataset.md says more about each.
 
     Args:
-        streams: Streams to mix; exclusive with `remote`/`local` (an empty list counts as none).
-        remote: Source URL or path of a single stream.
-        local: Node-local folder: the cache of `remote`, or the data itself without one.
-        split: Sub-folder of `remote`/`local`.
-        epoch_size: Samples per epoch over all ranks (int or "100k"); None: every sample.
-        predownload: Samples ahead of the reader whose shards are prepared.
-        cache_limit: Bytes (or "10gb") the cache folders of remote streams never exceed.
-        sampling_method: "balanced" or "fixed": how a partly used stream's subset is drawn.
-        sampling_granularity: Consecutive samples drawn per shard at a time.
-        partition_algo: "relaxed" or "orig".
-        num_canonical_nodes: Nodes the global order is planned for, whatever the topology.
-        batch_size: Per-device batch size (needed by batching methods and by resumption with
-            several DataLoader workers).
-        shuffle: Shuffle each epoch.
-        shuffle_algo: "py1e", "py1br", "py1s", "py2s" or "naive".
-        shuffle_seed: Seed of every random choice.
-        shuffle_block_size: Block size of the shard-aware shuffles.
-        batching_method: "random", "stratified", "per_stream" or "device_per_stream".
-        allow_unsafe_types: Allow `pkl` columns.
-        replication: Consecutive ranks that receive identical samples.
-        download_retry: Extra attempts per file copy (streams may override).
-        download_timeout: Seconds per attempt (streams may override).
-        validate_hash: Hash algorithm every shard is checked with before it is served.
-        keep_zip: Keep downloaded compressed shards after decompressing.
-        stream_name: Registered Stream class of the single stream.
+        streams: Streams to mix; exclusive with `remote`/`local`. None or an empty list: one
+            stream built from `remote`, `local` and `split`.
+        remote: Source URL (`s3://`, `gs://`, `az://`, `https://`, `file://`) or path of a
+            single stream; None: `local` is the data itself.
+        local: Node-local folder: the cache of `remote`, or the data read in place without
+            one. None with a `remote`: a per-user folder under the temp dir.
+        split: Sub-folder of `remote`/`local` (e.g. "train"); None: the folder itself.
+        epoch_size: Samples per epoch over all ranks (int or "100k", "2b"); None: every
+            sample of every stream, as weighted.
+        predownload: Samples ahead of the reader whose shards are prepared; None: 8 x
+            `batch_size` (64 without one).
+        cache_limit: Bytes (int or "10gb") the cache folders of remote streams never exceed,
+            evicting the shards needed last; None: no limit.
+        sampling_method: "balanced" (a partly used stream's subset changes each epoch) or
+            "fixed" (the same every epoch).
+        sampling_granularity: Consecutive samples drawn per shard at a time (1: single).
+        partition_algo: "relaxed" (default) or "orig": how an epoch is split over nodes.
+        num_canonical_nodes: Nodes the global order is planned for, whatever the topology;
+            None: the number of nodes (x64 for py1s/py2s).
+        batch_size: Per-device batch size; None: none. Needed by every batching method but
+            "random" and by a mid-epoch resume with several DataLoader workers.
+        shuffle: Shuffle each epoch (a new order every epoch); False: index order.
+        shuffle_algo: "py1e" (default), "py1br", "py1s", "py2s" or "naive".
+        shuffle_seed: Seed of every random choice (9176, as the reference).
+        shuffle_block_size: Samples per block of the shard-aware shuffles; None:
+            max(4_000_000 // num_canonical_nodes, 2**18), smaller under a tight cache_limit.
+        batching_method: "random" (default), "stratified", "per_stream" or
+            "device_per_stream".
+        allow_unsafe_types: Allow `pkl` columns (unpickling can run code); False refuses them.
+        replication: Consecutive ranks that receive identical samples (tensor or sequence
+            parallelism); None: 1.
+        download_retry: Extra attempts per file copy after an ordinary failure (streams may
+            override); throttling is retried until its own deadline instead.
+        download_timeout: Seconds per download attempt (streams may override).
+        validate_hash: Hash algorithm ("xxh64", "sha1", ...) every shard is checked with
+            before it is served; None: downloads are still checked when the index records a
+            fast digest.
+        keep_zip: Keep downloaded compressed shards after decompressing (False deletes them;
+            local-only data is never deleted).
+        stream_name: Registered Stream class of the single stream ("stream": `Stream`).
         stream_config: Extra keyword arguments for that Stream class.
-        world: An explicit World instead of detecting it.
-        mix_unit: "samples", or "tokens" to read `proportion` as token shares.
-        lengths_column: The column whose lengths `mix_unit="tokens"` uses.
-        packing: True builds a `streaming.packing.streaming.PackedStreamingDataset` (with
-            `packing_length`, `packing_strategy`, ...), which yields packed batches instead.
+        world: An explicit `streaming.plan.World`; None: detected (process group, torchrun,
+            Lightning, SLURM, MPI). Not in the reference.
+        mix_unit: "samples" (default), or "tokens" to read `proportion` as token shares.
+            Not in the reference.
+        lengths_column: The column whose per-sample lengths `mix_unit="tokens"` uses. Not in
+            the reference.
+        packing: True builds a `streaming.packing.streaming.PackedStreamingDataset` (which
+            also takes `packing_length`, `packing_strategy`, ...) and yields packed batches.
+            Not in the reference.
     """
 
     def __new__(cls, *args: Any, packing: bool = False, **kwargs: Any) -> Any:

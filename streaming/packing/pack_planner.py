@@ -23,6 +23,15 @@ def pack_lengths(
 
     For streaming strategies this is exactly what the streaming packer emits when fed the same
     lengths in the same order (ids = positions). `offline_bfd` packs the whole input at once.
+
+    Args:
+        lengths: Tokens of each sample (non-negative ints, 1-D).
+        packing_length: Tokens per pack (the capacity).
+        strategy: "best_fit" (default), "first_fit", "window_XX" or "offline_bfd".
+        filter_overlong: Drop samples longer than `packing_length`.
+        buffer_size: best_fit's lookahead in samples; None: 1000. Other strategies ignore it.
+        overlong: Without filtering: "split" cuts a long sample into `packing_length` pieces,
+            "alone" makes it a pack of its own.
     """
     lengths = as_int64(lengths, "lengths")
     ids = np.arange(lengths.size, dtype=np.int64)
@@ -58,6 +67,18 @@ def plan_packs(
     With `shuffle`, samples are permuted before packing and the packs are permuted after (so the
     size-sorted order that best-fit produces does not leak into training); both draws come from
     (seed, epoch) only. A split sample's pieces are kept in token order either way.
+
+    Args:
+        lengths: Tokens of each sample (non-negative ints, 1-D).
+        packing_length: Tokens per pack (the capacity).
+        strategy: "best_fit" (default), "first_fit", "window_XX" or "offline_bfd".
+        seed: Seed of the shuffles (with `epoch`); at least 0.
+        epoch: The epoch planned; at least 0.
+        shuffle: Permute the samples before packing and the packs after; False keeps order.
+        filter_overlong: Drop samples longer than `packing_length`.
+        buffer_size: best_fit's lookahead in samples; None: 1000. Other strategies ignore it.
+        overlong: Without filtering: "split" cuts a long sample into `packing_length` pieces,
+            "alone" makes it a pack of its own.
     """
     lengths = as_int64(lengths, "lengths")
     if not shuffle:

@@ -144,6 +144,24 @@ class PackedDataset:
     `len(ds)` is this rank's number of packs for the epoch (equal on every rank); `ds[k]` is
     pack k collated by `collator` (a PackCollator) plus `sample_ids`; `set_epoch(e)` replans.
     Over all ranks, every sample (not filtered as overlong) appears exactly once per epoch.
+
+    Args:
+        source: A dataset folder (opened as a LocalDataset), or a dataset indexable by
+            sample id (LocalDataset, StreamingDataset).
+        column: The token column whose lengths are packed.
+        packing_length: Tokens per pack (the capacity; default 32000).
+        packing_strategy: "best_fit" (default), "first_fit", "window_XX" or "offline_bfd"
+            (best-fit decreasing over the whole epoch: the fullest packs).
+        filter_overlong: Drop samples longer than `packing_length`.
+        overlong: Without filtering: "split" cuts a long sample into `packing_length` pieces,
+            "alone" makes it a pack of its own.
+        buffer_size: best_fit's lookahead in samples; None: 1000.
+        seed: Seed of the per-epoch shuffles (with the epoch).
+        shuffle: Shuffle samples before packing and packs after; False keeps order.
+        rank: This data-parallel rank; None: detected (torchrun, process group, ...).
+        num_ranks: Data-parallel ranks; None: detected.
+        lengths: Each sample's tokens, if already known; None: `load_lengths(source, column)`.
+        collator: Turns packs into tensors; None: `PackCollator(packing_length)`.
     """
 
     def __init__(

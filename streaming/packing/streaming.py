@@ -72,6 +72,27 @@ class PackedStreamingDataset(IterableDataset):
     repeated). Each batch also holds `sample_ids` (every sample of its packs, in order). All
     StreamingDataset arguments apply (streams, shuffling, batching_method, mix_unit, ...), and
     the source's public attributes read through (`ds.streams`, `ds.cache_stats()`, ...).
+    docs/packing.md says more about each argument.
+
+    Args:
+        packing_length: Tokens per pack (the capacity; default 32000).
+        packing_strategy: "best_fit" (default), "first_fit" or "window_XX" (e.g.
+            "window_100").
+        filter_overlong: Drop samples longer than `packing_length`.
+        overlong: Without filtering: "split" cuts a long sample into `packing_length` pieces,
+            "alone" makes it a pack of its own.
+        packing_column: The token column whose lengths are packed (also the dataset's
+            `lengths_column`).
+        packing_buffer_size: best_fit's lookahead in samples; None: 1000.
+        packs_per_batch: Packs collated into each batch (a positive int).
+        equal_packs: Every rank ends the epoch with the same number of packs (splitting
+            packs or adding empty ones), so no rank waits for another.
+        collator: Turns packs into tensors; None: `PackCollator(packing_length)`.
+        packing: Must be True (it is what `StreamingDataset(packing=True)` passes on).
+        source: An existing StreamingDataset to pack; None: one built from `**kwargs`.
+        lengths: Each sample's tokens, if already known; None: loaded from `source`.
+        **kwargs: StreamingDataset's arguments (streams, remote, local, shuffle, ...),
+            when `source` is None.
     """
 
     def __init__(
