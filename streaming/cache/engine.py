@@ -125,14 +125,9 @@ class CacheEngine:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._run_shard = np.zeros(0, np.int64)
-        self._run_start = np.zeros(0, np.int64)
-        self._run_end = np.zeros(0, np.int64)
-        self._previous = np.zeros(0, np.int64)
-        self._entries = np.zeros(0, np.int64)
+        self._runs = ReaderRuns.of(np.zeros(0, np.int64), gap=1)  # the sequence `follow` gave
         self._position = 0
         self._refresh_at = 0
-        self._length = 0
 
     def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -227,9 +222,7 @@ class CacheEngine:
         if len(seq) and (int(seq.min()) < 0 or int(seq.max()) >= len(self.cached)):
             raise ArgumentError(f"follow() needs shard ids in [0, {len(self.cached)}) (drop the -1 "
                              "padding of a plan before mapping ids to shards)")
-        runs = ReaderRuns.of(seq, gap=self.predownload)
-        self._run_start, self._run_shard, self._run_end = runs.start, runs.shard, runs.end
-        self._previous, self._entries, self._length = runs.previous, runs.entries, runs.length
+        self._runs = ReaderRuns.of(seq, gap=self.predownload)
         self._position = 0
         self._refresh_at = 0
         self._publish(0)
@@ -254,14 +247,14 @@ class CacheEngine:
         reading each, into its slot: those of the next `window * horizon` runs, then the new
         shards the prefetcher reaches beyond them (so eviction knows they are wanted)."""
         reader = self.slot
-        r0 = max(int(np.searchsorted(self._run_start, position, side="right")) - 1, 0)
-        runs = horizon_runs(self._run_shard, self._entries, self._previous, r0,
+        seq = self._runs
+        r0 = max(int(np.searchsorted(seq.start, position, side="right")) - 1, 0)
+        runs = horizon_runs(seq.shard, seq.entries, seq.previous, r0,
                             reader.table.horizon, self.prefetch_threads, window)
-        ends = self._run_end
-        reader.publish(self._run_shard[runs], self._run_start[runs], ends[runs], position)
+        reader.publish(seq.shard[runs], seq.start[runs], seq.end[runs], position)
         # Refresh when the current run ends (a shard read again later then shows its next use
         # instead of looking finished), but at most every REFRESH_STEPS steps.
-        later = ends[runs[0]] if len(runs) else self._length
+        later = seq.end[runs[0]] if len(runs) else seq.length
         self._refresh_at = max(int(later), position + REFRESH_STEPS)
 
     # ----- the reader side ---------------------------------------------------------------
@@ -369,15 +362,16 @@ class CacheEngine:
         `prefetch_threads` new shards (see `lookahead`); True if it did work."""
         space = self.space
         pos = self._position
-        lo, hi = prefetch_window(self._run_start, self._entries, self._previous, pos,
+        seq = self._runs
+        lo, hi = prefetch_window(seq.start, seq.entries, seq.previous, pos,
                                  self.predownload, self.prefetch_threads)
-        window = self._run_shard[lo:hi]
+        window = seq.shard[lo:hi]
         todo = np.flatnonzero(space.table.state[window] == tb.ABSENT)
         for k in todo.tolist():
             shard = int(window[k])
             if shard in self._errors or not self.cached[shard]:
                 continue
-            distance = max(int(self._run_start[lo + k]) - pos, 0)
+            distance = max(int(seq.start[lo + k]) - pos, 0)
             try:
                 outcome = space.bring(shard, distance)
             except Exception as exc:

@@ -29,16 +29,28 @@ class ShardFiles:
         self.dirs = dirs
 
     def paths(self, shard: int) -> tuple[Path, Path | None]:
-        """The shard's raw file and its compressed file (None: it is stored raw)."""
+        """The shard's raw file and its compressed file (None: it is stored raw).
+
+        Args:
+            shard: global shard index.
+        """
         return self.preparer.raw_path(shard), self.preparer.zip_path(shard)
 
     def bytes_on_disk(self, shard: int) -> int:
-        """What the shard's raw and compressed files occupy now."""
+        """What the shard's raw and compressed files occupy now.
+
+        Args:
+            shard: global shard index.
+        """
         raw, zipped = self.paths(shard)
         return disk.size(raw) + (disk.size(zipped) if zipped else 0)
 
     def describe(self, shard: int) -> str:
-        """`shard 3 (s3://bucket/ds/shard.00003.mds.zstd)`, for messages."""
+        """`shard 3 (s3://bucket/ds/shard.00003.mds.zstd)`, for messages.
+
+        Args:
+            shard: global shard index.
+        """
         facts = self.preparer.facts
         stream = self.preparer.streams[int(facts.stream_of_shard[shard])]
         name = facts.zip_basenames[shard] or facts.basenames[shard]
@@ -47,7 +59,11 @@ class ShardFiles:
 
     def scan(self, table: tb.CacheTable) -> None:
         """Fill a new node table from disk: adopt complete shards, drop orphans, and count every
-        other file in the folders against the limit."""
+        other file in the folders against the limit.
+
+        Args:
+            table: the table just created (nobody else sees it yet).
+        """
         facts = self.preparer.facts
         by_folder: dict[Path, list[int]] = {}
         for shard in np.flatnonzero(self.cached).tolist():  # part folders: `0/shard...` etc.
@@ -73,7 +89,12 @@ class ShardFiles:
 
     def recover(self, table: tb.CacheTable, shard: int) -> None:
         """Put a shard whose preparation failed or whose preparer died back to absent, with its
-        reservation returned and its temp files removed (caller holds the table's lock)."""
+        reservation returned and its temp files removed (caller holds the table's lock).
+
+        Args:
+            table: the node table.
+            shard: global shard index.
+        """
         table.state[shard] = tb.ABSENT
         table.reserved[shard] = 0
         table.owner[shard] = 0
@@ -82,7 +103,11 @@ class ShardFiles:
 
     def unwritten(self, table: tb.CacheTable) -> int:
         """Bytes the preparations in flight reserved and have not written yet (their temp
-        files hold the rest, which the disk's free space already shows)."""
+        files hold the rest, which the disk's free space already shows).
+
+        Args:
+            table: the node table (caller holds its lock).
+        """
         busy = np.flatnonzero(table.reserved > 0)
         written = sum(disk.temp_bytes(*self.paths(int(k))) for k in busy.tolist())
         return max(int(table.reserved[busy].sum()) - written, 0)

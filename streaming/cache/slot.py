@@ -33,19 +33,35 @@ class ReaderSlot:
               on_dead_owner: Callable[[int], None]) -> ReaderSlot:
         """Take a free slot and record the reader's cache_limit and download concurrency
         (0: no wish); `on_dead_owner(shard)` is called, under the table's lock, for each shard a
-        dead former holder of the slot left mid-preparation."""
+        dead former holder of the slot left mid-preparation.
+
+        Args:
+            table: the node table.
+            limit: the cache_limit this reader asks for, in bytes (0: none).
+            downloads: the preparations at once this reader asks for (0: any number).
+            on_dead_owner: resets a shard a dead reader was preparing.
+        """
         with table.locked():
             index = table.claim_slot(on_dead_owner)
             table.ask(index, limit, downloads)
         return cls(table, index)
 
     def count(self, column: int, amount: int = 1) -> None:
-        """Add `amount` to one of the slot's counters (a `table.HITS`... column)."""
+        """Add to one of the slot's counters.
+
+        Args:
+            column: `table.HITS`, `table.MISSES`... (the counter's column of the slot row).
+            amount: what to add.
+        """
         with self._counting:
             self.table.count(self.index, column, amount)
 
     def pin(self, shard: int) -> None:
-        """Mark `shard` held by this reader: eviction leaves it alone until `unpin`."""
+        """Mark `shard` held by this reader: eviction leaves it alone until `unpin`.
+
+        Args:
+            shard: the shard the reader is about to read.
+        """
         pins = self.table.pins[self.index]
         free = np.flatnonzero(pins < 0)
         if not len(free):
@@ -55,14 +71,22 @@ class ReaderSlot:
         pins[free[0]] = shard
 
     def unpin(self, shard: int) -> None:
-        """Drop one pin of `shard` (none: nothing happens)."""
+        """Drop one pin of `shard` (none: nothing happens).
+
+        Args:
+            shard: a shard the reader is done with.
+        """
         pins = self.table.pins[self.index]
         held = np.flatnonzero(pins == shard)
         if len(held):
             pins[held[0]] = -1
 
     def advance(self, position: int) -> None:
-        """Record that the reader is at step `position` of its sequence."""
+        """Record that the reader is at step `position` of its sequence.
+
+        Args:
+            position: the reader's step.
+        """
         self.table.progress[self.index] = position
 
     def publish(self, shards: np.ndarray, starts: np.ndarray, ends: np.ndarray,
