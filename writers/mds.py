@@ -43,7 +43,7 @@ from writers.length_recorder import LengthRecorder, LengthSpec
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
 from writers.output_dir import clear_files, prepare_directory
 from writers.shard_builder import ShardBuilder
-from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
+from writers.shard_publish import TMP_SUFFIX, config_json, shard_config, write_shard
 from writers.upload import Uploader, make_uploader, resolve_output, shard_files
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from streaming.format.text_shard import META_SUFFIX, meta_bytes
 from streaming.storage.retry import RETRY
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
 from writers.output_dir import prepare_directory
-from writers.shard_files import write_shard
+from writers.shard_publish import write_shard
 from writers.upload import make_uploader, resolve_output, shard_files
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import numpy as np
 from streaming.errors import PlanError
 
 if TYPE_CHECKING:
-    from streaming.packing.precomputed import EpochPacks
+    from streaming.packing.pack_planner import EpochPacks
 
 
 @dataclass(frozen=True)

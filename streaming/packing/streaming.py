@@ -21,9 +21,8 @@ from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import ArgumentError, PlanError, StateMismatchError
 from streaming.observe.metrics import cache_metrics, disk_metrics
 from streaming.packing.equal import job_most_packs
-from streaming.packing.pack_planner import pack_lengths
+from streaming.packing.pack_planner import EpochPacks, grow, pack_lengths
 from streaming.packing.pack_stats import PackCounts, PackFill, fill_of
-from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.strategies import make_packer
 from streaming.packing.watch import PackWatch
 from streaming.plan import World
