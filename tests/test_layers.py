@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -33,10 +34,15 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
 def imports(path: Path, name: str, known: dict[str, Path]) -> set[str]:
     """Every module `path` imports, wherever the import statement stands: `from a import b`
     depends on module a.b when there is one, else on a itself."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -161,7 +167,7 @@ def test_lower_layers_do_not_import_upper_ones(layer: str, forbidden: tuple[str,
     for name, path in modules().items():
         if name != layer and not name.startswith(layer + "."):
             continue
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                     for alias in node.names}
         imported |= {node.module or "" for node in ast.walk(tree)
