@@ -37,6 +37,26 @@ class Progress:
     ended: bool
 
 
+@dataclasses.dataclass
+class Iteration:
+    """One iteration of this worker, as `Session.iteration` hands it to its owner: the world
+    it runs in, where it started, and the count of units (samples, packs) passed on.
+
+    Args:
+        world: This process's world (its DataLoader worker, if one).
+        start: Where the epoch counter placed this iteration.
+        session: The session whose progress the count is.
+    """
+
+    world: World
+    start: IterationStart
+    session: Session
+
+    def count(self, units: int = 1) -> None:
+        """`units` more were passed to the consumer (counted before it gets them)."""
+        self.session._count += units
+
+
 class Session:
     """Node coordination, epoch counter, plan publication and resume state of one dataset
     (picklable: DataLoader workers attach to the same shared segments by name)."""
@@ -58,7 +78,7 @@ class Session:
         self._start: IterationStart | None = None
         self._pending = False
         self._ended = False
-        self.count = 0  # units (samples, packs) the owner yielded in this iteration
+        self._count = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_plan": None}  # a worker plans for its own world
@@ -139,8 +159,31 @@ class Session:
             settle_worker()
         start = self.epochs.begin_worker(world.worker, world.workers_per_rank)
         self.node.check(start.epoch)
-        self._start, self._pending, self._ended, self.count = start, False, False, 0
+        self._start, self._pending, self._ended, self._count = start, False, False, 0
         return world, start
+
+    @property
+    def count(self) -> int:
+        """Units (samples, packs) the owner passed on in this process's iteration."""
+        return self._count
+
+    @contextmanager
+    def iteration(self, *, settle: bool = True) -> Iterator[Iteration]:
+        """One iteration of this worker around its owner's generator: begun on entry
+        (`begin`), failing the node on an exception escaping the block (`fail`) and ended when
+        the block completes (`end`). A generator closed before its end (GeneratorExit) leaves
+        the iteration neither failed nor ended: its state is where the consumer stopped.
+
+        Args:
+            settle: Check the world and settle a DataLoader worker first (see `begin`).
+        """
+        world, start = self.begin(settle=settle)
+        try:
+            yield Iteration(world, start, self)
+        except Exception as exc:
+            self.fail(world, exc)
+            raise
+        self.end()
 
     def end(self) -> None:
         """This worker's iteration ran to its end."""
@@ -167,7 +210,7 @@ class Session:
         if self._start is None or self._pending:
             start = self.epochs.peek(worker, workers)
             return Progress(slot, start, start.skip, start.ended)
-        return Progress(slot, self._start, self._start.skip + self.count, self._ended)
+        return Progress(slot, self._start, self._start.skip + self._count, self._ended)
 
     # ----- resumption --------------------------------------------------------------------
     def fingerprint(self, shuffle_seed: int) -> str:

@@ -23,7 +23,7 @@ from streaming.dataset.catalog import Catalog, build_streams
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.resolve import fit_plan
 from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
-from streaming.dataset.session import Session
+from streaming.dataset.session import Iteration, Session
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
@@ -235,20 +235,16 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         return self._samples_of_iteration()
 
     def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
-        world, ids = self._begin()
-        item = self.__getitem__ if self._overridden() else None
-        chunks = self.rows.chunks(ids, item, chunk=self._read_rows(1))
-        watch = self._watch
-        watch.begin(ids)
-        try:
+        with self.session.iteration() as it:
+            ids = self._planned_ids(it)
+            item = self.__getitem__ if self._overridden() else None
+            chunks = self.rows.chunks(ids, item, chunk=self._read_rows(1))
+            watch = self._watch
+            watch.begin(ids)
             for chunk in watch.timed(chunks):
                 for sample in chunk:
-                    self.session.count += 1
+                    it.count()
                     yield sample
-        except Exception as exc:
-            self.session.fail(world, exc)
-            raise
-        self.session.end()
 
     def batches_supported(self) -> bool:
         """Whether `iter_batches` reads what `__iter__` would (no subclass override)."""
@@ -263,35 +259,30 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         (StreamingDataLoader's fast path). With `views`, `bytes` values are memoryviews of the read
         buffer, for a consumer that copies each batch before asking for the next (the worker
         transport)."""
-        world, ids = self._begin()
-        names = self.catalog.codecs[0].column_names
-        chunks = self.rows.chunks(ids, chunk=self._read_rows(batch_size),
-                                  first=batch_size, columns=True, views=views)
-        try:
+        with self.session.iteration() as it:
+            ids = self._planned_ids(it)
+            names = self.catalog.codecs[0].column_names
+            chunks = self.rows.chunks(ids, chunk=self._read_rows(batch_size),
+                                      first=batch_size, columns=True, views=views)
             for columns in chunks:
                 for lo in range(0, len(columns[0]) if columns else 0, batch_size):
                     part = [values[lo:lo + batch_size] for values in columns]
-                    size = len(part[0])
-                    if drop_last and size < batch_size:
+                    if drop_last and len(part[0]) < batch_size:
                         break
-                    self.session.count += size
+                    it.count(len(part[0]))
                     yield {name: collate_column(values, numpy=numpy)
                            for name, values in zip(names, part)}
-        except Exception as exc:
-            self.session.fail(world, exc)
-            raise
-        self.session.end()
 
     def _read_rows(self, multiple: int) -> int:
         world = self.session.worker_world()  # its readers take turns along the node's order
         return self.rows.rows_per_read(multiple, world.ranks_per_node * world.workers_per_rank)
 
-    def _begin(self) -> tuple[World, np.ndarray]:
-        """Register this worker's iteration and fetch its planned ids."""
-        world, start = self.session.begin()
+    def _planned_ids(self, it: Iteration) -> np.ndarray:
+        """The planned ids of iteration `it` from where it starts."""
+        start = it.start
         with self.session.failing_on_error():
-            ids = self.session.worker_sample_ids(start.epoch, start.sample_in_epoch, world)
-        return world, ids[start.skip:]
+            ids = self.session.worker_sample_ids(start.epoch, start.sample_in_epoch, it.world)
+        return ids[start.skip:]
 
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False

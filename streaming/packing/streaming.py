@@ -29,7 +29,7 @@ from streaming.packing.watch import PackWatch
 from streaming.plan import World
 
 if TYPE_CHECKING:
-    from streaming.dataset.session import Session
+    from streaming.dataset.session import Iteration, Session
     from streaming.packing.collate import PackCollator
 
 
@@ -196,21 +196,17 @@ class PackedStreamingDataset(IterableDataset):
 
     def _packs_of_iteration(self) -> Iterator[dict[str, Any]]:
         session = self.session
-        world, start = session.begin(settle=False)
-        try:
+        with session.iteration(settle=False) as it:
+            world, start = it.world, it.start
             with session.failing_on_error():
                 plan = self.rank_packs(start.epoch)
                 mine = worker_packs(plan, self._resume_skip(start.epoch), self.packs_per_batch,
                                     world.worker, world.workers_per_rank)
                 mine = mine.select(np.arange(min(start.skip, mine.num_packs), mine.num_packs))
             self._watch.begin(self._fill(mine, 0))
-            yield from self._watch.timed(self._batches(mine), lambda: session.count)
-        except Exception as exc:
-            session.fail(world, exc)
-            raise
-        session.end()
+            yield from self._watch.timed(self._batches(mine, it), lambda: session.count)
 
-    def _batches(self, plan: EpochPacks) -> Iterator[dict[str, Any]]:
+    def _batches(self, plan: EpochPacks, it: Iteration) -> Iterator[dict[str, Any]]:
         import torch
 
         samples = self.source.read_samples(plan.ids)
@@ -230,7 +226,7 @@ class PackedStreamingDataset(IterableDataset):
                 ids.append(pack_ids)
             batch = self.collator.batch(packs)
             batch["sample_ids"] = torch.from_numpy(np.concatenate(ids))
-            self.session.count += hi - lo
+            it.count(hi - lo)
             yield batch
 
     # ----- metrics -----------------------------------------------------------------------
