@@ -5,7 +5,7 @@ iteration and the resumption state built from them (and loaded back into them)."
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -212,6 +212,26 @@ class Session:
             return Progress(slot, start, start.skip, start.ended)
         return Progress(slot, self._start, self._start.skip + self._count, self._ended)
 
+    def latest_epoch(self) -> int:
+        """The epoch of this rank's latest iteration (0 before the first)."""
+        return self.epochs.current()[0]
+
+    def running_or_next_epoch(self) -> int:
+        """The epoch this rank iterates now or, once every worker ran it to its end, the
+        epoch its next iteration runs."""
+        return self.epochs.running_or_next()
+
+    # ----- node-wide values --------------------------------------------------------------
+    def shared_name(self, tag: str) -> str:
+        """The name of a shared-memory segment `tag` of this dataset on its node."""
+        return self.namespace.name(tag)
+
+    def node_value(self, key: str, compute: Callable[[], int]) -> int:
+        """The int `compute` returns, computed once per node under `key` (its ranks and
+        DataLoader workers share it through the plan board)."""
+        return int(self.board.slice(key, lambda: np.full((1, 1, 1), compute(), np.int64),
+                                    0, 0)[0])
+
     # ----- resumption --------------------------------------------------------------------
     def fingerprint(self, shuffle_seed: int) -> str:
         """The config's fingerprint with `shuffle_seed`, minus what may change on resume: the
@@ -243,18 +263,33 @@ class Session:
 
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
                    ) -> dict[str, Any]:
-        """Resumption state after `num_samples` global samples of the current epoch (counted
-        from where it started, or with `from_beginning` from its first sample); without
-        `num_samples`, the state of this process's iteration (`iteration_state`).
+        """The resumption state in one of two forms: after `num_samples` global samples
+        (`state_after`, the reference's and Composer's form) or, without `num_samples`, after
+        what this process's iteration yielded (`iteration_state`, torchdata's form).
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted, or None.
+            from_beginning: Count them from the epoch's first sample, not from where its
+                iteration started.
+        """
+        if num_samples is None:
+            return self.iteration_state()
+        return self.state_after(num_samples, from_beginning=from_beginning)
+
+    def state_after(self, num_samples: int, *, from_beginning: bool = False) -> dict[str, Any]:
+        """The state after `num_samples` global samples of the current epoch (counted from
+        where it started, or with `from_beginning` from its first sample).
 
         After an epoch's last sample the state stays in that epoch (`sample_in_epoch` = its
         size, as the reference saves it): loading it ends that epoch at once, so a trainer
         that keeps its own epoch counter (Composer) sees the epoch end where it expects it.
         With no sample counted after an epoch ran to its end (Composer's `1ep` checkpoint),
         the state is the next epoch's start.
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted.
+            from_beginning: Count them from the epoch's first sample.
         """
-        if num_samples is None:
-            return self.iteration_state()
         epoch, offset = self.epochs.current()
         if num_samples == 0 and self.epochs.running_or_next() > epoch:
             return self.resume_state(epoch + 1, 0)

@@ -287,10 +287,31 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
                    ) -> dict[str, Any]:
-        """Resumption state after `num_samples` global samples of the current epoch, counted
-        from where it started (or its first sample with `from_beginning`); without
-        `num_samples` (torchdata's protocol), the state of this process's iteration."""
+        """The resumption state in one of two forms: after `num_samples` global samples
+        (`state_after`, the reference's and Composer's form) or, without `num_samples`, after
+        what this process's iteration yielded (`iteration_state`, torchdata's form).
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted, or None.
+            from_beginning: Count them from the epoch's first sample, not from where its
+                iteration started.
+        """
         return self.session.state_dict(num_samples, from_beginning)
+
+    def state_after(self, num_samples: int, *, from_beginning: bool = False) -> dict[str, Any]:
+        """The state after `num_samples` global samples of the current epoch, counted from
+        where it started (or its first sample with `from_beginning`).
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted.
+            from_beginning: Count them from the epoch's first sample.
+        """
+        return self.session.state_after(num_samples, from_beginning=from_beginning)
+
+    def iteration_state(self) -> dict[str, Any]:
+        """The state after what this process's iteration yielded (inside a DataLoader worker,
+        the worker's own; see docs/resumption.md)."""
+        return self.session.iteration_state()
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
         """Continue from `obj` at the next iteration (also mid-run and on another topology).

@@ -122,8 +122,7 @@ class PackedStreamingDataset(IterableDataset):
             lengths = load_lengths(source, packing_column)
         self.lengths = lengths
         self._lengths_digest = xxhash.xxh3_64_hexdigest(np.ascontiguousarray(lengths, np.int64))
-        session = source.session
-        self._resume_name = session.namespace.name(f"k{source.world.rank_in_node}")
+        self._resume_name = source.session.shared_name(f"k{source.world.rank_in_node}")
         self._resume_seg: SharedArray | None = SharedArray.create(self._resume_name, (2,),
                                                                   np.int64)
         self._cached: tuple[Any, EpochPacks] | None = None
@@ -174,15 +173,12 @@ class PackedStreamingDataset(IterableDataset):
             ids = ids[ids >= 0]
             return len(pack_lengths(self.lengths[ids], self.packing_length, **self.packing))
 
-        def count() -> np.ndarray:
-            return np.full((1, 1, 1), job_most_packs(count_rank, world, key), np.int64)
-
-        return int(self.session.board.slice(key, count, 0, 0)[0])
+        return self.session.node_value(key, lambda: job_most_packs(count_rank, world, key))
 
     def __len__(self) -> int:
         """Batches of packs this rank yields in the epoch it iterates now, or between epochs in
         the next one (equal on every rank with `equal_packs`)."""
-        epoch = self.session.epochs.running_or_next()
+        epoch = self.session.running_or_next_epoch()
         return -(-self.rank_packs(epoch).num_packs // self.packs_per_batch)
 
     def pack_count(self, epoch: int = 0) -> int:
@@ -249,7 +245,7 @@ class PackedStreamingDataset(IterableDataset):
     def fill_from_start(self) -> Callable[[int], PackFill]:
         """The fill of the first `n` packs of this rank from where the next (or running)
         iteration starts, as the training process sees it."""
-        state = self.state_dict(0, False)
+        state = self.state_after(0)
         epoch = int(state["source"]["epoch"])
         first = int(state["packs_in_epoch"]) // self.source.world.data_parallel_ranks
         return self._fill(self.rank_packs(epoch), first)
@@ -286,31 +282,48 @@ class PackedStreamingDataset(IterableDataset):
 
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
                    ) -> dict[str, Any]:
-        """Resumption state after `num_samples` global packs of the current epoch (the
-        StreamingDataLoader passes packs: its batches' leading size is packs per batch):
-        `{"source": <the source's state at the epoch's start>, "packs_in_epoch": ...,
-        "packing": <the packing setup>}`. Without `num_samples` (torchdata's protocol), the
-        state of this process's iteration; inside a DataLoader worker the source state also
-        holds the worker's own pack count (`worker`)."""
-        dp = self.source.world.data_parallel_ranks
+        """The resumption state in one of two forms: after `num_samples` global packs
+        (`state_after`; the StreamingDataLoader passes packs, its batches' leading size) or,
+        without `num_samples`, after what this process's iteration yielded (`iteration_state`,
+        torchdata's form). Either is `{"source": <the source's state at the epoch's start>,
+        "packs_in_epoch": ..., "packing": <the packing setup>}`.
+
+        Args:
+            num_samples: Global packs of the current epoch a loader counted, or None.
+            from_beginning: Count them from the epoch's first pack, not from where its
+                iteration started.
+        """
         if num_samples is None:
-            return self._iteration_state()
-        epoch, _ = self.session.epochs.current()
-        if num_samples == 0 and self.session.epochs.running_or_next() > epoch:
-            return self._packed_state(self.session.resume_state(epoch + 1, 0), 0)  # it ended
+            return self.iteration_state()
+        return self.state_after(num_samples, from_beginning=from_beginning)
+
+    def state_after(self, num_samples: int, *, from_beginning: bool = False) -> dict[str, Any]:
+        """The state after `num_samples` global packs of the current epoch (counted from where
+        its iteration started, or with `from_beginning` from its first pack).
+
+        Args:
+            num_samples: Global packs of the current epoch a loader counted.
+            from_beginning: Count them from the epoch's first pack.
+        """
+        session = self.session
+        epoch = session.latest_epoch()
+        if num_samples == 0 and session.running_or_next_epoch() > epoch:
+            return self._packed_state(session.resume_state(epoch + 1, 0), 0)  # it ended
+        dp = self.source.world.data_parallel_ranks
         packs = num_samples // dp + (0 if from_beginning else self._resume_skip(epoch))
         if packs >= self.rank_packs(epoch).num_packs:
             epoch, packs = epoch + 1, 0
-        return self._packed_state(self.session.resume_state(epoch, 0), packs)
+        return self._packed_state(session.resume_state(epoch, 0), packs)
 
     def _packed_state(self, source: dict[str, Any], packs: int) -> dict[str, Any]:
         dp = self.source.world.data_parallel_ranks
         return {"source": source, "packs_in_epoch": packs * dp,
                 "packing": self._packing_identity()}
 
-    def _iteration_state(self) -> dict[str, Any]:
-        """The rank's packs in the training process; inside a DataLoader worker the packs
-        before the iteration's start plus this worker's own count (see
+    def iteration_state(self) -> dict[str, Any]:
+        """The state after what this process's iteration yielded: the rank's packs in the
+        training process; inside a DataLoader worker the packs before the iteration's start
+        plus this worker's own count, beside the source state (see
         Session.iteration_state)."""
         session = self.session
         now = session.progress()

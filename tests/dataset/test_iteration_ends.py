@@ -22,6 +22,8 @@ def data(tmp_path_factory) -> Path:
 
 def _position(ds: StreamingDataset) -> tuple[int, int]:
     state = ds.state_dict()
+    assert state == ds.iteration_state()  # the named method of the no-argument form
+    assert ds.state_dict(7, True) == ds.state_after(7, from_beginning=True)
     return state["epoch"], state["sample_in_epoch"]
 
 
@@ -65,5 +67,8 @@ def test_a_packed_iteration_run_to_its_end_ends_and_one_closed_early_does_not(tm
         batches.close()
         state = ds.state_dict()
         assert (state["source"]["epoch"], state["packs_in_epoch"]) == (1, 2)
+        assert state == ds.iteration_state()
+        assert ds.state_dict(4, True) == ds.state_after(4, from_beginning=True)
+        assert ds.state_after(4)["packs_in_epoch"] == 4
     finally:
         ds.close()
