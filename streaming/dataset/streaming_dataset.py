@@ -75,14 +75,16 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         mix_unit: "samples", or "tokens" to read `proportion` as token shares.
         lengths_column: The column whose lengths `mix_unit="tokens"` uses.
         packing: True builds a `streaming.packing.streaming.PackedStreamingDataset` (with
-            `packing_length`, `packing_strategy`, ...), which yields packed batches instead.
+            `packing_length`, `packing_strategy`, ...) over a StreamingDataset of the other
+            arguments, which yields packed batches instead.
     """
 
     def __new__(cls, *args: Any, packing: bool = False, **kwargs: Any) -> Any:
         if packing and cls is StreamingDataset:  # built here: it is not a StreamingDataset
+            # One way: the packed dataset is handed its source and never imports this module.
             from streaming.packing.streaming import PackedStreamingDataset
 
-            return PackedStreamingDataset(*args, **kwargs)
+            return PackedStreamingDataset.over(lambda **rest: cls(*args, **rest), kwargs)
         return super().__new__(cls)
 
     def __init__(
@@ -138,16 +140,20 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             logger.warning(message)
         self.config = fitted.config
         self._fill_stream_weights()  # Stream.proportion/repeat/choose, as the reference
+        self._join_node(streams, fitted.read_shard, detected=world is None)
+
+    def _join_node(self, streams: list[Stream], read_shard: int, *, detected: bool) -> None:
+        """The session on the node, the node's shard cache and the row reader over it."""
         self.session = Session(self.config, self.world, [s.local_dir for s in streams],
-                               detected=world is None)
+                               detected=detected)
         try:
-            self.cache = start_cache(self.catalog, cache_limit, self.predownload,
+            self.cache = start_cache(self.catalog, self.cache_limit, self.predownload,
                                      self.session.node,
                                      lambda: self.session.node_plan(self.config, self.world, 0, 0))
         except BaseException:
             self.session.close()
             raise
-        self.rows = RowReader(self.catalog, self.cache, self.predownload, fitted.read_shard)
+        self.rows = RowReader(self.catalog, self.cache, self.predownload, read_shard)
 
     # inspect.signature(StreamingDataset) reads __new__: show __init__'s keywords instead
     # (llm-foundry filters its config keys by them).

@@ -10,6 +10,7 @@ number of workers, and the state is the source's plus one number: packs consumed
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -64,14 +65,28 @@ def worker_packs(plan: EpochPacks, skip: int, per_batch: int, worker: int,
 
 
 class PackedStreamingDataset(IterableDataset):
-    """Collated batches of `packs_per_batch` packs of `packing_column` over a StreamingDataset
-    (built from the other arguments, or given as `source`).
+    """Collated batches of `packs_per_batch` packs of `packing_column` over a `source`: a
+    StreamingDataset (`StreamingDataset(..., packing=True)` builds both) or any object with
+    the same surface (`PackSource`).
 
     Use it with `StreamingDataLoader(ds, batch_size=None, num_workers=...)`: the loader then
     counts packs, and `state_dict()` / `load_state_dict()` resume exactly (no pack lost or
-    repeated). Each batch also holds `sample_ids` (every sample of its packs, in order). All
-    StreamingDataset arguments apply (streams, shuffling, batching_method, mix_unit, ...), and
-    the source's public attributes read through (`ds.streams`, `ds.cache_stats()`, ...).
+    repeated). Each batch also holds `sample_ids` (every sample of its packs, in order). The
+    source's public attributes read through (`ds.streams`, `ds.cache_stats()`, ...).
+
+    Args:
+        packing_length: Tokens per pack.
+        packing_strategy: "best_fit", "first_fit" or "window_XX".
+        filter_overlong: Drop samples longer than `packing_length`.
+        overlong: Without filtering: "split" a long sample into pieces, or pack it "alone".
+        packing_column: The token column.
+        packing_buffer_size: The best_fit lookahead, in samples.
+        packs_per_batch: Packs collated into one batch.
+        equal_packs: Grow every rank's pack count to the largest, so all ranks step equally.
+        collator: Turns packs into tensors (a `PackCollator` of `packing_length` if None).
+        packing: Must be True (the flag `StreamingDataset(..., packing=True)` passes on).
+        source: The dataset whose planned samples are packed.
+        lengths: Every sample's token count (read from the source's index if None).
     """
 
     def __init__(
@@ -102,10 +117,10 @@ class PackedStreamingDataset(IterableDataset):
         make_packer(packing_strategy, packing_length, filter_overlong=filter_overlong,
                     overlong=overlong, buffer_size=packing_buffer_size)  # validate early
         if source is None:
-            from streaming.dataset.streaming_dataset import StreamingDataset
-
-            source = StreamingDataset(**{"lengths_column": packing_column, **kwargs})
-        elif kwargs:
+            raise ArgumentError("PackedStreamingDataset packs a `source`: pass source="
+                                "StreamingDataset(...), or build both with "
+                                "StreamingDataset(..., packing=True, ...)")
+        if kwargs:
             raise ArgumentError(f"with `source`, dataset arguments {sorted(kwargs)} go to it")
         self.source = source
         self.packing_length = int(packing_length)
@@ -126,6 +141,30 @@ class PackedStreamingDataset(IterableDataset):
         self._resume_seg: SharedArray | None = SharedArray.create(self._resume_name, (2,),
                                                                   np.int64)
         self._cached: tuple[Any, EpochPacks] | None = None
+
+    @classmethod
+    def over(cls, make_source: Callable[..., PackSource], arguments: dict[str, Any]
+             ) -> PackedStreamingDataset:
+        """A packed dataset over `make_source(**rest)`, where `arguments` holds this class's
+        keywords and the source's (`rest`, whose `lengths_column` defaults to the packing
+        column); the source is closed again if packing cannot start.
+
+        Args:
+            make_source: Builds the source from its keyword arguments (StreamingDataset).
+            arguments: The keyword arguments of both, as one dict.
+        """
+        own = {name: parameter.default
+               for name, parameter in inspect.signature(cls).parameters.items()
+               if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name != "source"}
+        options = {name: value for name, value in arguments.items() if name in own}
+        rest = {name: value for name, value in arguments.items() if name not in own}
+        column = options.get("packing_column", own["packing_column"])
+        source = make_source(**{"lengths_column": column, **rest})
+        try:
+            return cls(source=source, **options)
+        except BaseException:
+            source.close()
+            raise
 
     def __getattr__(self, name: str) -> Any:
         """The source's public attributes (`streams`, `world`, `cache_stats`, ...)."""

@@ -115,6 +115,8 @@ def test_the_dataset_and_packing_modules_do_not_import_each_other():
                          ("streaming.packing.streaming", "streaming.dataset.streaming_dataset")):
         code = f"import sys, {first}; sys.exit({other!r} in sys.modules)"
         assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0, first
+    packing = Path(__file__).parents[2] / "streaming" / "packing" / "streaming.py"
+    assert "streaming.dataset.streaming_dataset" not in packing.read_text()  # not even lazily
 
 
 def test_dataset_arguments_beside_a_source_are_refused(tmp_path):
