@@ -75,8 +75,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         mix_unit: "samples", or "tokens" to read `proportion` as token shares.
         lengths_column: The column whose lengths `mix_unit="tokens"` uses.
         packing: True builds a `streaming.packing.streaming.PackedStreamingDataset` (with
-            `packing_length`, `packing_strategy`, ...) over a StreamingDataset of the other
-            arguments, which yields packed batches instead.
+            `packing_length`, `packing_strategy`, ...), which yields packed batches instead.
     """
 
     def __new__(cls, *args: Any, packing: bool = False, **kwargs: Any) -> Any:

@@ -73,20 +73,26 @@ class PackedStreamingDataset(IterableDataset):
     counts packs, and `state_dict()` / `load_state_dict()` resume exactly (no pack lost or
     repeated). Each batch also holds `sample_ids` (every sample of its packs, in order). The
     source's public attributes read through (`ds.streams`, `ds.cache_stats()`, ...).
+    docs/packing.md says more about each argument.
 
     Args:
-        packing_length: Tokens per pack.
-        packing_strategy: "best_fit", "first_fit" or "window_XX".
+        packing_length: Tokens per pack (the capacity; default 32000).
+        packing_strategy: "best_fit" (default), "first_fit" or "window_XX" (e.g.
+            "window_100").
         filter_overlong: Drop samples longer than `packing_length`.
-        overlong: Without filtering: "split" a long sample into pieces, or pack it "alone".
-        packing_column: The token column.
-        packing_buffer_size: The best_fit lookahead, in samples.
-        packs_per_batch: Packs collated into one batch.
-        equal_packs: Grow every rank's pack count to the largest, so all ranks step equally.
-        collator: Turns packs into tensors (a `PackCollator` of `packing_length` if None).
-        packing: Must be True (the flag `StreamingDataset(..., packing=True)` passes on).
-        source: The dataset whose planned samples are packed.
-        lengths: Every sample's token count (read from the source's index if None).
+        overlong: Without filtering: "split" cuts a long sample into `packing_length` pieces,
+            "alone" makes it a pack of its own.
+        packing_column: The token column whose lengths are packed (also the dataset's
+            `lengths_column`).
+        packing_buffer_size: best_fit's lookahead in samples; None: 1000.
+        packs_per_batch: Packs collated into each batch (a positive int).
+        equal_packs: Every rank ends the epoch with the same number of packs (splitting
+            packs or adding empty ones), so no rank waits for another.
+        collator: Turns packs into tensors; None: `PackCollator(packing_length)`.
+        packing: Must be True (it is what `StreamingDataset(packing=True)` passes on).
+        source: The StreamingDataset (or `PackSource`) to pack; required.
+        lengths: Each sample's tokens, if already known; None: loaded from `source`.
+        **kwargs: Refused with a message: dataset arguments go to the source.
     """
 
     def __init__(
