@@ -23,7 +23,7 @@ from streaming.dataset.catalog import Catalog, build_streams
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.resolve import fit_plan
 from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
-from streaming.dataset.session import Session
+from streaming.dataset.session import Iteration, Session
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
@@ -100,9 +100,10 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
     def __new__(cls, *args: Any, packing: bool = False, **kwargs: Any) -> Any:
         if packing and cls is StreamingDataset:  # built here: it is not a StreamingDataset
+            # One way: the packed dataset is handed its source and never imports this module.
             from streaming.packing.streaming import PackedStreamingDataset
 
-            return PackedStreamingDataset(*args, **kwargs)
+            return PackedStreamingDataset.over(lambda **rest: cls(*args, **rest), kwargs)
         return super().__new__(cls)
 
     def __init__(
@@ -158,16 +159,20 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             logger.warning(message)
         self.config = fitted.config
         self._fill_stream_weights()  # Stream.proportion/repeat/choose, as the reference
+        self._join_node(streams, fitted.read_shard, detected=world is None)
+
+    def _join_node(self, streams: list[Stream], read_shard: int, *, detected: bool) -> None:
+        """The session on the node, the node's shard cache and the row reader over it."""
         self.session = Session(self.config, self.world, [s.local_dir for s in streams],
-                               detected=world is None)
+                               detected=detected)
         try:
-            self.cache = start_cache(self.catalog, cache_limit, self.predownload,
+            self.cache = start_cache(self.catalog, self.cache_limit, self.predownload,
                                      self.session.node,
                                      lambda: self.session.node_plan(self.config, self.world, 0, 0))
         except BaseException:
             self.session.close()
             raise
-        self.rows = RowReader(self.catalog, self.cache, self.predownload, fitted.read_shard)
+        self.rows = RowReader(self.catalog, self.cache, self.predownload, read_shard)
 
     # inspect.signature(StreamingDataset) reads __new__: show __init__'s keywords instead
     # (llm-foundry filters its config keys by them).
@@ -255,20 +260,16 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         return self._samples_of_iteration()
 
     def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
-        world, ids = self._begin()
-        item = self.__getitem__ if self._overridden() else None
-        chunks = self.rows.chunks(ids, item, chunk=self._read_rows(1))
-        watch = self._watch
-        watch.begin(ids)
-        try:
+        with self.session.iteration() as it:
+            ids = self._planned_ids(it)
+            item = self.__getitem__ if self._overridden() else None
+            chunks = self.rows.chunks(ids, item, chunk=self._read_rows(1))
+            watch = self._watch
+            watch.begin(ids)
             for chunk in watch.timed(chunks):
                 for sample in chunk:
-                    self.session.count += 1
+                    it.count()
                     yield sample
-        except Exception as exc:
-            self.session.fail(world, exc)
-            raise
-        self.session.end()
 
     def batches_supported(self) -> bool:
         """Whether `iter_batches` reads what `__iter__` would (no subclass override)."""
@@ -283,43 +284,59 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         (StreamingDataLoader's fast path). With `views`, `bytes` values are memoryviews of the read
         buffer, for a consumer that copies each batch before asking for the next (the worker
         transport)."""
-        world, ids = self._begin()
-        names = self.catalog.codecs[0].column_names
-        chunks = self.rows.chunks(ids, chunk=self._read_rows(batch_size),
-                                  first=batch_size, columns=True, views=views)
-        try:
+        with self.session.iteration() as it:
+            ids = self._planned_ids(it)
+            names = self.catalog.codecs[0].column_names
+            chunks = self.rows.chunks(ids, chunk=self._read_rows(batch_size),
+                                      first=batch_size, columns=True, views=views)
             for columns in chunks:
                 for lo in range(0, len(columns[0]) if columns else 0, batch_size):
                     part = [values[lo:lo + batch_size] for values in columns]
-                    size = len(part[0])
-                    if drop_last and size < batch_size:
+                    if drop_last and len(part[0]) < batch_size:
                         break
-                    self.session.count += size
+                    it.count(len(part[0]))
                     yield {name: collate_column(values, numpy=numpy)
                            for name, values in zip(names, part)}
-        except Exception as exc:
-            self.session.fail(world, exc)
-            raise
-        self.session.end()
 
     def _read_rows(self, multiple: int) -> int:
         world = self.session.worker_world()  # its readers take turns along the node's order
         return self.rows.rows_per_read(multiple, world.ranks_per_node * world.workers_per_rank)
 
-    def _begin(self) -> tuple[World, np.ndarray]:
-        """Register this worker's iteration and fetch its planned ids."""
-        world, start = self.session.begin()
+    def _planned_ids(self, it: Iteration) -> np.ndarray:
+        """The planned ids of iteration `it` from where it starts."""
+        start = it.start
         with self.session.failing_on_error():
-            ids = self.session.worker_sample_ids(start.epoch, start.sample_in_epoch, world)
-        return world, ids[start.skip:]
+            ids = self.session.worker_sample_ids(start.epoch, start.sample_in_epoch, it.world)
+        return ids[start.skip:]
 
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
                    ) -> dict[str, Any]:
-        """Resumption state after `num_samples` global samples of the current epoch, counted
-        from where it started (or its first sample with `from_beginning`); without
-        `num_samples` (torchdata's protocol), the state of this process's iteration."""
+        """The resumption state in one of two forms: after `num_samples` global samples
+        (`state_after`, the reference's and Composer's form) or, without `num_samples`, after
+        what this process's iteration yielded (`iteration_state`, torchdata's form).
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted, or None.
+            from_beginning: Count them from the epoch's first sample, not from where its
+                iteration started.
+        """
         return self.session.state_dict(num_samples, from_beginning)
+
+    def state_after(self, num_samples: int, *, from_beginning: bool = False) -> dict[str, Any]:
+        """The state after `num_samples` global samples of the current epoch, counted from
+        where it started (or its first sample with `from_beginning`).
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted.
+            from_beginning: Count them from the epoch's first sample.
+        """
+        return self.session.state_after(num_samples, from_beginning=from_beginning)
+
+    def iteration_state(self) -> dict[str, Any]:
+        """The state after what this process's iteration yielded (inside a DataLoader worker,
+        the worker's own; see docs/resumption.md)."""
+        return self.session.iteration_state()
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
         """Continue from `obj` at the next iteration (also mid-run and on another topology).
