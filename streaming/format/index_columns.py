@@ -5,6 +5,7 @@ only for the shards a process asks about."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -50,6 +51,17 @@ class Names(Sequence):
             return cls(b"", np.zeros(count + 1, np.int64), np.zeros(count, bool))
         data = value.encode()
         return cls(data * count, np.arange(count + 1, dtype=np.int64) * len(data))
+
+    @classmethod
+    def spans(cls, blob: bytes, starts: np.ndarray, ends: np.ndarray) -> Names:
+        """A column of the strings at blob[starts[i]:ends[i]]."""
+        lengths = np.asarray(ends, np.int64) - np.asarray(starts, np.int64)
+        total = int(lengths.sum())
+        ramp = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        data = np.frombuffer(blob, np.uint8)[np.repeat(starts, lengths) + ramp]
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls(data.tobytes(), offsets)
 
     @classmethod
     def concat(cls, parts: Sequence[Names]) -> Names:
@@ -207,3 +219,29 @@ class TemplateEntries(Sequence):
 
     def __hash__(self) -> int:
         return id(self)
+
+
+def distinct_values(entries: Sequence[dict], key: str) -> list:
+    """The distinct values of top-level field `key` over shard entries (missing counts as
+    None), in first-seen order; one look at a template and its column for `TemplateEntries`.
+
+    Args:
+        entries: shard entries (a list of dicts or TemplateEntries).
+        key: the entry's field.
+    """
+    if isinstance(entries, TemplateEntries) and len(entries):
+        column = entries.fields.get((key,))
+        if column is None:
+            return [entries.template.get(key)]
+        if isinstance(column, Names):
+            return list(dict.fromkeys(column[int(k)] for k in _firsts(column.fixed())))
+        return [int(v) for v in np.asarray(column)[_firsts(np.asarray(column))]]
+    seen: dict[str, object] = {}
+    for entry in entries:
+        value = entry.get(key)
+        seen.setdefault(json.dumps(value, sort_keys=True), value)
+    return list(seen.values())
+
+
+def _firsts(values: np.ndarray) -> np.ndarray:
+    return np.sort(np.unique(values, return_index=True)[1])
