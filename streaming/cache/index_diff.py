@@ -53,10 +53,12 @@ def stale_files(old: DatasetIndex | None, new: DatasetIndex) -> list[str]:
         return [n for n in before.keys() | after.keys() if before.get(n) != after.get(n)]
     old_names, old_shard, old_side = _names(old)
     new_names, new_shard, new_side = _names(new)
-    at, found = _match(old_names, new_names)
+    aligned = old_names == new_names  # the usual case: the same files, maybe new facts
+    at, found = ((np.arange(len(new_names)), np.ones(len(new_names), bool)) if aligned
+                 else _match(old_names, new_names))
     same = found.copy()
     same[found] = (old_side[at[found]] == new_side[found]) & _same_entries(
-        old.shards, new.shards, old_shard[at[found]], new_shard[found])
+        old.shards, new.shards, old_shard[at[found]], new_shard[found], aligned)
     for k in np.flatnonzero(same & new_side).tolist():  # side files: compare their own entries
         same[k] = _side_files(old)[old_shard[at[k]]] == _side_files(new)[new_shard[k]]
     kept = np.zeros(len(old_names), bool)
@@ -105,14 +107,17 @@ def _match(old: Names, new: Names) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _same_entries(old: TemplateEntries, new: TemplateEntries, old_rows: np.ndarray,
-                  new_rows: np.ndarray) -> np.ndarray:
-    """Per pair of rows: whether the two entries are equal."""
+                  new_rows: np.ndarray, aligned: bool) -> np.ndarray:
+    """Per pair of rows: whether the two entries are equal (`aligned`: the rows are the same
+    shards of both, in order)."""
     if set(old.fields) != set(new.fields) or _constant(old) != _constant(new):
         return np.zeros(len(old_rows), bool)
     same = np.ones(len(old_rows), bool)
     for path, column in old.fields.items():
         other = new.fields[path]
         if isinstance(column, Names) and isinstance(other, Names):
+            if aligned and column == other:
+                continue
             a, b = column.fixed()[old_rows], other.fixed()[new_rows]
             width = max(a.dtype.itemsize, b.dtype.itemsize)
             same &= a.astype(f"S{width}") == b.astype(f"S{width}")
