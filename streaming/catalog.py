@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from streaming.cache.facts import ShardFacts
+from streaming.cache.index_form import load_index
 from streaming.cache.limit import Footprint
 from streaming.cache.prepare import ShardPreparer
 from streaming.cache.split_meta import prepare_meta_files
 from streaming.errors import PlanError
-from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.format.split import open_shard
@@ -52,7 +52,7 @@ class Catalog:
     def open(cls, streams: list[Stream], *, allow_unsafe_types: bool = False) -> Catalog:
         """Read every stream's index (and text shards' metadata); shards read in place are
         checked now, since nothing could fetch a bad one again later."""
-        indexes = [read_index(stream.index_file()) for stream in streams]
+        indexes = [load_index(stream.index_file()) for stream in streams]
         prepare_meta_files(streams, indexes)  # text-format (split) shards only
         for stream, index in zip(streams, indexes):
             if stream.remote_dir is None:

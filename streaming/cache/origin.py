@@ -109,6 +109,7 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
     folder's origin record, drop files the new index changed; returns the local index path.
 
     Folders this call created are removed again when it fails."""
+    from streaming.cache.index_form import save_form
     from streaming.cache.index_once import FetchTurn
 
     remote = same_remote(remote)
@@ -135,10 +136,13 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
                         return index
                     raise
                 text = tmp.read_bytes()
-                _adopt(folder, remote, text)
+                fetched = _adopt(folder, remote, text)
                 os.replace(tmp, index)
+                digest = Origin.of(remote, text).index
+                with contextlib.suppress(OSError):
+                    save_form(folder, digest, fetched)
                 if turn is not None:
-                    turn.record(folder, Origin.of(remote, text).index)
+                    turn.record(folder, digest)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
@@ -160,7 +164,7 @@ def _sweep(folder: Path) -> None:
             remove(folder, folder / name)
 
 
-def _adopt(folder: Path, remote: str, text: bytes) -> None:
+def _adopt(folder: Path, remote: str, text: bytes) -> DatasetIndex:
     """Check that `folder` caches `remote` and bring its files in line with index `text`.
 
     The new index is validated whole before anything is removed (IndexFileError names the
@@ -179,7 +183,7 @@ def _adopt(folder: Path, remote: str, text: bytes) -> None:
     with contextlib.suppress(OSError):
         previous = (folder / "index.json").read_bytes()
     if old is not None and old.index == new.index and previous == text:
-        return
+        return fetched
     stale = stale_files(_index_of(previous, str(folder / "index.json")), fetched)
     dropped = 0
     by_folder: dict[str, list[str]] = {}
@@ -198,6 +202,7 @@ def _adopt(folder: Path, remote: str, text: bytes) -> None:
                     "cached file(s) whose entries changed (they are fetched again)",
                     folder, remote, dropped)
     new.write(folder)
+    return fetched
 
 
 def _usable_offline(folder: Path, remote: str, error: BaseException) -> bool:

@@ -66,17 +66,37 @@ def fast_index(data: bytes, *, source: str, root: Path | None) -> DatasetIndex |
     side = _side_names(scanned, source)
     if side is None or not _unique([names, zip_names, Names.of(side)]):
         return None
+    extra = {k: v for k, v in scanned.top.items() if k not in ("shards", "version")}
+    return columnar_index(template, fields, count, extra, source=source, root=root)
+
+
+def columnar_index(template: dict, fields: dict[tuple, Names | np.ndarray], count: int,
+                   extra: dict, *, source: str, root: Path | None) -> DatasetIndex:
+    """The DatasetIndex of checked shard entries that are `template` with `fields` varying.
+
+    Args:
+        template: shard 0's entry.
+        fields: key path -> column of the varying fields.
+        count: the number of shards.
+        extra: the document's other top-level keys.
+        source: the index's path or URL.
+        root: the folder basenames are relative to.
+    """
+    zipped = template["zip_data"] is not None
     return DatasetIndex(
         shards=TemplateEntries(template, fields, count),
-        samples_per_shard=samples.astype(np.int64), raw_bytes=raw.astype(np.int64),
-        zip_bytes=zip_bytes.astype(np.int64), basenames=names, zip_basenames=zip_names,
+        samples_per_shard=np.asarray(fields[("samples",)], np.int64),
+        raw_bytes=np.asarray(fields[("raw_data", "bytes")], np.int64),
+        zip_bytes=np.asarray(fields[("zip_data", "bytes")], np.int64) if zipped
+        else np.zeros(count, np.int64),
+        basenames=fields[("raw_data", "basename")],  # type: ignore[arg-type]
+        zip_basenames=fields[("zip_data", "basename")] if zipped  # type: ignore[arg-type]
+        else Names.repeat(None, count),
         compression=Names.repeat(template["compression"], count),
         raw_hashes=_digests(fields, "raw_data", count),
         zip_hashes=_digests(fields, "zip_data", count),
         columns=dict(zip(template["column_names"], template["column_encodings"])),
-        source=source, root=root,
-        extra={k: v for k, v in scanned.top.items() if k not in ("shards", "version")},
-    )
+        source=source, root=root, extra=extra)
 
 
 def _sizes_ok(samples: np.ndarray, raw: np.ndarray, zip_bytes: np.ndarray) -> bool:

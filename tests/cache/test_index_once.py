@@ -60,3 +60,41 @@ def test_one_get_of_the_index_per_node_and_job(s3_env, tmp_path):
     assert _index_gets(s3_env, bucket) == 1
     assert _node(remote, local, env) == ["300"] * RANKS  # a new job run asks the remote again
     assert _index_gets(s3_env, bucket) == 2
+
+
+FORM_CHILD = """
+import sys
+from pathlib import Path
+from streaming.cache.index_form import load_form
+from streaming.cache.origin import Origin
+from streaming.format.index_columns import TemplateEntries
+from streaming.catalog import Catalog
+from streaming.stream import Stream
+local = Path(sys.argv[2])
+catalog = Catalog.open([Stream(remote=sys.argv[1], local=str(local))])
+form = load_form(local, Origin.read(local).index)
+print(catalog.num_samples, isinstance(form.shards, TemplateEntries), form.num_samples)
+"""
+
+
+def test_the_node_reads_the_fetching_rank_s_columns(s3_env, tmp_path):
+    src = tmp_path / "src"
+    write_dataset(src, 200, size_limit=8_000)
+    bucket = s3_env.make_bucket()
+    upload_dir(s3_env.client(), bucket, "ds", src)
+    local = tmp_path / "cache"
+    run = subprocess.run([sys.executable, "-c", FORM_CHILD, f"s3://{bucket}/ds", str(local)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["200", "True", "200"]
+    forms = [p.name for p in local.iterdir() if p.name.endswith(".npz")]
+    assert len(forms) == 1
+    from streaming.cache.index_form import load_form, load_index
+    from streaming.format.index import read_index
+
+    loaded, parsed = load_index(local / "index.json"), read_index(local / "index.json")
+    assert list(loaded.shards) == list(parsed.shards)
+    assert list(loaded.basenames) == list(parsed.basenames)
+    (local / "index.json").write_bytes((local / "index.json").read_bytes())  # a new file
+    assert load_form(local, forms[0][len(".index.json."):-len(".npz")]) is None
