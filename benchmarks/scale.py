@@ -248,6 +248,10 @@ def main() -> None:
                         help="samples per epoch (comma-separated)")
     parser.add_argument("--nodes", default="8,128,1024", help="node counts (comma-separated)")
     parser.add_argument("--only", choices=("plan", "catalog", "exchange"), default=None)
+    parser.add_argument("--shards", default="10000,100000,1000000",
+                        help="catalog: shards of one index (comma-separated)")
+    parser.add_argument("--streams", type=int, default=10_000,
+                        help="catalog: streams of 100 shards (0: none)")
     args = parser.parse_args()
     if args.quick:
         plan_table([10_000_000], [128], 2, args.timeout, args.repeat)
@@ -260,8 +264,8 @@ def main() -> None:
         plan_table(sizes, nodes, 2, args.timeout, args.repeat)
         plan_table(sizes[-1:], [128], 8, args.timeout, args.repeat)
     if args.only in (None, "catalog"):
-        catalog_table([(1, 10_000), (1, 100_000), (1, 1_000_000), (10_000, 100)],
-                      args.timeout)
+        cases = [(1, int(x)) for x in args.shards.split(",") if x]
+        catalog_table(cases + ([(args.streams, 100)] if args.streams else []), args.timeout)
     if args.only in (None, "exchange"):
         exchange_table([8, 128], args.timeout)
 

@@ -6,8 +6,9 @@ catalog over the folder loads those arrays instead of parsing the index again.
 The form is used only while it describes the index.json now in the folder: same digest in the
 origin record, same size, inode and modification time of the file. Anything else (a new fetch,
 a damaged or foreign file) makes `load_form` return None and the index is parsed as usual.
-Only indexes read by the vectorised scan have a form (their entries are a template and
-columns); others are parsed by each process.
+Only indexes of at least MIN_INDEX_BYTES read by the vectorised scan have a form (their entries
+are a template and columns); others are parsed by each process. Like index.json, the form is a
+file in the folder and counts against a cache_limit (about a quarter of the index's size).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from streaming.util.confine import confine, remove
 
 PREFIX = ".index.json."
 SUFFIX = ".npz"
+# Smaller indexes parse in milliseconds; their form would only take room under a cache_limit.
+MIN_INDEX_BYTES = 1 << 20
 
 
 def _name(digest: str) -> str:
@@ -48,7 +51,8 @@ def save_form(folder: Path, digest: str, index: DatasetIndex) -> None:
         digest: the origin record's digest of the index text.
         index: the parsed index.json of `folder`.
     """
-    if not isinstance(index.shards, TemplateEntries):
+    if not isinstance(index.shards, TemplateEntries) or (
+            (folder / "index.json").stat().st_size < MIN_INDEX_BYTES):
         return
     entries = index.shards
     arrays: dict[str, np.ndarray] = {}

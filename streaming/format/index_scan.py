@@ -95,7 +95,7 @@ def scan_index(doc: bytes) -> Scanned | None:
 
 
 def _scan(b: np.ndarray, doc: bytes) -> Scanned:
-    quotes = _where(b, ord('"'))
+    quotes = _where(doc, b, ord('"'))
     if len(quotes) % 2:
         raise _Decline
     list_open, start = _shards_start(doc, quotes)
@@ -116,12 +116,17 @@ def _scan(b: np.ndarray, doc: bytes) -> Scanned:
     return Scanned(top, template, fields, count)
 
 
-def _where(b: np.ndarray, byte: int) -> np.ndarray:
-    """Positions of `byte`, scanning in bounded chunks."""
+def _where(doc: bytes, b: np.ndarray, byte: int) -> np.ndarray:
+    """Positions of `byte` in `doc` (whose bytes `b` views), scanned in bounded chunks into one
+    preallocated array."""
     kind = np.int32 if len(b) < 2**31 else np.int64  # positions take half the memory
-    parts = [(np.flatnonzero(b[lo:lo + _CHUNK] == byte) + lo).astype(kind)
-             for lo in range(0, len(b), _CHUNK)]
-    return np.concatenate(parts) if parts else np.zeros(0, kind)
+    out = np.empty(doc.count(bytes([byte])), kind)
+    at = 0
+    for lo in range(0, len(b), _CHUNK):
+        found = np.flatnonzero(b[lo:lo + _CHUNK] == byte)
+        out[at:at + len(found)] = found + lo
+        at += len(found)
+    return out
 
 
 def _quotes_in(text: bytes) -> np.ndarray:
