@@ -121,7 +121,6 @@ def child_catalog(kind: str, shards: int, streams: int = 1) -> dict:
     """Read `streams` indexes of `shards` shards each into catalog arrays (or just json.loads
     them, the floor); `origin` adds the cache's origin check against an unchanged index."""
     from streaming.cache.facts import ShardFacts
-    from streaming.cache.index_diff import stale_files
     from streaming.format.index import read_index
     from streaming.read.spanner import Spanner
 
@@ -140,6 +139,8 @@ def child_catalog(kind: str, shards: int, streams: int = 1) -> dict:
             ShardFacts.from_indexes(indexes)
             Spanner(np.concatenate([ix.samples_per_shard for ix in indexes]))
             if kind == "origin":
+                from streaming.cache.index_diff import stale_files
+
                 for path, index in zip(paths, indexes):
                     stale_files(read_index(path), index)
         return {"seconds": time.perf_counter() - start, "rss": _peak(), "base": base}
