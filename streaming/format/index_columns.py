@@ -112,7 +112,13 @@ class Names(Sequence):
         return self.blob[int(self.offsets[i]):int(self.offsets[i + 1])].decode()
 
     def __iter__(self) -> Iterator[str | None]:
-        return (self[i] for i in range(len(self)))
+        offsets = self.offsets.tolist()
+        present = None if self.present is None else self.present.tolist()
+        for i in range(len(offsets) - 1):
+            if present is not None and not present[i]:
+                yield None
+            else:
+                yield self.blob[offsets[i]:offsets[i + 1]].decode()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Names):

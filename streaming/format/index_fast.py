@@ -27,6 +27,7 @@ from streaming.format.index_shard import check_document, check_mds_shard
 
 _PART_MAX = 63  # characters of one part of a plain name (see index_entries._PLAIN)
 _WIDE = 128  # names wider than this are compared as Python strings, not a fixed-width array
+_FEW = 512  # columns this short are checked by a plain loop
 
 
 def _table(chars: bytes) -> np.ndarray:
@@ -157,7 +158,16 @@ def _ramp(lengths: np.ndarray) -> np.ndarray:
 
 
 def _names_ok(names: Names, source: str) -> bool:
-    """Every present name passes `check_basename` (the plain ones checked vectorised)."""
+    """Every present name passes `check_basename` (the plain ones checked vectorised, unless
+    there are so few that numpy's fixed costs outweigh a loop)."""
+    if len(names) <= _FEW:
+        try:
+            for k, name in enumerate(names):
+                if name is not None:
+                    check_basename(name, source=source, where=f"shard {k}")
+        except IndexFileError:
+            return False
+        return True
     plain = plain_names(names)
     present = np.flatnonzero(names.mask())
     for k in present[~plain].tolist():
@@ -185,7 +195,7 @@ def _side_names(scanned: Scanned, source: str) -> list[str] | None:
 def _unique(columns: list[Names]) -> bool:
     """No name appears twice over the columns."""
     names = Names.concat(columns)
-    if not len(names) or int(names.lengths().max(initial=0)) > _WIDE:
+    if len(names) <= _FEW or int(names.lengths().max(initial=0)) > _WIDE:
         present = [n for n in names if n is not None]
         return len(set(present)) == len(present)
     fixed = names.fixed()

@@ -235,6 +235,8 @@ def _equal_at(b: np.ndarray, starts: np.ndarray, expected: bytes) -> np.ndarray:
         return out
     if int(starts.max()) + len(want) > len(b):
         raise _Decline
+    if len(starts) * len(want) <= _BATCH:  # few: gather directly
+        return (b[starts[:, None] + np.arange(len(want))] == want).all(axis=1)
     windows = np.lib.stride_tricks.sliding_window_view(b, len(want))
     for lo in range(0, len(starts), _BATCH):
         out[lo:lo + _BATCH] = (windows[starts[lo:lo + _BATCH]] == want).all(axis=1)
