@@ -14,7 +14,9 @@ packs (best_fit, packing_length 8192, sequence lengths hashed from the sample id
 them with `random`; the exchange of the counts between nodes is timed separately with that many
 TCPStore clients on loopback. The catalog case writes an index.json of N shards (1,000 samples,
 64 MiB each) and times reading it into a catalog (index parse and checks, shard facts, the
-sample-to-shard spanner) against a bare `json.loads` of the same file. Prints only.
+sample-to-shard spanner; with the cache's origin check against an unchanged index) against a
+bare `json.loads` of the same file, for one index and for 10k streams of 100 shards. Prints
+only.
 """
 
 from __future__ import annotations
@@ -105,29 +107,42 @@ def _shard_entry(i: int) -> str:
             '"version": 2, "zip_data": null}')
 
 
-def child_catalog(kind: str, shards: int) -> dict:
-    """Read an index of `shards` shards into catalog arrays (or just json.loads it)."""
+def _write_index(path: Path, shards: int) -> None:
+    with path.open("w") as out:
+        out.write('{"shards": [')
+        for lo in range(0, shards, 10_000):
+            hi = min(shards, lo + 10_000)
+            out.write(", ".join(_shard_entry(i) for i in range(lo, hi)))
+            out.write(", " if hi < shards else "")
+        out.write('], "version": 2}')
+
+
+def child_catalog(kind: str, shards: int, streams: int = 1) -> dict:
+    """Read `streams` indexes of `shards` shards each into catalog arrays (or just json.loads
+    them, the floor); `origin` adds the cache's origin check against an unchanged index."""
     from streaming.cache.facts import ShardFacts
     from streaming.format.index import read_index
     from streaming.read.spanner import Spanner
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "index.json"
-        with path.open("w") as out:
-            out.write('{"shards": [')
-            for lo in range(0, shards, 10_000):
-                hi = min(shards, lo + 10_000)
-                out.write(", ".join(_shard_entry(i) for i in range(lo, hi)))
-                out.write(", " if hi < shards else "")
-            out.write('], "version": 2}')
+        paths = [Path(tmp) / f"s{s}" / "index.json" for s in range(streams)]
+        for path in paths:
+            path.parent.mkdir()
+            _write_index(path, shards)
         base = _peak()
         start = time.perf_counter()
         if kind == "floor":
-            json.loads(path.read_bytes())
+            for path in paths:
+                json.loads(path.read_bytes())
         else:
-            index = read_index(path)
-            ShardFacts.from_indexes([index])
-            Spanner(index.samples_per_shard)
+            indexes = [read_index(path) for path in paths]
+            ShardFacts.from_indexes(indexes)
+            Spanner(np.concatenate([ix.samples_per_shard for ix in indexes]))
+            if kind == "origin":
+                from streaming.cache.index_diff import stale_files
+
+                for path, index in zip(paths, indexes):
+                    stale_files(read_index(path), index)
         return {"seconds": time.perf_counter() - start, "rss": _peak(), "base": base}
 
 
@@ -187,14 +202,19 @@ def plan_table(sizes: list[int], node_counts: list[int], streams: int, timeout: 
             print(f"| {where} | argsort floor | {_cell(floor)} | | | |", flush=True)
 
 
-def catalog_table(shard_counts: list[int], timeout: float) -> None:
-    print("\n| shards | catalog build | time vs json.loads | memory vs json.loads |")
-    print("| --- | --- | --- | --- |")
-    for shards in shard_counts:
-        floor = run(["catalog", "floor", str(shards)], timeout)
-        built = run(["catalog", "build", str(shards)], timeout)
-        print(f"| {shards:,} | {_cell(built)} | {_ratio(built, floor, 'seconds')} | "
-              f"{_ratio(built, floor, 'rss')} |", flush=True)
+def catalog_table(cases: list[tuple[int, int]], timeout: float) -> None:
+    print("\n| shards (streams x shards) | catalog build | time vs json.loads | "
+          "memory vs json.loads | with origin check | time vs json.loads |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for streams, shards in cases:
+        case = [str(shards), str(streams)]
+        floor = run(["catalog", "floor", *case], timeout)
+        built = run(["catalog", "build", *case], timeout)
+        checked = run(["catalog", "origin", *case], timeout)
+        label = f"{streams * shards:,}" + (f" ({streams:,} x {shards})" if streams > 1 else "")
+        print(f"| {label} | {_cell(built)} | {_ratio(built, floor, 'seconds')} | "
+              f"{_ratio(built, floor, 'rss')} | {_cell(checked)} | "
+              f"{_ratio(checked, floor, 'seconds')} |", flush=True)
 
 
 def exchange_table(node_counts: list[int], timeout: float) -> None:
@@ -211,7 +231,7 @@ def _child(argv: list[str]) -> None:
     if kind == "plan":
         out = child_plan(rest[0], int(rest[1]), int(rest[2]), int(rest[3]), int(rest[4]))
     elif kind == "catalog":
-        out = child_catalog(rest[0], int(rest[1]))
+        out = child_catalog(rest[0], int(rest[1]), int(rest[2]))
     else:
         out = child_exchange(int(rest[0]))
     print(json.dumps(out))
@@ -229,10 +249,14 @@ def main() -> None:
                         help="samples per epoch (comma-separated)")
     parser.add_argument("--nodes", default="8,128,1024", help="node counts (comma-separated)")
     parser.add_argument("--only", choices=("plan", "catalog", "exchange"), default=None)
+    parser.add_argument("--shards", default="10000,100000,1000000",
+                        help="catalog: shards of one index (comma-separated)")
+    parser.add_argument("--streams", type=int, default=10_000,
+                        help="catalog: streams of 100 shards (0: none)")
     args = parser.parse_args()
     if args.quick:
         plan_table([10_000_000], [128], 2, args.timeout, args.repeat)
-        catalog_table([10_000], args.timeout)
+        catalog_table([(1, 10_000)], args.timeout)
         exchange_table([8], args.timeout)
         return
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -241,7 +265,8 @@ def main() -> None:
         plan_table(sizes, nodes, 2, args.timeout, args.repeat)
         plan_table(sizes[-1:], [128], 8, args.timeout, args.repeat)
     if args.only in (None, "catalog"):
-        catalog_table([10_000, 100_000, 1_000_000], args.timeout)
+        cases = [(1, int(x)) for x in args.shards.split(",") if x]
+        catalog_table(cases + ([(args.streams, 100)] if args.streams else []), args.timeout)
     if args.only in (None, "exchange"):
         exchange_table([8, 128], args.timeout)
 

@@ -128,7 +128,7 @@ class Stream:
             index = read_index(folder / "index.json")
         except (OSError, ValueError):
             return  # the catalog names what is wrong with it
-        if not any(index.zip_basenames) or all(
+        if not index.zip_basenames.mask().any() or all(
                 has_size(folder / name, int(size))
                 for name, size in zip(index.basenames, index.raw_bytes)):
             return

@@ -29,8 +29,12 @@ from urllib.parse import unquote, urlsplit
 from streaming.cache.bookkeeping import ORIGIN_FILE, ORIGIN_LOCK
 from streaming.cache.disk import listing
 from streaming.cache.folder import make_folder, remove_created
+from streaming.cache.index_diff import file_entries as file_entries
+from streaming.cache.index_diff import stale_files
+from streaming.cache.index_form import save_form
+from streaming.cache.index_once import FetchTurn
 from streaming.errors import CacheOriginError, StreamingError
-from streaming.format.index import LENGTHS_KEY, DatasetIndex, parse_index, read_index
+from streaming.format.index import DatasetIndex, parse_index, read_index
 from streaming.util.atomic import staged_file, temp_path_for
 from streaming.util.confine import remove
 from streaming.util.files import has_size
@@ -86,39 +90,18 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def file_entries(index: DatasetIndex) -> dict[str, dict]:
-    """File name (raw, compressed, and the per-shard sample-lengths side file) -> what the
-    index says about it (its shard's whole entry, plus the side file's own). Every name was
-    checked when `index` was parsed, so none leads out of the folder.
-
-    Args:
-        index: a parsed (so validated) index.
-    """
-    out: dict[str, dict] = {}
-    for shard, raw, zipped in zip(index.shards, index.basenames, index.zip_basenames):
-        out[raw] = shard
-        if zipped is not None:
-            out[zipped] = shard
-    lengths = index.extra.get(LENGTHS_KEY)
-    files = lengths.get("files") if isinstance(lengths, dict) else None
-    for shard, side in zip(index.shards, files if isinstance(files, list) else []):
-        if isinstance(side, dict) and "basename" in side:
-            out[str(side["basename"])] = {"shard": shard, "file": side}
-    return out
-
-
-def _entries_of(text: bytes, source: str) -> dict[str, dict]:
-    """`file_entries` of index `text`, or nothing when it is not a valid index (a folder's
-    own index.json may be from an older tool, damaged or planted: its names are not trusted,
-    and every file the new index names then counts as changed)."""
+def _index_of(text: bytes, source: str) -> DatasetIndex | None:
+    """Index `text`, or None when it is not a valid index (a folder's own index.json may be
+    from an older tool, damaged or planted: its names are not trusted, and every file the new
+    index names then counts as changed)."""
     try:
-        return file_entries(parse_index(text, source=source))
+        return parse_index(text, source=source)
     except (StreamingError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
+        return None
 
 
 def changed_files(old: dict[str, dict], new: dict[str, dict]) -> list[str]:
-    """Names whose entry differs between two indexes (or that only one of them has)."""
+    """Names whose entry differs between two `file_entries` maps (or that only one has)."""
     return [name for name in old.keys() | new.keys() if old.get(name) != new.get(name)]
 
 
@@ -130,6 +113,7 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
     remote = same_remote(remote)
     created = make_folder(folder)
     index = folder / "index.json"
+    turn = FetchTurn.take(folder)
     try:
         from streaming.cache.locks import folder_lock
         from streaming.cache.node_claim import claim_folder
@@ -137,6 +121,10 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
         with folder_lock(folder / ORIGIN_LOCK, timeout=LOCK_TIMEOUT):
             claim_folder(folder)
             _sweep(folder)
+            origin = Origin.read(folder)
+            if turn is not None and origin is not None and same_remote(origin.remote) == remote \
+                    and turn.fetched(folder, origin.index):
+                return index  # another rank of this job fetched it for this open
             tmp = temp_path_for(index)
             try:
                 try:
@@ -145,8 +133,14 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
                     if _usable_offline(folder, remote, exc):
                         return index
                     raise
-                _adopt(folder, remote, tmp.read_bytes())
+                text = tmp.read_bytes()
+                fetched = _adopt(folder, remote, text)
                 os.replace(tmp, index)
+                digest = Origin.of(remote, text).index
+                with contextlib.suppress(OSError):
+                    save_form(folder, digest, fetched)
+                if turn is not None:
+                    turn.record(folder, digest)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
@@ -160,14 +154,15 @@ def _sweep(folder: Path) -> None:
     """Remove temp files an index fetch or origin write left when its process died (the
     caller holds the origin lock, so no live process is writing them)."""
     from streaming.cache.disk import leftover_of
+    from streaming.cache.index_once import FETCH_FILE
 
     for name in listing(folder):
         if name.endswith(".tmp") and (name.startswith(("..index.json.", ".index.json."))
-                                      or leftover_of(name, (ORIGIN_FILE,))):
+                                      or leftover_of(name, (ORIGIN_FILE, FETCH_FILE))):
             remove(folder, folder / name)
 
 
-def _adopt(folder: Path, remote: str, text: bytes) -> None:
+def _adopt(folder: Path, remote: str, text: bytes) -> DatasetIndex:
     """Check that `folder` caches `remote` and bring its files in line with index `text`.
 
     The new index is validated whole before anything is removed (IndexFileError names the
@@ -181,13 +176,13 @@ def _adopt(folder: Path, remote: str, text: bytes) -> None:
             "folder holds the shards of one remote only (shards of two datasets may have the "
             "same names and sizes). Give each remote its own `local`, or empty this one with "
             f"`streaming cache clear {folder}` to let it cache {remote}")
-    entries = file_entries(parse_index(text, source=f"{remote}/index.json"))
+    fetched = parse_index(text, source=f"{remote}/index.json")
     previous = b""
     with contextlib.suppress(OSError):
         previous = (folder / "index.json").read_bytes()
     if old is not None and old.index == new.index and previous == text:
-        return
-    stale = changed_files(_entries_of(previous, str(folder / "index.json")), entries)
+        return fetched
+    stale = stale_files(_index_of(previous, str(folder / "index.json")), fetched)
     dropped = 0
     by_folder: dict[str, list[str]] = {}
     for name in stale:  # basenames use "/" (part folders), whatever the OS
@@ -205,6 +200,7 @@ def _adopt(folder: Path, remote: str, text: bytes) -> None:
                     "cached file(s) whose entries changed (they are fetched again)",
                     folder, remote, dropped)
     new.write(folder)
+    return fetched
 
 
 def _usable_offline(folder: Path, remote: str, error: BaseException) -> bool:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
 
 import numpy as np
 
 from streaming.cli._common import add_command, human_bytes, open_index
 from streaming.format.index import DatasetIndex
+from streaming.format.index_columns import Names, distinct_values
 
 EXAMPLES = """
   streaming inspect data/corpus
@@ -26,23 +26,44 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _group(basename: str) -> str:
-    head, sep, _ = basename.partition("/")
-    return head if sep else "."
+def _groups(index: DatasetIndex) -> dict[str, dict]:
+    """Shards, samples and bytes per top-level subfolder of the basenames ("." for none), in
+    order of first appearance, counted with numpy over the names column."""
+    names = index.basenames
+    slashes = np.flatnonzero(np.frombuffer(names.blob, np.uint8) == ord("/"))
+    owner = np.searchsorted(names.offsets, slashes, side="right") - 1
+    owners, first = np.unique(owner, return_index=True)
+    key = np.zeros(len(names), np.int64)
+    labels = ["."]
+    if len(owners):
+        heads = Names.spans(names.blob, names.offsets[owners], slashes[first])
+        found, inverse = np.unique(heads.fixed(), return_inverse=True)
+        labels += [label.decode() for label in found.tolist()]
+        key[owners] = inverse.reshape(-1) + 1
+    groups, seen = np.unique(key, return_index=True)
+    out = {}
+    for g in groups[np.argsort(seen)].tolist():
+        mine = key == g
+        out[labels[g]] = {"shards": int(mine.sum()),
+                          "samples": int(index.samples_per_shard[mine].sum()),
+                          "raw_bytes": int(index.raw_bytes[mine].sum()),
+                          "zip_bytes": int(index.zip_bytes[mine].sum())}
+    return out
 
 
 def summarize(index: DatasetIndex, location: str) -> dict:
-    """Counts and schema of a dataset, with one entry per subfolder of a merged index."""
-    groups: dict[str, dict] = {}
-    for i, basename in enumerate(index.basenames):
-        part = groups.setdefault(_group(basename), {"shards": 0, "samples": 0, "raw_bytes": 0,
-                                                    "zip_bytes": 0})
-        part["shards"] += 1
-        part["samples"] += int(index.samples_per_shard[i])
-        part["raw_bytes"] += int(index.raw_bytes[i])
-        part["zip_bytes"] += int(index.zip_bytes[i])
-    hashes = sorted({algo for shard in index.shards for algo in shard.get("hashes") or []})
+    """Counts and schema of a dataset, with one entry per subfolder of a merged index; costs
+    numpy passes over the index's columns, no object per shard."""
+    groups = _groups(index)
+    hashes = sorted({algo for value in distinct_values(index.shards, "hashes")
+                     for algo in value or []})
     samples = index.samples_per_shard
+    codecs = index.compression
+    present = codecs.mask()
+    found, counts = np.unique(codecs.fixed(), return_counts=True)
+    compression = {k.decode(): int(c) for k, c in zip(found.tolist(), counts.tolist())}
+    if not present.all():
+        compression = {"none": int((~present).sum()), **compression}
     return {
         "location": location,
         "shards": index.num_shards,
@@ -50,10 +71,10 @@ def summarize(index: DatasetIndex, location: str) -> dict:
         "raw_bytes": int(np.sum(index.raw_bytes)),
         "zip_bytes": int(np.sum(index.zip_bytes)),
         "columns": dict(index.columns),
-        "compression": dict(Counter(str(c) if c else "none" for c in index.compression)),
+        "compression": compression,
         "hashes": hashes,
-        "size_limits": sorted({int(s["size_limit"]) for s in index.shards
-                               if s.get("size_limit") is not None}),
+        "size_limits": sorted({int(s) for s in distinct_values(index.shards, "size_limit")
+                               if s is not None}),
         "samples_per_shard": {
             "min": int(samples.min()) if len(samples) else 0,
             "max": int(samples.max()) if len(samples) else 0,

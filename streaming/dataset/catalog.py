@@ -12,11 +12,13 @@ from typing import Any
 import numpy as np
 
 from streaming.cache.facts import ShardFacts
+from streaming.cache.index_form import load_form
 from streaming.cache.limit import Footprint
+from streaming.cache.origin import Origin
 from streaming.cache.prepare import ShardPreparer
 from streaming.cache.text_meta import prepare_meta_files
 from streaming.errors import PlanError
-from streaming.format.index import read_index
+from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
@@ -52,7 +54,7 @@ class Catalog:
     def open(cls, streams: list[Stream], *, allow_unsafe_types: bool = False) -> Catalog:
         """Read every stream's index (and text shards' metadata); shards read in place are
         checked now, since nothing could fetch a bad one again later."""
-        indexes = [read_index(stream.index_file()) for stream in streams]
+        indexes = [load_index(stream.index_file()) for stream in streams]
         prepare_meta_files(streams, indexes)  # text-format (split) shards only
         for stream, index in zip(streams, indexes):
             if stream.remote_dir is None:
@@ -137,3 +139,17 @@ def _streams(streams: Sequence[Stream] | None, remote: str | None, local: str | 
                     "StreamingDataset needs `streams`, `remote` or `local`")
     cls = stream_class(stream_name)
     return [cls(remote=remote, local=local, split=split, **(stream_config or {}))]
+
+
+def load_index(path: Path) -> DatasetIndex:
+    """A folder's index.json (`path`) from the form its fetching rank saved, or parsed.
+
+    Args:
+        path: the index.json of a dataset or cache folder.
+    """
+    if path.name == "index.json":
+        origin = Origin.read(path.parent)
+        found = load_form(path.parent, origin.index if origin is not None else None)
+        if found is not None:
+            return found
+    return read_index(path)

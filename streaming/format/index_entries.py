@@ -14,6 +14,8 @@ from streaming.errors import IndexFileError
 from streaming.format.compression import parse_compression
 
 INDEX_VERSION = 2
+# Top-level key describing per-shard token-count side files (old readers ignore top-level keys).
+LENGTHS_KEY = "sample_lengths"
 # A raw shard's offsets are u32 and its last offset is the file size, so it holds at most
 # 2**32 - 1 bytes, and its header (count plus one offset) is at least 8; no codec grows data
 # anywhere near twofold, so a compressed file above MAX_ZIP_BYTES is a corrupt index.

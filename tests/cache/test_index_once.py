@@ -1,0 +1,103 @@
+"""A remote's index.json is fetched once per node and job run, not once per rank: several real
+rank processes of one node (launcher variables only) build their catalogs over one S3 remote
+(moto on loopback), and the server's request log counts the GETs of index.json."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.cache._data import upload_dir, write_dataset
+from tests.support.processes import free_port
+
+RANKS = 3
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = """
+import sys
+from streaming.dataset.catalog import Catalog
+from streaming.stream import Stream
+catalog = Catalog.open([Stream(remote=sys.argv[1], local=sys.argv[2])])
+print(catalog.num_samples)
+"""
+
+
+def _node(remote: str, local: Path, env: dict[str, str]) -> list[str]:
+    """Run RANKS rank processes of one node of one job at once; their printed sample counts."""
+    port = str(free_port())
+    procs = []
+    for rank in range(RANKS):
+        launcher = {"RANK": str(rank), "WORLD_SIZE": str(RANKS), "LOCAL_RANK": str(rank),
+                    "LOCAL_WORLD_SIZE": str(RANKS), "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": port}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", CHILD, remote, str(local)], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**env, **launcher, "PYTHONPATH": str(ROOT)}))
+    out = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr[-2000:]
+        out.append(stdout.strip())
+    return out
+
+
+def _index_gets(s3_server, bucket: str) -> int:
+    return s3_server.log.read_text(errors="replace").count(f'"GET /{bucket}/ds/index.json ')
+
+
+def test_one_get_of_the_index_per_node_and_job(s3_env, tmp_path):
+    src = tmp_path / "src"
+    write_dataset(src, 300, size_limit=8_000)
+    bucket = s3_env.make_bucket()
+    upload_dir(s3_env.client(), bucket, "ds", src)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT",
+                        "MASTER_ADDR", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")}
+    remote, local = f"s3://{bucket}/ds", tmp_path / "cache"
+    assert _node(remote, local, env) == ["300"] * RANKS
+    assert _index_gets(s3_env, bucket) == 1
+    assert _node(remote, local, env) == ["300"] * RANKS  # a new job run asks the remote again
+    assert _index_gets(s3_env, bucket) == 2
+
+
+FORM_CHILD = """
+import sys
+from pathlib import Path
+import streaming.cache.index_form as index_form
+from streaming.cache.index_form import load_form
+from streaming.cache.origin import Origin
+from streaming.format.index_columns import TemplateEntries
+from streaming.dataset.catalog import Catalog
+from streaming.stream import Stream
+local = Path(sys.argv[2])
+index_form.MIN_INDEX_BYTES = 0  # a small index gets a form too
+catalog = Catalog.open([Stream(remote=sys.argv[1], local=str(local))])
+form = load_form(local, Origin.read(local).index)
+print(catalog.num_samples, isinstance(form.shards, TemplateEntries), form.num_samples)
+"""
+
+
+def test_the_node_reads_the_fetching_rank_s_columns(s3_env, tmp_path):
+    src = tmp_path / "src"
+    write_dataset(src, 200, size_limit=8_000)
+    bucket = s3_env.make_bucket()
+    upload_dir(s3_env.client(), bucket, "ds", src)
+    local = tmp_path / "cache"
+    run = subprocess.run([sys.executable, "-c", FORM_CHILD, f"s3://{bucket}/ds", str(local)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["200", "True", "200"]
+    forms = [p.name for p in local.iterdir() if p.name.endswith(".npz")]
+    assert len(forms) == 1
+    from streaming.cache.index_form import load_form
+    from streaming.dataset.catalog import load_index
+    from streaming.format.index import read_index
+
+    loaded, parsed = load_index(local / "index.json"), read_index(local / "index.json")
+    assert list(loaded.shards) == list(parsed.shards)
+    assert list(loaded.basenames) == list(parsed.basenames)
+    (local / "index.json").write_bytes((local / "index.json").read_bytes())  # a new file
+    assert load_form(local, forms[0][len(".index.json."):-len(".npz")]) is None
