@@ -255,8 +255,7 @@ class StreamingDataLoader(DataLoader):
         if self._streams is None:
             return
         source = self.dataset
-        state = source.state_dict(0, False)  # where this iteration started
-        epoch, start = int(state["epoch"]), int(state["sample_in_epoch"])
+        epoch, start = source.session.start_point()  # where this iteration started
         world = source.session.rank_world()
         self._streams.begin(lambda: source.worker_sample_ids(epoch, start, world),
                             self._meter.samples)
