@@ -108,7 +108,7 @@ class CacheEngine(CacheRoom):
         self.flag = flag
         owner = np.asarray(preparer.facts.stream_of_shard, np.int64)
         self.dirs = sorted({str(preparer.streams[s].local_dir)
-                            for s in np.unique(owner[self.cached]).tolist()})
+                            for s in set(owner[self.cached].tolist())})
         self.token = self._token()
         self._reset_runtime()
 
