@@ -2,16 +2,18 @@
 for us, mosaicml-streaming (the reference) and LitData on the same samples in the same run.
 
     .venv/bin/python benchmarks/first_batch.py [--samples 20000] [--rounds 3] [--json F]
+                                               [--only 'S3 zstd']
 
 Rows: the dataset read in place from local disk; zstd shards from a local folder into a fresh
 and into a warm cache; zstd shards from S3 (a loopback moto server) into a fresh and into a
 warm cache; each with 0 and 2 DataLoader workers, batch 64, shuffled. A warm cache is the one a
 previous process filled (the same first shards, as the seed is the same). Each system runs in
 its own process and venv (benchmarks/peers/setup.sh; PEERS_DIR names where they are), imports
-done before the clock starts; the median of --rounds runs is shown, each round in fresh cache
-folders. LitData reads its own copy of the samples (litdata.optimize, chunks of the MDS shard
-size, zstd for the remote rows); it reads a local folder in place, so it has no fresh-cache
-local row. Prints only; nothing is asserted (timings vary on shared machines).
+done before the clock starts; the median of --rounds runs is shown (the systems take turns
+in each round), each round in fresh cache folders. LitData reads its own copy of the samples
+(litdata.optimize, chunks of the MDS shard size, zstd for the remote rows); it reads a local
+folder in place, so it has no fresh-cache local row. Prints only; nothing is asserted
+(timings vary on shared machines).
 """
 
 from __future__ import annotations
@@ -159,6 +161,7 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=20_000, help="token samples (~4 KB each)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", help="write the medians here")
+    p.add_argument("--only", help="run only the rows whose name contains this")
     args = p.parse_args()
     from _targets import S3Target
 
@@ -170,7 +173,9 @@ def main() -> None:
             urls["lit"] = upload(target, paths["lit_zstd"], "lit")
         s3 = {"endpoint": target.env["S3_ENDPOINT_URL"], "key": target.env["AWS_ACCESS_KEY_ID"],
               "secret": target.env["AWS_SECRET_ACCESS_KEY"]}
-        report = run_rows(sources(paths, urls), args.rounds, target.env, s3)
+        rows = [row for row in sources(paths, urls) if args.only is None or args.only in row[0]]
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        report = run_rows(rows, args.rounds, target.env, s3)
     finally:
         target.stop()
     if args.json:
@@ -185,13 +190,16 @@ def run_rows(rows: list[tuple[str, dict]], rounds: int, env: dict, s3: dict) -> 
     report = {}
     for name, specs in rows:
         for workers in (0, 2):
-            medians = {}
-            for lib, spec in specs.items():
-                if lib != "ours" and not (VENVS / lib / "bin" / "python").exists():
-                    continue
-                runs = [measure(lib, spec, workers, env, s3) for _ in range(rounds)]
-                done = [r for r in runs if r is not None]
-                medians[lib] = statistics.median(done) if done else None
+            present = {lib: spec for lib, spec in specs.items()
+                       if lib == "ours" or (VENVS / lib / "bin" / "python").exists()}
+            runs: dict[str, list[float]] = {lib: [] for lib in present}
+            for _ in range(rounds):  # the systems take turns, so a slow phase hits all
+                for lib, spec in present.items():
+                    took = measure(lib, spec, workers, env, s3)
+                    if took is not None:
+                        runs[lib].append(took)
+            medians = {lib: statistics.median(done) if done else None
+                       for lib, done in runs.items()}
             peers = [v for k, v in medians.items() if k != "ours" and v is not None]
             ratio = (medians["ours"] / min(peers)) if peers and medians["ours"] else None
             cells = " ".join(f"{medians[lib]:>10.3f}" if medians.get(lib) is not None

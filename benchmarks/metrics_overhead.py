@@ -1,9 +1,16 @@
 """Loader metrics cost: samples/s of the same StreamingDataLoader epoch with metrics on and off,
-alternated in one run, as a ratio (on / off); 0 and 2 workers. Both per second of wall time and
-per CPU second of the training process (where the metrics run; on a busy machine the CPU
-figure is the steadier of the two).
+in one run, as a ratio (on / off); 0 and 2 workers. Both per second of wall time and per CPU
+second of the training process (where the metrics run; on a busy machine the CPU figure is the
+steadier of the two).
 
-    .venv/bin/python benchmarks/metrics_overhead.py [--rounds 8] [--samples 40000]
+    .venv/bin/python benchmarks/metrics_overhead.py [--rounds 40] [--samples 40000]
+
+Each round runs one epoch with metrics and one without, in the order off-on, then on-off in the
+next round (so a drift of the machine's speed cancels), and keeps the ratio of the pair. The
+median ratio over the rounds is printed with a 95% bootstrap interval of that median: the
+resolution of the run. A second figure needs no timing of epochs: the per-batch cost of the
+metrics' own code (two clock reads and the meter's step), timed in a tight loop, as a share of
+the measured time per batch.
 
 Small samples and small batches make the per-batch cost of the metrics as large a share of
 the step as it can be. Prints only; nothing is asserted (timings vary on shared machines).
@@ -16,7 +23,10 @@ import statistics
 import sys
 import tempfile
 import time
+import timeit
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
@@ -40,38 +50,70 @@ def epoch(loader, metrics: bool) -> tuple[float, float]:
     return n / (time.perf_counter() - start), n / (time.process_time() - cpu)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=8, help="epochs with and without, alternated")
-    p.add_argument("--samples", type=int, default=40_000)
-    p.add_argument("--batch", type=int, default=16)
-    args = p.parse_args()
+def median_interval(ratios: list[float], draws: int = 4000) -> tuple[float, float, float]:
+    """The median of `ratios` and a 95% bootstrap interval of it."""
+    values = np.asarray(ratios)
+    rng = np.random.default_rng(0)
+    medians = np.median(rng.choice(values, (draws, len(values))), axis=1)
+    low, high = np.quantile(medians, [0.025, 0.975])
+    return float(np.median(values)), float(low), float(high)
+
+
+def step_cost_s(batch: int) -> float:
+    """Seconds the metrics' per-batch code takes (what `collect_metrics=False` skips)."""
+    from streaming.observe.metrics import Meter
+
+    meter, clock = Meter(), time.perf_counter_ns
+    meter.start()
+
+    def step() -> None:
+        asked = clock()
+        now = clock()
+        meter.step(now - asked, batch, now)
+
+    number = 200_000
+    timer = timeit.Timer(step, timer=time.process_time)  # CPU time: steadier when loaded
+    return min(timer.repeat(number=number, repeat=5)) / number
+
+
+def run(folder: Path, workers: int, rounds: int, batch: int) -> None:
     from streaming import StreamingDataLoader, StreamingDataset
 
+    ds = StreamingDataset(local=str(folder), batch_size=batch, shuffle=True)
+    loader = StreamingDataLoader(ds, batch_size=batch, num_workers=workers,
+                                 persistent_workers=workers > 0)
+    epoch(loader, False)  # warm the page cache and the workers
+    pairs = []
+    for r in range(rounds):
+        order = (False, True) if r % 2 == 0 else (True, False)
+        got = {metrics: epoch(loader, metrics) for metrics in order}
+        pairs.append((got[False], got[True]))
+    ds.close()
+    row = f"{workers:>7}"
+    for k in (0, 1):
+        off = statistics.median(p[0][k] for p in pairs)
+        mid, low, high = median_interval([p[1][k] / p[0][k] for p in pairs])
+        row += f"  {off:>10.0f}  {mid:>8.4f} [{low:.4f}, {high:.4f}]"
+    per_batch = batch / statistics.median(p[0][1] for p in pairs)
+    print(f"{row}  {step_cost_s(batch) / per_batch:>8.2%}", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=40, help="pairs of epochs (on, off)")
+    p.add_argument("--samples", type=int, default=40_000)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--workers", type=int, nargs="+", default=[0, 2])
+    args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         write(Path(tmp) / "ds", args.samples)
-        print(f"{args.samples} samples, batch {args.batch}, {args.rounds} epochs each, "
-              "alternated; median samples/s")
-        print(f"{'workers':>7}  {'wall: off':>10}  {'on':>8}  {'on / off':>8}  "
-              f"{'cpu: off':>10}  {'on':>8}  {'on / off':>8}")
-        for workers in (0, 2):
-            ds = StreamingDataset(local=str(Path(tmp) / "ds"), batch_size=args.batch,
-                                  shuffle=True)
-            loader = StreamingDataLoader(ds, batch_size=args.batch, num_workers=workers,
-                                         persistent_workers=workers > 0)
-            epoch(loader, False)  # warm the page cache and the workers
-            on, off = [], []
-            for r in range(args.rounds):
-                first, second = (on, off) if r % 2 else (off, on)
-                first.append(epoch(loader, first is on))
-                second.append(epoch(loader, second is on))
-            row = f"{workers:>7}"
-            for k in (0, 1):
-                a = statistics.median(x[k] for x in off)
-                b = statistics.median(x[k] for x in on)
-                row += f"  {a:>10.0f}  {b:>8.0f}  {b / a:>8.3f}"
-            print(row)
-            ds.close()
+        print(f"{args.samples} samples, batch {args.batch}, {args.rounds} pairs of epochs; "
+              "samples/s with metrics off (median), on / off (median of the pairs' ratios, "
+              "[95% interval]); the metrics' code per batch as a share of a batch's CPU time")
+        print(f"{'workers':>7}  {'wall: off':>10}  {'on / off':>26}  {'cpu: off':>10}  "
+              f"{'on / off':>26}  {'code':>8}")
+        for workers in args.workers:
+            run(Path(tmp) / "ds", workers, args.rounds, args.batch)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ class CacheEngine:
         self.flag = flag
         owner = np.asarray(preparer.facts.stream_of_shard, np.int64)
         self.dirs = sorted({str(preparer.streams[s].local_dir)
-                            for s in np.unique(owner[self.cached]).tolist()})
+                            for s in set(owner[self.cached].tolist())})
         self.files = ShardFiles(preparer, self.cached, self.dirs)
         self.token = self._token()
         self._reset_runtime()

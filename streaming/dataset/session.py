@@ -295,6 +295,14 @@ class Session:
             return self.resume_state(epoch + 1, 0)
         return self.resume_state(epoch, num_samples if from_beginning else offset + num_samples)
 
+    def start_point(self) -> tuple[int, int]:
+        """(epoch, sample_in_epoch) of `state_dict(0)`: where the rank's latest iteration
+        started, or the next epoch's start once every worker ran it to the end."""
+        epoch, offset = self.epochs.current()
+        if self.epochs.running_or_next() > epoch:
+            return epoch + 1, 0
+        return epoch, offset
+
     def iteration_state(self) -> dict[str, Any]:
         """The state after what this process's iteration has yielded (torchdata's protocol).
 

@@ -21,6 +21,7 @@ from streaming.loader.unannotated_next import unannotated
 from streaming.observe.metrics import (
     Meter,
     StreamCounts,
+    WorkerReads,
     cache_metrics,
     disk_metrics,
     every_from_env,
@@ -179,6 +180,8 @@ class StreamingDataLoader(DataLoader):
         self._meter = Meter()
         self._streams = _stream_counts(dataset)
         self._packs = _pack_counts(dataset)
+        self._reads: WorkerReads | None = None  # the running workers' disk reads
+        self._reads_before = (0, 0)  # (bytes, rows) of the workers before them
         self.metrics_every = every_from_env()  # log a summary every N batches (0: never)
         self.collect_metrics = True  # False: no timing at all (the overhead benchmark's baseline)
 
@@ -229,6 +232,7 @@ class StreamingDataLoader(DataLoader):
         meter = self._meter if self.collect_metrics else None
         if meter is not None:
             meter.start()
+        self._count_worker_reads()
         asked = time.perf_counter_ns()
         batches = unannotated(super().__iter__())
         try:
@@ -266,25 +270,44 @@ class StreamingDataLoader(DataLoader):
         if self._streams is None:
             return
         source = self.dataset
-        state = source.state_dict(0, False)  # where this iteration started
-        epoch, start = int(state["epoch"]), int(state["sample_in_epoch"])
+        epoch, start = source.session.start_point()  # where this iteration started
         world = source.session.rank_world()
         self._streams.begin(lambda: source.worker_sample_ids(epoch, start, world),
                             self._meter.samples)
+
+    def _count_worker_reads(self) -> None:
+        """Give the workers about to start a fresh shared count of their disk reads (the
+        dataset's tally travels to them with its sink). Workers of an earlier iteration were
+        shut down when it ended, so their counts are final."""
+        tally = getattr(self.dataset, "read_tally", None)
+        if not self.num_workers or tally is None:
+            return
+        if self._reads is not None:
+            if self.persistent_workers:
+                return
+            before, now = self._reads_before, self._reads.totals()
+            self._reads_before = (before[0] + now[0], before[1] + now[1])
+        self._reads = WorkerReads(self.num_workers)
+        tally().sink = self._reads
 
     def metrics(self) -> dict[str, float]:
         """What this rank's data path did so far, as a flat dict of floats (keys in
         docs/dataset.md, "Watching a run"): time to first batch, batches and samples per
         second, the time the loop waited for data, samples per stream (pack fill for a packed
-        dataset), the cache's counters and, without workers, the bytes read from local disk."""
+        dataset), the cache's counters and the bytes read from local disk (by the workers
+        too)."""
         out = self._meter.as_dict()
         if self._streams is not None:
             out.update(self._streams.as_dict(self._meter.samples))
         if self._packs is not None:
             out.update(self._packs.as_dict(self._meter.samples))
         out.update(cache_metrics(self.dataset))
-        if not self.num_workers:  # workers read in their own processes
-            out.update(disk_metrics(self.dataset))
+        disk = disk_metrics(self.dataset)
+        if disk and self._reads is not None:
+            now = self._reads.totals()
+            disk["disk/bytes_read"] += self._reads_before[0] + now[0]
+            disk["disk/rows_read"] += self._reads_before[1] + now[1]
+        out.update(disk)
         return out
 
     def _ring_receiver(self) -> transport.Receiver:

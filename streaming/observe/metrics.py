@@ -7,7 +7,10 @@ everything else (rates, per-stream counts from the plan, the cache's counters) i
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import multiprocessing
+import multiprocessing.context
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from streaming.coord.world_detect import worker_slot
 from streaming.errors import ArgumentError
 
 log = logging.getLogger("streaming.metrics")
@@ -188,6 +192,53 @@ def disk_metrics(dataset: Any) -> dict[str, float]:
         return {}
     t = tally()
     return {"disk/bytes_read": float(t.bytes_read), "disk/rows_read": float(t.rows)}
+
+
+class WorkerReads:
+    """The bytes and rows DataLoader workers copied out of shards on local disk, in memory the
+    training process shares with them (one row per worker, written only by that worker). Set as
+    the sink of the dataset's `ReadTally` before the workers start, it travels to them with the
+    dataset; reads in the process that made it are not counted here (its own tally has them).
+
+    Args:
+        workers: the loader's `num_workers`.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(int(workers), 1)
+        self.owner = os.getpid()
+        self._shared: Any = multiprocessing.RawArray(ctypes.c_int64, 2 * self.workers)
+        self._row: tuple[int, np.ndarray | None] = (self.owner, None)  # (pid, its row)
+
+    def add(self, bytes_read: int, rows: int) -> None:
+        """Count a read of `rows` rows, `bytes_read` bytes, in the worker calling it."""
+        pid, row = self._row
+        if pid != os.getpid():
+            row = self._worker_row()
+        if row is not None:
+            row[0] += bytes_read
+            row[1] += rows
+
+    def _worker_row(self) -> np.ndarray | None:
+        slot = worker_slot()
+        row = None
+        if self._shared is not None and slot is not None and slot.id < self.workers:
+            row = np.frombuffer(self._shared, np.int64).reshape(self.workers, 2)[slot.id]
+        self._row = (os.getpid(), row)
+        return row
+
+    def totals(self) -> tuple[int, int]:
+        """(bytes, rows) the workers read so far."""
+        if self._shared is None:
+            return 0, 0
+        counts = np.frombuffer(self._shared, np.int64).reshape(self.workers, 2).sum(axis=0)
+        return int(counts[0]), int(counts[1])
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {**self.__dict__, "_row": (self.owner, None)}
+        if multiprocessing.context.get_spawning_popen() is None:
+            state["_shared"] = None  # pickled for anything but starting a worker: counts nothing
+        return state
 
 
 def summary(metrics: dict[str, float]) -> str:

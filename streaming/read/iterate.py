@@ -7,9 +7,9 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -22,22 +22,33 @@ READ_BYTES = 16 << 20  # sample bytes decoded per vectorised read (bounds the co
 MAX_READ = 1024  # rows per read: enough that a shuffled read still has many rows per shard
 
 
+class ReadSink(Protocol):
+    """Where a tally also reports its counts (a loader collecting its workers' reads)."""
+
+    def add(self, bytes_read: int, rows: int) -> None: ...
+
+
 @dataclass
 class ReadTally:
     """What this process's chunk reads copied out of shards on local disk so far: `bytes_read`,
-    the raw bytes of the rows (added once per chunk), and `rows`, the rows read."""
+    the raw bytes of the rows (added once per chunk), and `rows`, the rows read. Each count is
+    also passed to `sink` when one is set."""
 
     bytes_read: int = 0
     rows: int = 0
+    sink: ReadSink | None = field(default=None, compare=False, repr=False)
 
     def add(self, fetched: Fetched) -> None:
         """Count one fetched chunk (a chunk of mixed schemas counts its rows only: its
         shards were decoded as they were read)."""
         if isinstance(fetched, ReadChunk):
-            self.bytes_read += int((fetched.hi - fetched.lo).sum())
-            self.rows += len(fetched.rows)
+            size, rows = int((fetched.hi - fetched.lo).sum()), len(fetched.rows)
         else:
-            self.rows += len(fetched.samples)
+            size, rows = 0, len(fetched.samples)
+        self.bytes_read += size
+        self.rows += rows
+        if self.sink is not None:
+            self.sink.add(size, rows)
 
 
 def iter_chunks(

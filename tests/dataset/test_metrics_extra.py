@@ -1,6 +1,6 @@
 """Loader metrics beyond the meter on known runs: the bytes read from local disk equal the raw
-sizes of the samples read, and a packed dataset's fill rate and sequences per pack equal those
-of the packs the loop took (known lengths give known values)."""
+sizes of the samples read (in DataLoader workers too), and a packed dataset's fill rate and
+sequences per pack equal those of the packs the loop took (known lengths give known values)."""
 
 from __future__ import annotations
 
@@ -61,11 +61,23 @@ def test_a_dataset_iterated_directly_counts_its_bytes(blobs):
     assert m["disk/rows_read"] == 2 * N + 50
 
 
-def test_workers_read_in_their_own_processes(blobs):
-    ds = StreamingDataset(local=str(blobs), batch_size=10)
-    loader = StreamingDataLoader(ds, batch_size=10, num_workers=2)
-    assert sum(len(b["id"]) for b in loader) == N
-    assert "disk/bytes_read" not in loader.metrics()
+def _as_lists(samples: list[dict]) -> dict[str, list]:
+    return {"id": [s["id"] for s in samples]}
+
+
+@pytest.mark.parametrize("how", ["fork", "persistent", "collate_fn"])
+def test_the_workers_reads_reach_the_training_process(blobs, how):
+    ds = StreamingDataset(local=str(blobs), batch_size=10, shuffle=True)
+    options = {"persistent": {"persistent_workers": True},
+               "collate_fn": {"collate_fn": _as_lists}}.get(how, {})
+    loader = StreamingDataLoader(ds, batch_size=10, num_workers=2, **options)
+    for _ in range(2):
+        assert sum(len(b["id"]) for b in loader) == N
+    m = loader.metrics()
+    assert m["disk/bytes_read"] == 2 * raw_sizes() and m["disk/rows_read"] == 2 * N
+    assert ds.read_tally().bytes_read == 0  # the training process read nothing itself
+    copy = pickle.loads(pickle.dumps(ds))  # a dataset pickled outside a worker's start
+    assert copy.read_tally().bytes_read == 0
 
 
 LENGTH, CAP = 100, 512  # five samples of 100 tokens fill a pack to 500 of 512

@@ -1,0 +1,156 @@
+"""One signed S3 GET without boto3, for the small object every start reads (`index.json`).
+
+Building a boto3 client (importing botocore, parsing its service models) takes seconds on a
+busy machine, more than everything else a start with a warm cache does. When the credentials
+are plain environment variables and the endpoint is known without botocore's configuration
+(`S3_ENDPOINT_URL`, or a region from the environment for AWS itself), this signs one GET with
+AWS Signature Version 4 and sends it with `http.client`. Anything else (other credential
+sources, a proxy in the way, an answer other than 200, any error) returns None and the caller
+takes the boto3 path, which owns error reporting and retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import os
+import re
+import ssl
+import time
+import urllib.request
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+# botocore settings that change the endpoint or the transport: leave those requests to it.
+_BOTOCORE_ONLY = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_USE_FIPS_ENDPOINT",
+                  "AWS_USE_DUALSTACK_ENDPOINT", "AWS_S3_USE_ARN_REGION", "AWS_PROFILE")
+_PLAIN_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+MAX_BYTES = 64 << 20  # a larger answer is not an index: read it through boto3
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """AWS credentials taken from the environment."""
+
+    key: str
+    secret: str
+    token: str | None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one object's GET goes: `scheme://host[:port]/path`, signed for `region`."""
+
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+    region: str
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        return self.host if self.port in (None, default) else f"{self.host}:{self.port}"
+
+
+def env_credentials() -> Credentials | None:
+    """Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN), the
+    first source botocore itself consults; None when they are not both set."""
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    if not key or not secret or any(os.environ.get(name) for name in _BOTOCORE_ONLY):
+        return None
+    return Credentials(key, secret, os.environ.get("AWS_SESSION_TOKEN") or None)
+
+
+def target_for(bucket: str, key: str, endpoint: str | None, region: str | None
+               ) -> Target | None:
+    """The request target of `key` in `bucket`: path style under `endpoint`, or AWS's
+    virtual-hosted form for a region known from the argument or the environment."""
+    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    object_path = "/" + quote(key, safe="/~")
+    if endpoint:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+            return None
+        base = parts.path.rstrip("/")
+        return Target(parts.scheme, parts.hostname, parts.port,
+                      f"{quote(base, safe='/~')}/{quote(bucket, safe='~')}{object_path}",
+                      region or "us-east-1")
+    if not region or region.startswith(("cn-", "us-iso")) or not _PLAIN_BUCKET.match(bucket):
+        return None
+    if os.path.exists(os.environ.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config")):
+        return None  # it may name another endpoint for S3: botocore reads it
+    return Target("https", f"{bucket}.s3.{region}.amazonaws.com", None, object_path, region)
+
+
+def _hmac(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def signed_headers(target: Target, creds: Credentials, now: float) -> dict[str, str]:
+    """The headers of a GET of `target` signed with Signature Version 4 at time `now`."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    day = stamp[:8]
+    headers = {"host": target.host_header, "x-amz-content-sha256": EMPTY_SHA256,
+               "x-amz-date": stamp}
+    if creds.token:
+        headers["x-amz-security-token"] = creds.token
+    names = sorted(headers)
+    canonical = "\n".join(["GET", target.path, "", *(f"{n}:{headers[n]}" for n in names), "",
+                           ";".join(names), EMPTY_SHA256])
+    scope = f"{day}/{target.region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope,
+                         hashlib.sha256(canonical.encode()).hexdigest()])
+    key = _hmac(("AWS4" + creds.secret).encode(), day)
+    for part in (target.region, "s3", "aws4_request"):
+        key = _hmac(key, part)
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={creds.key}/{scope}, "
+                                f"SignedHeaders={';'.join(names)}, Signature={signature}")
+    return headers
+
+
+def _proxied(target: Target) -> bool:
+    proxies = urllib.request.getproxies()
+    return target.scheme in proxies and not urllib.request.proxy_bypass(target.host)
+
+
+def _connection(target: Target, timeout: float) -> http.client.HTTPConnection:
+    if target.scheme == "http":
+        return http.client.HTTPConnection(target.host, target.port, timeout=timeout)
+    context = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None)
+    return http.client.HTTPSConnection(target.host, target.port, timeout=timeout,
+                                       context=context)
+
+
+def quick_get(bucket: str, key: str, endpoint: str | None, region: str | None,
+              timeout: float) -> bytes | None:
+    """The whole object `key` of `bucket`, or None when this path cannot fetch it (see the
+    module's docstring); never raises for a failed request.
+
+    Args:
+        bucket: the bucket's name.
+        key: the object's key.
+        endpoint: an S3-compatible service's URL (`S3_ENDPOINT_URL`), or None for AWS.
+        region: the region to sign for (None: from the environment).
+        timeout: seconds for the connection and for each read.
+    """
+    creds = env_credentials()
+    target = None if creds is None else target_for(bucket, key, endpoint, region)
+    if creds is None or target is None or _proxied(target):
+        return None
+    conn = _connection(target, timeout)
+    try:
+        conn.request("GET", target.path, headers=signed_headers(target, creds, time.time()))
+        response = conn.getresponse()
+        length = response.getheader("content-length")
+        if response.status != 200 or length is None or int(length) > MAX_BYTES:
+            return None
+        body = response.read()
+        return body if len(body) == int(length) else None
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        conn.close()
