@@ -1,5 +1,7 @@
-"""The node-wide slow-down: one small state file per store (scheme and bucket) in the node's
-shared-memory directory, read and written under an flock by every process of the node.
+"""The node-wide slow-down: one small state file per store (scheme and bucket) in a folder of the
+node's shared-memory directory (`streaming-gates-<uid>`), read and written under an flock by every
+process of the node. A file exists only for a store that once refused a request; it stays for
+the node's later runs, in its own folder so that the directory node joins list stays short.
 
 When the store answers "slow down" (429, 503, a reset connection), every process of the node
 stops sending for a pause (the store's `Retry-After`, else a pause that doubles with each wave of
@@ -59,17 +61,20 @@ class NodeGate:
 
     Args:
         key: names the store (e.g. "s3://bucket"); the same key means the same gate.
-        directory: where the state and slot files live (default: the shared-memory directory).
+        directory: where the state and slot files live (default: `streaming-gates-<uid>` in
+            the shared-memory directory, created when a store first refuses).
     """
 
     def __init__(self, key: str, directory: Path | None = None) -> None:
         digest = hashlib.blake2b(f"{os.getuid()}|{key}".encode(), digest_size=8).hexdigest()
         self.key = key
-        self.path = (directory or shm_dir()) / f"streaming-gate-{digest}"
+        folder = directory or shm_dir() / f"streaming-gates-{os.getuid()}"
+        self.path = folder / f"streaming-gate-{digest}"
 
     # ----- state ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def _locked(self) -> Iterator[tuple[int, GateState]]:
+        self.path.parent.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -155,6 +160,7 @@ class NodeGate:
                 os.close(fd)
 
     def _take_slot(self, limit: int) -> int | None:
+        self.path.parent.mkdir(mode=0o700, exist_ok=True)
         for k in random.sample(range(limit), limit):
             path = self.path.with_name(f"{self.path.name}.{k}")
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)

@@ -86,3 +86,18 @@ def test_local_paths_have_no_gate_and_urls_share_one_per_bucket():
     assert gate_for("/data/x") is None and gate_for("file:///data/x") is None
     assert gate_for("s3://b/a/x").path == gate_for("s3://b/y").path
     assert gate_for("s3://b/x").path != gate_for("s3://c/x").path
+
+
+def test_gate_files_stay_out_of_the_top_of_the_shared_memory_directory(tmp_path, monkeypatch):
+    """Every throttled store leaves a small state file (and its slot files) for the node's
+    next run; they live in one folder of their own, so the shared-memory directory that every
+    node join lists does not fill up with them."""
+    monkeypatch.setenv("STREAMING_SHM_DIR", str(tmp_path))
+    for bucket in ("a", "b", "c"):
+        gate = gate_for(f"s3://{bucket}/data/shard.mds")
+        gate.refused(None)
+        gate.succeeded()
+    top = sorted(p.name for p in tmp_path.iterdir())
+    assert top == [f"streaming-gates-{__import__('os').getuid()}"], top
+    assert len(list((tmp_path / top[0]).iterdir())) == 3
+    assert gate_for("s3://a/x").state().limit > 0  # another process finds the same state
