@@ -14,7 +14,7 @@ packs (best_fit, packing_length 8192, sequence lengths hashed from the sample id
 them with `random`; the exchange of the counts between nodes is timed separately with that many
 TCPStore clients on loopback. The catalog case writes an index.json of N shards (1,000 samples,
 64 MiB each) and times reading it into a catalog (index parse and checks, shard facts, the
-sample-to-shard spanner) against a bare `json.loads` of the same file. Prints only.
+sample-to-shard locator) against a bare `json.loads` of the same file. Prints only.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def child_catalog(kind: str, shards: int) -> dict:
     """Read an index of `shards` shards into catalog arrays (or just json.loads it)."""
     from streaming.cache.facts import ShardFacts
     from streaming.format.index import read_index
-    from streaming.read.spanner import Spanner
+    from streaming.read.sample_locator import SampleLocator
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index.json"
@@ -127,7 +127,7 @@ def child_catalog(kind: str, shards: int) -> dict:
         else:
             index = read_index(path)
             ShardFacts.from_indexes([index])
-            Spanner(index.samples_per_shard)
+            SampleLocator(index.samples_per_shard)
         return {"seconds": time.perf_counter() - start, "rss": _peak(), "base": base}
 
 

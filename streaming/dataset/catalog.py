@@ -1,5 +1,5 @@
 """The catalog of a dataset: its streams and what their indexes say (shard arrays, codecs, the
-sample-to-shard spanner, the shards' fixed facts), read once at construction. Picklable: DataLoader
+sample-to-shard locator, the shards' fixed facts), read once at construction. Picklable: DataLoader
 workers get a copy instead of reading the indexes again."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from streaming.format.index import read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
-from streaming.read.spanner import Spanner
+from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream, stream_class
 
 
@@ -37,7 +37,7 @@ class Catalog:
     samples_per_shard: np.ndarray
     shards_per_stream: np.ndarray
     samples_per_stream: np.ndarray
-    spanner: Spanner
+    locator: SampleLocator
     preparer: ShardPreparer
     stream_per_shard: np.ndarray = field(init=False)
     shard_offset_per_stream: np.ndarray = field(init=False)
@@ -64,7 +64,7 @@ class Catalog:
                    samples_per_shard=samples_per_shard,
                    shards_per_stream=np.array([ix.num_shards for ix in indexes], np.int64),
                    samples_per_stream=np.array([ix.num_samples for ix in indexes], np.int64),
-                   spanner=Spanner(samples_per_shard),
+                   locator=SampleLocator(samples_per_shard),
                    preparer=ShardPreparer(streams, ShardFacts.from_indexes(indexes)))
 
     @property

@@ -27,11 +27,12 @@ from streaming.dataset.session import Session
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
+from streaming.read.sizing import FIRST_READ, ReadSize
 from streaming.stream import Stream
 
 if TYPE_CHECKING:
     from streaming.cache.stats import CacheStats
-    from streaming.read.iterate import ReadTally
+    from streaming.read.shard_rows import ReadTally
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
         world, ids = self._begin()
         item = self.__getitem__ if self._overridden() else None
-        chunks = self.rows.chunks(ids, item, chunk=self._read_rows(1))
+        chunks = self.rows.chunks(ids, item, self._read_size(1))
         watch = self._watch
         watch.begin(ids)
         try:
@@ -265,8 +266,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         transport)."""
         world, ids = self._begin()
         names = self.catalog.codecs[0].column_names
-        chunks = self.rows.chunks(ids, chunk=self._read_rows(batch_size),
-                                  first=batch_size, columns=True, views=views)
+        chunks = self.rows.chunks(ids, size=self._read_size(batch_size, batch_size),
+                                  columns=True, views=views)
         try:
             for columns in chunks:
                 for lo in range(0, len(columns[0]) if columns else 0, batch_size):
@@ -282,9 +283,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             raise
         self.session.end()
 
-    def _read_rows(self, multiple: int) -> int:
-        world = self.session.worker_world()  # its readers take turns along the node's order
-        return self.rows.rows_per_read(multiple, world.ranks_per_node * world.workers_per_rank)
+    def _read_size(self, multiple: int, first: int = FIRST_READ) -> ReadSize:
+        return self.rows.read_size(multiple, self.session.worker_world(), first)
 
     def _begin(self) -> tuple[World, np.ndarray]:
         """Register this worker's iteration and fetch its planned ids."""

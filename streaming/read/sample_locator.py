@@ -7,7 +7,7 @@ import numpy as np
 from streaming.errors import ArgumentError
 
 
-class Spanner:
+class SampleLocator:
     """Maps global sample ids to (shard id, row) over concatenated shards of given sizes.
 
     Empty shards are allowed: they own no id and are skipped by the lookup.
