@@ -16,7 +16,7 @@ from streaming.cache.limit import Footprint
 from streaming.cache.prepare import ShardPreparer
 from streaming.cache.text_meta import prepare_meta_files
 from streaming.errors import PlanError
-from streaming.format.index import read_index
+from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
@@ -53,6 +53,18 @@ class Catalog:
         """Read every stream's index (and text shards' metadata); shards read in place are
         checked now, since nothing could fetch a bad one again later."""
         indexes = [read_index(stream.index_file()) for stream in streams]
+        return cls.of(streams, indexes, allow_unsafe_types=allow_unsafe_types)
+
+    @classmethod
+    def of(cls, streams: list[Stream], indexes: list[DatasetIndex], *,
+           allow_unsafe_types: bool = False) -> Catalog:
+        """The catalog of `streams` whose indexes were read already (see `open`).
+
+        Args:
+            streams: the dataset's streams.
+            indexes: each stream's index.
+            allow_unsafe_types: whether pickle-typed columns may be decoded.
+        """
         prepare_meta_files(streams, indexes)  # text-format (split) shards only
         for stream, index in zip(streams, indexes):
             if stream.remote_dir is None:
