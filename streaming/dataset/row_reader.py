@@ -17,8 +17,8 @@ from streaming.format.shard import ShardReader
 from streaming.read.iterate import iter_chunks
 from streaming.read.open_shards import OpenShards
 from streaming.read.shard_rows import ReadTally
+from streaming.read.shard_source import ShardSource, acquire_open, shard_source
 from streaming.read.sizing import DEFAULT_SIZE, FIRST_READ, ReadSize, read_size
-from streaming.read.source import ShardSource, acquire_open, shard_source
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine

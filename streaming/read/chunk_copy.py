@@ -33,7 +33,7 @@ from streaming.format.shard import (
 )
 from streaming.read.open_shards import MIN_CAPACITY, default_capacity
 from streaming.read.shard_rows import ReadTally, ShardRows
-from streaming.read.source import acquire_open
+from streaming.read.shard_source import acquire_open
 
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
 

@@ -15,8 +15,8 @@ from streaming.format.shard import NOWAIT_READS
 from streaming.read.chunk_copy import Fetched, NotOpen, PassReaders, decode, tally_chunk
 from streaming.read.chunk_copy import fetch as fetch_chunk
 from streaming.read.shard_rows import ShardRows
+from streaming.read.shard_source import ShardSource
 from streaming.read.sizing import DEFAULT_SIZE, ReadSize
-from streaming.read.source import ShardSource
 
 
 def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE, *,

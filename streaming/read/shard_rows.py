@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 
 from streaming.format.shard import ShardReader
-from streaming.read.source import ShardSource
+from streaming.read.shard_source import ShardSource
 
 
 @dataclass

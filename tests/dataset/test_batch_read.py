@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from streaming.errors import CoordinationError, ShardCorruptError
 from streaming.format import ShardReader, read_index
+from streaming.read.shard_source import LocalSource, first_uses
 from streaming.read.sizing import rows_per_read
-from streaming.read.source import LocalSource, first_uses
 from writers.mds import MDSWriter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mds-reference"

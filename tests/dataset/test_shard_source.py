@@ -13,8 +13,8 @@ import pytest
 from streaming.format.text_shard import open_shard
 from streaming.read.iterate import iter_chunks
 from streaming.read.shard_rows import ReadTally
+from streaming.read.shard_source import LocalSource, ShardSource
 from streaming.read.sizing import ReadSize
-from streaming.read.source import LocalSource, ShardSource
 from tests.cache._data import open_dataset, write_dataset
 
 SAMPLES = 600
