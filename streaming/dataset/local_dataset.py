@@ -7,7 +7,6 @@ the dataset directory, or into a cache directory when that one is read-only, and
 from __future__ import annotations
 
 import hashlib
-import operator
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -70,6 +69,7 @@ class LocalDataset(Dataset):
             check_local_shards(self.index)
         self.catalog = Catalog.of([stream], [self.index], allow_unsafe_types=allow_unsafe_types)
         self.rows = RowReader(self.catalog, None, PREPARE_AHEAD, 0)
+        self._locator, self._readers = self.catalog.locator, self.rows.readers  # for ds[i]
         if validate_hash is not None:
             self._verify_empty_shards()
 
@@ -112,13 +112,12 @@ class LocalDataset(Dataset):
 
     def get_item(self, index: int) -> dict[str, Any]:
         """One sample by global index (negative counts from the end)."""
-        i = operator.index(index)
         try:
-            shard, row = self.catalog.locator[i]
+            shard, row = self._locator[index]
         except IndexError:
             raise IndexError(f"sample {index} out of range for {self.root} "
                              f"({self.num_samples})") from None
-        return self.rows.reader(shard).get(row)
+        return self._readers.get(shard).get(row)
 
     def get_many(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """Samples for an array of global indices, mapped to shards in one vectorised pass."""
@@ -133,7 +132,7 @@ class LocalDataset(Dataset):
                 f"sample {int(ids[bad][0])} out of range for {self.root} ({self.num_samples})"
             )
         shards, rows = self.rows.locate(ids)
-        reader = self.rows.reader
+        reader = self._readers.get
         return [reader(shard).get(row) for shard, row in zip(shards.tolist(), rows.tolist())]
 
     # DataLoader fetches a whole batch through this when the dataset defines it.

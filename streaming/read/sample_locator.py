@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_right
 
 import numpy as np
@@ -44,8 +45,9 @@ class SampleLocator:
         return shards, ids - self.shard_starts[shards]
 
     def __getitem__(self, sample_id: int) -> tuple[int, int]:
-        """(shard, row) of one global sample id; negative ids count from the end."""
-        sid = int(sample_id)
+        """(shard, row) of one global sample id (an integer: TypeError for anything else);
+        negative ids count from the end."""
+        sid = operator.index(sample_id)
         if sid < 0:
             sid += self.num_samples
         if not 0 <= sid < self.num_samples:
