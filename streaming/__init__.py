@@ -13,10 +13,10 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "MDSWriter": "writers.mds",
-    "JSONWriter": "writers.text",
-    "CSVWriter": "writers.text",
-    "TSVWriter": "writers.text",
-    "XSVWriter": "writers.text",
+    "JSONWriter": "writers.text_writers",
+    "CSVWriter": "writers.text_writers",
+    "TSVWriter": "writers.text_writers",
+    "XSVWriter": "writers.text_writers",
     "LocalDataset": "streaming.dataset.local_dataset",
     "StreamingDataset": "streaming.dataset.streaming_dataset",
     "Stream": "streaming.stream",

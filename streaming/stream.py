@@ -26,14 +26,17 @@ class Stream:
     None inherit the dataset's values (see `apply_defaults`).
 
     Args:
-        remote: Source URL or path of the dataset.
-        local: Node-local folder: the cache of `remote`, or the data itself without one.
-        split: Sub-folder of `remote`/`local`.
-        proportion: Relative weight of this stream in the epoch.
-        repeat: Multiplier of this stream's samples per epoch (fractions allowed).
-        choose: Absolute number of this stream's samples per epoch.
+        remote: Source URL (`s3://`, `gs://`, `az://`, `https://`, `file://`) or path of the
+            dataset; None: `local` is the only copy.
+        local: Node-local folder: the cache of `remote`, or the data itself without one. None
+            with a `remote`: a per-user folder under the temp dir (docs/dataset.md).
+        split: Sub-folder of `remote`/`local` (e.g. "train"); None: the folder itself.
+        proportion: Relative weight of this stream in an epoch of `epoch_size` samples.
+        repeat: Passes over this stream per epoch (fractions allowed).
+        choose: Samples of this stream per epoch. At most one of `proportion`, `repeat` and
+            `choose`; None for all three: every sample once.
         download_retry: Extra attempts per file copy (None: the dataset's).
-        download_timeout: Seconds per attempt (None: the dataset's).
+        download_timeout: Seconds per download attempt (None: the dataset's).
         validate_hash: Hash algorithm shards are checked with (None: the dataset's).
         keep_zip: Keep downloaded compressed shards (None: the dataset's).
     """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from streaming.errors import ArgumentError
-from streaming.util.units import parse_bytes, parse_count
+from streaming.util.quantities import parse_bytes, parse_count
 
 
 @pytest.mark.parametrize("value,expected", [

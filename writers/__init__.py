@@ -7,8 +7,8 @@ import importlib
 from typing import Any
 
 _LAZY = {"MDSWriter": "writers.mds", "merge_index": "streaming.format.index",
-         "JSONWriter": "writers.text", "CSVWriter": "writers.text", "TSVWriter": "writers.text",
-         "XSVWriter": "writers.text"}
+         **dict.fromkeys(("JSONWriter", "CSVWriter", "TSVWriter", "XSVWriter"),
+                         "writers.text_writers")}
 
 __all__ = sorted(_LAZY)
 

@@ -17,7 +17,7 @@ import numpy as np
 from streaming.errors import EncodeError, FormatError
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, LENGTHS_SUFFIX
 from streaming.format.value_length import value_length
-from writers.shard_files import file_info, write_file_atomic
+from writers.shard_publish import file_info, write_file_atomic
 
 LengthSpec = str | Callable[[Mapping[str, Any]], int]
 _U32_MAX = (1 << 32) - 1

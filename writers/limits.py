@@ -5,7 +5,7 @@ from __future__ import annotations
 from streaming.errors import FormatError, SizeLimitError
 from streaming.format.compression import parse_compression
 from streaming.format.hashing import is_supported_hash
-from streaming.util.units import parse_bytes
+from streaming.util.quantities import parse_bytes
 
 DEFAULT_SIZE_LIMIT = 1 << 26  # raw bytes per shard unless size_limit says otherwise
 # Sample offsets are u32: a raw shard must stay below 4 GiB, whatever size_limit says.

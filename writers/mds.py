@@ -43,7 +43,7 @@ from writers.length_recorder import LengthRecorder, LengthSpec
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
 from writers.output_dir import clear_files, prepare_directory
 from writers.shard_builder import ShardBuilder
-from writers.shard_files import TMP_SUFFIX, config_json, shard_config, write_shard
+from writers.shard_publish import TMP_SUFFIX, config_json, shard_config, write_shard
 from writers.upload import Uploader, make_uploader, resolve_output, shard_files
 
 log = logging.getLogger(__name__)
@@ -61,19 +61,29 @@ class MDSWriter:
     docs/writing.md says more about every argument.
 
     Args:
-        columns: Column name -> encoding ("str", "int", "ndarray:int32", "jpeg", ...).
-        out: A local folder, a remote URL, or (local folder, remote URL).
-        compression: "zstd", "zstd:7", "gz", "bz2", "br", "snappy" or None.
-        hashes: Digest algorithms recorded per shard file ("sha1", "xxh64", ...).
-        size_limit: Raw bytes per shard (int or "64mb").
-        keep_local: Keep the local copy of shards uploaded to a remote `out`.
-        progress_bar: Show upload progress.
-        exist_ok: Write into a folder that already holds a dataset (its files are replaced).
-        max_workers: Upload threads.
-        timeout: Seconds `finish()` waits for uploads.
-        retry: Extra attempts per file upload.
+        columns: Column name -> encoding ("str", "int", "ndarray:int32", "jpeg", ...); stored
+            sorted by name.
+        out: A local folder or `file://` URL, a remote URL (`s3://`, `gs://`, `az://`, ...),
+            or a (local folder, remote URL) pair.
+        compression: Whole-shard codec ("zstd", "zstd:7", "gz", "bz2", "br", "snappy");
+            None: uncompressed.
+        hashes: Digest algorithms recorded per shard file ("sha1", "xxh64", ...); None: none.
+        size_limit: Raw bytes per shard (int or "64mb"; default 64 MiB, below 4 GiB); None:
+            no limit (shards still stop below 4 GiB).
+        keep_local: Keep the local files uploaded to a remote `out`. None keeps the local
+            folder of a pair and empties a temporary staging folder.
+        progress_bar: Show a bar counting written samples.
+        exist_ok: Write into a folder that already holds a dataset (its files are replaced);
+            False raises OutputExistsError.
+        max_workers: Threads that write, compress and hash finished shards; None:
+            min(4, cpus).
+        timeout: Seconds any single wait for those threads or an upload may take (600).
+        retry: Extra attempts per file upload after a transient failure.
         lengths: A column name, or a function of the sample, whose per-sample length is
-            recorded in a side file per shard (docs/packing.md).
+            recorded in a side file per shard (docs/packing.md); None: none. Not in the
+            reference.
+        mode: "create" (default), "append" (add shards to the dataset at `out`) or
+            "overwrite" (replace it, publishing the new index last). Not in the reference.
     """
 
     def __init__(
@@ -93,10 +103,6 @@ class MDSWriter:
         lengths: LengthSpec | None = None,
         mode: str = "create",
     ) -> None:
-        """`lengths`: a column name or a function of the sample whose value per sample is
-        recorded in a side file per shard (docs/packing.md); `retry`: extra attempts per file
-        upload; `mode`: "create", "append" or "overwrite" (writers/growth.py). The other
-        arguments are described in docs/writing.md."""
         self.retry = int(retry)
         if not columns:
             raise FormatError("MDSWriter needs at least one column in `columns`")

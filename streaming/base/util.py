@@ -11,7 +11,7 @@ from streaming.coord.shm import clean_stale_shared_memory
 from streaming.errors import UnsupportedFeatureError
 from streaming.format import index as _index
 from streaming.storage.schemes import split_scheme
-from streaming.util.units import parse_bytes, parse_count
+from streaming.util.quantities import parse_bytes, parse_count
 
 
 def bytes_to_int(bytes_str: int | float | str) -> int:

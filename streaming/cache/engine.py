@@ -23,17 +23,20 @@ import numpy as np
 from streaming.cache import disk
 from streaming.cache import table as tb
 from streaming.cache.facts import ShardFacts
-from streaming.cache.limit import Footprint
+from streaming.cache.limit import Footprint, MinimumLimit, minimum_limit
 from streaming.cache.lookahead import ReaderRuns, horizon_runs, prefetch_window
 from streaming.cache.prepare import ShardPreparer, zipless_shards
-from streaming.cache.room import BUSY, READY, CacheRoom
+from streaming.cache.process_tables import drop_table, shared_table
+from streaming.cache.shard_files import ShardFiles
+from streaming.cache.slot import ReaderSlot
+from streaming.cache.space import BringOutcome, CacheSpace
 from streaming.cache.stats import CacheStats
 from streaming.coord.flag import FailureFlag
 from streaming.coord.names import Namespace
 from streaming.coord.wait import Deadline, Flag
-from streaming.errors import ArgumentError, CoordinationError, DownloadTimeoutError
+from streaming.errors import ArgumentError, DownloadTimeoutError
 from streaming.storage.retry import RetryPolicy
-from streaming.util.units import parse_bytes
+from streaming.util.quantities import parse_bytes
 
 if TYPE_CHECKING:
     from streaming.stream import Stream
@@ -43,35 +46,6 @@ log = logging.getLogger(__name__)
 PREPARE_THREADS = 4  # shards prepared at once (decompression and downloads release the GIL)
 LOCK_SLACK = 4096  # bytes reserved per preparation for the small lock files it creates
 REFRESH_STEPS = 8  # a reader rewrites its horizon at most this often (in samples)
-_tables: dict[tuple[int, str], tb.CacheTable] = {}
-_tables_lock = threading.Lock()
-
-
-def _after_fork() -> None:
-    global _tables_lock
-    _tables_lock = threading.Lock()  # another thread may have held it at the fork
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-def _shared_table(token: str, num_shards: int, init) -> tb.CacheTable:
-    """This process's mapping of the node table `token` (one per process, shared by threads)."""
-    key = (os.getpid(), token)
-    with _tables_lock:
-        table = _tables.get(key)
-        if table is None:
-            table = _tables[key] = tb.CacheTable.open(token, num_shards, init=init)
-        return table
-
-
-def _drop_table(token: str) -> None:
-    """Unmap this process's table `token` (and remove it from shared memory if this process
-    created it); the next reader creates it again from what is on disk."""
-    # Under the table's file lock: no _tables_lock here (_shared_table takes them the other way).
-    table = _tables.pop((os.getpid(), token), None)
-    if table is not None:
-        table.close()
 
 
 def shard_footprint(facts: ShardFacts, streams: Sequence[Stream]) -> Footprint:
@@ -85,12 +59,23 @@ def shard_footprint(facts: ShardFacts, streams: Sequence[Stream]) -> Footprint:
                         zipless=zipless_shards(facts, streams))
 
 
-class CacheEngine(CacheRoom):
+class CacheEngine:
     """Node-coordinated shard cache for one reader over a `ShardPreparer`'s shards.
 
     `follow(shards)` gives the reader's future shard sequence (one entry per sample) and starts
     prefetching `predownload` samples ahead; `advance(i)` reports progress; `acquire(shard)`
-    returns the ready raw file, pinned until `release(shard)`.
+    returns the ready raw file, pinned until `release(shard)`. Room for each shard is made by
+    the reader's `CacheSpace`, over the reader's `ReaderSlot` of the node table.
+
+    Args:
+        preparer: what fetches, decompresses and verifies each shard.
+        cache_limit: bytes the node's cache folders may hold (None: no limit).
+        predownload: samples ahead of the reader that prefetching prepares.
+        max_downloads: preparations the node runs at once (None: any number).
+        prefetch_threads: this reader's prefetching threads.
+        wait_timeout: seconds a reader waits for one shard (default: from the streams'
+            download timeouts and retries).
+        flag: the node's failure flag, checked while waiting.
     """
 
     def __init__(self, preparer: ShardPreparer, *, cache_limit: int | str | None = None,
@@ -109,6 +94,7 @@ class CacheEngine(CacheRoom):
         owner = np.asarray(preparer.facts.stream_of_shard, np.int64)
         self.dirs = sorted({str(preparer.streams[s].local_dir)
                             for s in np.unique(owner[self.cached]).tolist()})
+        self.files = ShardFiles(preparer, self.cached, self.dirs)
         self.token = self._token()
         self._reset_runtime()
 
@@ -133,22 +119,15 @@ class CacheEngine(CacheRoom):
 
     def _reset_runtime(self) -> None:
         self._pid = os.getpid()
-        self._table: tb.CacheTable | None = None
-        self._slot = -1
+        self._space: CacheSpace | None = None  # this process's attachment to the node table
         self._closed: tuple[CacheStats, CacheStats] | None = None  # the counters at close()
-        self._mutex = threading.Lock()
         self._errors: dict[int, BaseException] = {}
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._run_shard = np.zeros(0, np.int64)
-        self._run_start = np.zeros(0, np.int64)
-        self._run_end = np.zeros(0, np.int64)
-        self._previous = np.zeros(0, np.int64)
-        self._entries = np.zeros(0, np.int64)
+        self._runs = ReaderRuns.of(np.zeros(0, np.int64), gap=1)  # the sequence `follow` gave
         self._position = 0
         self._refresh_at = 0
-        self._length = 0
 
     def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -163,25 +142,76 @@ class CacheEngine(CacheRoom):
         self._reset_runtime()
 
     @property
-    def table(self) -> tb.CacheTable:
-        """The node table, attached (and a reader slot claimed) on first use, and again in a
-        forked child (a DataLoader worker): the parent's slot, pins and horizon are not its own."""
+    def space(self) -> CacheSpace:
+        """This reader's room in the node's cache: the node table attached (and a reader slot
+        claimed) on first use, and again in a forked child (a DataLoader worker): the parent's
+        slot, pins and horizon are not its own."""
         if self._pid != os.getpid():
             self._reset_runtime()
-        if self._table is None:
-            table = _shared_table(self.token, len(self.cached), self._scan)
-            with table.locked():
-                self._slot = table.claim_slot(lambda shard: self._recover(shard, table))
-                table.ask(self._slot, self.limit or 0, self.max_downloads or 0)
-            self._table = table
-        return self._table
+        if self._space is None:
+            table = shared_table(self.token, len(self.cached), self.files.scan)
+            reader = ReaderSlot.claim(table, limit=self.limit or 0,
+                                      downloads=self.max_downloads or 0,
+                                      on_dead_owner=lambda shard: self.files.recover(table, shard))
+            self._space = CacheSpace(self.files, self.footprint, reader)
+        return self._space
+
+    @property
+    def table(self) -> tb.CacheTable:
+        """The node table (attached on first use, see `space`)."""
+        return self.space.table
+
+    @property
+    def slot(self) -> ReaderSlot:
+        """This reader's row of the node table (claimed on first use, see `space`)."""
+        return self.space.reader
 
     def attach(self) -> CacheEngine:
         """Join the node table now (the first process creates it and keeps it alive: call
         this in the training process before DataLoader workers start)."""
-        _ = self.table
-        self._warn_space()
+        self.space.warn_if_short()
         return self
+
+    # ----- the node's space --------------------------------------------------------------
+    def effective_limit(self) -> int | None:
+        """The node's limit: the smallest any process sharing these folders asked for."""
+        return self.space.node_limit
+
+    def usage(self) -> int:
+        """Bytes the node's cache folders hold or have promised to downloads in flight."""
+        return self.space.usage()
+
+    def evict(self, shard: int) -> bool:
+        """Evict cached `shard` now (it is downloaded again when next needed); False when it
+        is not in the cache, is local-only data, or a reader holds it.
+
+        Args:
+            shard: the shard to evict.
+        """
+        return self.space.evict(shard)
+
+    def evict_coldest(self) -> int | None:
+        """Evict the cached shard eviction would pick first (next use farthest away, or never);
+        its id, or None when no shard can be evicted now."""
+        return self.space.evict_coldest()
+
+    def minimum_limit(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit:
+        """Smallest cache_limit under which the node plan `node_ids` [ranks, workers, n] runs.
+
+        Args:
+            node_ids: the node plan's sample ids.
+            shard_starts: the first sample id of each shard.
+        """
+        return minimum_limit(node_ids, self.footprint, shard_starts)
+
+    def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit | None:
+        """Refuse (CacheLimitError with the number) a cache_limit the node plan cannot run in.
+
+        Args:
+            node_ids: the node plan's sample ids [ranks, workers, n].
+            shard_starts: the first sample id of each shard.
+        """
+        return self.space.check_plan(node_ids, shard_starts)
 
     # ----- the reader's plan -------------------------------------------------------------
     def follow(self, shards: np.ndarray) -> None:
@@ -192,16 +222,14 @@ class CacheEngine(CacheRoom):
         if len(seq) and (int(seq.min()) < 0 or int(seq.max()) >= len(self.cached)):
             raise ArgumentError(f"follow() needs shard ids in [0, {len(self.cached)}) (drop the -1 "
                              "padding of a plan before mapping ids to shards)")
-        runs = ReaderRuns.of(seq, gap=self.predownload)
-        self._run_start, self._run_shard, self._run_end = runs.start, runs.shard, runs.end
-        self._previous, self._entries, self._length = runs.previous, runs.entries, runs.length
+        self._runs = ReaderRuns.of(seq, gap=self.predownload)
         self._position = 0
         self._refresh_at = 0
         self._publish(0)
-        self._trim()
+        self.space.trim()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._prefetch, daemon=True,
-                                          name=f"streaming-cache-{self._slot}.{i}")
+                                          name=f"streaming-cache-{self.slot.index}.{i}")
                          for i in range(self.prefetch_threads)]
         for thread in self._threads:
             thread.start()
@@ -209,8 +237,7 @@ class CacheEngine(CacheRoom):
     def advance(self, position: int) -> None:
         """The reader is at step `position` of the sequence given to `follow`."""
         self._position = int(position)
-        table = self.table
-        table.progress[self._slot] = self._position
+        self.slot.advance(self._position)
         if self._position >= self._refresh_at:
             self._publish(self._position)
         self._wake.set()
@@ -219,22 +246,15 @@ class CacheEngine(CacheRoom):
         """Write this reader's next distinct shards, and the steps at which it starts and stops
         reading each, into its slot: those of the next `window * horizon` runs, then the new
         shards the prefetcher reaches beyond them (so eviction knows they are wanted)."""
-        table = self.table
-        h = table.horizon
-        r0 = max(int(np.searchsorted(self._run_start, position, side="right")) - 1, 0)
-        runs = horizon_runs(self._run_shard, self._entries, self._previous, r0, h,
-                            self.prefetch_threads, window)
-        ends = self._run_end
-        row = np.full(h, -1, np.int64)
-        row[:len(runs)] = self._run_shard[runs]
-        slot = self._slot
-        table.horizon_starts[slot, :len(runs)] = self._run_start[runs]
-        table.horizon_ends[slot, :len(runs)] = ends[runs]
-        table.horizon_shards[slot] = row
-        table.progress[slot] = position
+        reader = self.slot
+        seq = self._runs
+        r0 = max(int(np.searchsorted(seq.start, position, side="right")) - 1, 0)
+        runs = horizon_runs(seq.shard, seq.entries, seq.previous, r0,
+                            reader.table.horizon, self.prefetch_threads, window)
+        reader.publish(seq.shard[runs], seq.start[runs], seq.end[runs], position)
         # Refresh when the current run ends (a shard read again later then shows its next use
         # instead of looking finished), but at most every REFRESH_STEPS steps.
-        later = ends[runs[0]] if len(runs) else self._length
+        later = seq.end[runs[0]] if len(runs) else seq.length
         self._refresh_at = max(int(later), position + REFRESH_STEPS)
 
     # ----- the reader side ---------------------------------------------------------------
@@ -244,27 +264,27 @@ class CacheEngine(CacheRoom):
         shard = int(shard)
         if not self.cached[shard]:
             return self.preparer.prepare(shard)
-        table = self.table
-        self._pin(shard)
-        if table.state[shard] == tb.PRESENT:  # read after the pin: see _evict
+        space, reader = self.space, self.slot
+        reader.pin(shard)
+        if space.table.state[shard] == tb.PRESENT:  # read after the pin: see CacheSpace
             seen = disk.identity(self.preparer.raw_path(shard))
             if self.preparer.usable(shard):
-                self._count(tb.HITS)
+                reader.count(tb.HITS)
                 self._errors.pop(shard, None)  # fetched since a prefetch of it failed
                 return self.preparer.raw_path(shard)
-            self._lost(shard, seen)
+            space.forget(shard, seen)
         if not wait:
-            self._unpin(shard)
+            reader.unpin(shard)
             return None
         started = time.monotonic_ns()
-        self._count(tb.MISSES)
+        reader.count(tb.MISSES)
         try:
             self._wait_present(shard)
         except BaseException:
-            self._unpin(shard)
+            reader.unpin(shard)
             raise
         finally:
-            self._count(tb.WAIT, time.monotonic_ns() - started)
+            reader.count(tb.WAIT, time.monotonic_ns() - started)
         return self.preparer.raw_path(shard)
 
     def pinned(self) -> np.ndarray | None:
@@ -281,7 +301,7 @@ class CacheEngine(CacheRoom):
     def release(self, shard: int) -> None:
         """Unpin `shard` (it may be evicted from now on)."""
         if self.cached[int(shard)]:
-            self._unpin(int(shard))
+            self.slot.unpin(int(shard))
 
     def prepare(self, shard: int) -> Path:
         """Make `shard` ready without keeping it pinned (random access, warm-up)."""
@@ -300,72 +320,32 @@ class CacheEngine(CacheRoom):
         """
         if not self.cached[int(shard)]:
             return False
-        self._lost(int(shard), disk.identity(path))
+        self.space.forget(int(shard), disk.identity(path))
         return True
 
-    def _lost(self, shard: int, seen: tuple[int, int, int] | None) -> None:
-        """A present shard's file (`seen`: its identity when it was found unusable) vanished,
-        changed size or fails its digest underneath us (a clean-up script, another job, a full
-        disk): forget it, so it is prepared again. Not if another reader replaced it since."""
-        table = self.table
-        with table.locked():
-            if (table.state[shard] != tb.PRESENT
-                    or disk.identity(self.preparer.raw_path(shard)) != seen):
-                return
-            log.warning("cache: %s is missing, truncated or corrupt on disk; fetching it again",
-                        self._name(shard))
-            self.preparer.remove_files(shard)
-            table.disk[shard] = 0
-            table.state[shard] = tb.ABSENT
-        self.preparer.forget(shard)
-
-    def _pin(self, shard: int) -> None:
-        pins = self.table.pins[self._slot]
-        free = np.flatnonzero(pins < 0)
-        if not len(free):
-            raise CoordinationError(
-                f"reader holds {len(pins)} shards already ({pins.tolist()}); release one before "
-                f"acquiring shard {shard}")
-        pins[free[0]] = shard
-
-    def _unpin(self, shard: int) -> None:
-        pins = self.table.pins[self._slot]
-        held = np.flatnonzero(pins == shard)
-        if len(held):
-            pins[held[0]] = -1
-
     def _wait_present(self, shard: int) -> None:
-        table = self.table
+        space = self.space
         deadline = Deadline(self.wait_timeout)
         pause = 0.001
         while True:
             if self.flag is not None and (
-                    failed := self.flag.error(f"stopped waiting for {self._name(shard)}")):
+                    failed := self.flag.error(f"stopped waiting for {self.files.describe(shard)}")):
                 raise failed
-            state = int(table.state[shard])
+            state = int(space.table.state[shard])
             error = self._errors.pop(shard, None)
             if error is not None and state != tb.PRESENT:
                 raise error
-            if state == tb.PRESENT or (state == tb.ABSENT and self._bring(shard, -1) == READY):
+            if state == tb.PRESENT or (state == tb.ABSENT and space.bring(shard, -1)
+                                       == BringOutcome.PRESENT):
                 return
             if state == tb.PREPARING:
-                self._check_owner(shard)
+                space.recover_if_orphaned(shard)
             if deadline.expired():
                 raise DownloadTimeoutError(
-                    f"{self._name(shard)} was not ready after {self.wait_timeout:g} s "
-                    f"({self._why(shard)})")
+                    f"{self.files.describe(shard)} was not ready after {self.wait_timeout:g} s "
+                    f"({space.explain_wait(shard)})")
             time.sleep(min(pause, deadline.remaining()))
             pause = min(pause * 2, 0.01)  # polled shared memory: cheap, and a lag is a stall
-
-    def _why(self, shard: int) -> str:
-        table = self.table
-        state = tb.STATE_NAMES[int(table.state[shard])]
-        if state != "absent" or self.effective_limit() is None:
-            return f"state {state}"
-        pinned = int(table.disk[table.pinned(table.live_slots())].sum())
-        return (f"waiting for room: it needs {self.footprint.download_cost(shard)} bytes, "
-                f"cache_limit {self.effective_limit()}, in use {table.used()}, pinned by "
-                f"readers {pinned}")
 
     # ----- prefetching -------------------------------------------------------------------
     def _prefetch(self) -> None:
@@ -380,25 +360,26 @@ class CacheEngine(CacheRoom):
     def _prefetch_step(self) -> bool:
         """Prepare the next absent shard within `predownload` steps or among the next
         `prefetch_threads` new shards (see `lookahead`); True if it did work."""
-        table = self.table
+        space = self.space
         pos = self._position
-        lo, hi = prefetch_window(self._run_start, self._entries, self._previous, pos,
+        seq = self._runs
+        lo, hi = prefetch_window(seq.start, seq.entries, seq.previous, pos,
                                  self.predownload, self.prefetch_threads)
-        window = self._run_shard[lo:hi]
-        todo = np.flatnonzero(table.state[window] == tb.ABSENT)
+        window = seq.shard[lo:hi]
+        todo = np.flatnonzero(space.table.state[window] == tb.ABSENT)
         for k in todo.tolist():
             shard = int(window[k])
             if shard in self._errors or not self.cached[shard]:
                 continue
-            distance = max(int(self._run_start[lo + k]) - pos, 0)
+            distance = max(int(seq.start[lo + k]) - pos, 0)
             try:
-                outcome = self._bring(shard, distance)
+                outcome = space.bring(shard, distance)
             except Exception as exc:
                 self._errors[shard] = exc
-                log.debug("cache: prefetch of %s failed: %s", self._name(shard), exc)
+                log.debug("cache: prefetch of %s failed: %s", self.files.describe(shard), exc)
                 return True
-            if outcome != BUSY:
-                return outcome == READY
+            if outcome != BringOutcome.IN_PROGRESS:
+                return outcome == BringOutcome.PRESENT
         return False
 
     def check(self) -> None:
@@ -422,10 +403,10 @@ class CacheEngine(CacheRoom):
     def stats(self, *, node: bool = True) -> CacheStats:
         """Counters of every reader on the node (default) or of this reader only; after
         `close()`, as they were then (the table may be gone)."""
-        if self._table is None and self._closed is not None and self._pid == os.getpid():
+        if self._space is None and self._closed is not None and self._pid == os.getpid():
             return self._closed[0 if node else 1]
-        table = self.table
-        rows = table.counters if node else table.counters[self._slot]
+        reader = self.slot
+        rows = reader.table.counters if node else reader.table.counters[reader.index]
         return CacheStats.from_counters(rows)
 
     def close(self) -> None:
@@ -434,11 +415,11 @@ class CacheEngine(CacheRoom):
             self._reset_runtime()
             return
         self.stop()
-        if self._table is not None:
+        if self._space is not None:
             self._closed = (self.stats(), self.stats(node=False))
             log.debug("%s (this reader: %s)", *self._closed)
-            with self._table.locked():
-                self._table.free_slot(self._slot)
-                if not self._table.live_slots().any():  # the last reader: drop the table
-                    _drop_table(self.token)
-            self._table = None
+            reader = self._space.reader
+            with reader.table.locked():
+                if reader.free():  # the last reader: drop the table
+                    drop_table(self.token)
+            self._space = None

@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 
+from streaming.cache.bookkeeping import BOOKKEEPING_FILES
 from streaming.errors import CacheFolderError, LocationError
 
 # "s3:/bucket" or "gs:bucket": a scheme (two letters or more, so no drive letter) without "//".
@@ -63,17 +64,12 @@ def make_folder(folder: Path) -> list[Path]:
 def remove_created(created: list[Path]) -> None:
     """Remove the folders `make_folder` created (deepest first) if nothing was left in them but
     this library's own bookkeeping files."""
-    from streaming.cache.marker import CACHE_MARKER
-    from streaming.cache.node_claim import NODE_FILE, NODE_LOCK
-    from streaming.cache.origin import ORIGIN_FILE, ORIGIN_LOCK
-
-    ours = {CACHE_MARKER, ORIGIN_FILE, ORIGIN_LOCK, NODE_FILE, NODE_LOCK}
     for path in created:
         try:
             names = os.listdir(path)
         except OSError:
             continue
-        if any(name not in ours for name in names):
+        if any(name not in BOOKKEEPING_FILES for name in names):
             return
         for name in names:
             with contextlib.suppress(OSError):

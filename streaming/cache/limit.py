@@ -98,7 +98,7 @@ def minimum_limit(shards: np.ndarray, footprint: Footprint,
 def check_cache_limit(value: int | str) -> int:
     """The bytes of a `cache_limit` argument; PlanError for one that is not a positive size (0
     is refused rather than taken to mean anything: None is the way to say "no limit")."""
-    from streaming.util.units import parse_bytes
+    from streaming.util.quantities import parse_bytes
 
     try:
         limit = parse_bytes(value)

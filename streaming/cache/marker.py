@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-CACHE_MARKER = ".streaming-cache"
+from streaming.cache.bookkeeping import CACHE_MARKER
 
 
 def mark_cache(folder: str | Path) -> Path:

@@ -24,13 +24,12 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from streaming.cache.bookkeeping import NODE_FILE, NODE_LOCK
 from streaming.coord.names import job_identity, node_rank
 from streaming.errors import CacheFolderError
 from streaming.util.atomic import staged_file
 from streaming.util.confine import confine
 
-NODE_FILE = ".streaming-node.json"
-NODE_LOCK = ".streaming-node.lock"
 _held: dict[str, int] = {}  # folder -> descriptor holding this process's shared lock
 _held_lock = threading.Lock()
 

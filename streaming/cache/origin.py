@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from streaming.cache.bookkeeping import ORIGIN_FILE, ORIGIN_LOCK
 from streaming.cache.disk import listing
 from streaming.cache.folder import make_folder, remove_created
 from streaming.errors import CacheOriginError, StreamingError
@@ -36,8 +37,6 @@ from streaming.util.files import has_size
 
 log = logging.getLogger(__name__)
 
-ORIGIN_FILE = ".streaming-origin.json"
-ORIGIN_LOCK = ".streaming-origin.lock"
 LOCK_TIMEOUT = 600.0  # seconds another process may spend fetching the same index
 
 

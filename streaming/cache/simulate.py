@@ -25,7 +25,7 @@ AHEAD = 4  # new shards a prefetcher reaches beyond its window (the engine's pre
 
 
 @dataclass(frozen=True)
-class EpochCache:
+class SimulatedEpoch:
     """One node's cache over one epoch.
 
     Args:
@@ -47,7 +47,7 @@ class EpochCache:
 
 
 @dataclass
-class NodeCache:
+class SimulatedCache:
     """The simulated cache of one node, carried from epoch to epoch.
 
     Args:
@@ -75,7 +75,7 @@ class NodeCache:
         self.present[:] = False
         self.disk[:] = 0
 
-    def run_epoch(self, sequences: Sequence[np.ndarray]) -> EpochCache:
+    def run_epoch(self, sequences: Sequence[np.ndarray]) -> SimulatedEpoch:
         """Simulate readers reading `sequences` (one shard id per step each) from here."""
         if self._fits(sequences):
             return self._without_eviction(sequences)
@@ -94,7 +94,7 @@ class NodeCache:
         worst = int(fp.transient[wanted].max(initial=0))
         return int(fp.resident[wanted].sum()) + worst <= self.limit
 
-    def _without_eviction(self, sequences: Sequence[np.ndarray]) -> EpochCache:
+    def _without_eviction(self, sequences: Sequence[np.ndarray]) -> SimulatedEpoch:
         """The epoch when nothing is evicted: each absent shard is fetched once, when the
         first reader's prefetch window reaches it (`predownload` steps before its first use)."""
         first = np.full(len(self.present), np.iinfo(np.int64).max, np.int64)
@@ -114,15 +114,15 @@ class NodeCache:
         steps = np.maximum(first[new] - self.predownload, 0)
         trace = np.concatenate([[[0, before]], np.stack([steps, held], axis=1)]) if len(new) \
             else np.array([[0, before]], np.int64)
-        return EpochCache(len(new), int(self.fetch_bytes[new].sum()), 0, max(peak, before),
+        return SimulatedEpoch(len(new), int(self.fetch_bytes[new].sum()), 0, max(peak, before),
                           np.sort(new), trace.astype(np.int64),
                           max((len(s) for s in sequences), default=0))
 
 
 class _Epoch:
-    """One epoch's pass of a node's readers over a `NodeCache`."""
+    """One epoch's pass of a node's readers over a `SimulatedCache`."""
 
-    def __init__(self, cache: NodeCache, readers: list[ReaderRuns]) -> None:
+    def __init__(self, cache: SimulatedCache, readers: list[ReaderRuns]) -> None:
         self.cache, self.readers = cache, readers
         self.downloads = self.bytes = self.evictions = 0
         self.peak = int(cache.disk.sum())
@@ -131,7 +131,7 @@ class _Epoch:
         self.step = 0
         self.current = np.full(len(readers), -1, np.int64)
 
-    def run(self) -> EpochCache:
+    def run(self) -> SimulatedEpoch:
         pre = self.cache.predownload
         ticks = np.unique(np.concatenate(
             [np.zeros(1, np.int64)] + [np.maximum(r.start - pre, 0) for r in self.readers]
@@ -150,7 +150,7 @@ class _Epoch:
                 if w:
                     self._prefetch(r, t, *w)
         fetched = np.unique(np.asarray(self.fetched, np.int64))
-        return EpochCache(self.downloads, self.bytes, self.evictions, self.peak, fetched,
+        return SimulatedEpoch(self.downloads, self.bytes, self.evictions, self.peak, fetched,
                           np.asarray(self.trace, np.int64).reshape(-1, 2),
                           max((r.length for r in self.readers), default=0))
 

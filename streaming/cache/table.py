@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from streaming.cache.stats import COUNTERS
-from streaming.coord.files import shm_dir
 from streaming.coord.lock import FileLock
 from streaming.coord.names import Namespace
 from streaming.coord.proc import ProcessId
 from streaming.coord.shm import SegmentMissingError, SharedArray
+from streaming.coord.shm_files import shm_dir
 from streaming.errors import CoordinationError
 
 ABSENT, PREPARING, PRESENT, EVICTING = 0, 1, 2, 3

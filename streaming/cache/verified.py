@@ -28,7 +28,7 @@ _logs: dict[Path, tuple[tuple[int, int], dict[str, str], int]] = {}  # log -> (s
 
 def _records() -> Path | None:
     """This user's record folder (created 0700), or None when it cannot be trusted."""
-    from streaming.coord.files import shm_dir
+    from streaming.coord.shm_files import shm_dir
 
     folder = shm_dir() / f"mds-verified-{os.getuid()}"
     try:

@@ -12,8 +12,9 @@ import json
 import re
 from pathlib import Path
 
-from streaming.cache.marker import CACHE_MARKER, mark_cache
-from streaming.cache.origin import ORIGIN_FILE, Origin
+from streaming.cache.bookkeeping import CACHE_MARKER, ORIGIN_FILE
+from streaming.cache.marker import mark_cache
+from streaming.cache.origin import Origin
 from streaming.cli._common import UserError, add_command, human_bytes
 from streaming.util.confine import remove
 

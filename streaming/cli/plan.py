@@ -4,14 +4,12 @@ a picture of which stream fills each slot of the first global batches."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from streaming.cli._common import UserError, add_command, human_bytes
-from streaming.errors import require
+from streaming.cli.plan_setup import Setup, load_setup
 
 EXAMPLES = """
   streaming plan mix.yaml                      # numbers, and mix.png with the first batches
@@ -28,14 +26,6 @@ EXAMPLES = """
     topology: {nodes: 2, ranks_per_node: 8, workers_per_rank: 2}
 """
 
-_STREAM_KEYS = {"local", "path", "remote", "name", "proportion", "repeat", "choose", "split"}
-_PLAN_KEYS = {"batch_size", "batching_method", "epoch_size", "shuffle", "shuffle_algo",
-              "shuffle_seed", "shuffle_block_size", "num_canonical_nodes", "partition_algo",
-              "sampling_method", "sampling_granularity"}
-_TOPOLOGY_KEYS = {"nodes", "ranks_per_node", "workers_per_rank", "replication"}
-_RUN_KEYS = {"cache_limit", "predownload"}  # what a cost prediction needs beyond the plan
-
-
 def register(sub) -> None:
     p = add_command(sub, "plan", "Preview an epoch plan: sizes, cache needs, batch composition.",
                     EXAMPLES)
@@ -47,77 +37,6 @@ def register(sub) -> None:
 
     add_cost_arguments(p)
     p.set_defaults(run=run)
-
-
-@dataclass
-class Setup:
-    """A parsed plan configuration: the stream names and indexes, the plan and the world."""
-
-    names: list[str]
-    indexes: list[Any]
-    cfg: Any
-    world: Any
-    remotes: list[str | None]
-    run: dict[str, Any]
-
-
-def _mapping(value: Any, where: str, allowed: set[str]) -> dict:
-    if not isinstance(value, dict):
-        raise UserError(f"{where} must be a mapping, got {type(value).__name__}")
-    unknown = set(value) - allowed
-    if unknown:
-        raise UserError(f"{where}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})")
-    return value
-
-
-def load_setup(path: Path) -> Setup:
-    """Read the YAML config, every stream's index.json, and build PlanConfig + World."""
-    yaml = require("yaml", feature="plan configs", extra="yaml", package="pyyaml")
-    from streaming.format.index import read_index
-    from streaming.plan import PlanConfig, StreamWeights, World
-
-    if not path.is_file():
-        raise UserError(f"config file {path} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: not valid YAML: {exc}") from exc
-    config = _mapping(raw, str(path), _PLAN_KEYS | _RUN_KEYS | {"streams", "topology"})
-    streams = config.get("streams")
-    if not isinstance(streams, list) or not streams:
-        raise UserError(f"{path}: 'streams' must be a non-empty list")
-    names, indexes, weights, remotes = [], [], [], []
-    for i, stream in enumerate(streams):
-        stream = _mapping(stream, f"{path}: streams[{i}]", _STREAM_KEYS)
-        local, remote = stream.get("local", stream.get("path")), stream.get("remote")
-        if not local and not remote:
-            raise UserError(f"{path}: streams[{i}] needs 'local' (a dataset folder) or 'remote'")
-        split = str(stream.get("split") or "")
-        folder = (path.parent / str(local or "")) / split
-        if (local and (folder / "index.json").is_file()) or not remote:
-            indexes.append(read_index(folder / "index.json"))
-        else:
-            from streaming.cli.plan_cost import remote_index
-
-            indexes.append(remote_index(str(remote), split))
-        names.append(str(stream.get("name") or local or remote))
-        remotes.append(None if remote is None else str(remote))
-        weights.append(StreamWeights(**{k: stream[k] for k in ("proportion", "repeat", "choose")
-                                        if stream.get(k) is not None}))
-    topology = _mapping(config.get("topology") or {}, f"{path}: topology", _TOPOLOGY_KEYS)
-    world = World(num_nodes=int(topology.get("nodes", 1)),
-                  ranks_per_node=int(topology.get("ranks_per_node", 1)),
-                  workers_per_rank=int(topology.get("workers_per_rank", 1)),
-                  replication=int(topology.get("replication", 1)))
-    weighted = any(w != StreamWeights() for w in weights)
-    cfg = PlanConfig(
-        samples_per_shard=np.concatenate([ix.samples_per_shard for ix in indexes]),
-        shards_per_stream=np.array([ix.num_shards for ix in indexes], np.int64),
-        weights=tuple(weights) if weighted else (),
-        **{k: config[k] for k in _PLAN_KEYS if k in config},
-    )
-    return Setup(names, indexes, cfg, world, remotes,
-                 {k: config[k] for k in _RUN_KEYS if k in config})
 
 
 def min_cache_bytes(setup: Setup, epoch: int) -> tuple[int, int]:

@@ -16,8 +16,7 @@ from streaming.cli._common import UserError, human_bytes
 from streaming.errors import PlanError
 
 if TYPE_CHECKING:
-    from streaming.cli.plan import Setup
-    from streaming.format.index import DatasetIndex
+    from streaming.cli.plan_setup import Setup
     from streaming.observe.forecast import Forecast, Restart, RunSpec
 
 GIB = 1 << 30  # egress prices are per GB as cloud bills count it (2^30 bytes)
@@ -49,18 +48,6 @@ def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
     return bool(args.cache_limit or args.epochs or args.egress_price is not None
                 or args.restart_step is not None or args.cache_png or any(setup.remotes)
                 or "cache_limit" in setup.run)
-
-
-def remote_index(remote: str, split: str) -> DatasetIndex:
-    """A stream's index.json read straight from its remote (no cache folder is touched)."""
-    from streaming.format.index import read_index
-    from streaming.storage.schemes import backend_for, join
-
-    backend, path = backend_for(join(remote, split, "index.json") if split
-                                else join(remote, "index.json"))
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "index.json").write_bytes(backend.get(path))
-        return read_index(Path(tmp) / "index.json")
 
 
 def run_spec(args: argparse.Namespace, setup: Setup) -> RunSpec:

@@ -11,8 +11,8 @@ import os
 import weakref
 from pathlib import Path
 
-from streaming.coord.files import names_inode, try_flock
 from streaming.coord.proc import ProcessId
+from streaming.coord.shm_files import names_inode, try_flock
 from streaming.coord.wait import wait_for
 from streaming.errors import DeadlineExceeded
 

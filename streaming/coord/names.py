@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from streaming.coord.files import PREFIX
+from streaming.coord.shm_files import PREFIX
 from streaming.errors import ArgumentError
 
 TOKEN_CHARS = 12

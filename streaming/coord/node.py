@@ -16,11 +16,11 @@ from typing import TypeVar
 
 import numpy as np
 
-from streaming.coord.files import shm_dir
 from streaming.coord.flag import FailureFlag
 from streaming.coord.lock import FileLock
 from streaming.coord.names import Namespace
 from streaming.coord.shm import SegmentMissingError, SharedArray, clean_stale_shared_memory
+from streaming.coord.shm_files import shm_dir
 from streaming.coord.wait import wait_for
 
 T = TypeVar("T")

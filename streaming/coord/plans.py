@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from streaming.coord.files import shm_dir
 from streaming.coord.lock import FileLock
 from streaming.coord.names import Namespace
 from streaming.coord.shm import SegmentMissingError, SharedArray
+from streaming.coord.shm_files import shm_dir
 
 PLAN_LOCK_TIMEOUT = 300.0  # seconds a peer may spend computing the node plan
 

@@ -25,14 +25,14 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import DTypeLike
 
-from streaming.coord.files import (
+from streaming.coord.proc import ProcessId
+from streaming.coord.shm_files import (
     PREFIX,
     names_inode,
     our_files,
     reclaim_if_free,
     shm_dir,
 )
-from streaming.coord.proc import ProcessId
 from streaming.errors import CoordinationError
 
 _MAGIC = b"SDSARR01"
@@ -285,6 +285,10 @@ def clean_stale_shared_memory(directory: Path | None = None) -> int:
     """Remove this user's segments and lock files whose owners died; return how many.
 
     Kept for compatibility: creation reclaims leftovers by itself, so nobody needs to call it.
+
+    Args:
+        directory: Where the segments live; None: $STREAMING_SHM_DIR, else /dev/shm, else a
+            per-user temp folder. Not in the reference.
     """
     return sum(reclaim_if_free(path) for path in our_files(directory or shm_dir()))
 

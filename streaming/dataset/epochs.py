@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from streaming.coord.files import shm_dir
 from streaming.coord.lock import FileLock
 from streaming.coord.shm import SharedArray
+from streaming.coord.shm_files import shm_dir
 from streaming.errors import CoordinationError, StateMismatchError
 
 _EPOCH, _SAMPLE, _NCN, _SEED, _ITER, _WORKERS = 0, 1, 2, 3, 4, 5

@@ -36,11 +36,14 @@ class LocalDataset(Dataset):
     beside the compressed file, else (read-only directory) into a per-user temporary cache.
 
     Args:
-        local: the dataset's folder.
-        split: a subfolder of `local` holding the dataset.
-        allow_unsafe_types: whether pickle-typed columns may be decoded.
-        validate_hash: a hash algorithm the index records, to check shards with.
-        cache_dir: where compressed shards are decompressed to.
+        local: The dataset's folder (holding index.json), read in place.
+        split: Sub-folder of `local` (e.g. "train"); None: `local` itself.
+        allow_unsafe_types: Allow `pkl` columns (unpickling can run code); False refuses them.
+        validate_hash: Hash algorithm ("xxh64", "sha1", ...) each shard is checked with
+            before its first use (once per file version on the node); None: no check. Not in
+            the reference.
+        cache_dir: Folder for decompressed copies of compressed shards; None: as above. Not
+            in the reference.
     """
 
     def __init__(

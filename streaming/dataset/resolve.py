@@ -24,7 +24,7 @@ from streaming.cache.fit import (
 )
 from streaming.cache.limit import Footprint
 from streaming.plan import PlanConfig, World
-from streaming.util.units import parse_bytes
+from streaming.util.quantities import parse_bytes
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ iteration and the resumption state built from them (and loaded back into them)."
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,26 @@ class Progress:
     ended: bool
 
 
+@dataclasses.dataclass
+class Iteration:
+    """One iteration of this worker, as `Session.iteration` hands it to its owner: the world
+    it runs in, where it started, and the count of units (samples, packs) passed on.
+
+    Args:
+        world: This process's world (its DataLoader worker, if one).
+        start: Where the epoch counter placed this iteration.
+        session: The session whose progress the count is.
+    """
+
+    world: World
+    start: IterationStart
+    session: Session
+
+    def count(self, units: int = 1) -> None:
+        """`units` more were passed to the consumer (counted before it gets them)."""
+        self.session._count += units
+
+
 class Session:
     """Node coordination, epoch counter, plan publication and resume state of one dataset
     (picklable: DataLoader workers attach to the same shared segments by name)."""
@@ -58,7 +78,7 @@ class Session:
         self._start: IterationStart | None = None
         self._pending = False
         self._ended = False
-        self.count = 0  # units (samples, packs) the owner yielded in this iteration
+        self._count = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_plan": None}  # a worker plans for its own world
@@ -139,8 +159,31 @@ class Session:
             settle_worker()
         start = self.epochs.begin_worker(world.worker, world.workers_per_rank)
         self.node.check(start.epoch)
-        self._start, self._pending, self._ended, self.count = start, False, False, 0
+        self._start, self._pending, self._ended, self._count = start, False, False, 0
         return world, start
+
+    @property
+    def count(self) -> int:
+        """Units (samples, packs) the owner passed on in this process's iteration."""
+        return self._count
+
+    @contextmanager
+    def iteration(self, *, settle: bool = True) -> Iterator[Iteration]:
+        """One iteration of this worker around its owner's generator: begun on entry
+        (`begin`), failing the node on an exception escaping the block (`fail`) and ended when
+        the block completes (`end`). A generator closed before its end (GeneratorExit) leaves
+        the iteration neither failed nor ended: its state is where the consumer stopped.
+
+        Args:
+            settle: Check the world and settle a DataLoader worker first (see `begin`).
+        """
+        world, start = self.begin(settle=settle)
+        try:
+            yield Iteration(world, start, self)
+        except Exception as exc:
+            self.fail(world, exc)
+            raise
+        self.end()
 
     def end(self) -> None:
         """This worker's iteration ran to its end."""
@@ -167,7 +210,27 @@ class Session:
         if self._start is None or self._pending:
             start = self.epochs.peek(worker, workers)
             return Progress(slot, start, start.skip, start.ended)
-        return Progress(slot, self._start, self._start.skip + self.count, self._ended)
+        return Progress(slot, self._start, self._start.skip + self._count, self._ended)
+
+    def latest_epoch(self) -> int:
+        """The epoch of this rank's latest iteration (0 before the first)."""
+        return self.epochs.current()[0]
+
+    def running_or_next_epoch(self) -> int:
+        """The epoch this rank iterates now or, once every worker ran it to its end, the
+        epoch its next iteration runs."""
+        return self.epochs.running_or_next()
+
+    # ----- node-wide values --------------------------------------------------------------
+    def shared_name(self, tag: str) -> str:
+        """The name of a shared-memory segment `tag` of this dataset on its node."""
+        return self.namespace.name(tag)
+
+    def node_value(self, key: str, compute: Callable[[], int]) -> int:
+        """The int `compute` returns, computed once per node under `key` (its ranks and
+        DataLoader workers share it through the plan board)."""
+        return int(self.board.slice(key, lambda: np.full((1, 1, 1), compute(), np.int64),
+                                    0, 0)[0])
 
     # ----- resumption --------------------------------------------------------------------
     def fingerprint(self, shuffle_seed: int) -> str:
@@ -200,18 +263,33 @@ class Session:
 
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
                    ) -> dict[str, Any]:
-        """Resumption state after `num_samples` global samples of the current epoch (counted
-        from where it started, or with `from_beginning` from its first sample); without
-        `num_samples`, the state of this process's iteration (`iteration_state`).
+        """The resumption state in one of two forms: after `num_samples` global samples
+        (`state_after`, the reference's and Composer's form) or, without `num_samples`, after
+        what this process's iteration yielded (`iteration_state`, torchdata's form).
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted, or None.
+            from_beginning: Count them from the epoch's first sample, not from where its
+                iteration started.
+        """
+        if num_samples is None:
+            return self.iteration_state()
+        return self.state_after(num_samples, from_beginning=from_beginning)
+
+    def state_after(self, num_samples: int, *, from_beginning: bool = False) -> dict[str, Any]:
+        """The state after `num_samples` global samples of the current epoch (counted from
+        where it started, or with `from_beginning` from its first sample).
 
         After an epoch's last sample the state stays in that epoch (`sample_in_epoch` = its
         size, as the reference saves it): loading it ends that epoch at once, so a trainer
         that keeps its own epoch counter (Composer) sees the epoch end where it expects it.
         With no sample counted after an epoch ran to its end (Composer's `1ep` checkpoint),
         the state is the next epoch's start.
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted.
+            from_beginning: Count them from the epoch's first sample.
         """
-        if num_samples is None:
-            return self.iteration_state()
         epoch, offset = self.epochs.current()
         if num_samples == 0 and self.epochs.running_or_next() > epoch:
             return self.resume_state(epoch + 1, 0)

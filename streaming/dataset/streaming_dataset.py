@@ -23,7 +23,7 @@ from streaming.dataset.catalog import Catalog, build_streams
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.resolve import fit_plan
 from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
-from streaming.dataset.session import Session
+from streaming.dataset.session import Iteration, Session
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
@@ -43,47 +43,68 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     """An iterable (and randomly indexable) dataset over one or more MDS streams.
 
     Iteration yields this rank's share of each epoch in the planned global order; `ds[i]` reads
-    any sample by global id. docs/dataset.md says more about every argument.
+    any sample by global id. Every argument is keyword-only and has the reference's name;
+    docs/dataset.md says more about each.
 
     Args:
-        streams: Streams to mix; exclusive with `remote`/`local` (an empty list counts as none).
-        remote: Source URL or path of a single stream.
-        local: Node-local folder: the cache of `remote`, or the data itself without one.
-        split: Sub-folder of `remote`/`local`.
-        epoch_size: Samples per epoch over all ranks (int or "100k"); None: every sample.
-        predownload: Samples ahead of the reader whose shards are prepared.
-        cache_limit: Bytes (or "10gb") the cache folders of remote streams never exceed.
-        sampling_method: "balanced" or "fixed": how a partly used stream's subset is drawn.
-        sampling_granularity: Consecutive samples drawn per shard at a time.
-        partition_algo: "relaxed" or "orig".
-        num_canonical_nodes: Nodes the global order is planned for, whatever the topology.
-        batch_size: Per-device batch size (needed by batching methods and by resumption with
-            several DataLoader workers).
-        shuffle: Shuffle each epoch.
-        shuffle_algo: "py1e", "py1br", "py1s", "py2s" or "naive".
-        shuffle_seed: Seed of every random choice.
-        shuffle_block_size: Block size of the shard-aware shuffles.
-        batching_method: "random", "stratified", "per_stream" or "device_per_stream".
-        allow_unsafe_types: Allow `pkl` columns.
-        replication: Consecutive ranks that receive identical samples.
-        download_retry: Extra attempts per file copy (streams may override).
-        download_timeout: Seconds per attempt (streams may override).
-        validate_hash: Hash algorithm every shard is checked with before it is served.
-        keep_zip: Keep downloaded compressed shards after decompressing.
-        stream_name: Registered Stream class of the single stream.
+        streams: Streams to mix; exclusive with `remote`/`local`. None or an empty list: one
+            stream built from `remote`, `local` and `split`.
+        remote: Source URL (`s3://`, `gs://`, `az://`, `https://`, `file://`) or path of a
+            single stream; None: `local` is the data itself.
+        local: Node-local folder: the cache of `remote`, or the data read in place without
+            one. None with a `remote`: a per-user folder under the temp dir.
+        split: Sub-folder of `remote`/`local` (e.g. "train"); None: the folder itself.
+        epoch_size: Samples per epoch over all ranks (int or "100k", "2b"); None: every
+            sample of every stream, as weighted.
+        predownload: Samples ahead of the reader whose shards are prepared; None: 8 x
+            `batch_size` (64 without one).
+        cache_limit: Bytes (int or "10gb") the cache folders of remote streams never exceed,
+            evicting the shards needed last; None: no limit.
+        sampling_method: "balanced" (a partly used stream's subset changes each epoch) or
+            "fixed" (the same every epoch).
+        sampling_granularity: Consecutive samples drawn per shard at a time (1: single).
+        partition_algo: "relaxed" (default) or "orig": how an epoch is split over nodes.
+        num_canonical_nodes: Nodes the global order is planned for, whatever the topology;
+            None: the number of nodes (x64 for py1s/py2s).
+        batch_size: Per-device batch size; None: none. Needed by every batching method but
+            "random" and by a mid-epoch resume with several DataLoader workers.
+        shuffle: Shuffle each epoch (a new order every epoch); False: index order.
+        shuffle_algo: "py1e" (default), "py1br", "py1s", "py2s" or "naive".
+        shuffle_seed: Seed of every random choice (9176, as the reference).
+        shuffle_block_size: Samples per block of the shard-aware shuffles; None:
+            max(4_000_000 // num_canonical_nodes, 2**18), smaller under a tight cache_limit.
+        batching_method: "random" (default), "stratified", "per_stream" or
+            "device_per_stream".
+        allow_unsafe_types: Allow `pkl` columns (unpickling can run code); False refuses them.
+        replication: Consecutive ranks that receive identical samples (tensor or sequence
+            parallelism); None: 1.
+        download_retry: Extra attempts per file copy after an ordinary failure (streams may
+            override); throttling is retried until its own deadline instead.
+        download_timeout: Seconds per download attempt (streams may override).
+        validate_hash: Hash algorithm ("xxh64", "sha1", ...) every shard is checked with
+            before it is served; None: downloads are still checked when the index records a
+            fast digest.
+        keep_zip: Keep downloaded compressed shards after decompressing (False deletes them;
+            local-only data is never deleted).
+        stream_name: Registered Stream class of the single stream ("stream": `Stream`).
         stream_config: Extra keyword arguments for that Stream class.
-        world: An explicit World instead of detecting it.
-        mix_unit: "samples", or "tokens" to read `proportion` as token shares.
-        lengths_column: The column whose lengths `mix_unit="tokens"` uses.
-        packing: True builds a `streaming.packing.streaming.PackedStreamingDataset` (with
-            `packing_length`, `packing_strategy`, ...), which yields packed batches instead.
+        world: An explicit `streaming.plan.World`; None: detected (process group, torchrun,
+            Lightning, SLURM, MPI). Not in the reference.
+        mix_unit: "samples" (default), or "tokens" to read `proportion` as token shares.
+            Not in the reference.
+        lengths_column: The column whose per-sample lengths `mix_unit="tokens"` uses. Not in
+            the reference.
+        packing: True builds a `streaming.packing.streaming.PackedStreamingDataset` (which
+            also takes `packing_length`, `packing_strategy`, ...) and yields packed batches.
+            Not in the reference.
     """
 
     def __new__(cls, *args: Any, packing: bool = False, **kwargs: Any) -> Any:
         if packing and cls is StreamingDataset:  # built here: it is not a StreamingDataset
+            # One way: the packed dataset is handed its source and never imports this module.
             from streaming.packing.streaming import PackedStreamingDataset
 
-            return PackedStreamingDataset(*args, **kwargs)
+            return PackedStreamingDataset.over(lambda **rest: cls(*args, **rest), kwargs)
         return super().__new__(cls)
 
     def __init__(
@@ -139,16 +160,20 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             logger.warning(message)
         self.config = fitted.config
         self._fill_stream_weights()  # Stream.proportion/repeat/choose, as the reference
+        self._join_node(streams, fitted.read_shard, detected=world is None)
+
+    def _join_node(self, streams: list[Stream], read_shard: int, *, detected: bool) -> None:
+        """The session on the node, the node's shard cache and the row reader over it."""
         self.session = Session(self.config, self.world, [s.local_dir for s in streams],
-                               detected=world is None)
+                               detected=detected)
         try:
-            self.cache = start_cache(self.catalog, cache_limit, self.predownload,
+            self.cache = start_cache(self.catalog, self.cache_limit, self.predownload,
                                      self.session.node,
                                      lambda: self.session.node_plan(self.config, self.world, 0, 0))
         except BaseException:
             self.session.close()
             raise
-        self.rows = RowReader(self.catalog, self.cache, self.predownload, fitted.read_shard)
+        self.rows = RowReader(self.catalog, self.cache, self.predownload, read_shard)
 
     # inspect.signature(StreamingDataset) reads __new__: show __init__'s keywords instead
     # (llm-foundry filters its config keys by them).
@@ -236,20 +261,16 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         return self._samples_of_iteration()
 
     def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
-        world, ids = self._begin()
-        item = self.__getitem__ if self._overridden() else None
-        chunks = self.rows.chunks(ids, item, self._read_size(1))
-        watch = self._watch
-        watch.begin(ids)
-        try:
+        with self.session.iteration() as it:
+            ids = self._planned_ids(it)
+            item = self.__getitem__ if self._overridden() else None
+            chunks = self.rows.chunks(ids, item, self._read_size(1))
+            watch = self._watch
+            watch.begin(ids)
             for chunk in watch.timed(chunks):
                 for sample in chunk:
-                    self.session.count += 1
+                    it.count()
                     yield sample
-        except Exception as exc:
-            self.session.fail(world, exc)
-            raise
-        self.session.end()
 
     def batches_supported(self) -> bool:
         """Whether `iter_batches` reads what `__iter__` would (no subclass override)."""
@@ -264,42 +285,58 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         (StreamingDataLoader's fast path). With `views`, `bytes` values are memoryviews of the read
         buffer, for a consumer that copies each batch before asking for the next (the worker
         transport)."""
-        world, ids = self._begin()
-        names = self.catalog.codecs[0].column_names
-        chunks = self.rows.chunks(ids, size=self._read_size(batch_size, batch_size),
-                                  columns=True, views=views)
-        try:
+        with self.session.iteration() as it:
+            ids = self._planned_ids(it)
+            names = self.catalog.codecs[0].column_names
+            chunks = self.rows.chunks(ids, size=self._read_size(batch_size, batch_size),
+                                      columns=True, views=views)
             for columns in chunks:
                 for lo in range(0, len(columns[0]) if columns else 0, batch_size):
                     part = [values[lo:lo + batch_size] for values in columns]
-                    size = len(part[0])
-                    if drop_last and size < batch_size:
+                    if drop_last and len(part[0]) < batch_size:
                         break
-                    self.session.count += size
+                    it.count(len(part[0]))
                     yield {name: collate_column(values, numpy=numpy)
                            for name, values in zip(names, part)}
-        except Exception as exc:
-            self.session.fail(world, exc)
-            raise
-        self.session.end()
 
     def _read_size(self, multiple: int, first: int = FIRST_READ) -> ReadSize:
         return self.rows.read_size(multiple, self.session.worker_world(), first)
 
-    def _begin(self) -> tuple[World, np.ndarray]:
-        """Register this worker's iteration and fetch its planned ids."""
-        world, start = self.session.begin()
+    def _planned_ids(self, it: Iteration) -> np.ndarray:
+        """The planned ids of iteration `it` from where it starts."""
+        start = it.start
         with self.session.failing_on_error():
-            ids = self.session.worker_sample_ids(start.epoch, start.sample_in_epoch, world)
-        return world, ids[start.skip:]
+            ids = self.session.worker_sample_ids(start.epoch, start.sample_in_epoch, it.world)
+        return ids[start.skip:]
 
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
                    ) -> dict[str, Any]:
-        """Resumption state after `num_samples` global samples of the current epoch, counted
-        from where it started (or its first sample with `from_beginning`); without
-        `num_samples` (torchdata's protocol), the state of this process's iteration."""
+        """The resumption state in one of two forms: after `num_samples` global samples
+        (`state_after`, the reference's and Composer's form) or, without `num_samples`, after
+        what this process's iteration yielded (`iteration_state`, torchdata's form).
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted, or None.
+            from_beginning: Count them from the epoch's first sample, not from where its
+                iteration started.
+        """
         return self.session.state_dict(num_samples, from_beginning)
+
+    def state_after(self, num_samples: int, *, from_beginning: bool = False) -> dict[str, Any]:
+        """The state after `num_samples` global samples of the current epoch, counted from
+        where it started (or its first sample with `from_beginning`).
+
+        Args:
+            num_samples: Global samples of the current epoch a loader counted.
+            from_beginning: Count them from the epoch's first sample.
+        """
+        return self.session.state_after(num_samples, from_beginning=from_beginning)
+
+    def iteration_state(self) -> dict[str, Any]:
+        """The state after what this process's iteration yielded (inside a DataLoader worker,
+        the worker's own; see docs/resumption.md)."""
+        return self.session.iteration_state()
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
         """Continue from `obj` at the next iteration (also mid-run and on another topology).

@@ -355,6 +355,12 @@ def merge_index(
     """Join sub-datasets of `out` into `out/index.json` (basenames get the subfolder prefix).
 
     With `parts=None`, every `out/*/index.json` is used, in natural order (part2 before part10).
+
+    Args:
+        out: The local folder holding the sub-datasets; the merged index.json goes here.
+        parts: Sub-dataset folders (or their index.json files) inside `out`, in order (the
+            reference's `index_file_urls`, which it takes first: `streaming.base.util.
+            merge_index` takes that order); None: found as above.
     """
     out = Path(out)
     folders = _find_parts(out) if parts is None else [_index_path(p).parent for p in parts]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import EncodeError, FormatError
-from streaming.format.encodings.base import FileBytes
+from streaming.format.encodings.encoding import FileBytes
 
 TEXT_TYPES = {"str": str, "int": int, "float": float}  # each type also parses its text
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from streaming.errors import EncodeError, FormatError, ShardCorruptError, UnsafeTypeError
 from streaming.format.encodings import Encoding, get_encoding
-from streaming.format.encodings.base import FileBytes
+from streaming.format.encodings.encoding import FileBytes
 
 _U32 = np.dtype("<u4")
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streaming.errors import HashMismatchError, IndexFileError, ShardCorruptError
-from streaming.format.encodings.base import FileBytes
+from streaming.format.encodings.encoding import FileBytes
 from streaming.format.hashing import file_hexdigests
 from streaming.format.sample import SampleCodec
 

@@ -24,7 +24,7 @@ import numpy as np
 from streaming.errors import FormatError, require
 from streaming.format.compression import decompress
 from streaming.format.encodings import encoding_size
-from streaming.format.encodings.base import FileBytes
+from streaming.format.encodings.encoding import FileBytes
 from streaming.format.index import parse_index
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader

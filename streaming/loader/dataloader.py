@@ -123,12 +123,27 @@ class StreamingDataLoader(DataLoader):
     collated by `streaming.loader.default_collate.collate` unless a `collate_fn` is given
     (docs/dataset.md). `loader.dataset` is the dataset given, whichever path reads it.
 
+    The arguments are `torch.utils.data.DataLoader`'s, with the same defaults.
+
     Args:
         dataset: The dataset (a StreamingDataset, or any dataset with its state methods).
-        batch_size: Samples per batch (None: the dataset yields whole batches).
-        shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last,
-            timeout, worker_init_fn, multiprocessing_context, generator, prefetch_factor,
-            persistent_workers, pin_memory_device, in_order: As `torch.utils.data.DataLoader`.
+        batch_size: Samples per batch (None: the dataset yields whole batches, as a
+            PackedStreamingDataset does).
+        shuffle: Leave None: a StreamingDataset shuffles itself (`shuffle=` on the dataset).
+        sampler: A sampler for map-style datasets (turns off the whole-batch fast path).
+        batch_sampler: A sampler of index batches (turns off the whole-batch fast path).
+        num_workers: Worker processes reading and collating batches; 0 reads in this process.
+        collate_fn: Turns a list of samples into a batch; None: our default collate.
+        pin_memory: Copy batches into pinned memory before returning them.
+        drop_last: Drop the last incomplete batch of each epoch.
+        timeout: Seconds to wait for a batch from a worker (0: no limit, torch's default).
+        worker_init_fn: Called in each worker process with its worker id.
+        multiprocessing_context: How workers start (`"fork"`, `"spawn"`, `"forkserver"`).
+        generator: The random generator torch's samplers and worker seeds draw from.
+        prefetch_factor: Batches each worker reads ahead (torch's default 2 with workers).
+        persistent_workers: Keep the worker processes between epochs.
+        pin_memory_device: The device pinned memory is for (`""`: the current accelerator).
+        in_order: Return batches in the order the workers were given them.
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = 1, *args: Any,

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from streaming.coord.files import shm_dir
 from streaming.coord.names import Namespace
 from streaming.coord.proc import ProcessId
 from streaming.coord.shm import SegmentMissingError, SharedArray
+from streaming.coord.shm_files import shm_dir
 from streaming.coord.wait import wait_for
 from streaming.errors import CoordinationError
 from streaming.loader.default_collate import Ragged

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streaming.cache.limit import Footprint, reader_shards
-from streaming.cache.simulate import EpochCache, NodeCache
+from streaming.cache.simulate import SimulatedCache, SimulatedEpoch
 from streaming.dataset.resolve import fit_plan
 from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, plan_node
@@ -63,7 +63,7 @@ class Forecast:
 
     spec: RunSpec
     config: PlanConfig
-    nodes: tuple[tuple[EpochCache, ...], ...]
+    nodes: tuple[tuple[SimulatedEpoch, ...], ...]
     duplicated: tuple[int, ...]
     batches_per_epoch: int
 
@@ -137,9 +137,9 @@ def predict_restart(forecast: Forecast, step: int) -> Restart:
     return Restart(step, epoch, tuple(after), tuple(without))
 
 
-def _node_cache(spec: RunSpec) -> NodeCache:
-    return NodeCache(spec.footprint, np.asarray(spec.fetch_bytes, np.int64), spec.cache_limit,
-                     max(int(spec.predownload), 1))
+def _node_cache(spec: RunSpec) -> SimulatedCache:
+    return SimulatedCache(spec.footprint, np.asarray(spec.fetch_bytes, np.int64),
+                          spec.cache_limit, max(int(spec.predownload), 1))
 
 
 def _batches_per_epoch(config: PlanConfig, world: World) -> int:

@@ -6,11 +6,11 @@ The torch-based pieces live in their own modules so importing this package never
 
 from __future__ import annotations
 
-from streaming.packing.base import Packer
 from streaming.packing.best_fit import BestFitPacker
 from streaming.packing.first_fit import FirstFitPacker
 from streaming.packing.pack_planner import pack_lengths, plan_packs
 from streaming.packing.pack_stats import PackStats, pack_stats
+from streaming.packing.packer import Packer
 from streaming.packing.strategies import STRATEGIES, make_packer
 from streaming.packing.token_mix import (
     measured_token_shares,

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import PlanError, StateMismatchError
-from streaming.packing.base import BufferedPacker, as_int64, split_packs
+from streaming.packing.packer import BufferedPacker, as_int64, split_packs
 
 DEFAULT_BUFFER = 1000
 DEFAULT_MAX_AGE = 8
@@ -76,6 +76,13 @@ class BestFitPacker(BufferedPacker):
     After each buffer, the `carry` packs with the most free room stay open for the next buffer;
     every other pack is emitted, in opening order. Full packs, and packs already carried over
     `max_age` buffers, are never kept, so no sample waits more than `max_age` buffers.
+
+    Args:
+        packing_length: Tokens per pack (the capacity).
+        buffer_size: Samples sorted and placed together; None: 1000.
+        carry: Packs kept open between buffers; None: buffer_size // 8 (at least 1).
+        max_age: Buffers a pack may stay open (8).
+        **options: `filter_overlong` and `overlong`, as `Packer` takes them.
     """
 
     name = "best_fit"

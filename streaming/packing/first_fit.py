@@ -8,11 +8,16 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import StateMismatchError
-from streaming.packing.base import Packer, load_pairs, pairs_state
+from streaming.packing.packer import Packer, load_pairs, pairs_state
 
 
 class FirstFitPacker(Packer):
-    """Walk samples in order with ONE open pack; close it when the next sample does not fit."""
+    """Walk samples in order with ONE open pack; close it when the next sample does not fit.
+
+    Args:
+        packing_length: Tokens per pack (the capacity).
+        **options: `filter_overlong` and `overlong`, as `Packer` takes them.
+    """
 
     name = "first_fit"
 

@@ -290,6 +290,12 @@ def load_lengths(dataset: Any, column: str | None = None, *,
     Uses the lengths the writer recorded (`MDSWriter(lengths=...)`) when they match `column`
     (or whenever `column` is None); otherwise scans the shards' size headers for `column` and
     caches the result next to the data; `fn(sample)` decodes every sample and is not cached.
+
+    Args:
+        dataset: A dataset folder, a LocalDataset or a StreamingDataset.
+        column: The column whose per-sample length counts (e.g. "tokens"); None: the lengths
+            the writer recorded, whatever their column.
+        fn: A function of the decoded sample giving its length, instead of `column`.
     """
     sources = sources_of(dataset)
     return _concat([stream_lengths(src, column, fn) for src in sources])

@@ -12,12 +12,22 @@ import numpy as np
 from streaming.errors import PlanError
 
 if TYPE_CHECKING:
-    from streaming.packing.precomputed import EpochPacks
+    from streaming.packing.pack_planner import EpochPacks
 
 
 @dataclass(frozen=True)
 class PackStats:
-    """Summary of a set of packs; `fill_rate` = real tokens / (packs * packing_length)."""
+    """Summary of a set of packs (what `pack_stats` and `PackCollator.stats` return).
+
+    Args:
+        packs: Number of packs.
+        sequences: Real sequences the packs hold (0 when unknown).
+        tokens: Real tokens in the packs (padding excluded).
+        mean_length: Mean real tokens per pack.
+        min_length: Fewest real tokens in a pack.
+        max_length: Most real tokens in a pack.
+        fill_rate: tokens / (packs * packing_length), from 0 to 1.
+    """
 
     packs: int
     sequences: int
@@ -33,8 +43,13 @@ class PackStats:
 
 
 def pack_stats(pack_lengths: Any, packing_length: int, sequences: int = 0) -> PackStats:
-    """Stats of packs whose real token counts are `pack_lengths` (padding excluded); `sequences`
-    is the number of real sequences they hold (0 when unknown)."""
+    """Stats of packs from their real token counts.
+
+    Args:
+        pack_lengths: Real tokens of each pack (padding excluded), any array-like of ints.
+        packing_length: Tokens per pack (the capacity), at least 1.
+        sequences: Real sequences the packs hold (0 when unknown).
+    """
     lens = np.asarray(pack_lengths, dtype=np.int64).reshape(-1)
     if packing_length < 1:
         raise PlanError(f"packing_length must be >= 1, got {packing_length}")

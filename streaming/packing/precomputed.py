@@ -1,134 +1,21 @@
 """Precomputed (map-style) packing: each epoch's packs are planned from the dataset's lengths
 before iteration, so the number of packs per rank (the step count) is known up front.
 
-`EpochPacks` is the pure plan (numpy only); `PackedDataset` serves its packs as collated tensors
-from any randomly indexable dataset (LocalDataset, StreamingDataset).
+The plan is `pack_planner.EpochPacks` (numpy only); `PackedDataset` serves its packs as collated
+tensors from any randomly indexable dataset (LocalDataset, StreamingDataset).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from streaming.errors import PlanError
-from streaming.packing.pack_planner import plan_packs
+from streaming.packing.pack_planner import epoch_packs, rank_packs
 from streaming.packing.pack_stats import PackStats, pack_stats
-
-
-@dataclass(frozen=True)
-class EpochPacks:
-    """One epoch's packs as flat arrays: pack k holds `ids[starts[k]:starts[k+1]]`, and
-    `pieces` says which `packing_length` slice of a split sample each entry is (0 otherwise)."""
-
-    ids: np.ndarray
-    pieces: np.ndarray
-    starts: np.ndarray
-
-    @classmethod
-    def from_packs(cls, packs: list[np.ndarray]) -> EpochPacks:
-        """Flatten packs given in emission order (which numbers the pieces of split samples)."""
-        sizes = np.fromiter((p.size for p in packs), np.int64, len(packs))
-        starts = np.zeros(len(packs) + 1, np.int64)
-        np.cumsum(sizes, out=starts[1:])
-        flat = np.concatenate(packs).astype(np.int64) if packs else np.zeros(0, np.int64)
-        return cls(flat, _pieces(flat), starts)
-
-    @property
-    def num_packs(self) -> int:
-        return len(self.starts) - 1
-
-    def pack(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(sample ids, piece numbers) of pack `k`."""
-        lo, hi = int(self.starts[k]), int(self.starts[k + 1])
-        return self.ids[lo:hi], self.pieces[lo:hi]
-
-    def select(self, packs: np.ndarray) -> EpochPacks:
-        """The sub-plan holding `packs` (pack numbers) in that order."""
-        sizes = np.diff(self.starts)[packs]
-        starts = np.zeros(len(packs) + 1, np.int64)
-        np.cumsum(sizes, out=starts[1:])
-        take = np.repeat(self.starts[packs] - starts[:-1], sizes) + np.arange(starts[-1])
-        return EpochPacks(self.ids[take], self.pieces[take], starts)
-
-    def tokens(self, lengths: np.ndarray, packing_length: int, split: bool) -> np.ndarray:
-        """Real tokens in each pack."""
-        size = lengths[self.ids] if len(self.ids) else np.zeros(0, np.int64)
-        if split:
-            size = np.clip(size - self.pieces * packing_length, 0, packing_length)
-        per_pack = np.zeros(self.num_packs, np.int64)
-        owner = np.repeat(np.arange(self.num_packs), np.diff(self.starts))
-        np.add.at(per_pack, owner, size)
-        return per_pack
-
-
-def balance(packs: list[np.ndarray], ranks: int) -> list[np.ndarray]:
-    """Make the pack count a multiple of `ranks` without dropping or repeating a sample."""
-    return grow(packs, len(packs) + (-len(packs) % ranks))
-
-
-def grow(packs: list[np.ndarray], target: int) -> list[np.ndarray]:
-    """Reach `target` packs by splitting the packs holding the most samples in two (halves stay
-    adjacent, so split-sample pieces keep their order); when too few packs hold two samples,
-    add empty packs."""
-    missing = target - len(packs)
-    if missing <= 0:
-        return packs
-    counts = np.fromiter((p.size for p in packs), np.int64, len(packs))
-    order = np.argsort(-counts, kind="stable")
-    chosen = set(order[:missing][counts[order[:missing]] >= 2].tolist())
-    out: list[np.ndarray] = []
-    for k, pack in enumerate(packs):
-        if k in chosen:
-            half = pack.size // 2
-            out += [pack[:half], pack[half:]]
-        else:
-            out.append(pack)
-    out += [np.zeros(0, np.int64)] * (missing - len(chosen))
-    return out
-
-
-def _pieces(flat: np.ndarray) -> np.ndarray:
-    """Occurrence number of each id in `flat` (0 for the first time an id appears)."""
-    order = np.argsort(flat, kind="stable")
-    ordered = flat[order]
-    first = np.r_[True, ordered[1:] != ordered[:-1]] if len(flat) else np.zeros(0, bool)
-    group_start = np.maximum.accumulate(np.where(first, np.arange(len(flat)), 0))
-    out = np.empty(len(flat), np.int64)
-    out[order] = np.arange(len(flat)) - group_start
-    return out
-
-
-def epoch_packs(
-    lengths: np.ndarray,
-    packing_length: int,
-    strategy: str = "best_fit",
-    *,
-    seed: int = 0,
-    epoch: int = 0,
-    shuffle: bool = True,
-    ranks: int = 1,
-    filter_overlong: bool = True,
-    overlong: str = "split",
-    buffer_size: int | None = None,
-) -> EpochPacks:
-    """The epoch's packs over every rank (count a multiple of `ranks`); rank r serves packs
-    r, r + ranks, ... A pure function of its arguments."""
-    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-        raise PlanError(f"ranks must be a positive int, got {ranks!r}")
-    packs = plan_packs(lengths, packing_length, strategy, seed, epoch, shuffle,
-                       filter_overlong=filter_overlong, buffer_size=buffer_size, overlong=overlong)
-    return EpochPacks.from_packs(balance(packs, ranks))
-
-
-def rank_packs(plan: EpochPacks, rank: int, ranks: int) -> EpochPacks:
-    """Rank `rank`'s share of an epoch plan (every rank gets the same number of packs)."""
-    if not 0 <= rank < ranks:
-        raise PlanError(f"rank {rank} is outside [0, {ranks})")
-    return plan.select(np.arange(rank, plan.num_packs, ranks))
 
 
 def _default_ranks() -> tuple[int, int]:
@@ -144,6 +31,24 @@ class PackedDataset:
     `len(ds)` is this rank's number of packs for the epoch (equal on every rank); `ds[k]` is
     pack k collated by `collator` (a PackCollator) plus `sample_ids`; `set_epoch(e)` replans.
     Over all ranks, every sample (not filtered as overlong) appears exactly once per epoch.
+
+    Args:
+        source: A dataset folder (opened as a LocalDataset), or a dataset indexable by
+            sample id (LocalDataset, StreamingDataset).
+        column: The token column whose lengths are packed.
+        packing_length: Tokens per pack (the capacity; default 32000).
+        packing_strategy: "best_fit" (default), "first_fit", "window_XX" or "offline_bfd"
+            (best-fit decreasing over the whole epoch: the fullest packs).
+        filter_overlong: Drop samples longer than `packing_length`.
+        overlong: Without filtering: "split" cuts a long sample into `packing_length` pieces,
+            "alone" makes it a pack of its own.
+        buffer_size: best_fit's lookahead in samples; None: 1000.
+        seed: Seed of the per-epoch shuffles (with the epoch).
+        shuffle: Shuffle samples before packing and packs after; False keeps order.
+        rank: This data-parallel rank; None: detected (torchrun, process group, ...).
+        num_ranks: Data-parallel ranks; None: detected.
+        lengths: Each sample's tokens, if already known; None: `load_lengths(source, column)`.
+        collator: Turns packs into tensors; None: `PackCollator(packing_length)`.
     """
 
     def __init__(

@@ -6,9 +6,9 @@ import re
 from typing import Any
 
 from streaming.errors import PlanError
-from streaming.packing.base import Packer
 from streaming.packing.best_fit import BestFitPacker
 from streaming.packing.first_fit import FirstFitPacker
+from streaming.packing.packer import Packer
 from streaming.packing.window import WindowPacker
 
 STRATEGIES = ("best_fit", "first_fit", "window_XX")
@@ -24,7 +24,16 @@ def make_packer(
     overlong: str = "split",
     buffer_size: int | None = None,
 ) -> Packer:
-    """Build the streaming packer named `strategy` (`buffer_size` only applies to best_fit)."""
+    """Build the streaming packer named `strategy`.
+
+    Args:
+        strategy: "best_fit" (default), "first_fit" or "window_XX" (e.g. "window_100").
+        packing_length: Tokens per pack (the capacity; default 32000).
+        filter_overlong: Drop samples longer than `packing_length`.
+        buffer_size: best_fit's lookahead in samples; None: 1000. Other strategies ignore it.
+        overlong: Without filtering: "split" cuts a long sample into `packing_length` pieces,
+            "alone" makes it a pack of its own.
+    """
     options: dict[str, Any] = {"filter_overlong": filter_overlong, "overlong": overlong}
     if not isinstance(strategy, str):
         raise PlanError(f"packing_strategy must be a string, got {strategy!r}")

@@ -10,6 +10,7 @@ number of workers, and the state is the source's plus one number: packs consumed
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,15 +22,14 @@ from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import ArgumentError, PlanError, StateMismatchError
 from streaming.observe.metrics import cache_metrics, disk_metrics
 from streaming.packing.equal import job_most_packs
-from streaming.packing.pack_planner import pack_lengths
+from streaming.packing.pack_planner import EpochPacks, grow, pack_lengths
 from streaming.packing.pack_stats import PackCounts, PackFill, fill_of
-from streaming.packing.precomputed import EpochPacks, grow
 from streaming.packing.strategies import make_packer
 from streaming.packing.watch import PackWatch
 from streaming.plan import World
 
 if TYPE_CHECKING:
-    from streaming.dataset.session import Session
+    from streaming.dataset.session import Iteration, Session
     from streaming.packing.collate import PackCollator
 
 
@@ -64,14 +64,34 @@ def worker_packs(plan: EpochPacks, skip: int, per_batch: int, worker: int,
 
 
 class PackedStreamingDataset(IterableDataset):
-    """Collated batches of `packs_per_batch` packs of `packing_column` over a StreamingDataset
-    (built from the other arguments, or given as `source`).
+    """Collated batches of `packs_per_batch` packs of `packing_column` over a `source`: a
+    StreamingDataset (`StreamingDataset(..., packing=True)` builds both) or any object with
+    the same surface (`PackSource`).
 
     Use it with `StreamingDataLoader(ds, batch_size=None, num_workers=...)`: the loader then
     counts packs, and `state_dict()` / `load_state_dict()` resume exactly (no pack lost or
-    repeated). Each batch also holds `sample_ids` (every sample of its packs, in order). All
-    StreamingDataset arguments apply (streams, shuffling, batching_method, mix_unit, ...), and
-    the source's public attributes read through (`ds.streams`, `ds.cache_stats()`, ...).
+    repeated). Each batch also holds `sample_ids` (every sample of its packs, in order). The
+    source's public attributes read through (`ds.streams`, `ds.cache_stats()`, ...).
+    docs/packing.md says more about each argument.
+
+    Args:
+        packing_length: Tokens per pack (the capacity; default 32000).
+        packing_strategy: "best_fit" (default), "first_fit" or "window_XX" (e.g.
+            "window_100").
+        filter_overlong: Drop samples longer than `packing_length`.
+        overlong: Without filtering: "split" cuts a long sample into `packing_length` pieces,
+            "alone" makes it a pack of its own.
+        packing_column: The token column whose lengths are packed (also the dataset's
+            `lengths_column`).
+        packing_buffer_size: best_fit's lookahead in samples; None: 1000.
+        packs_per_batch: Packs collated into each batch (a positive int).
+        equal_packs: Every rank ends the epoch with the same number of packs (splitting
+            packs or adding empty ones), so no rank waits for another.
+        collator: Turns packs into tensors; None: `PackCollator(packing_length)`.
+        packing: Must be True (it is what `StreamingDataset(packing=True)` passes on).
+        source: The StreamingDataset (or `PackSource`) to pack; required.
+        lengths: Each sample's tokens, if already known; None: loaded from `source`.
+        **kwargs: Refused with a message: dataset arguments go to the source.
     """
 
     def __init__(
@@ -102,10 +122,10 @@ class PackedStreamingDataset(IterableDataset):
         make_packer(packing_strategy, packing_length, filter_overlong=filter_overlong,
                     overlong=overlong, buffer_size=packing_buffer_size)  # validate early
         if source is None:
-            from streaming.dataset.streaming_dataset import StreamingDataset
-
-            source = StreamingDataset(**{"lengths_column": packing_column, **kwargs})
-        elif kwargs:
+            raise ArgumentError("PackedStreamingDataset packs a `source`: pass source="
+                                "StreamingDataset(...), or build both with "
+                                "StreamingDataset(..., packing=True, ...)")
+        if kwargs:
             raise ArgumentError(f"with `source`, dataset arguments {sorted(kwargs)} go to it")
         self.source = source
         self.packing_length = int(packing_length)
@@ -122,11 +142,34 @@ class PackedStreamingDataset(IterableDataset):
             lengths = load_lengths(source, packing_column)
         self.lengths = lengths
         self._lengths_digest = xxhash.xxh3_64_hexdigest(np.ascontiguousarray(lengths, np.int64))
-        session = source.session
-        self._resume_name = session.namespace.name(f"k{source.world.rank_in_node}")
+        self._resume_name = source.session.shared_name(f"k{source.world.rank_in_node}")
         self._resume_seg: SharedArray | None = SharedArray.create(self._resume_name, (2,),
                                                                   np.int64)
         self._cached: tuple[Any, EpochPacks] | None = None
+
+    @classmethod
+    def over(cls, make_source: Callable[..., PackSource], arguments: dict[str, Any]
+             ) -> PackedStreamingDataset:
+        """A packed dataset over `make_source(**rest)`, where `arguments` holds this class's
+        keywords and the source's (`rest`, whose `lengths_column` defaults to the packing
+        column); the source is closed again if packing cannot start.
+
+        Args:
+            make_source: Builds the source from its keyword arguments (StreamingDataset).
+            arguments: The keyword arguments of both, as one dict.
+        """
+        own = {name: parameter.default
+               for name, parameter in inspect.signature(cls).parameters.items()
+               if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name != "source"}
+        options = {name: value for name, value in arguments.items() if name in own}
+        rest = {name: value for name, value in arguments.items() if name not in own}
+        column = options.get("packing_column", own["packing_column"])
+        source = make_source(**{"lengths_column": column, **rest})
+        try:
+            return cls(source=source, **options)
+        except BaseException:
+            source.close()
+            raise
 
     def __getattr__(self, name: str) -> Any:
         """The source's public attributes (`streams`, `world`, `cache_stats`, ...)."""
@@ -174,15 +217,12 @@ class PackedStreamingDataset(IterableDataset):
             ids = ids[ids >= 0]
             return len(pack_lengths(self.lengths[ids], self.packing_length, **self.packing))
 
-        def count() -> np.ndarray:
-            return np.full((1, 1, 1), job_most_packs(count_rank, world, key), np.int64)
-
-        return int(self.session.board.slice(key, count, 0, 0)[0])
+        return self.session.node_value(key, lambda: job_most_packs(count_rank, world, key))
 
     def __len__(self) -> int:
         """Batches of packs this rank yields in the epoch it iterates now, or between epochs in
         the next one (equal on every rank with `equal_packs`)."""
-        epoch = self.session.epochs.running_or_next()
+        epoch = self.session.running_or_next_epoch()
         return -(-self.rank_packs(epoch).num_packs // self.packs_per_batch)
 
     def pack_count(self, epoch: int = 0) -> int:
@@ -196,21 +236,17 @@ class PackedStreamingDataset(IterableDataset):
 
     def _packs_of_iteration(self) -> Iterator[dict[str, Any]]:
         session = self.session
-        world, start = session.begin(settle=False)
-        try:
+        with session.iteration(settle=False) as it:
+            world, start = it.world, it.start
             with session.failing_on_error():
                 plan = self.rank_packs(start.epoch)
                 mine = worker_packs(plan, self._resume_skip(start.epoch), self.packs_per_batch,
                                     world.worker, world.workers_per_rank)
                 mine = mine.select(np.arange(min(start.skip, mine.num_packs), mine.num_packs))
             self._watch.begin(self._fill(mine, 0))
-            yield from self._watch.timed(self._batches(mine), lambda: session.count)
-        except Exception as exc:
-            session.fail(world, exc)
-            raise
-        session.end()
+            yield from self._watch.timed(self._batches(mine, it), lambda: session.count)
 
-    def _batches(self, plan: EpochPacks) -> Iterator[dict[str, Any]]:
+    def _batches(self, plan: EpochPacks, it: Iteration) -> Iterator[dict[str, Any]]:
         import torch
 
         samples = self.source.read_samples(plan.ids)
@@ -230,7 +266,7 @@ class PackedStreamingDataset(IterableDataset):
                 ids.append(pack_ids)
             batch = self.collator.batch(packs)
             batch["sample_ids"] = torch.from_numpy(np.concatenate(ids))
-            self.session.count += hi - lo
+            it.count(hi - lo)
             yield batch
 
     # ----- metrics -----------------------------------------------------------------------
@@ -253,7 +289,7 @@ class PackedStreamingDataset(IterableDataset):
     def fill_from_start(self) -> Callable[[int], PackFill]:
         """The fill of the first `n` packs of this rank from where the next (or running)
         iteration starts, as the training process sees it."""
-        state = self.state_dict(0, False)
+        state = self.state_after(0)
         epoch = int(state["source"]["epoch"])
         first = int(state["packs_in_epoch"]) // self.source.world.data_parallel_ranks
         return self._fill(self.rank_packs(epoch), first)
@@ -290,31 +326,48 @@ class PackedStreamingDataset(IterableDataset):
 
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
                    ) -> dict[str, Any]:
-        """Resumption state after `num_samples` global packs of the current epoch (the
-        StreamingDataLoader passes packs: its batches' leading size is packs per batch):
-        `{"source": <the source's state at the epoch's start>, "packs_in_epoch": ...,
-        "packing": <the packing setup>}`. Without `num_samples` (torchdata's protocol), the
-        state of this process's iteration; inside a DataLoader worker the source state also
-        holds the worker's own pack count (`worker`)."""
-        dp = self.source.world.data_parallel_ranks
+        """The resumption state in one of two forms: after `num_samples` global packs
+        (`state_after`; the StreamingDataLoader passes packs, its batches' leading size) or,
+        without `num_samples`, after what this process's iteration yielded (`iteration_state`,
+        torchdata's form). Either is `{"source": <the source's state at the epoch's start>,
+        "packs_in_epoch": ..., "packing": <the packing setup>}`.
+
+        Args:
+            num_samples: Global packs of the current epoch a loader counted, or None.
+            from_beginning: Count them from the epoch's first pack, not from where its
+                iteration started.
+        """
         if num_samples is None:
-            return self._iteration_state()
-        epoch, _ = self.session.epochs.current()
-        if num_samples == 0 and self.session.epochs.running_or_next() > epoch:
-            return self._packed_state(self.session.resume_state(epoch + 1, 0), 0)  # it ended
+            return self.iteration_state()
+        return self.state_after(num_samples, from_beginning=from_beginning)
+
+    def state_after(self, num_samples: int, *, from_beginning: bool = False) -> dict[str, Any]:
+        """The state after `num_samples` global packs of the current epoch (counted from where
+        its iteration started, or with `from_beginning` from its first pack).
+
+        Args:
+            num_samples: Global packs of the current epoch a loader counted.
+            from_beginning: Count them from the epoch's first pack.
+        """
+        session = self.session
+        epoch = session.latest_epoch()
+        if num_samples == 0 and session.running_or_next_epoch() > epoch:
+            return self._packed_state(session.resume_state(epoch + 1, 0), 0)  # it ended
+        dp = self.source.world.data_parallel_ranks
         packs = num_samples // dp + (0 if from_beginning else self._resume_skip(epoch))
         if packs >= self.rank_packs(epoch).num_packs:
             epoch, packs = epoch + 1, 0
-        return self._packed_state(self.session.resume_state(epoch, 0), packs)
+        return self._packed_state(session.resume_state(epoch, 0), packs)
 
     def _packed_state(self, source: dict[str, Any], packs: int) -> dict[str, Any]:
         dp = self.source.world.data_parallel_ranks
         return {"source": source, "packs_in_epoch": packs * dp,
                 "packing": self._packing_identity()}
 
-    def _iteration_state(self) -> dict[str, Any]:
-        """The rank's packs in the training process; inside a DataLoader worker the packs
-        before the iteration's start plus this worker's own count (see
+    def iteration_state(self) -> dict[str, Any]:
+        """The state after what this process's iteration yielded: the rank's packs in the
+        training process; inside a DataLoader worker the packs before the iteration's start
+        plus this worker's own count, beside the source state (see
         Session.iteration_state)."""
         session = self.session
         now = session.progress()

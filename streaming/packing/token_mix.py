@@ -65,6 +65,13 @@ def token_mix_counts(
 
     Give exactly one epoch size: `epoch_tokens` (counts are rounded per stream, so the total is
     within one average sample per stream of it) or `epoch_samples` (counts sum exactly to it).
+
+    Args:
+        stream_tokens: Total tokens of each stream.
+        stream_samples: Samples of each stream.
+        proportions: Wanted token share of each stream (any non-negative scale).
+        epoch_tokens: Tokens in the epoch; None when `epoch_samples` is given.
+        epoch_samples: Samples in the epoch; None when `epoch_tokens` is given.
     """
     if (epoch_tokens is None) == (epoch_samples is None):
         raise PlanError("give exactly one of epoch_tokens and epoch_samples")
@@ -82,7 +89,13 @@ def token_mix_counts(
 
 
 def realised_token_shares(counts: Any, stream_tokens: Any, stream_samples: Any) -> np.ndarray:
-    """Expected share of tokens each stream contributes when `counts` samples are drawn."""
+    """Expected share of tokens each stream contributes when `counts` samples are drawn.
+
+    Args:
+        counts: Samples drawn from each stream (non-negative).
+        stream_tokens: Total tokens of each stream.
+        stream_samples: Samples of each stream.
+    """
     tok, cnt, _ = _stream_arrays(stream_tokens, stream_samples)
     draws = np.asarray(counts, dtype=np.float64).reshape(-1)
     if draws.shape != tok.shape or (draws < 0).any():
@@ -94,7 +107,13 @@ def realised_token_shares(counts: Any, stream_tokens: Any, stream_samples: Any) 
 
 
 def measured_token_shares(stream_ids: Any, lengths: Any, num_streams: int) -> np.ndarray:
-    """Share of tokens per stream actually seen, from each drawn sample's stream and length."""
+    """Share of tokens per stream actually seen, from each drawn sample's stream and length.
+
+    Args:
+        stream_ids: The stream (0 .. num_streams - 1) of each drawn sample.
+        lengths: The tokens of each drawn sample, aligned with `stream_ids`.
+        num_streams: Number of streams (the length of the result).
+    """
     ids = np.asarray(stream_ids, dtype=np.int64).reshape(-1)
     lens = np.asarray(lengths, dtype=np.float64).reshape(-1)
     if ids.shape != lens.shape:

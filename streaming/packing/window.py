@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.packing.base import BufferedPacker, split_packs
+from streaming.packing.packer import BufferedPacker, split_packs
 
 
 def first_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:
@@ -37,7 +37,13 @@ def first_fit_decreasing(lengths: np.ndarray, capacity: int) -> np.ndarray:
 
 
 class WindowPacker(BufferedPacker):
-    """Collect `window` samples, then emit that window's first-fit-decreasing packs."""
+    """Collect `window` samples, then emit that window's first-fit-decreasing packs.
+
+    Args:
+        packing_length: Tokens per pack (the capacity).
+        window: Samples packed together (the strategy name "window_100" sets 100).
+        **options: `filter_overlong` and `overlong`, as `Packer` takes them.
+    """
 
     name = "window"
 

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from streaming.errors import PlanError
-from streaming.util.units import parse_count
+from streaming.util.quantities import parse_count
 
 
 @dataclass(frozen=True)

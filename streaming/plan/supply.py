@@ -21,7 +21,7 @@ import numpy as np
 from streaming.plan.shuffle.pieces import expand_runs
 
 if TYPE_CHECKING:
-    from streaming.plan.order import EpochOrder
+    from streaming.plan.traits import EpochView
 
 _UNIT_SHUFFLE_TAG = 0x5E11
 
@@ -83,7 +83,7 @@ def _cut(ids: np.ndarray, bounds: np.ndarray, streams: np.ndarray, req: Request
     return ids[expand_runs(starts, taken)], taken
 
 
-def gather(order: EpochOrder, reqs: list[Request]) -> list[tuple[np.ndarray, np.ndarray]]:
+def gather(order: EpochView, reqs: list[Request]) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each request's ids and piece lengths; every source's picks are built once.
 
     Args:
@@ -104,7 +104,7 @@ def gather(order: EpochOrder, reqs: list[Request]) -> list[tuple[np.ndarray, np.
     return out
 
 
-def unit_streams(order: EpochOrder, demand: np.ndarray, units: list[int]
+def unit_streams(order: EpochView, demand: np.ndarray, units: list[int]
                  ) -> dict[int, list[np.ndarray]]:
     """For each unit, each stream's `demand` samples in the order the unit serves them.
 

@@ -8,22 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
 from streaming.errors import PlanError
 
 if TYPE_CHECKING:
-    from streaming.plan.order import EpochOrder
+    from streaming.plan.layout import Layout
     from streaming.plan.world import World
 
 ShuffleFn = Callable[[np.ndarray, np.ndarray, np.random.Generator, int], np.ndarray]
 Record = TypeVar("Record")
 # (order, world, per-device batch, resume position) -> [batches, group ranks, batch], start
-GroupBatchesFn = Callable[["EpochOrder", "World", int, int], tuple[np.ndarray, int]]
+GroupBatchesFn = Callable[["EpochView", "World", int, int], tuple[np.ndarray, int]]
 # (order, world, per-device batch, resume position) -> ids, padding mask, start
-GlobalSequenceFn = Callable[["EpochOrder", "World", int, int],
+GlobalSequenceFn = Callable[["EpochView", "World", int, int],
                             tuple[np.ndarray, np.ndarray, int]]
 
 
@@ -88,3 +88,35 @@ def registered(registry: Mapping[str, Record], option: str, name: str) -> Record
     if name not in registry:
         raise PlanError(f"{option} {name!r} is unknown; choose one of {list(registry)}")
     return registry[name]
+
+
+class PlanSettings(Protocol):
+    """What the algorithms read of the plan config (`PlanConfig` provides it)."""
+
+    @property
+    def shuffle(self) -> bool: ...
+    @property
+    def shuffle_seed(self) -> int: ...
+    @property
+    def sampling_method(self) -> str: ...
+    @property
+    def shuffle_algorithm(self) -> ShuffleAlgorithm | None: ...
+    def block_size(self, num_canonical: int) -> int: ...
+
+
+class EpochView(Protocol):
+    """What the batching methods and the unit supply read of an epoch's order (`EpochOrder`
+    provides it). Typed here, below the registries, so the algorithms do not depend on the
+    order, which depends on the config, which looks the algorithms up by name."""
+
+    cfg: PlanSettings
+    epoch: int
+    num_canonical: int
+    span: int
+    lengths: np.ndarray
+    stream_counts: np.ndarray
+    layout: Layout
+
+    def picks(self, c: int) -> tuple[np.ndarray, np.ndarray]: ...
+    def take(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+    def take_progression(self, first: int, step: int, count: int) -> np.ndarray: ...

@@ -20,7 +20,7 @@ from streaming.plan.supply import unit_streams
 from streaming.plan.traits import BatchingMethod
 
 if TYPE_CHECKING:
-    from streaming.plan.order import EpochOrder
+    from streaming.plan.traits import EpochView
     from streaming.plan.world import World
 
 # (unit, the streams' samples in serving order of the units built) -> ids [batches - first,
@@ -55,7 +55,7 @@ class SlotEpoch:
 
 
 # (order, world, per-device batch, resume position) -> the method's SlotEpoch
-SlotEpochFn = Callable[["EpochOrder", "World", int, int], SlotEpoch]
+SlotEpochFn = Callable[["EpochView", "World", int, int], SlotEpoch]
 
 
 def unit_bounds(global_batch: int, num_canonical: int) -> np.ndarray:
@@ -103,7 +103,7 @@ def stream_chunks(which: np.ndarray, chunk: np.ndarray, counts: np.ndarray, widt
     return out
 
 
-def columns(order: EpochOrder, epoch: SlotEpoch, lo: int, hi: int) -> np.ndarray:
+def columns(order: EpochView, epoch: SlotEpoch, lo: int, hi: int) -> np.ndarray:
     """int64 [batches - first, hi - lo]: slots [lo, hi) of the batches from `first` on.
 
     Args:
@@ -132,7 +132,7 @@ def columns(order: EpochOrder, epoch: SlotEpoch, lo: int, hi: int) -> np.ndarray
     return out
 
 
-def group_batches(build: SlotEpochFn, order: EpochOrder, world: World, batch: int,
+def group_batches(build: SlotEpochFn, order: EpochView, world: World, batch: int,
                   start: int) -> tuple[np.ndarray, int]:
     """[batches, group ranks, batch] for the asking node group: its slots of every batch.
 
@@ -150,7 +150,7 @@ def group_batches(build: SlotEpochFn, order: EpochOrder, world: World, batch: in
     return grid.reshape(-1, world.group_ranks, batch), epoch.start
 
 
-def global_sequence(build: SlotEpochFn, order: EpochOrder, world: World, batch: int,
+def global_sequence(build: SlotEpochFn, order: EpochView, world: World, batch: int,
                     start: int) -> tuple[np.ndarray, np.ndarray, int]:
     """The whole global sequence from the resume batch (ids, padding mask, start used).
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import ShardCorruptError
-from streaming.format.encodings.base import FileBytes
+from streaming.format.encodings.encoding import FileBytes
 from streaming.format.rows import RowCodec
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import (

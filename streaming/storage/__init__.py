@@ -4,7 +4,7 @@
     fetch("s3://bucket/data/shard.00000.mds", "/cache/shard.00000.mds", expected_size=...)
 """
 
-from streaming.storage.base import Backend
+from streaming.storage.backend import Backend
 from streaming.storage.retry import RetryPolicy
 from streaming.storage.schemes import backend_for, join, open_url, register_scheme
 from streaming.storage.singleflight import single_flight

@@ -26,7 +26,7 @@ from streaming.errors import (
     StorageError,
     require,
 )
-from streaming.storage.base import CHUNK, Backend
+from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 

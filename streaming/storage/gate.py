@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from streaming.coord.files import shm_dir, try_flock
+from streaming.coord.shm_files import shm_dir, try_flock
 from streaming.errors import DownloadTimeoutError
 
 START_LIMIT = 4  # requests in flight node-wide at the first refusal

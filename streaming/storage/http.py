@@ -28,7 +28,7 @@ from streaming.errors import (
     StorageError,
     UnsupportedFeatureError,
 )
-from streaming.storage.base import CHUNK, Backend
+from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from streaming.errors import AccessDeniedError, ObjectNotFoundError, StorageError
-from streaming.storage.base import CHUNK, Backend
+from streaming.storage.backend import CHUNK, Backend
 from streaming.util.atomic import staged_file
 from streaming.util.pagewrite import write_sliced
 

@@ -8,7 +8,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from streaming.errors import ArgumentError
-from streaming.storage.base import Backend, Verifier, check_size
+from streaming.storage.backend import Backend, Verifier, check_size
 from streaming.storage.retry import RetryPolicy
 from streaming.util.atomic import staged_file
 from streaming.util.pagewrite import pwrite_sliced

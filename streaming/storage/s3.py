@@ -18,7 +18,7 @@ from streaming.errors import (
     ObjectNotFoundError,
     StorageError,
 )
-from streaming.storage.base import CHUNK, Backend
+from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from streaming.errors import StorageError
-from streaming.storage.base import Backend
+from streaming.storage.backend import Backend
 
 Factory = Callable[[str, str, dict[str, Any]], tuple[Backend, str]]
 

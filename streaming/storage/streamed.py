@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from streaming.storage.base import Backend, check_size
+from streaming.storage.backend import Backend, check_size
 from streaming.storage.ranged import read_part, spans
 from streaming.storage.retry import BACKOFF, DEADLINE, RETRY, TIMEOUT, RetryPolicy
 from streaming.storage.transfer import MiB, timed_backend, transfer_policy

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from streaming.errors import ArgumentError, HashMismatchError
-from streaming.storage.base import Backend, Verifier
+from streaming.storage.backend import Backend, Verifier
 from streaming.storage.gate import gate_for
 from streaming.storage.ranged import ranged_download
 from streaming.storage.retry import (

@@ -164,7 +164,7 @@ def die_while_preparing(remote: str, local: str, shard: int) -> None:
     table = engine.table
     with table.locked():
         table.state[shard] = tb.PREPARING
-        table.owner[shard] = engine._slot + 1
+        table.owner[shard] = engine.slot.index + 1
         table.reserved[shard] = engine.footprint.download_cost(shard)
     raw = handle.preparer.raw_path(shard)
     zip_name = handle.facts.zip_basenames[shard] or raw.name

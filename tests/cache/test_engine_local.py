@@ -13,6 +13,7 @@ import pytest
 
 from streaming.cache import table as tb
 from streaming.cache.engine import CacheEngine
+from streaming.cache.process_tables import drop_table
 from streaming.coord.flag import FailureFlag
 from streaming.errors import CoordinationError
 from tests.cache._data import die_while_preparing, open_dataset, read_in_order, write_dataset
@@ -97,11 +98,8 @@ def test_existing_files_are_adopted_and_an_oversized_cache_is_trimmed(source, tm
     raw = first.facts.raw_bytes
     # Drop this process's mapping, so the next engine creates the table anew and scans the disk
     # (what a new training run on a warm cache folder does).
-    from streaming.cache import engine as engine_module
-
     warm.close()
-    for key in [k for k in engine_module._tables if k[1] == warm.token]:
-        engine_module._tables.pop(key).close()
+    drop_table(warm.token)
     second = _open(source, cache)
     limit = int(raw[:2].sum() + 2 * 4096) + 4096 + (cache / "index.json").stat().st_size
     engine = CacheEngine(second.preparer, cache_limit=limit)
@@ -156,7 +154,7 @@ def test_engine_pickles_for_dataloader_workers(source, tmp_path):
 
 def _forked_reader(engine: CacheEngine, out, together) -> None:
     path = engine.acquire(1)  # pinned in the child's own slot
-    out.put((engine._slot, 1 in engine.table.pins[engine._slot].tolist(), path.exists()))
+    out.put((engine.slot.index, 1 in engine.table.pins[engine.slot.index].tolist(), path.exists()))
     together.wait(30)  # both children hold their slots at once (a freed slot is reused)
     engine.release(1)
     engine.close()
@@ -177,10 +175,10 @@ def test_a_forked_worker_reads_through_its_own_slot(source, tmp_path):
         child.join(30)
         assert child.exitcode == 0
     slots = {slot for slot, _, _ in seen}
-    assert engine._slot not in slots and len(slots) == 2  # not the parent's slot, not shared
+    assert engine.slot.index not in slots and len(slots) == 2  # not the parent's slot, not shared
     assert all(pinned and exists for _, pinned, exists in seen)
     # A child closing its engine gave back its own slot, not the parent's.
-    assert engine.table.slot_alive(engine._slot) and (engine.table.pins == 0).sum() == 1
+    assert engine.table.slot_alive(engine.slot.index) and (engine.table.pins == 0).sum() == 1
     engine.release(0)
     engine.close()
 
@@ -195,7 +193,7 @@ def test_a_forked_child_that_never_read_leaves_the_parents_slot_alone(source, tm
     child = multiprocessing.get_context("fork").Process(target=_fork_and_close, args=(engine,))
     child.start()
     child.join(30)
-    assert child.exitcode == 0 and engine.table.slot_alive(engine._slot)
+    assert child.exitcode == 0 and engine.table.slot_alive(engine.slot.index)
     assert engine.acquire(0).exists()
     engine.release(0)
     engine.close()
@@ -207,11 +205,11 @@ def test_a_raised_failure_flag_stops_a_waiting_reader(source, tmp_path):
     engine = CacheEngine(handle.preparer, flag=flag)
     with engine.table.locked():
         engine.table.state[5] = tb.PREPARING  # someone (alive: us) is at it
-        engine.table.owner[5] = engine._slot + 1
+        engine.table.owner[5] = engine.slot.index + 1
     flag.set("rank 3 died")
     with pytest.raises(CoordinationError, match="rank 3 died"):
         engine.acquire(5)
-    assert engine.table.pins[engine._slot].max() == -1  # the failed acquire left no pin
+    assert engine.table.pins[engine.slot.index].max() == -1  # the failed acquire left no pin
     engine.close()
 
 
@@ -245,7 +243,7 @@ def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
     seq = np.array([0] * 3 + [1] * 10 + [0] * 3 + [2] * 3)
     engine.follow(seq)
     engine.stop()
-    table, slot = engine.table, engine._slot
+    table, slot = engine.table, engine.slot.index
 
     def distances() -> list[int]:
         rows = slice(slot, slot + 1)
@@ -273,7 +271,7 @@ def test_the_next_blocks_shards_are_prefetched_far_beyond_predownload(source, tm
     seq = np.concatenate([rng.integers(0, 2, 2000), rng.integers(2, 4, 2000),
                           rng.integers(4, 6, 2000)])
     engine.follow(seq)
-    table, slot = engine.table, engine._slot
+    table, slot = engine.table, engine.slot.index
     deadline = time.monotonic() + 30
     while (table.state[2:4] != tb.PRESENT).any() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -295,14 +293,14 @@ def test_acquiring_without_waiting_pins_only_a_present_shard(source, tmp_path):
     try:
         assert not engine.present(np.array([0, 1]))
         assert engine.acquire(1, wait=False) is None
-        assert (engine.table.pins[engine._slot] < 0).all()  # nothing left pinned
+        assert (engine.table.pins[engine.slot.index] < 0).all()  # nothing left pinned
         engine.prepare(1)
         assert engine.present(np.array([1])) and not engine.present(np.array([0, 1]))
         path = engine.acquire(1, wait=False)
         assert path is not None and path.exists()
-        assert 1 in engine.table.pins[engine._slot].tolist()
+        assert 1 in engine.table.pins[engine.slot.index].tolist()
         engine.release(1)
-        assert (engine.table.pins[engine._slot] < 0).all()
+        assert (engine.table.pins[engine.slot.index] < 0).all()
     finally:
         engine.close()
 
@@ -316,7 +314,6 @@ def test_the_start_up_scan_reads_each_folder_once_and_drops_only_orphaned_leftov
     for 5,000)."""
     import os
 
-    from streaming.cache import engine as engine_module
     from streaming.coord.lock import FileLock
 
     cache = tmp_path / "c"
@@ -324,8 +321,7 @@ def test_the_start_up_scan_reads_each_folder_once_and_drops_only_orphaned_leftov
     warm = CacheEngine(first.preparer)
     warm.prepare(0)
     warm.close()
-    for key in [k for k in engine_module._tables if k[1] == warm.token]:
-        engine_module._tables.pop(key).close()
+    drop_table(warm.token)
     facts = first.facts
     raw1, zip2, raw3 = facts.basenames[1], facts.zip_basenames[2], facts.basenames[3]
     orphans = [cache / f".{raw1}.x1.tmp", cache / f".{zip2}.prep.lock",

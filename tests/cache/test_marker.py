@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from streaming.cache.marker import CACHE_MARKER, is_cache
+from streaming.cache.bookkeeping import CACHE_MARKER
+from streaming.cache.marker import is_cache
 from streaming.dataset.streaming_dataset import StreamingDataset
 from writers.mds import MDSWriter
 

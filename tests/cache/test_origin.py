@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.cache.node_claim import NODE_FILE, NODE_LOCK
-from streaming.cache.origin import ORIGIN_FILE, changed_files, file_entries, sync_index
+from streaming.cache.bookkeeping import NODE_FILE, NODE_LOCK, ORIGIN_FILE
+from streaming.cache.origin import changed_files, file_entries, sync_index
 from streaming.errors import CacheOriginError, ObjectNotFoundError
 from streaming.format.index import parse_index
 

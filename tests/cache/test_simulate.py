@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from streaming.cache.limit import Footprint
-from streaming.cache.simulate import NodeCache
+from streaming.cache.simulate import SimulatedCache
 from streaming.errors import CacheLimitError
 
 
-def _cache(shards: int, limit: int | None, predownload: int = 1) -> NodeCache:
+def _cache(shards: int, limit: int | None, predownload: int = 1) -> SimulatedCache:
     size = np.full(shards, 100, np.int64)
     footprint = Footprint.of(size, np.zeros(shards, np.int64), np.zeros(shards, bool),
                              np.ones(shards, bool))
-    return NodeCache(footprint, size // 2, limit, predownload)
+    return SimulatedCache(footprint, size // 2, limit, predownload)
 
 
 def test_shards_read_again_stay_when_they_fit():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streaming.cache import verified
-from streaming.coord.files import ENV_DIR
+from streaming.coord.shm_files import ENV_DIR
 
 
 @pytest.fixture

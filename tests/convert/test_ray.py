@@ -45,7 +45,7 @@ def dataset(start: int, n: int, blocks: int):
 
 
 def test_ray_to_mds_matches_a_single_writer_and_is_deterministic(cluster, tmp_path: Path):
-    from writers.convert.ray import ray_to_mds
+    from writers.convert.ray_datasink import ray_to_mds
 
     result = ray_to_mds(dataset(0, 400, 4), tmp_path / "a", COLUMNS, compression=None,
                         size_limit=4096)
@@ -61,7 +61,7 @@ def test_ray_to_mds_matches_a_single_writer_and_is_deterministic(cluster, tmp_pa
 
 
 def test_a_task_killed_mid_write_is_retried_without_duplicates(cluster, tmp_path: Path):
-    from writers.convert.ray import ray_to_mds
+    from writers.convert.ray_datasink import ray_to_mds
 
     marker = tmp_path / "died"
     out = tmp_path / "out"
@@ -75,7 +75,7 @@ def test_a_task_killed_mid_write_is_retried_without_duplicates(cluster, tmp_path
 
 
 def test_append_then_a_failing_append_publishes_nothing(cluster, tmp_path: Path):
-    from writers.convert.ray import ray_to_mds
+    from writers.convert.ray_datasink import ray_to_mds
 
     out = tmp_path / "out"
     ray_to_mds(dataset(0, 100, 2), out, COLUMNS, compression=None)
@@ -92,7 +92,7 @@ def test_append_then_a_failing_append_publishes_nothing(cluster, tmp_path: Path)
 
 def test_straight_to_s3_and_read_back_with_read_mds(cluster, s3_env, tmp_path: Path):
     from streaming.integrations.ray import read_mds
-    from writers.convert.ray import ray_to_mds
+    from writers.convert.ray_datasink import ray_to_mds
 
     url = f"s3://{s3_env.make_bucket()}/ray-out"
     result = ray_to_mds(dataset(0, 300, 3), url, compression="zstd", size_limit=4096)

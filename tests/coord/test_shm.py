@@ -18,7 +18,7 @@ from streaming.coord import (
     clean_stale_shared_memory,
     wait_for,
 )
-from streaming.coord.files import shm_dir
+from streaming.coord.shm_files import shm_dir
 from streaming.errors import CoordinationError
 from tests.coord import workers
 from tests.coord.helpers import CTX, kill, start

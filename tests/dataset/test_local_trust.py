@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from streaming import StreamingDataset
-from streaming.cache.origin import ORIGIN_FILE
+from streaming.cache.bookkeeping import ORIGIN_FILE
 from streaming.errors import (
     CacheFolderError,
     CacheLimitError,

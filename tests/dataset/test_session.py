@@ -31,25 +31,24 @@ def _session(folder: Path, **options) -> Session:
 def test_a_state_taken_mid_epoch_resumes_in_a_fresh_session(tmp_path):
     first = _session(tmp_path / "a")
     try:
-        world, start = first.begin(settle=False)
-        assert (start.epoch, start.sample_in_epoch) == (0, 0)
-        ids = first.worker_sample_ids(start.epoch, start.sample_in_epoch, world)
-        first.count = 40  # the owner yielded 40 samples
-        state = first.iteration_state()
-        assert (state["epoch"], state["sample_in_epoch"]) == (0, 40)
-        assert first.state_dict(40) == state  # the loader's count says the same
-        whole = first.state_dict(SHARDS * PER_SHARD)  # the reference's form: still epoch 0
-        assert (whole["epoch"], whole["sample_in_epoch"]) == (0, SHARDS * PER_SHARD)
+        with first.iteration(settle=False) as it:
+            assert (it.start.epoch, it.start.sample_in_epoch) == (0, 0)
+            ids = first.worker_sample_ids(it.start.epoch, it.start.sample_in_epoch, it.world)
+            it.count(40)  # the owner yielded 40 samples
+            state = first.iteration_state()
+            assert (state["epoch"], state["sample_in_epoch"]) == (0, 40)
+            assert first.state_dict(40) == state  # the loader's count says the same
+            whole = first.state_dict(SHARDS * PER_SHARD)  # the reference's form: still epoch 0
+            assert (whole["epoch"], whole["sample_in_epoch"]) == (0, SHARDS * PER_SHARD)
     finally:
         first.close()
     second = _session(tmp_path / "b")
     try:
         second.load_state_dict(state)
-        world, start = second.begin(settle=False)
-        assert (start.epoch, start.sample_in_epoch) == (0, 40)
-        rest = second.worker_sample_ids(start.epoch, start.sample_in_epoch, world)
-        assert rest.tolist() == ids[40:].tolist()
-        second.end()
+        with second.iteration(settle=False) as it:
+            assert (it.start.epoch, it.start.sample_in_epoch) == (0, 40)
+            rest = second.worker_sample_ids(it.start.epoch, it.start.sample_in_epoch, it.world)
+            assert rest.tolist() == ids[40:].tolist()
         assert second.iteration_state()["epoch"] == 1  # an ended pass points at the next
     finally:
         second.close()

@@ -9,7 +9,7 @@ import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
 from writers import MDSWriter
-from writers.text import CSVWriter, JSONWriter, TSVWriter, XSVWriter
+from writers.text_writers import CSVWriter, JSONWriter, TSVWriter, XSVWriter
 
 EXPECTED = {
     StreamingDataset: {"streams": None, "remote": None, "local": None, "batch_size": None,

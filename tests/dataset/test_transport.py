@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.coord.files import shm_dir
 from streaming.coord.proc import ProcessId
+from streaming.coord.shm_files import shm_dir
 from streaming.errors import CoordinationError, DeadlineExceeded
 from streaming.loader.dataloader import BatchStream
 from streaming.loader.default_collate import Ragged

@@ -119,7 +119,7 @@ def test_codec_pickles():
 @given(st.lists(st.tuples(st.text(max_size=20), st.binary(max_size=300), st.integers(0, 99)),
                 min_size=1, max_size=12))
 def test_decode_columns_with_views_gives_the_same_values(rows):
-    from streaming.format.encodings.base import FileBytes
+    from streaming.format.encodings.encoding import FileBytes
 
     codec = SampleCodec.from_columns({"t": "str", "b": "bytes", "n": "int"})
     encoded = [codec.encode({"t": t, "b": b, "n": n}) for t, b, n in rows]

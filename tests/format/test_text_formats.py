@@ -25,7 +25,7 @@ from streaming.format.index import merge_index, read_index
 from streaming.format.rows import JSONRows, XSVRows
 from streaming.format.text_shard import TextShardReader, meta_path
 from tests.conftest import REPO
-from writers.text import CSVWriter, JSONWriter, TSVWriter, XSVWriter
+from writers.text_writers import CSVWriter, JSONWriter, TSVWriter, XSVWriter
 
 ROOT = REPO / "tests" / "fixtures" / "reference-formats"
 EXPECTED = json.loads((ROOT / "expected.json").read_text())

@@ -115,6 +115,8 @@ def test_the_dataset_and_packing_modules_do_not_import_each_other():
                          ("streaming.packing.streaming", "streaming.dataset.streaming_dataset")):
         code = f"import sys, {first}; sys.exit({other!r} in sys.modules)"
         assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0, first
+    packing = Path(__file__).parents[2] / "streaming" / "packing" / "streaming.py"
+    assert "streaming.dataset.streaming_dataset" not in packing.read_text()  # not even lazily
 
 
 def test_dataset_arguments_beside_a_source_are_refused(tmp_path):
@@ -126,3 +128,23 @@ def test_dataset_arguments_beside_a_source_are_refused(tmp_path):
                                    shuffle=True)
     finally:
         source.close()
+
+
+def test_a_failed_read_fails_the_node_and_leaves_the_iteration_open(tmp_path):
+    ds = _packed(tmp_path / "a")
+    source = ds.source
+
+    def broken(ids: np.ndarray) -> Iterator[dict[str, Any]]:
+        raise OSError("disk gone")
+        yield  # a generator, as a source's reader is
+
+    source.read_samples = broken
+    try:
+        with pytest.raises(OSError, match="disk gone"):
+            next(iter(ds))
+        state = ds.iteration_state()
+        assert (state["source"]["epoch"], state["packs_in_epoch"]) == (0, 0)  # not ended
+        with pytest.raises(OSError, match="disk gone"):  # the node's peers see the cause
+            source.session.node.check()
+    finally:
+        ds.close()

@@ -29,7 +29,7 @@ def tokens_dir(tmp_path_factory) -> tuple[Path, np.ndarray]:
 
 def make(root: Path, **options) -> PackedStreamingDataset:
     options = {"shuffle": True, "packing_length": 512, "packs_per_batch": 2, **options}
-    return PackedStreamingDataset(local=str(root / "a"), **options)
+    return StreamingDataset(packing=True, local=str(root / "a"), **options)
 
 
 def flat(batches) -> list[int]:
@@ -145,9 +145,9 @@ def test_mix_unit_tokens(tmp_path: Path) -> None:
 RESUME_SCRIPT = """
 import json, sys
 from streaming.loader.dataloader import StreamingDataLoader
-from streaming.packing.streaming import PackedStreamingDataset
-ds = PackedStreamingDataset(local=sys.argv[1], shuffle=True, packing_length=512,
-                            packs_per_batch=2)
+from streaming.dataset.streaming_dataset import StreamingDataset
+ds = StreamingDataset(packing=True, local=sys.argv[1], shuffle=True, packing_length=512,
+                      packs_per_batch=2)
 loader = StreamingDataLoader(ds, batch_size=None, num_workers=2)
 loader.load_state_dict(json.loads(sys.argv[2]))
 print(json.dumps([i for b in loader for i in b["sample_ids"].tolist()]))
@@ -185,7 +185,9 @@ def test_streaming_dataset_packing_flag_builds_the_packed_dataset(tokens_dir) ->
     flagged = StreamingDataset(local=str(root / "a"), packing=True, packing_length=512,
                                packs_per_batch=2, shuffle=True)
     assert isinstance(flagged, PackedStreamingDataset)
-    assert flat(flagged) == flat(make(root))
+    source = StreamingDataset(local=str(root / "a"), shuffle=True)
+    explicit = PackedStreamingDataset(source=source, packing_length=512, packs_per_batch=2)
+    assert flat(flagged) == flat(explicit)
     plain = StreamingDataset(local=str(root / "a"), packing=False)
     assert type(plain) is StreamingDataset
 
@@ -196,6 +198,8 @@ def test_streaming_dataset_packing_flag_builds_the_packed_dataset(tokens_dir) ->
         Mine(local=str(root / "a"), packing=True)
     with pytest.raises(ValueError, match="always packs"):
         PackedStreamingDataset(local=str(root / "a"), packing=False)
+    with pytest.raises(ValueError, match=r"packs a `source`.*packing=True"):
+        PackedStreamingDataset(local=str(root / "a"))
 
 
 @pytest.mark.parametrize(("kind", "workers"), [("ours", 0), ("ours", 2), ("torch", 2)])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import streaming.util.atomic
-import writers.shard_files
+import writers.shard_publish
 from streaming.errors import DiskFullError, StreamingError
 from writers.mds import MDSWriter
 
@@ -36,7 +36,7 @@ def _write(out: Path, count: int = 400) -> None:
 
 
 def test_disk_full_while_writing_shards(tmp_path, monkeypatch):
-    _fill_disk_after(monkeypatch, writers.shard_files, "write_sliced", 3)
+    _fill_disk_after(monkeypatch, writers.shard_publish, "write_sliced", 3)
     out = tmp_path / "out"
     with pytest.raises(DiskFullError) as caught:
         _write(out)

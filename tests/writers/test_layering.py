@@ -13,7 +13,7 @@ from streaming.errors import FormatError
 from writers import MDSWriter
 from writers.convert import convert
 from writers.limits import DEFAULT_SIZE_LIMIT
-from writers.text import JSONWriter
+from writers.text_writers import JSONWriter
 
 WRITERS = Path(__file__).resolve().parents[2] / "writers"
 

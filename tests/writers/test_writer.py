@@ -24,7 +24,7 @@ from streaming.format.hashing import file_hexdigest
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader
 from writers.mds import MDSWriter
-from writers.shard_files import config_json, shard_config
+from writers.shard_publish import config_json, shard_config
 
 SCALARS = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
            "float16", "float32", "float64"]

@@ -4,7 +4,7 @@ iterables -> MDS."""
 from writers.convert.api import convert, detect_format
 from writers.convert.dask import dask_to_mds
 from writers.convert.infer import infer_columns
-from writers.convert.ray import ray_to_mds
+from writers.convert.ray_datasink import ray_to_mds
 from writers.convert.spark import dataframe_to_mds
 from writers.convert.transforms import tokenize
 

@@ -14,7 +14,7 @@ from typing import Any
 from streaming.errors import ArgumentError, UnsupportedFeatureError
 from streaming.storage.retry import UPLOAD_TIMEOUT
 from streaming.storage.schemes import split_scheme
-from streaming.util.units import parse_bytes
+from streaming.util.quantities import parse_bytes
 from writers.convert.graft import graft
 from writers.convert.infer import infer_columns
 from writers.convert.parallel import (
@@ -33,7 +33,7 @@ from writers.convert.progress import Progress
 from writers.convert.source import Piece, Source, Transform, first_samples
 from writers.growth import check_mode
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes
-from writers.upload import make_uploader, resolve_output
+from writers.upload import Output, make_uploader, resolve_output
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def open_source(source: Any, fmt: str | None = None) -> tuple[Source, str]:
 
         return ParquetSource(source), fmt
     if fmt == "hf":
-        from writers.convert.hf import HFSource
+        from writers.convert.hf_datasets import HFSource
 
         return HFSource(source), fmt
     from writers.convert.iterable import IterableSource
@@ -169,12 +169,27 @@ def convert(
     exist_ok: bool = False,
     mode: str = "create",
 ) -> Result:
-    """Convert `source` (file path, HF Dataset, or iterable of dicts) to MDS under `out`.
+    """Convert `source` to an MDS dataset under `out` (docs/converting.md).
 
-    `columns` overrides inferred encodings (None drops a field); `transform(record)` returns
-    None, a dict, or several dicts. Parts finished by an interrupted run are reused (resume).
-    `exist_ok` replaces an MDS dataset (or another conversion) already at `out`; `mode`
-    "append" adds to it and "overwrite" replaces it, publishing the new index last.
+    Args:
+        source: A file path (JSONL, CSV, TSV, Parquet), a saved or in-memory Hugging Face
+            dataset, or an iterable of dicts.
+        out: Local folder, remote URL, or a `(local, remote)` pair.
+        format: The input format; None detects it from the extension or object.
+        columns: Column name -> encoding, overriding inferred ones (None drops a field).
+        transform: `transform(record)` returns None, a dict, or several dicts.
+        compression: Shard compression (a codec name such as `"zstd"`); None for none.
+        workers: Processes converting parts in parallel.
+        ordered: Merge parts in input order; False merges them as they finish.
+        size_limit: Bytes (or `"64mb"`) per shard before a new one starts; None: no limit.
+        hashes: Digests recorded per shard (`"sha1"`, `"xxh64"`, ...).
+        progress: Show a progress bar.
+        resume: Reuse parts an interrupted run with the same options finished.
+        timeout: Seconds the parts may take before TimeoutError (None: no limit); for a
+            remote `out` also each shard upload's deadline (600 when None).
+        exist_ok: Replace an MDS dataset (or another conversion) already at `out`.
+        mode: `"create"`; `"append"` adds to the dataset at `out`, `"overwrite"` replaces it,
+            publishing the new index last.
     """
     started = time.monotonic()
     if workers < 1:
@@ -188,21 +203,32 @@ def convert(
     check_hashes(hashes, "convert(hashes=")
     output = resolve_output(out)
     if output.remote is not None:  # convert into the local (or a staging) folder, then upload
-        uploader = make_uploader(output, timeout=timeout or UPLOAD_TIMEOUT, exist_ok=exist_ok)
-        try:
-            result = convert(
-                source, output.local, format=format, columns=columns, transform=transform,
-                compression=compression, workers=workers, ordered=ordered, size_limit=size_limit,
-                hashes=hashes, progress=progress, resume=resume, timeout=timeout,
-                exist_ok=exist_ok,
-            )
-            index = uploader.publish()
-        finally:
-            uploader.close()
-        return replace(result, out=output.remote, index=index,
-                       seconds=time.monotonic() - started)
+        return _convert_and_upload(source, output, _options(locals()), exist_ok, started)
+    return _convert_here(source, output.local, exist_ok=exist_ok, started=started,
+                         **_options(locals()))
+
+
+def _convert_and_upload(source: Any, output: Output, options: dict[str, Any], exist_ok: bool,
+                        started: float) -> Result:
+    """convert() into a remote `output`: a conversion in its local folder, then the upload."""
+    uploader = make_uploader(output, timeout=options["timeout"] or UPLOAD_TIMEOUT,
+                             exist_ok=exist_ok)
+    try:
+        result = convert(source, output.local, exist_ok=exist_ok, **options)
+        index = uploader.publish()
+    finally:
+        uploader.close()
+    return replace(result, out=output.remote, index=index, seconds=time.monotonic() - started)
+
+
+def _convert_here(
+    source: Any, out: Path, *, format: str | None, columns: Mapping[str, str | None] | None,
+    transform: Transform | None, compression: str | None, workers: int, ordered: bool,
+    size_limit: int | None, hashes: list[str] | None, progress: bool, resume: bool,
+    timeout: float | None, exist_ok: bool, started: float,
+) -> Result:
+    """convert() into the local folder `out`, its options checked already."""
     src, fmt = open_source(source, format)
-    out = output.local
     cols = resolve_columns(src, transform, columns)
     key = describe_key(src, fmt, cols, transform,
                        {"compression": compression, "hashes": hashes, "size_limit": size_limit})

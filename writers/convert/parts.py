@@ -35,7 +35,7 @@ from writers.growth import (
     remove_files,
     stale_names,
 )
-from writers.shard_files import shard_config
+from writers.shard_publish import shard_config
 
 
 @dataclass(frozen=True)

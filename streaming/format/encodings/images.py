@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.errors import ShardCorruptError, require
-from streaming.format.encodings.base import Encoding
+from streaming.format.encodings.encoding import Encoding
 
 
 def _pil():

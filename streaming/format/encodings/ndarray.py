@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import ShardCorruptError, UnknownEncodingError
-from streaming.format.encodings.base import Encoding, FileBytes
+from streaming.format.encodings.encoding import Encoding, FileBytes
 
 DTYPE_CODES: dict[str, int] = {
     "uint8": 8, "int8": 9,

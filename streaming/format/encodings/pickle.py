@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from streaming.format.encodings.base import Encoding
+from streaming.format.encodings.encoding import Encoding
 
 PROTOCOL = 4  # what the reference writer produced; readable by every Python 3.4+
 

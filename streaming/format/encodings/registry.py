@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from streaming.errors import UnknownEncodingError
-from streaming.format.encodings.base import Encoding
+from streaming.format.encodings.encoding import Encoding
 from streaming.format.encodings.images import image_encodings
 from streaming.format.encodings.ndarray import parse_ndarray_name
 from streaming.format.encodings.pickle import pickle_encodings

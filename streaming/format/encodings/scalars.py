@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.format.encodings.base import Encoding, FileBytes
+from streaming.format.encodings.encoding import Encoding, FileBytes
 
 _INT64 = np.dtype("<i8")
 

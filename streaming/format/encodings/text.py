@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.format.encodings.base import Encoding, FileBytes
+from streaming.format.encodings.encoding import Encoding, FileBytes
 
 
 class BytesEncoding(Encoding):

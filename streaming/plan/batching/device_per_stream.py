@@ -25,7 +25,7 @@ from streaming.plan.batching.sequence import (
 from streaming.plan.units import SlotEpoch, slot_method, stream_chunks
 
 if TYPE_CHECKING:
-    from streaming.plan.order import EpochOrder
+    from streaming.plan.traits import EpochView
     from streaming.plan.world import World
 
 
@@ -55,7 +55,7 @@ def apportion(totals: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return out
 
 
-def _sequence(order: EpochOrder, shares: np.ndarray, unit: int, count: int
+def _sequence(order: EpochView, shares: np.ndarray, unit: int, count: int
               ) -> tuple[np.ndarray, np.ndarray]:
     """(stream, device batch) of the unit's first `count` slots, its own batches repeated from
     the start to fill them."""
@@ -64,7 +64,7 @@ def _sequence(order: EpochOrder, shares: np.ndarray, unit: int, count: int
     return which[again], chunk[again]
 
 
-def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
+def slot_epoch(order: EpochView, world: World, batch: int, start: int) -> SlotEpoch:
     """The epoch's device_per_stream batches as every unit's per-stream demand and layout.
 
     Args:

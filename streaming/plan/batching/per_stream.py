@@ -25,11 +25,11 @@ from streaming.plan.batching.sequence import (
 from streaming.plan.units import SlotEpoch, slot_method, stream_chunks, unit_bounds
 
 if TYPE_CHECKING:
-    from streaming.plan.order import EpochOrder
+    from streaming.plan.traits import EpochView
     from streaming.plan.world import World
 
 
-def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
+def slot_epoch(order: EpochView, world: World, batch: int, start: int) -> SlotEpoch:
     """The epoch's per_stream batches as every unit's per-stream demand and layout.
 
     Args:

@@ -19,17 +19,17 @@ import numpy as np
 from streaming.plan.traits import BatchingMethod
 
 if TYPE_CHECKING:
-    from streaming.plan.order import EpochOrder
+    from streaming.plan.traits import EpochView
     from streaming.plan.world import World
 
 
-def _end(order: EpochOrder, ranks: int, start: int) -> int:
+def _end(order: EpochView, ranks: int, start: int) -> int:
     """End of the served positions: the epoch's, extended to a multiple of `ranks`."""
     remaining = max(order.span - start, 0)
     return start + remaining + -remaining % ranks
 
 
-def _real(order: EpochOrder) -> np.ndarray:
+def _real(order: EpochView) -> np.ndarray:
     """The epoch's samples without padding, in global order (a single rank's sequence).
 
     Padding lies only in rounds past the shortest canonical node, so the rounds before are
@@ -43,7 +43,7 @@ def _real(order: EpochOrder) -> np.ndarray:
     return np.concatenate((head, ids[~pad].astype(head.dtype, copy=False)))
 
 
-def _extend(order: EpochOrder, first: int, step: int, ids: np.ndarray, groups: int
+def _extend(order: EpochView, first: int, step: int, ids: np.ndarray, groups: int
             ) -> np.ndarray:
     """`ids` of positions first + step * j, those past the epoch filled from the group's last
     position inside it: the same canonical node (no extra sequence to build) and, as a group
@@ -59,7 +59,7 @@ def _extend(order: EpochOrder, first: int, step: int, ids: np.ndarray, groups: i
     return ids
 
 
-def global_sequence(order: EpochOrder, world: World, batch: int, start: int):
+def global_sequence(order: EpochView, world: World, batch: int, start: int):
     """Whole global sequence from `start` (ids, padding mask, start used)."""
     ranks = world.data_parallel_ranks
     if ranks == 1:
@@ -81,7 +81,7 @@ def _to_batches(per_rank: np.ndarray, batch: int) -> np.ndarray:
     return out.reshape(batches, batch, ranks).transpose(0, 2, 1)
 
 
-def group_batches(order: EpochOrder, world: World, batch: int, start: int):
+def group_batches(order: EpochView, world: World, batch: int, start: int):
     """[batches, group ranks, batch] ids for the asking group (any resume position works)."""
     if world.data_parallel_ranks == 1:
         ids = _real(order)[start:]

@@ -11,7 +11,7 @@ import numpy as np
 from streaming.errors import PlanError
 
 if TYPE_CHECKING:
-    from streaming.plan.order import EpochOrder
+    from streaming.plan.traits import EpochView
 
 _INTERLEAVE_TAG = 0xBA7C
 
@@ -48,7 +48,7 @@ def interleave(counts: np.ndarray, seed: int, epoch: int, unit: int | None = Non
     return stream[order], chunk[order]
 
 
-def interleave_epoch(order: EpochOrder) -> int:
+def interleave_epoch(order: EpochView) -> int:
     """Epoch word of the stream interleave: unshuffled (or `fixed`) epochs repeat one order."""
     cfg = order.cfg
     return order.epoch if cfg.shuffle and cfg.sampling_method == "balanced" else -1

@@ -22,7 +22,7 @@ from streaming.plan.batching.sequence import round_to_batch
 from streaming.plan.units import SlotEpoch, slot_method, unit_bounds, unit_stream_slots
 
 if TYPE_CHECKING:
-    from streaming.plan.order import EpochOrder
+    from streaming.plan.traits import EpochView
     from streaming.plan.world import World
 
 
@@ -82,7 +82,7 @@ def _fill(slots: np.ndarray, batches: int, first: int, values: list[np.ndarray])
     return out
 
 
-def slot_epoch(order: EpochOrder, world: World, batch: int, start: int) -> SlotEpoch:
+def slot_epoch(order: EpochView, world: World, batch: int, start: int) -> SlotEpoch:
     """The epoch's stratified batches as every unit's per-stream demand and layout.
 
     Args:

@@ -48,6 +48,11 @@ class Packer(ABC):
     `length // packing_length` full single-sample packs at once and packs the remainder like any
     other sample. A split sample's id therefore appears several times: in emission order its
     occurrences cover tokens [0, L), [L, 2L), ... and finally the remainder.
+
+    Args:
+        packing_length: Tokens per pack (the capacity), at least 1.
+        filter_overlong: Drop samples longer than `packing_length` (counted in `dropped`).
+        overlong: Without filtering: "split" (default) or "alone", as above.
     """
 
     name: ClassVar[str]

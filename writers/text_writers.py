@@ -23,7 +23,7 @@ from streaming.format.text_shard import META_SUFFIX, meta_bytes
 from streaming.storage.retry import RETRY
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes, check_size_limit
 from writers.output_dir import prepare_directory
-from writers.shard_files import write_shard
+from writers.shard_publish import write_shard
 from writers.upload import make_uploader, resolve_output, shard_files
 
 log = logging.getLogger(__name__)
@@ -127,16 +127,21 @@ class JSONWriter(TextWriter):
     Column types: `str`, `int`, `float`.
 
     Args:
-        columns: Column name -> type.
-        out: A local folder, a remote URL, or (local folder, remote URL).
-        newline: The line separator.
-        compression: "zstd", "gz", "bz2", "br", "snappy" or None.
-        hashes: Digest algorithms recorded per shard file.
-        size_limit: Row bytes per shard (int or "64mb").
-        keep_local: Keep the local copy of shards uploaded to a remote `out`.
-        exist_ok: Write into a folder that already holds a dataset.
-        retry: Extra attempts per file upload.
-        progress_bar, max_workers: Accepted as MDSWriter takes them (writing is synchronous).
+        columns: Column name -> type ("str", "int" or "float").
+        out: A local folder or `file://` URL, a remote URL (`s3://`, `gs://`, `az://`, ...),
+            or a (local folder, remote URL) pair.
+        newline: The line separator (default "\\n").
+        compression: Whole-shard codec ("zstd", "gz", "bz2", "br", "snappy"); None:
+            uncompressed.
+        hashes: Digest algorithms recorded per shard file ("sha1", "xxh64", ...); None: none.
+        size_limit: Row bytes per shard (int or "64mb"; default 64 MiB); None: no limit.
+        keep_local: Keep the local files uploaded to a remote `out`. None keeps the local
+            folder of a pair and empties a temporary staging folder.
+        exist_ok: Write into a folder that already holds a dataset (its files are replaced);
+            False raises OutputExistsError.
+        retry: Extra attempts per file upload after a transient failure.
+        progress_bar: Accepted as MDSWriter takes it; ignored (writing is synchronous).
+        max_workers: Accepted as MDSWriter takes it; ignored (writing is synchronous).
     """
 
     format = "json"
@@ -162,17 +167,22 @@ class XSVWriter(TextWriter):
     neither it nor the newline). Columns are stored sorted by name, after a header line.
 
     Args:
-        columns: Column name -> type.
-        out: A local folder, a remote URL, or (local folder, remote URL).
-        separator: The value separator.
-        newline: The line separator.
-        compression: "zstd", "gz", "bz2", "br", "snappy" or None.
-        hashes: Digest algorithms recorded per shard file.
-        size_limit: Row bytes per shard (int or "64mb").
-        keep_local: Keep the local copy of shards uploaded to a remote `out`.
-        exist_ok: Write into a folder that already holds a dataset.
-        retry: Extra attempts per file upload.
-        progress_bar, max_workers: Accepted as MDSWriter takes them (writing is synchronous).
+        columns: Column name -> type ("str", "int" or "float").
+        out: A local folder or `file://` URL, a remote URL (`s3://`, `gs://`, `az://`, ...),
+            or a (local folder, remote URL) pair.
+        separator: The value separator (any length).
+        newline: The line separator (default "\\n").
+        compression: Whole-shard codec ("zstd", "gz", "bz2", "br", "snappy"); None:
+            uncompressed.
+        hashes: Digest algorithms recorded per shard file ("sha1", "xxh64", ...); None: none.
+        size_limit: Row bytes per shard (int or "64mb"; default 64 MiB); None: no limit.
+        keep_local: Keep the local files uploaded to a remote `out`. None keeps the local
+            folder of a pair and empties a temporary staging folder.
+        exist_ok: Write into a folder that already holds a dataset (its files are replaced);
+            False raises OutputExistsError.
+        retry: Extra attempts per file upload after a transient failure.
+        progress_bar: Accepted as MDSWriter takes it; ignored (writing is synchronous).
+        max_workers: Accepted as MDSWriter takes it; ignored (writing is synchronous).
     """
 
     format = "xsv"
@@ -212,8 +222,21 @@ class CSVWriter(XSVWriter):
     """`XSVWriter` with the `,` separator and format `csv`.
 
     Args:
-        columns, out, newline, compression, hashes, size_limit, keep_local, exist_ok, retry,
-            progress_bar, max_workers: As XSVWriter.
+        columns: Column name -> type ("str", "int" or "float").
+        out: A local folder or `file://` URL, a remote URL (`s3://`, `gs://`, `az://`, ...),
+            or a (local folder, remote URL) pair.
+        newline: The line separator (default "\\n").
+        compression: Whole-shard codec ("zstd", "gz", "bz2", "br", "snappy"); None:
+            uncompressed.
+        hashes: Digest algorithms recorded per shard file ("sha1", "xxh64", ...); None: none.
+        size_limit: Row bytes per shard (int or "64mb"; default 64 MiB); None: no limit.
+        keep_local: Keep the local files uploaded to a remote `out`. None keeps the local
+            folder of a pair and empties a temporary staging folder.
+        exist_ok: Write into a folder that already holds a dataset (its files are replaced);
+            False raises OutputExistsError.
+        retry: Extra attempts per file upload after a transient failure.
+        progress_bar: Accepted as MDSWriter takes it; ignored (writing is synchronous).
+        max_workers: Accepted as MDSWriter takes it; ignored (writing is synchronous).
     """
 
     format = "csv"
@@ -228,8 +251,21 @@ class TSVWriter(XSVWriter):
     """`XSVWriter` with the tab separator and format `tsv`.
 
     Args:
-        columns, out, newline, compression, hashes, size_limit, keep_local, exist_ok, retry,
-            progress_bar, max_workers: As XSVWriter.
+        columns: Column name -> type ("str", "int" or "float").
+        out: A local folder or `file://` URL, a remote URL (`s3://`, `gs://`, `az://`, ...),
+            or a (local folder, remote URL) pair.
+        newline: The line separator (default "\\n").
+        compression: Whole-shard codec ("zstd", "gz", "bz2", "br", "snappy"); None:
+            uncompressed.
+        hashes: Digest algorithms recorded per shard file ("sha1", "xxh64", ...); None: none.
+        size_limit: Row bytes per shard (int or "64mb"; default 64 MiB); None: no limit.
+        keep_local: Keep the local files uploaded to a remote `out`. None keeps the local
+            folder of a pair and empties a temporary staging folder.
+        exist_ok: Write into a folder that already holds a dataset (its files are replaced);
+            False raises OutputExistsError.
+        retry: Extra attempts per file upload after a transient failure.
+        progress_bar: Accepted as MDSWriter takes it; ignored (writing is synchronous).
+        max_workers: Accepted as MDSWriter takes it; ignored (writing is synchronous).
     """
 
     format = "tsv"

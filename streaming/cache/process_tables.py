@@ -1,0 +1,53 @@
+"""This process's mappings of node cache tables: one per table and process, shared by the
+process's threads (a forked child maps the table again under its own pid)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+
+from streaming.cache.table import CacheTable
+
+_tables: dict[tuple[int, str], CacheTable] = {}
+_tables_lock = threading.Lock()
+
+
+def _after_fork() -> None:
+    global _tables_lock
+    _tables_lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def shared_table(token: str, num_shards: int,
+                 init: Callable[[CacheTable], None]) -> CacheTable:
+    """This process's mapping of the node table `token`, opened (or created, then filled by
+    `init`) on first use.
+
+    Args:
+        token: the table's name (see `CacheTable.open`).
+        num_shards: the shards the table describes.
+        init: fills a table this call creates.
+    """
+    key = (os.getpid(), token)
+    with _tables_lock:
+        table = _tables.get(key)
+        if table is None:
+            table = _tables[key] = CacheTable.open(token, num_shards, init=init)
+        return table
+
+
+def drop_table(token: str) -> None:
+    """Unmap this process's table `token` (and remove it from shared memory if this process
+    created it); the next reader creates it again from what is on disk. Called under the
+    table's file lock.
+
+    Args:
+        token: the table's name.
+    """
+    # No _tables_lock here: shared_table takes the two locks the other way round.
+    table = _tables.pop((os.getpid(), token), None)
+    if table is not None:
+        table.close()

@@ -1,0 +1,115 @@
+"""One reader's slot in the node's `CacheTable`: claimed when the reader attaches, given back
+when it closes. The slot's row holds the reader's pins, progress, horizon and counters; only the
+reader owning it writes the row, so none of these needs the table's lock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from streaming.cache.table import CacheTable
+from streaming.errors import CoordinationError
+
+
+@dataclass(frozen=True)
+class ReaderSlot:
+    """A reader's row of the node table.
+
+    Args:
+        table: the node table.
+        index: the row's number.
+    """
+
+    table: CacheTable
+    index: int
+    _counting: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                      compare=False)  # the reader's threads share its counters
+
+    @classmethod
+    def claim(cls, table: CacheTable, *, limit: int, downloads: int,
+              on_dead_owner: Callable[[int], None]) -> ReaderSlot:
+        """Take a free slot and record the reader's cache_limit and download concurrency
+        (0: no wish); `on_dead_owner(shard)` is called, under the table's lock, for each shard a
+        dead former holder of the slot left mid-preparation.
+
+        Args:
+            table: the node table.
+            limit: the cache_limit this reader asks for, in bytes (0: none).
+            downloads: the preparations at once this reader asks for (0: any number).
+            on_dead_owner: resets a shard a dead reader was preparing.
+        """
+        with table.locked():
+            index = table.claim_slot(on_dead_owner)
+            table.ask(index, limit, downloads)
+        return cls(table, index)
+
+    def count(self, column: int, amount: int = 1) -> None:
+        """Add to one of the slot's counters.
+
+        Args:
+            column: `table.HITS`, `table.MISSES`... (the counter's column of the slot row).
+            amount: what to add.
+        """
+        with self._counting:
+            self.table.count(self.index, column, amount)
+
+    def pin(self, shard: int) -> None:
+        """Mark `shard` held by this reader: eviction leaves it alone until `unpin`.
+
+        Args:
+            shard: the shard the reader is about to read.
+        """
+        pins = self.table.pins[self.index]
+        free = np.flatnonzero(pins < 0)
+        if not len(free):
+            raise CoordinationError(
+                f"reader holds {len(pins)} shards already ({pins.tolist()}); release one before "
+                f"acquiring shard {shard}")
+        pins[free[0]] = shard
+
+    def unpin(self, shard: int) -> None:
+        """Drop one pin of `shard` (none: nothing happens).
+
+        Args:
+            shard: a shard the reader is done with.
+        """
+        pins = self.table.pins[self.index]
+        held = np.flatnonzero(pins == shard)
+        if len(held):
+            pins[held[0]] = -1
+
+    def advance(self, position: int) -> None:
+        """Record that the reader is at step `position` of its sequence.
+
+        Args:
+            position: the reader's step.
+        """
+        self.table.progress[self.index] = position
+
+    def publish(self, shards: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                position: int) -> None:
+        """Write the reader's horizon: its next distinct `shards` (at most the table's
+        `horizon`), the steps at which it starts and stops reading each, and its position.
+
+        Args:
+            shards: the shards, in the order the reader meets them.
+            starts: the step of each one's first read.
+            ends: the step after each one's last read in that run.
+            position: the reader's step now.
+        """
+        n, i = len(shards), self.index
+        row = np.full(self.table.horizon, -1, np.int64)
+        row[:n] = shards
+        self.table.horizon_starts[i, :n] = starts
+        self.table.horizon_ends[i, :n] = ends
+        self.table.horizon_shards[i] = row
+        self.table.progress[i] = position
+
+    def free(self) -> bool:
+        """Give the slot back; True when no live reader is left on the table (caller holds the
+        table's lock)."""
+        self.table.free_slot(self.index)
+        return not self.table.live_slots().any()

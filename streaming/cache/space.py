@@ -1,0 +1,340 @@
+"""The space side of the cache: prepare a shard only when room can be made for it under the
+node's cache_limit and on its disk, evict (Belady: the shard next needed farthest away) to make
+that room, and recover shards whose preparer died or whose file vanished.
+
+Every state change happens under the node table's lock; a reader's pins are its own slot's row.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from streaming.cache import disk
+from streaming.cache import table as tb
+from streaming.cache.evict import choose_victims, next_use
+from streaming.cache.limit import Footprint, MinimumLimit, check_limit, minimum_limit
+from streaming.cache.shard_files import ShardFiles
+from streaming.cache.slot import ReaderSlot
+from streaming.errors import CacheLimitError, CacheSpaceError
+
+log = logging.getLogger("streaming.cache.engine")  # one logger for all the engine does
+
+
+class BringOutcome(enum.Enum):
+    """What `CacheSpace.bring` found or did."""
+
+    PRESENT = "present"  # the shard is on disk, ready to read
+    IN_PROGRESS = "in progress"  # another reader is preparing it
+    AT_LIMIT = "at limit"  # the node is at its download or space limit: try again later
+
+
+class CacheSpace:
+    """Preparation under the limit, eviction and disk accounting for one reader of the node
+    table: what the reader and its prefetchers call to bring a shard in.
+
+    Args:
+        files: the cached shards' files.
+        footprint: what each shard occupies while cached and while being prepared.
+        reader: the reader's slot (preparations are marked its own, counters are its own).
+    """
+
+    def __init__(self, files: ShardFiles, footprint: Footprint, reader: ReaderSlot) -> None:
+        self.files = files
+        self.footprint = footprint
+        self.reader = reader
+        self.table = reader.table
+
+    @property
+    def node_limit(self) -> int | None:
+        """The node's limit: the smallest any process sharing these folders asked for."""
+        return self.table.node_limit
+
+    def usage(self) -> int:
+        """Bytes the node's cache folders hold or have promised to downloads in flight."""
+        return self.table.used()
+
+    def bring(self, shard: int, farther_than: int) -> BringOutcome:
+        """Prepare `shard` if it is absent and room can be made for it; evicts only shards next
+        needed later than `farther_than` steps (-1: anything unpinned).
+
+        Args:
+            shard: the shard to bring in.
+            farther_than: the distance, in the reader's steps, of the use it is brought for.
+        """
+        cost = self.footprint.download_cost(shard)
+        outcome = self._reserve(shard, cost, farther_than)
+        if outcome is not None:
+            return outcome
+        table = self.table
+        raw, _ = self.files.paths(shard)
+        preparer = self.files.preparer
+        fetched = disk.size(raw) != int(preparer.facts.raw_bytes[shard])
+        try:
+            preparer.forget(shard)  # its memo may predate an eviction elsewhere
+            preparer.prepare(shard)
+        except BaseException as exc:
+            with table.locked():
+                self.files.recover(table, shard)
+                table.fails[shard] += 1
+            if disk.disk_full(exc):
+                raise self._space_error(shard, cost, disk.free_bytes(raw.parent)) from exc
+            raise
+        with table.locked():
+            table.disk[shard] = self.files.bytes_on_disk(shard)
+            table.reserved[shard] = 0
+            table.owner[shard] = 0
+            table.state[shard] = tb.PRESENT
+        if fetched:
+            facts = preparer.facts
+            self.reader.count(tb.DOWNLOADS)
+            self.reader.count(tb.BYTES, int(facts.zip_bytes[shard] or facts.raw_bytes[shard]))
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("cache: prepared %s", self.files.describe(shard))
+        return BringOutcome.PRESENT
+
+    def _reserve(self, shard: int, cost: int, farther_than: int) -> BringOutcome | None:
+        """Mark `shard` preparing by this reader with `cost` bytes reserved; None when done, the
+        outcome to report when the shard is not absent or the node is at a limit."""
+        table = self.table
+        with table.locked():
+            state = int(table.state[shard])
+            if state != tb.ABSENT:
+                return BringOutcome.PRESENT if state == tb.PRESENT else BringOutcome.IN_PROGRESS
+            limit = self.node_limit
+            if limit is not None and cost > limit - table.other_bytes:
+                raise CacheLimitError(
+                    f"{self.files.describe(shard)} needs {cost} bytes in the cache while it is "
+                    f"prepared, more than cache_limit={limit} leaves beside "
+                    f"{table.other_bytes} bytes of other files in {', '.join(self.files.dirs)}")
+            slots = table.node_downloads
+            if slots is not None and int((table.state == tb.PREPARING).sum()) >= slots:
+                return BringOutcome.AT_LIMIT
+            if not self._make_room(cost, farther_than):
+                return BringOutcome.AT_LIMIT
+            if not self._check_space(shard, cost, farther_than):
+                return BringOutcome.AT_LIMIT
+            table.state[shard] = tb.PREPARING
+            table.owner[shard] = self.reader.index + 1
+            table.reserved[shard] = cost
+        return None
+
+    def _check_space(self, shard: int, cost: int, farther_than: int) -> bool:
+        """Whether the disk has `cost` free bytes for `shard` beside what the preparations in
+        flight have reserved and not yet written (caller holds the lock). Under a cache_limit,
+        shards are evicted to free what is missing. False (wait) means the shards that could
+        go are still needed sooner or pinned, or preparations in flight may still settle;
+        CacheSpaceError when nothing is in flight and even evicting every cached shard (or,
+        without a limit, anything) would not make room."""
+        table = self.table
+        folder = self.files.preparer.raw_path(shard).parent
+        if disk.free_bytes(folder) - int(table.reserved.sum()) >= cost:
+            return True  # room even if nothing in flight had written a byte yet
+        pending = self.files.unwritten(table)
+        free = disk.free_bytes(folder) - pending
+        if free >= cost:
+            return True
+        limit = self.node_limit
+        if limit is not None:
+            if self._make_room(limit - table.used() + (cost - free), farther_than):
+                free = disk.free_bytes(folder) - pending
+                if free >= cost:
+                    return True
+            if int(table.disk[self.files.cached].sum()) >= cost - free:
+                return False
+        if pending:
+            return False
+        raise self._space_error(shard, cost, free)
+
+    def _space_error(self, shard: int, cost: int, free: int) -> CacheSpaceError:
+        folder = self.files.preparer.raw_path(shard).parent
+        return CacheSpaceError(
+            errno.ENOSPC,
+            f"no room on the disk of {folder} for {self.files.describe(shard)}: it needs {cost} "
+            f"bytes, {free} are free; free some space, or set a cache_limit below what the disk "
+            "holds")
+
+    def warn_if_short(self) -> None:
+        """Warn when the shards still to fetch (at most `cache_limit`'s worth) need more than
+        the disks of the cache folders have free."""
+        table = self.table
+        preparer = self.files.preparer
+        owner = np.asarray(preparer.facts.stream_of_shard, np.int64)
+        missing = self.files.cached & (table.state != tb.PRESENT)
+        limit = self.node_limit
+        by_disk: dict[int, tuple[str, int]] = {}
+        for s, stream in enumerate(preparer.streams):
+            mine = missing & (owner == s)
+            if not mine.any():
+                continue
+            folder = stream.local_dir
+            need = int(self.footprint.resident[mine].sum())
+            try:
+                device = os.stat(folder).st_dev
+            except OSError:
+                continue
+            where, before = by_disk.get(device, (str(folder), 0))
+            by_disk[device] = (where, before + need)
+        for where, need in by_disk.values():
+            if limit is not None:
+                need = min(need, max(limit - table.used(), 0))
+            free = disk.free_bytes(Path(where))
+            if need > free:
+                log.warning(
+                    "the cache in %s may need %d more bytes (%s) but its disk has %d free: "
+                    "preparing a shard that does not fit raises CacheSpaceError; set a "
+                    "cache_limit below the free space to have shards evicted instead", where,
+                    need, "up to cache_limit" if limit is not None else "every shard not yet "
+                    "cached", free)
+
+    def _distances(self, alive: np.ndarray) -> np.ndarray:
+        """Steps until each shard's next use by a live reader (int64 max: none known)."""
+        table = self.table
+        return next_use(table.horizon_shards[alive], table.horizon_starts[alive],
+                        table.horizon_ends[alive], table.progress[alive], table.num_shards)
+
+    def _make_room(self, cost: int, farther_than: int) -> bool:
+        """Evict until `cost` more bytes fit under the limit (caller holds the lock)."""
+        limit = self.node_limit
+        if limit is None:
+            return True
+        table = self.table
+        free = limit - table.used()
+        if free >= cost:
+            return True
+        alive = table.live_slots()
+        distance = self._distances(alive)
+        evictable = self.files.cached & (table.state == tb.PRESENT) & ~table.pinned(alive)
+        victims = choose_victims(cost, free, sizes=table.disk, evictable=evictable,
+                                 distance=distance, farther_than=farther_than)
+        if victims is None or not len(victims):
+            return False
+        table.state[victims] = tb.EVICTING
+        # A reader pins first and then reads the state; we set the state and then read pins,
+        # so a reader that slipped in between is seen here, or sees EVICTING itself.
+        taken = table.pinned(alive)[victims]
+        table.state[victims[taken]] = tb.PRESENT
+        for victim in victims[~taken].tolist():
+            self._remove(victim)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("cache: evicted %s (next use in %s steps)", self.files.describe(victim),
+                          "no known" if distance[victim] == np.iinfo(np.int64).max
+                          else distance[victim])
+        return limit - table.used() >= cost
+
+    def _remove(self, shard: int) -> None:
+        """Delete an evicting shard's files and mark it absent (caller holds the lock)."""
+        self.files.preparer.remove_files(shard)
+        self.table.disk[shard] = 0
+        self.table.state[shard] = tb.ABSENT
+        self.reader.count(tb.EVICTIONS)
+
+    def _evict_unpinned(self, shard: int, alive: np.ndarray) -> bool:
+        """Evict present `shard` unless a reader pins it (caller holds the lock)."""
+        table = self.table
+        table.state[shard] = tb.EVICTING
+        if table.pinned(alive)[shard]:  # a reader slipped in: see _make_room
+            table.state[shard] = tb.PRESENT
+            return False
+        self._remove(shard)
+        return True
+
+    def evict(self, shard: int) -> bool:
+        """Evict cached `shard` now (it is downloaded again when next needed); False when it
+        is not in the cache, is local-only data, or a reader holds it.
+
+        Args:
+            shard: the shard to evict.
+        """
+        shard = int(shard)
+        table = self.table
+        with table.locked():
+            if not self.files.cached[shard] or table.state[shard] != tb.PRESENT:
+                return False
+            return self._evict_unpinned(shard, table.live_slots())
+
+    def evict_coldest(self) -> int | None:
+        """Evict the cached shard eviction would pick first (next use farthest away, or never);
+        its id, or None when no shard can be evicted now."""
+        table = self.table
+        with table.locked():
+            alive = table.live_slots()
+            distance = self._distances(alive)
+            evictable = np.flatnonzero(self.files.cached & (table.state == tb.PRESENT)
+                                       & ~table.pinned(alive))
+            if not len(evictable):
+                return None
+            victim = int(evictable[np.argmax(distance[evictable])])
+            return victim if self._evict_unpinned(victim, alive) else None
+
+    def trim(self) -> None:
+        """Bring a cache that is over the limit (left by an earlier, larger run) under it."""
+        with self.table.locked():
+            self._make_room(0, -1)
+
+    def recover_if_orphaned(self, shard: int) -> None:
+        """Reset a shard whose preparer died mid-way (its slot's process is gone).
+
+        Args:
+            shard: a shard seen preparing.
+        """
+        table = self.table
+        owner = int(table.owner[shard]) - 1
+        if owner < 0 or table.slot_alive(owner):
+            return
+        with table.locked():
+            if table.state[shard] == tb.PREPARING and not table.slot_alive(owner):
+                log.debug("cache: recovering %s from a dead preparer", self.files.describe(shard))
+                self.files.recover(table, shard)
+
+    def forget(self, shard: int, seen: tuple[int, int, int] | None) -> None:
+        """A present shard's file (`seen`: its identity when it was found unusable) vanished,
+        changed size or fails its digest underneath us (a clean-up script, another job, a full
+        disk): mark it absent, so it is prepared again. Not if another reader replaced it since.
+
+        Args:
+            shard: the shard whose file is gone or damaged.
+            seen: `disk.identity` of its raw file when the reader found it unusable.
+        """
+        table = self.table
+        preparer = self.files.preparer
+        with table.locked():
+            if table.state[shard] != tb.PRESENT or disk.identity(preparer.raw_path(shard)) != seen:
+                return
+            log.warning("cache: %s is missing, truncated or corrupt on disk; fetching it again",
+                        self.files.describe(shard))
+            preparer.remove_files(shard)
+            table.disk[shard] = 0
+            table.state[shard] = tb.ABSENT
+        preparer.forget(shard)
+
+    def explain_wait(self, shard: int) -> str:
+        """Why a reader may still be waiting for `shard`: its state, or what room it needs."""
+        table = self.table
+        state = tb.STATE_NAMES[int(table.state[shard])]
+        if state != "absent" or self.node_limit is None:
+            return f"state {state}"
+        pinned = int(table.disk[table.pinned(table.live_slots())].sum())
+        return (f"waiting for room: it needs {self.footprint.download_cost(shard)} bytes, "
+                f"cache_limit {self.node_limit}, in use {table.used()}, pinned by readers {pinned}")
+
+    def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit | None:
+        """Refuse (CacheLimitError with the number) a cache_limit the node plan cannot run in;
+        the smallest workable limit, or None without a limit.
+
+        Args:
+            node_ids: the node plan's sample ids [ranks, workers, n].
+            shard_starts: the first sample id of each shard.
+        """
+        limit = self.node_limit
+        if limit is None:
+            return None
+        needed = minimum_limit(node_ids, self.footprint, shard_starts)
+        check_limit(limit, needed, other_bytes=self.table.other_bytes,
+                    where=", ".join(self.files.dirs))
+        return needed
