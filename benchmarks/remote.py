@@ -64,7 +64,7 @@ from streaming.cache.facts import ShardFacts
 from streaming.cache.prepare import ShardPreparer
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
-from streaming.read.spanner import Spanner
+from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream
 from writers.mds import MDSWriter
 
@@ -163,10 +163,10 @@ def engine_epoch(remote: str, limit: int | None, predownload: int) -> dict:
     codec = index.codec()
     engine = CacheEngine(ShardPreparer([stream], facts), cache_limit=limit,
                          predownload=predownload, prefetch_threads=4)
-    spanner = Spanner(index.samples_per_shard)
+    locator = SampleLocator(index.samples_per_shard)
     ids = np.arange(index.num_samples)
-    engine.check_plan(ids[None, None], spanner.shard_starts)  # refuses an unworkable limit
-    shards, rows = spanner.locate(ids)
+    engine.check_plan(ids[None, None], locator.shard_starts)  # refuses an unworkable limit
+    shards, rows = locator.locate(ids)
     engine.follow(shards)
     first = None
     current, reader = -1, None

@@ -14,7 +14,7 @@ packs (best_fit, packing_length 8192, sequence lengths hashed from the sample id
 them with `random`; the exchange of the counts between nodes is timed separately with that many
 TCPStore clients on loopback. The catalog case writes an index.json of N shards (1,000 samples,
 64 MiB each) and times reading it into a catalog (index parse and checks, shard facts, the
-sample-to-shard spanner; with the cache's origin check against an unchanged index) against a
+sample-to-shard locator; with the cache's origin check against an unchanged index) against a
 bare `json.loads` of the same file, for one index and for 10k streams of 100 shards. Prints
 only.
 """
@@ -122,7 +122,7 @@ def child_catalog(kind: str, shards: int, streams: int = 1) -> dict:
     them, the floor); `origin` adds the cache's origin check against an unchanged index."""
     from streaming.cache.facts import ShardFacts
     from streaming.format.index import read_index
-    from streaming.read.spanner import Spanner
+    from streaming.read.sample_locator import SampleLocator
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = [Path(tmp) / f"s{s}" / "index.json" for s in range(streams)]
@@ -137,7 +137,7 @@ def child_catalog(kind: str, shards: int, streams: int = 1) -> dict:
         else:
             indexes = [read_index(path) for path in paths]
             ShardFacts.from_indexes(indexes)
-            Spanner(np.concatenate([ix.samples_per_shard for ix in indexes]))
+            SampleLocator(np.concatenate([ix.samples_per_shard for ix in indexes]))
             if kind == "origin":
                 from streaming.cache.index_diff import stale_files
 

@@ -21,7 +21,6 @@ from streaming.errors import (
     DecompressionError,
     HashMismatchError,
     IndexFileError,
-    ObjectNotFoundError,
     ShardCorruptError,
     UnknownHashError,
 )
@@ -237,11 +236,9 @@ class ShardPreparer:
         algo = stream.validate_hash
         zip_name = facts.zip_basenames[shard]
         if zip_name is None:
-            if not remote:
-                raise ObjectNotFoundError(
-                    f"shard {facts.basenames[shard]!r} is missing or has the wrong size in "
-                    f"{stream.local_dir} (expected {int(facts.raw_bytes[shard])} bytes) and the "
-                    "stream has no remote to fetch it from")
+            if not remote:  # missing (ObjectNotFoundError) or of the wrong size (corrupt)
+                raise size_error(raw, int(facts.raw_bytes[shard]), file_size(raw),
+                                 "; the stream has no remote to fetch it from")
             stream.fetch(facts.basenames[shard], raw, expected_size=int(facts.raw_bytes[shard]),
                          expected_hashes=_fetched(facts.raw_hashes[shard], algo))
             return

@@ -1,5 +1,5 @@
 """The catalog of a dataset: its streams and what their indexes say (shard arrays, codecs, the
-sample-to-shard spanner, the shards' fixed facts), read once at construction. Picklable: DataLoader
+sample-to-shard locator, the shards' fixed facts), read once at construction. Picklable: DataLoader
 workers get a copy instead of reading the indexes again."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
-from streaming.read.spanner import Spanner
+from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream, stream_class
 
 
@@ -39,7 +39,7 @@ class Catalog:
     samples_per_shard: np.ndarray
     shards_per_stream: np.ndarray
     samples_per_stream: np.ndarray
-    spanner: Spanner
+    locator: SampleLocator
     preparer: ShardPreparer
     stream_per_shard: np.ndarray = field(init=False)
     shard_offset_per_stream: np.ndarray = field(init=False)
@@ -55,6 +55,18 @@ class Catalog:
         """Read every stream's index (and text shards' metadata); shards read in place are
         checked now, since nothing could fetch a bad one again later."""
         indexes = [load_index(stream.index_file()) for stream in streams]
+        return cls.of(streams, indexes, allow_unsafe_types=allow_unsafe_types)
+
+    @classmethod
+    def of(cls, streams: list[Stream], indexes: list[DatasetIndex], *,
+           allow_unsafe_types: bool = False) -> Catalog:
+        """The catalog of `streams` whose indexes were read already (see `open`).
+
+        Args:
+            streams: the dataset's streams.
+            indexes: each stream's index.
+            allow_unsafe_types: whether pickle-typed columns may be decoded.
+        """
         prepare_meta_files(streams, indexes)  # text-format (split) shards only
         for stream, index in zip(streams, indexes):
             if stream.remote_dir is None:
@@ -66,7 +78,7 @@ class Catalog:
                    samples_per_shard=samples_per_shard,
                    shards_per_stream=np.array([ix.num_shards for ix in indexes], np.int64),
                    samples_per_stream=np.array([ix.num_samples for ix in indexes], np.int64),
-                   spanner=Spanner(samples_per_shard),
+                   locator=SampleLocator(samples_per_shard),
                    preparer=ShardPreparer(streams, ShardFacts.from_indexes(indexes)))
 
     @property

@@ -7,10 +7,8 @@ the dataset directory, or into a cache directory when that one is read-only, and
 from __future__ import annotations
 
 import hashlib
-import operator
 import os
 import tempfile
-from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,29 +16,32 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
+from streaming.dataset.catalog import Catalog
+from streaming.dataset.row_reader import RowReader
 from streaming.errors import UnknownHashError
-from streaming.format.compression import decompress_file
 from streaming.format.hashing import SUPPORTED_HASHES, is_supported_hash
-from streaming.format.index import read_index
-from streaming.format.local_files import check_local_shards, file_size, size_error
-from streaming.format.shard import ShardReader, validate_file
-from streaming.format.text_shard import open_shard, place_meta
-from streaming.read.open_shards import OpenShards
+from streaming.format.index import DatasetIndex, read_index
+from streaming.format.local_files import check_local_shards
+from streaming.stream import Stream
 from streaming.util.files import has_size
+
+PREPARE_AHEAD = 1  # samples a LocalDataset prepares ahead: it has no planned order to follow
 
 
 class LocalDataset(Dataset):
     """Random access to the samples of the MDS dataset in `local` (or `local/split`).
 
-    Compressed shards are decompressed into `cache_dir` if given, else beside the compressed
-    file, else (read-only directory) into a per-user temporary cache.
+    Shards are located, made ready and opened by the same code as `StreamingDataset`'s
+    local-only streams. Compressed shards are decompressed into `cache_dir` if given, else
+    beside the compressed file, else (read-only directory) into a per-user temporary cache.
 
     Args:
         local: The dataset's folder (holding index.json), read in place.
         split: Sub-folder of `local` (e.g. "train"); None: `local` itself.
         allow_unsafe_types: Allow `pkl` columns (unpickling can run code); False refuses them.
-        validate_hash: Hash algorithm ("xxh64", "sha1", ...) each shard is checked with when
-            first opened; None: no check. Not in the reference.
+        validate_hash: Hash algorithm ("xxh64", "sha1", ...) each shard is checked with
+            before its first use (once per file version on the node); None: no check. Not in
+            the reference.
         cache_dir: Folder for decompressed copies of compressed shards; None: as above. Not
             in the reference.
     """
@@ -60,24 +61,29 @@ class LocalDataset(Dataset):
             raise UnknownHashError(
                 f"validate_hash={validate_hash!r} is not a hash algorithm this library knows; "
                 f"use one of {sorted(SUPPORTED_HASHES)} that the index records")
-        check_local_shards(self.index)
         self.validate_hash = validate_hash
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.allow_unsafe_types = allow_unsafe_types
         self.samples_per_shard = self.index.samples_per_shard
         self.shard_offsets = self.index.sample_offsets
         self.num_samples = self.index.num_samples
-        # Built up front so an unsafe column fails here, not later in a DataLoader worker.
-        self._codec = self.index.codec(allow_unsafe_types=allow_unsafe_types)
-        self._init_lookup()
+        stream = self._stream()
+        if stream.remote_dir is not None:  # the catalog checks the shards of local streams
+            check_local_shards(self.index)
+        self.catalog = Catalog.of([stream], [self.index], allow_unsafe_types=allow_unsafe_types)
+        self.rows = RowReader(self.catalog, None, PREPARE_AHEAD, 0)
+        self._locator, self._readers = self.catalog.locator, self.rows.readers  # for ds[i]
         if validate_hash is not None:
             self._verify_empty_shards()
 
-    def _init_lookup(self) -> None:
-        # Python lists make the scalar lookup a C-level bisect (no numpy call overhead).
-        self._ends = self.shard_offsets[1:].tolist()
-        self._starts = self.shard_offsets[:-1].tolist()
-        self._readers = OpenShards(self._open)
+    def _stream(self) -> Stream:
+        """The dataset as a stream: read in place, or, when some shard is only compressed and
+        must be decompressed elsewhere (`cache_dir`, or a read-only folder), a stream whose
+        remote is the folder and whose cache is that place."""
+        target = self._decompressed_dir()
+        if target == self.root or _all_raw(self.index):
+            return Stream(local=self.root, validate_hash=self.validate_hash)
+        return Stream(remote=self.root.resolve(), local=target, validate_hash=self.validate_hash)
 
     @property
     def size(self) -> int:
@@ -103,20 +109,18 @@ class LocalDataset(Dataset):
         """Every sample in order, shard by shard (skips the per-sample shard lookup)."""
         for shard, count in enumerate(self.samples_per_shard.tolist()):
             if count:
-                reader = self._readers.get(shard)
+                reader = self.rows.reader(shard)
                 for row in range(count):
                     yield reader.get(row)
 
     def get_item(self, index: int) -> dict[str, Any]:
         """One sample by global index (negative counts from the end)."""
-        i = operator.index(index)
-        if i < 0:
-            i += self.num_samples
-        if not 0 <= i < self.num_samples:
-            raise IndexError(f"sample {index} out of range for {self.root} ({self.num_samples})")
-        shard = bisect_right(self._ends, i)
-        reader = self._readers.get(shard)
-        return reader.get(i - self._starts[shard])
+        try:
+            shard, row = self._locator[index]
+        except IndexError:
+            raise IndexError(f"sample {index} out of range for {self.root} "
+                             f"({self.num_samples})") from None
+        return self._readers.get(shard).get(row)
 
     def get_many(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """Samples for an array of global indices, mapped to shards in one vectorised pass."""
@@ -130,61 +134,18 @@ class LocalDataset(Dataset):
             raise IndexError(
                 f"sample {int(ids[bad][0])} out of range for {self.root} ({self.num_samples})"
             )
-        shards = np.searchsorted(self.shard_offsets, ids, side="right") - 1
-        rows = ids - self.shard_offsets[shards]
-        out = []
-        for shard, row in zip(shards.tolist(), rows.tolist()):
-            reader = self._readers.get(shard)
-            out.append(reader.get(row))
-        return out
+        shards, rows = self.rows.locate(ids)
+        reader = self._readers.get
+        return [reader(shard).get(row) for shard, row in zip(shards.tolist(), rows.tolist())]
 
     # DataLoader fetches a whole batch through this when the dataset defines it.
     __getitems__ = get_many
-
-    # -- shard files --------------------------------------------------------------------------
-
-    def _open(self, shard: int) -> ShardReader:
-        reader = open_shard(
-            self._raw_path(shard),
-            self._codec,
-            expected_samples=int(self.samples_per_shard[shard]),
-            expected_bytes=int(self.index.raw_bytes[shard]),
-        )
-        return reader
 
     def _verify_empty_shards(self) -> None:
         """Open (verify, decompress, check the header of) every shard the index says is empty:
         no sample of theirs would ever be read, so a wrong count of 0 would go unnoticed."""
         for shard in np.flatnonzero(self.samples_per_shard == 0).tolist():
-            self._open(shard).close()
-
-    def _raw_path(self, shard: int) -> Path:
-        """Path of the shard's raw file, decompressing it first when only the zip exists."""
-        entry = self.index.shards[shard]
-        size = int(self.index.raw_bytes[shard])
-        in_place = self.index.raw_path(shard)
-        if has_size(in_place, size):
-            self._check_hash(in_place, entry["raw_data"])
-            return self._with_meta(entry, in_place)
-        src = self.index.zip_path(shard)
-        if src is None:
-            raise size_error(in_place, size, file_size(in_place))
-        target = self._decompressed_dir().joinpath(*self.index.basenames[shard].split("/"))
-        if not has_size(target, size):
-            zip_size = int(self.index.zip_bytes[shard])
-            if not has_size(src, zip_size):
-                raise size_error(src, zip_size, file_size(src))
-            self._check_hash(src, entry["zip_data"])
-            target.parent.mkdir(parents=True, exist_ok=True)
-            decompress_file(src, target, entry["compression"], expected_size=size,
-                            durable=False)
-        return self._with_meta(entry, target)
-
-    def _with_meta(self, entry: dict[str, Any], data: Path) -> Path:
-        """`data`, with its meta file placed beside it for a text-format (split) shard."""
-        if self.index.row_codec is not None:
-            place_meta(entry, self.root, data)
-        return data
+            self.rows.open_prepared(shard).close()
 
     def _decompressed_dir(self) -> Path:
         if self.cache_dir is not None:
@@ -193,21 +154,11 @@ class LocalDataset(Dataset):
             return self.root
         return _default_cache(self.root)
 
-    def _check_hash(self, path: Path, info: dict[str, Any]) -> None:
-        if self.validate_hash is not None:
-            validate_file(path, info["bytes"], info.get("hashes", {}), [self.validate_hash])
 
-    # -- pickling for DataLoader workers ------------------------------------------------------
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for key in ("_readers", "_ends", "_starts"):
-            state.pop(key)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_lookup()
+def _all_raw(index: DatasetIndex) -> bool:
+    """Whether every shard's raw file is in the dataset folder (nothing to decompress)."""
+    return all(has_size(index.raw_path(shard), int(index.raw_bytes[shard]))
+               for shard in range(index.num_shards))
 
 
 def _default_cache(root: Path) -> Path:

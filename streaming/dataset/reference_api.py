@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from streaming.dataset.row_reader import RowReader
     from streaming.dataset.session import Session
     from streaming.plan import PlanConfig, World
-    from streaming.read.spanner import Spanner
+    from streaming.read.sample_locator import SampleLocator
     from streaming.stream import Stream
 
 
@@ -105,8 +105,9 @@ class ReferenceAPI:
         return self.catalog.preparer
 
     @property
-    def spanner(self) -> Spanner:
-        return self.catalog.spanner
+    def spanner(self) -> SampleLocator:
+        """Global sample id -> (shard, row) (the reference's name for it)."""
+        return self.catalog.locator
 
     @property
     def num_samples(self) -> int:

@@ -1,6 +1,7 @@
 """Fitting the plan to the cache: config + world + shard footprints + cache limit in; the plan
-config a node can run within the limit, how reads are sized and the warnings to give out. Pure
-(no shared memory, no files, no logging): the dataset logs the warnings it gets back.
+config a node can run within the limit, the shard size reads are fitted to (see
+`streaming.read.sizing`) and the warnings to give out. Pure (no shared memory, no files, no
+logging): the dataset logs the warnings it gets back.
 
 A block shuffle reads its block's shards at once and py1s/py2s one or two shards per canonical
 node; shards evicted while still in use are downloaded again and again. So when the user left
@@ -23,7 +24,6 @@ from streaming.cache.fit import (
 )
 from streaming.cache.limit import Footprint
 from streaming.plan import PlanConfig, World
-from streaming.read.iterate import read_size
 from streaming.util.quantities import parse_bytes
 
 
@@ -92,16 +92,3 @@ def _keep_or_fit(config: PlanConfig, field: str, fit: int, default: int, typical
     if fit >= default:
         return PlanFit(config, typical)
     return PlanFit(dataclasses.replace(config, **{field: fit}), typical, (fitted,))
-
-
-def rows_per_read(mean_sample_bytes: float, multiple: int, *, limited: bool, read_shard: int,
-                  readers: int) -> int:
-    """Rows per vectorised read, a multiple of `multiple` (see `read_size`); under a cache
-    limit whose shuffle fits (`read_shard` > 0), at most half a shard per reader of the node's
-    order (`readers` take turns along it), so the shards one read touches stay few."""
-    if not limited:
-        return read_size(mean_sample_bytes, multiple)
-    if not read_shard:
-        return read_size(mean_sample_bytes, multiple, limited=True)
-    rows = min(read_size(mean_sample_bytes), max(read_shard // (2 * max(readers, 1)), 1))
-    return max(rows // multiple, 1) * multiple

@@ -1,6 +1,6 @@
 """Reading a catalog's rows in one process: shards made ready (through the node's cache, or in
 place), kept open a few at a time, read one by one (`ds[i]`) or in planned chunks, in reads
-sized to the cache (`streaming.dataset.resolve.rows_per_read`)."""
+sized to the cache (`streaming.read.sizing`)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streaming.dataset.catalog import Catalog
-from streaming.dataset.resolve import rows_per_read
 from streaming.errors import PlanError
 from streaming.format.shard import ShardReader
-from streaming.read.iterate import ReadTally, iter_chunks
+from streaming.read.iterate import iter_chunks
 from streaming.read.open_shards import OpenShards
+from streaming.read.shard_rows import ReadTally
 from streaming.read.shard_source import ShardSource, acquire_open, shard_source
+from streaming.read.sizing import DEFAULT_SIZE, FIRST_READ, ReadSize, read_size
 
 if TYPE_CHECKING:
     from streaming.cache.engine import CacheEngine
     from streaming.cache.stats import CacheStats
     from streaming.coord.wait import Flag
+    from streaming.plan import World
     from streaming.plan.planner import NodePlan
 
 
@@ -51,12 +53,20 @@ def ids_of(index: slice | Sequence[int] | np.ndarray, num_samples: int) -> list[
 
 
 class RowReader:
-    """The rows of `catalog`, read through `cache` (None: every stream is read in place)."""
+    """The rows of `catalog`, read through `cache` (None: every stream is read in place): the
+    read side's `ShardRows`.
+
+    Args:
+        catalog: the dataset's streams and shards.
+        cache: the node's cache engine, None when every stream is read in place.
+        predownload: samples to prepare ahead of the reader.
+        read_shard: see `PlanFit.read_shard`.
+    """
 
     def __init__(self, catalog: Catalog, cache: CacheEngine | None, predownload: int,
                  read_shard: int) -> None:
         self.catalog, self.cache, self.predownload = catalog, cache, predownload
-        self.read_shard = read_shard  # see PlanFit.read_shard
+        self.read_shard = read_shard
         self.readers = OpenShards(self.open_prepared)
         self.source: ShardSource = shard_source(cache, catalog.preparer, predownload)
         self.tally = ReadTally()  # what this process's chunk reads copied from local disk
@@ -67,7 +77,12 @@ class RowReader:
             return self.catalog.preparer.prepare(shard)
         return self.cache.prepare(shard)
 
+    def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The shard and row of each global sample id in `ids`."""
+        return self.catalog.locator.locate(ids)
+
     def open_file(self, shard: int, path: Path) -> ShardReader:
+        """A reader of `shard`'s ready file at `path`, checked against the index."""
         return self.catalog.open_file(shard, path)
 
     def open_prepared(self, shard: int) -> ShardReader:
@@ -101,7 +116,7 @@ class RowReader:
 
     def get(self, sample_id: int) -> dict[str, Any]:
         """The decoded sample with global id `sample_id` (negative counts from the end)."""
-        shard, row = self.catalog.spanner[sample_id]
+        shard, row = self.catalog.locator[sample_id]
         if not self.limited(shard):
             return self.reader(shard).get(row)
         cache = self.cache
@@ -114,17 +129,25 @@ class RowReader:
         finally:
             cache.release(shard)
 
-    def rows_per_read(self, multiple: int, readers: int) -> int:
-        """Rows per vectorised read, a multiple of `multiple`, for `readers` taking turns."""
-        return rows_per_read(self.catalog.mean_sample_bytes, multiple, limited=self.limits(),
-                             read_shard=self.read_shard, readers=readers)
+    def read_size(self, multiple: int, world: World, first: int = FIRST_READ) -> ReadSize:
+        """Rows per vectorised read for the readers of `world`'s node taking turns along its
+        order, a multiple of `multiple` (see `streaming.read.sizing.rows_per_read`).
+
+        Args:
+            multiple: the batch size reads are a multiple of.
+            world: the reading worker's world.
+            first: rows of the first read.
+        """
+        return read_size(self.catalog.mean_sample_bytes, multiple, first=first,
+                         limited=self.limits(), read_shard=self.read_shard,
+                         readers=world.ranks_per_node * world.workers_per_rank)
 
     def chunks(self, ids: np.ndarray, item: Callable[[int], Any] | None = None,
-               **options: Any) -> Iterator[list[Any]]:
-        """The rows of planned `ids` in chunks (`iter_chunks`' options), through this
+               size: ReadSize = DEFAULT_SIZE, *, columns: bool = False,
+               views: bool = False) -> Iterator[list[Any]]:
+        """The rows of planned `ids` in chunks of `size` (see `iter_chunks`), through this
         process's shard source."""
-        return iter_chunks(ids, self.catalog.spanner.locate, self.reader, self.source, item,
-                           open_file=self.open_file, tally=self.tally, **options)
+        return iter_chunks(ids, self, size, item=item, columns=columns, views=views)
 
     def cache_stats(self) -> CacheStats:
         """The node cache's counters (all zero without a cache)."""
@@ -151,7 +174,7 @@ def start_cache(catalog: Catalog, cache_limit: int | str | None, predownload: in
                          flag=flag).attach()
     if engine.effective_limit() is not None:
         try:
-            engine.check_plan(node_plan().ids, catalog.spanner.shard_starts)
+            engine.check_plan(node_plan().ids, catalog.locator.shard_starts)
         except BaseException:
             engine.close()
             raise

@@ -27,11 +27,12 @@ from streaming.dataset.session import Iteration, Session
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
+from streaming.read.sizing import FIRST_READ, ReadSize
 from streaming.stream import Stream
 
 if TYPE_CHECKING:
     from streaming.cache.stats import CacheStats
-    from streaming.read.iterate import ReadTally
+    from streaming.read.shard_rows import ReadTally
 
 logger = logging.getLogger(__name__)
 
@@ -263,7 +264,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         with self.session.iteration() as it:
             ids = self._planned_ids(it)
             item = self.__getitem__ if self._overridden() else None
-            chunks = self.rows.chunks(ids, item, chunk=self._read_rows(1))
+            chunks = self.rows.chunks(ids, item, self._read_size(1))
             watch = self._watch
             watch.begin(ids)
             for chunk in watch.timed(chunks):
@@ -287,8 +288,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         with self.session.iteration() as it:
             ids = self._planned_ids(it)
             names = self.catalog.codecs[0].column_names
-            chunks = self.rows.chunks(ids, chunk=self._read_rows(batch_size),
-                                      first=batch_size, columns=True, views=views)
+            chunks = self.rows.chunks(ids, size=self._read_size(batch_size, batch_size),
+                                      columns=True, views=views)
             for columns in chunks:
                 for lo in range(0, len(columns[0]) if columns else 0, batch_size):
                     part = [values[lo:lo + batch_size] for values in columns]
@@ -298,9 +299,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                     yield {name: collate_column(values, numpy=numpy)
                            for name, values in zip(names, part)}
 
-    def _read_rows(self, multiple: int) -> int:
-        world = self.session.worker_world()  # its readers take turns along the node's order
-        return self.rows.rows_per_read(multiple, world.ranks_per_node * world.workers_per_rank)
+    def _read_size(self, multiple: int, first: int = FIRST_READ) -> ReadSize:
+        return self.rows.read_size(multiple, self.session.worker_world(), first)
 
     def _planned_ids(self, it: Iteration) -> np.ndarray:
         """The planned ids of iteration `it` from where it starts."""

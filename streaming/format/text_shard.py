@@ -17,12 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import ShardCorruptError
-from streaming.format.compression import decompress_file
 from streaming.format.rows import RowCodec, row_codec
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader
-from streaming.util.files import has_size
 
 META_SUFFIX = ".meta"
 _U32 = struct.Struct("<I")
@@ -114,23 +111,3 @@ def open_shard(path: str | os.PathLike, codec: SampleCodec | RowCodec | None,
     if isinstance(codec, RowCodec):
         return TextShardReader(path, codec, **options)
     return ShardReader(path, codec, **options)
-
-
-def place_meta(entry: dict[str, Any], root: Path, data_path: Path) -> Path:
-    """Make the meta file of text shard `entry` exist beside `data_path`, from the dataset
-    folder `root` (copied in place when it is already there, else decompressed from its zip)."""
-    target = meta_path(data_path)
-    size = int(entry["raw_meta"]["bytes"])
-    if has_size(target, size):
-        return target
-    source = root.joinpath(*entry["raw_meta"]["basename"].split("/"))
-    if has_size(source, size) and source != target:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(source.read_bytes())
-        return target
-    zipped = entry.get("zip_meta")
-    if not zipped:
-        raise ShardCorruptError(f"{source}: meta file is missing or not {size} bytes long")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return decompress_file(root.joinpath(*zipped["basename"].split("/")), target,
-                           entry["compression"], expected_size=size, durable=False)

@@ -248,8 +248,8 @@ def sources_of(dataset: Any) -> list[LengthSource]:
     if hasattr(dataset, "streams") and hasattr(dataset, "preparer"):
         return [_stream_source(dataset, s) for s in range(len(dataset.streams))]
     if hasattr(dataset, "index") and hasattr(dataset, "root"):
-        # LocalDataset: its raw-path helper decompresses a zipped shard once when needed.
-        return [LengthSource(dataset.index, dataset.root, dataset._raw_path)]
+        # LocalDataset: its row reader decompresses a zipped shard once when needed.
+        return [LengthSource(dataset.index, dataset.root, dataset.rows.prepare)]
     raise PlanError(f"cannot read sample lengths from {type(dataset).__name__}: pass a dataset "
                     "directory, a LocalDataset or a StreamingDataset")
 

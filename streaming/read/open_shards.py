@@ -15,7 +15,7 @@ from streaming.format.shard import ShardReader
 
 FDS_PER_READER = 2  # the mapping's descriptor and the one positional reads use
 RESERVED_FDS = 128  # left for everything else the process opens (sockets, pipes, libraries)
-MIN_CAPACITY = 32  # readers one chunk read may use at once (see Shelf.group_shards)
+MIN_CAPACITY = 32  # readers one chunk read may use at once (see PassReaders.group_shards)
 
 
 def open_file_limit() -> int:

@@ -18,7 +18,7 @@ from streaming.cache.facts import ShardFacts
 from streaming.cache.prepare import ShardPreparer
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
-from streaming.read.spanner import Spanner
+from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream
 from writers.mds import MDSWriter
 
@@ -46,7 +46,7 @@ def upload_dir(client, bucket: str, prefix: str, folder: Path) -> None:
 class Handle:
     stream: Stream
     preparer: ShardPreparer
-    spanner: Spanner
+    locator: SampleLocator
     codec: object
     facts: ShardFacts
 
@@ -58,7 +58,7 @@ def open_dataset(remote: str, local: str, *, retry: int = 2, timeout: float = 10
                           validate_hash=validate_hash, keep_zip=keep_zip)
     index = read_index(stream.index_file())
     facts = ShardFacts.from_indexes([index])
-    return Handle(stream, ShardPreparer([stream], facts), Spanner(index.samples_per_shard),
+    return Handle(stream, ShardPreparer([stream], facts), SampleLocator(index.samples_per_shard),
                   index.codec(), facts)
 
 
@@ -66,7 +66,7 @@ def read_in_order(handle: Handle, engine: CacheEngine, ids: np.ndarray,
                   work: float = 0.0) -> int:
     """Read `ids` in order through `engine` (pin per shard run), checking each sample's id."""
     ids = ids[ids >= 0]
-    shards, rows = handle.spanner.locate(ids)
+    shards, rows = handle.locator.locate(ids)
     engine.follow(shards)
     current, reader = -1, None
     try:
@@ -78,7 +78,7 @@ def read_in_order(handle: Handle, engine: CacheEngine, ids: np.ndarray,
                 path = engine.acquire(shard)
                 current = shard
                 reader = ShardReader(path, handle.codec,
-                                     expected_samples=int(handle.spanner.samples_per_shard[shard]),
+                                     expected_samples=int(handle.locator.samples_per_shard[shard]),
                                      expected_bytes=int(handle.facts.raw_bytes[shard]))
             sample = reader.get(row)
             if sample["id"] != ids[k]:

@@ -43,7 +43,7 @@ def test_a_pinned_shard_survives_a_reader_that_needs_the_room(source, tmp_path):
     holder = CacheEngine(handle.preparer, cache_limit=limit)
     path = holder.acquire(0)
     other = CacheEngine(handle.preparer, cache_limit=limit)
-    ids = np.arange(handle.spanner.shard_starts[1], SAMPLES)
+    ids = np.arange(handle.locator.shard_starts[1], SAMPLES)
     assert read_in_order(handle, other, ids) == len(ids)
     assert path.exists() and holder.table.state[0] == tb.PRESENT
     assert other.stats(node=False).evictions >= n - 4
@@ -65,7 +65,7 @@ def test_local_only_data_is_never_evicted_or_counted(source, tmp_path):
     assert before <= after  # decompressed next to the originals, nothing removed
     assert after - before == set(handle.facts.basenames)
     assert engine.stats().downloads == 0 and engine.stats().evictions == 0
-    assert engine.check_plan(np.arange(SAMPLES)[None, None], handle.spanner.shard_starts) \
+    assert engine.check_plan(np.arange(SAMPLES)[None, None], handle.locator.shard_starts) \
         .bytes == 0
     engine.close()
 
@@ -105,7 +105,7 @@ def test_existing_files_are_adopted_and_an_oversized_cache_is_trimmed(source, tm
     engine = CacheEngine(second.preparer, cache_limit=limit)
     assert engine.table.created
     assert (engine.table.state[:4] == tb.PRESENT).all()
-    shards, _ = second.spanner.locate(np.arange(SAMPLES))
+    shards, _ = second.locator.locate(np.arange(SAMPLES))
     engine.follow(shards)  # trims to the limit, farthest next use first
     engine.stop()
     assert engine.table.used() <= limit
@@ -221,13 +221,13 @@ def test_four_readers_finish_at_exactly_the_minimum_limit(source, tmp_path, shuf
 
     cache = tmp_path / "c"
     handle = _open(source, cache)
-    samples = handle.spanner.samples_per_shard
+    samples = handle.locator.samples_per_shard
     cfg = PlanConfig(samples_per_shard=samples, shards_per_stream=np.array([len(samples)]),
                      shuffle=shuffle, shuffle_algo="py1s", shuffle_seed=1, batch_size=4,
                      num_canonical_nodes=1)
     ids = plan_node(cfg, World(1, 1, 4, 0, 0, 0, 1), epoch=0).ids
     owner = CacheEngine(handle.preparer, cache_limit="1tb").attach()
-    limit = minimum_limit(ids, owner.footprint, handle.spanner.shard_starts).bytes \
+    limit = minimum_limit(ids, owner.footprint, handle.locator.shard_starts).bytes \
         + owner.table.other_bytes
     read, _ = run_rank({}, str(source), str(cache), ids[0], limit, 0.0)
     assert read == int((ids >= 0).sum())

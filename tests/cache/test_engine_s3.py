@@ -47,8 +47,8 @@ def bucket(s3_server, tmp_path_factory) -> tuple[str, Path]:
 
 
 def _node_plan(handle, ranks: int, workers: int) -> np.ndarray:
-    cfg = PlanConfig(samples_per_shard=handle.spanner.samples_per_shard,
-                     shards_per_stream=np.array([len(handle.spanner.samples_per_shard)]),
+    cfg = PlanConfig(samples_per_shard=handle.locator.samples_per_shard,
+                     shards_per_stream=np.array([len(handle.locator.samples_per_shard)]),
                      shuffle=False, batch_size=8, num_canonical_nodes=1)
     return plan_node(cfg, World(1, ranks, workers, 0, 0, 0, 1), epoch=0).ids
 
@@ -62,7 +62,7 @@ def test_quarter_limit_holds_on_disk_across_processes_and_threads(s3_env, bucket
     limit = total // 4
     owner = CacheEngine(handle.preparer, cache_limit=limit)  # keeps the node table alive
     ids = _node_plan(handle, ranks=2, workers=2)
-    needed = owner.check_plan(ids, handle.spanner.shard_starts)
+    needed = owner.check_plan(ids, handle.locator.shard_starts)
     assert needed.bytes < limit
 
     ctx = multiprocessing.get_context("spawn")
@@ -83,15 +83,15 @@ def test_too_small_limit_is_refused_with_the_minimum(s3_env, bucket, tmp_path):
     handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"))
     ids = _node_plan(handle, ranks=2, workers=2)
     probe = CacheEngine(handle.preparer, cache_limit="1tb")
-    minimum = probe.minimum_limit(ids, handle.spanner.shard_starts)
+    minimum = probe.minimum_limit(ids, handle.locator.shard_starts)
     needed = minimum.bytes + probe.table.other_bytes
     probe.close()
-    shards = reader_shards(ids, handle.spanner.shard_starts)
+    shards = reader_shards(ids, handle.locator.shard_starts)
     assert minimum.bytes >= handle.facts.raw_bytes[shards[shards >= 0]].max()
     small = CacheEngine(handle.preparer, cache_limit=needed - 1)
     # the table remembers the smallest limit any user of these folders asked for
     with pytest.raises(CacheLimitError, match=f"needs at least {needed} bytes"):
-        small.check_plan(ids, handle.spanner.shard_starts)
+        small.check_plan(ids, handle.locator.shard_starts)
     small.close()
 
 

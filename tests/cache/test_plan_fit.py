@@ -9,9 +9,9 @@ import numpy as np
 
 from streaming.cache.fit import block_for_limit, canonical_for_limit
 from streaming.cache.limit import Footprint
-from streaming.dataset.resolve import PlanFit, fit_plan, rows_per_read
+from streaming.dataset.resolve import PlanFit, fit_plan
 from streaming.plan import PlanConfig, World
-from streaming.read.iterate import read_size
+from streaming.read.sizing import MAX_READ, READ_BYTES, rows_per_read
 
 MB = 1 << 20
 SHARDS, PER_SHARD = 40, 2000
@@ -93,9 +93,9 @@ def test_the_naive_shuffle_and_local_only_shards_are_left_alone():
 def test_reads_are_sized_to_half_a_shard_per_reader_under_a_fitting_limit():
     mean = 1000.0
     assert rows_per_read(mean, 32, limited=False, read_shard=PER_SHARD, readers=4) == \
-        read_size(mean, 32)
+        rows_per_read(mean, 32)
     assert rows_per_read(mean, 32, limited=True, read_shard=0, readers=4) == \
-        read_size(mean, 32, limited=True)
+        READ_BYTES // 1000 // 32 * 32 > MAX_READ  # the cap lifted: one read pins a shard once
     rows = rows_per_read(mean, 10, limited=True, read_shard=PER_SHARD, readers=4)
     assert rows == PER_SHARD // 8 // 10 * 10
     assert rows_per_read(mean, 512, limited=True, read_shard=PER_SHARD, readers=4) == 512

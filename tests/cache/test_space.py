@@ -44,7 +44,7 @@ def test_too_little_free_space_warns_at_start_and_fails_typed(source, tmp_path, 
 def test_under_a_limit_a_full_disk_evicts_first(source, tmp_path, monkeypatch) -> None:
     handle = open_dataset(str(source), str(tmp_path / "c"))
     engine = CacheEngine(handle.preparer, cache_limit="10mb")
-    ids = np.arange(len(handle.spanner))
+    ids = np.arange(len(handle.locator))
     try:
         read_in_order(handle, engine, ids[:60])  # a few shards cached
         cached = int(engine.table.disk.sum())

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from streaming.errors import CoordinationError, ShardCorruptError
 from streaming.format import ShardReader, read_index
-from streaming.read.iterate import read_size
 from streaming.read.shard_source import LocalSource, first_uses
+from streaming.read.sizing import rows_per_read
 from writers.mds import MDSWriter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mds-reference"
@@ -132,8 +132,8 @@ def test_copied_rows_are_writable_and_detached(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("mean", "multiple", "rows"), [
     (4_000, 1, 1024), (4_000, 64, 1024), (100_000, 1, 167), (100_000, 64, 128),
     (10_000_000, 64, 64), (10_000_000, 1, 1)])
-def test_read_size(mean: float, multiple: int, rows: int) -> None:
-    assert read_size(mean, multiple) == rows
+def test_rows_per_read(mean: float, multiple: int, rows: int) -> None:
+    assert rows_per_read(mean, multiple) == rows
 
 
 def test_first_uses_and_local_source_order_and_errors() -> None:
@@ -201,7 +201,7 @@ def test_chunks_in_the_page_cache_are_read_without_the_reader_thread(tmp_path, m
     ds = StreamingDataset(local=str(tmp_path / "ds"), shuffle=True, batch_size=10)
     try:
         ids = [int(i) for batch in ds.iter_batches(10) for i in batch["id"]]
-        rows = ds._read_rows(10)
+        rows = ds._read_size(10).rows
     finally:
         ds.close()
     assert sorted(ids) == list(range(N_PAGED))
@@ -215,8 +215,8 @@ def test_chunks_in_the_page_cache_are_read_without_the_reader_thread(tmp_path, m
 def _refused_nowait_reads(tmp_path, monkeypatch, samples: int, error: OSError) -> list[int]:
     """A `samples`-row dataset at tmp_path/ds, with no-wait reads on and every one of them
     failing with `error`; returns the list that gets an item per no-wait read asked for."""
+    import streaming.read.chunk_copy as chunk_copy
     import streaming.read.iterate as iterate_module
-    import streaming.read.shelf as shelf_module
 
     monkeypatch.setattr(iterate_module, "NOWAIT_READS", True)
     with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
@@ -234,7 +234,7 @@ def _refused_nowait_reads(tmp_path, monkeypatch, samples: int, error: OSError) -
 
     # A chunk over few shards reads with read_spans, over many (grouped) with read_spans_into.
     for name in ("read_spans", "read_spans_into"):
-        monkeypatch.setattr(shelf_module, name, refusing(getattr(shelf_module, name)))
+        monkeypatch.setattr(chunk_copy, name, refusing(getattr(chunk_copy, name)))
     return asked
 
 
@@ -265,7 +265,7 @@ def test_frequent_refusals_stop_the_in_thread_attempts(tmp_path, monkeypatch):
     ds = StreamingDataset(local=str(tmp_path / "ds"), shuffle=True, batch_size=10)
     try:
         ids = sorted(int(i) for batch in ds.iter_batches(10) for i in batch["id"])
-        chunks = 1 + -(-(40_000 - 10) // ds._read_rows(10))
+        chunks = 1 + -(-(40_000 - 10) // ds._read_size(10).rows)
     finally:
         ds.close()
     assert ids == list(range(40_000))

@@ -45,7 +45,7 @@ def test_a_users_own_canonical_count_is_kept_and_warned_about(many_shards, tmp_p
                           num_canonical_nodes=64)
     try:
         assert ds.config.num_canonical_nodes == 64
-        assert ds._read_rows(32) > 1024  # large reads: each pins a shard once
+        assert ds._read_size(32).rows > 1024  # large reads: each pins a shard once
     finally:
         ds.close()
     assert "num_canonical_nodes=64 with shuffle_algo='py1s'" in caplog.text

@@ -10,7 +10,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from streaming import StreamingDataset
-from streaming.errors import HashMismatchError, ObjectNotFoundError
+from streaming.errors import HashMismatchError, ObjectNotFoundError, ShardCorruptError
 from tests.dataset.conftest import write_ids
 
 N = 300
@@ -72,6 +72,18 @@ def test_a_failed_epoch_does_not_poison_the_dataset(tmp_path, workers):
     for _ in range(2):
         got = _ids(dataset, num_workers=workers) if workers else _ids(dataset)
         assert got == list(range(N))
+
+
+def test_a_local_shard_truncated_after_construction_is_corrupt_and_named(tmp_path):
+    """As in LocalDataset (the same preparing code): present with the wrong size is a corrupt
+    shard, with both sizes, not a missing one."""
+    root = write_ids(tmp_path / "data", N)
+    dataset = StreamingDataset(local=str(root), batch_size=10)
+    path = root / "shard.00002.mds"
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes()[:-1])
+    with pytest.raises(ShardCorruptError, match=rf"shard\.00002\.mds.*{size - 1}.*{size}"):
+        _ids(dataset)
 
 
 def test_a_failed_local_epoch_recovers_after_the_file_is_back(tmp_path):

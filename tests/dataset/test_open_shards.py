@@ -50,10 +50,10 @@ def test_default_capacity_leaves_room():
 @pytest.fixture
 def small_groups(monkeypatch):
     """Chunk reads grouped two shards at a time (as under a tiny open-file limit)."""
-    import streaming.read.shelf as shelf_module
+    import streaming.read.chunk_copy as chunk_copy
 
-    monkeypatch.setattr(shelf_module, "MIN_CAPACITY", 1)
-    monkeypatch.setattr(shelf_module, "default_capacity", lambda: 4)
+    monkeypatch.setattr(chunk_copy, "MIN_CAPACITY", 1)
+    monkeypatch.setattr(chunk_copy, "default_capacity", lambda: 4)
 
 
 def _texts(out, count: int = 120) -> list[str]:

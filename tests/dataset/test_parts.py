@@ -1,4 +1,4 @@
-"""Unit tests of the pieces under StreamingDataset: spanner, streams, state, shard preparation."""
+"""Unit tests of the pieces under StreamingDataset: locator, streams, state, shard preparation."""
 
 from __future__ import annotations
 
@@ -23,31 +23,31 @@ from streaming.errors import (
 )
 from streaming.format.index import read_index
 from streaming.loader.dataloader import batch_length
-from streaming.read.spanner import Spanner
+from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream, register_stream, stream_class
 from tests.dataset.conftest import write_ids
 
 
 @given(st.lists(st.integers(0, 50), min_size=1, max_size=30), st.data())
-def test_spanner_matches_a_naive_table(sizes: list[int], data) -> None:
-    spanner = Spanner(np.array(sizes))
+def test_sample_locator_matches_a_naive_table(sizes: list[int], data) -> None:
+    locator = SampleLocator(np.array(sizes))
     table = [(s, r) for s, n in enumerate(sizes) for r in range(n)]
-    assert len(spanner) == len(table)
+    assert len(locator) == len(table)
     if not table:
         return
     ids = np.array(data.draw(st.lists(st.integers(0, len(table) - 1), max_size=40)), np.int64)
-    shards, rows = spanner.locate(ids)
+    shards, rows = locator.locate(ids)
     assert [(int(s), int(r)) for s, r in zip(shards, rows)] == [table[i] for i in ids]
     i = data.draw(st.integers(-len(table), len(table) - 1))
-    assert spanner[i] == table[i]
+    assert locator[i] == table[i]
 
 
-def test_spanner_rejects_out_of_range() -> None:
-    spanner = Spanner(np.array([3, 0, 2]))
+def test_sample_locator_rejects_out_of_range() -> None:
+    locator = SampleLocator(np.array([3, 0, 2]))
     with pytest.raises(IndexError, match="5"):
-        spanner[5]
+        locator[5]
     with pytest.raises(IndexError, match="-1"):
-        spanner.locate(np.array([0, -1]))
+        locator.locate(np.array([0, -1]))
 
 
 def test_stream_paths_split_and_knob_inheritance(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import streaming.read.shelf as shelf_module
+import streaming.read.chunk_copy as chunk_copy
 from streaming import StreamingDataset
 from streaming.format.index import read_index
 from tests.dataset.conftest import MANY_SHARDS_SAMPLES as SAMPLES
@@ -35,10 +35,10 @@ def _epoch(remote: Path, local: Path, limit: int | None, opened: Counter | None 
         ds.close()
 
 
-@pytest.mark.parametrize("layout_bytes", [shelf_module.LAYOUT_BYTES, 1])
+@pytest.mark.parametrize("layout_bytes", [chunk_copy.LAYOUT_BYTES, 1])
 def test_a_limited_pass_validates_each_shard_once_and_reads_the_same_samples(
         many_shards, tmp_path, monkeypatch, layout_bytes):
-    monkeypatch.setattr(shelf_module, "LAYOUT_BYTES", layout_bytes)
+    monkeypatch.setattr(chunk_copy, "LAYOUT_BYTES", layout_bytes)
     shards = len(read_index(many_shards / "index.json").shards)
     limit = int(np.sum(read_index(many_shards / "index.json").raw_bytes)) // 4
     opened: Counter = Counter()

@@ -1,5 +1,6 @@
 """The reader drives any `ShardSource`: a fake one, that records what the reader asks of it,
-stands in for the cache engine and the local source."""
+stands in for the cache engine and the local source (behind a plain `ShardRows` over the
+shards of a local folder)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 
 from streaming.format.text_shard import open_shard
 from streaming.read.iterate import iter_chunks
+from streaming.read.shard_rows import ReadTally
 from streaming.read.shard_source import LocalSource, ShardSource
+from streaming.read.sizing import ReadSize
 from tests.cache._data import open_dataset, write_dataset
 
 SAMPLES = 600
@@ -65,22 +68,34 @@ def local(tmp_path_factory):
     return open_dataset(None, str(out))
 
 
+class FolderRows:
+    """The `ShardRows` of a local folder's shards, read through `source`."""
+
+    def __init__(self, handle, source: ShardSource) -> None:
+        self.handle, self.source, self.tally = handle, source, ReadTally()
+
+    def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.handle.locator.locate(ids)
+
+    def reader(self, shard: int):
+        return self.open_file(shard, self.handle.preparer.prepare(shard))
+
+    def open_file(self, shard: int, path: Path):
+        return open_shard(path, self.handle.codec)
+
+
 def _read(handle, source: ShardSource, ids: np.ndarray, **options) -> list[int]:
-    def open_file(shard: int, path: Path):
-        return open_shard(path, handle.codec)
-
-    def open_kept(shard: int):
-        return open_file(shard, handle.preparer.prepare(shard))
-
-    chunks = iter_chunks(ids, handle.spanner.locate, open_kept, source, chunk=50,
-                         open_file=open_file, **options)
-    return [sample["id"] for chunk in chunks for sample in chunk]
+    rows = FolderRows(handle, source)
+    chunks = iter_chunks(ids, rows, ReadSize(50), **options)
+    samples = [sample["id"] for chunk in chunks for sample in chunk]
+    assert rows.tally.rows == len(samples)
+    return samples
 
 
 def test_the_reader_follows_the_plan_and_pins_only_the_pinned_shards(local):
     ids = np.random.default_rng(1).permutation(SAMPLES)
     ids = np.concatenate([ids, [-1, -1]])  # padding is skipped, never handed to the source
-    shards = local.spanner.locate(ids[ids >= 0])[0]
+    shards = local.locator.locate(ids[ids >= 0])[0]
     count = int(shards.max()) + 1
     assert count > 4
     mask = np.ones(count, bool)

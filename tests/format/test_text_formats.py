@@ -58,6 +58,15 @@ def test_local_dataset_reads_reference_files(name, tmp_path):
     _same([ds[i] for i in range(len(ds))], _expected(name))
 
 
+@pytest.mark.parametrize("name", ["csv_gz", "json_zstd_hashed"])
+def test_local_dataset_decompresses_text_shards_into_its_cache_dir(name, tmp_path):
+    before = sorted(p.name for p in (ROOT / name).rglob("*"))
+    ds = LocalDataset(ROOT / name, cache_dir=tmp_path / "cache")
+    _same([ds[i] for i in range(len(ds))], _expected(name))
+    assert sorted(p.name for p in (ROOT / name).rglob("*")) == before  # nothing written there
+    assert list((tmp_path / "cache").rglob("*.meta"))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_streaming_dataset_reads_reference_files(name, tmp_path):
     ds = StreamingDataset(remote=str(ROOT / name), local=str(tmp_path / "cache"))

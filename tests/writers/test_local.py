@@ -146,6 +146,13 @@ def test_explicit_cache_dir_takes_decompressed_shards(tmp_path: Path, reference_
     assert not list((reference_fixtures / "llm_zstd").glob("shard.*.mds"))
 
 
+def test_cache_dir_is_left_alone_when_every_raw_shard_is_there(dataset_dir: Path,
+                                                               tmp_path: Path):
+    ds = LocalDataset(dataset_dir, cache_dir=tmp_path / "cache")
+    assert [s["id"] for s in ds[[0, 499]]] == [0, 499]
+    assert not (tmp_path / "cache").exists()  # read in place, nothing copied
+
+
 def _flip_byte(path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[-5] ^= 0xFF

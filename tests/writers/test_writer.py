@@ -182,7 +182,7 @@ def test_hashes_are_recorded_for_raw_and_zip(tmp_path: Path):
             assert shard["zip_data"]["hashes"][algo] == file_hexdigest(algo, zip_path)
     ds = LocalDataset(out, validate_hash="sha256")
     for shard in range(ds.index.num_shards):
-        raw = ds._raw_path(shard)
+        raw = ds.rows.prepare(shard)
         assert shards[shard]["raw_data"]["hashes"]["md5"] == file_hexdigest("md5", raw)
 
 

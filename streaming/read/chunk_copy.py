@@ -1,4 +1,5 @@
-"""The shard readers of one pass, and one chunk's rows copied out of them.
+"""One chunk's rows copied out of their shards in plan order, then decoded; and the shard readers
+of one pass (`PassReaders`) they are copied through.
 
 Shards a pass may keep open stay open. Shards under a cache_limit may be evicted between two
 reads, and an open file of an evicted shard would keep its blocks on disk, so those are read
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ from streaming.format.shard import (
     samples_of,
 )
 from streaming.read.open_shards import MIN_CAPACITY, default_capacity
-from streaming.read.shard_source import ShardSource, acquire_open
+from streaming.read.shard_rows import ReadTally, ShardRows
+from streaming.read.shard_source import acquire_open
 
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
 
@@ -65,16 +67,27 @@ class DecodedChunk:
 Fetched = ReadChunk | DecodedChunk
 
 
-class Shelf:
-    """The shard readers of one pass: kept open (`open_shard`'s), or, for the shards `source`
-    marks pinned (when `open_file` is given), read under a pin through their layout."""
+def tally_chunk(tally: ReadTally, fetched: Fetched) -> None:
+    """Count one fetched chunk in `tally` (a chunk of mixed schemas counts its rows only: its
+    shards were decoded as they were read)."""
+    if isinstance(fetched, ReadChunk):
+        tally.add(len(fetched.rows), int((fetched.hi - fetched.lo).sum()))
+    else:
+        tally.add(len(fetched.samples), 0)
 
-    def __init__(self, open_shard: Callable[[int], ShardReader], source: ShardSource,
-                 open_file: Callable[[int, Path], ShardReader] | None) -> None:
-        self._open_shard = open_shard
-        self._source = source
-        self._pinned = source.pinned() if open_file is not None else None
-        self._open_file = open_file
+
+class PassReaders:
+    """The shard readers of one pass over `rows`: kept open (`rows.reader`), or, for the shards
+    `rows.source` marks pinned, read under a pin through their layout.
+
+    Args:
+        rows: the rows read, their shards and the source making them ready.
+    """
+
+    def __init__(self, rows: ShardRows) -> None:
+        self._rows = rows
+        self._source = rows.source
+        self._pinned = rows.source.pinned()
         self._opened: set[int] = set()  # kept shards opened (so prepared) in this pass
         # Kept shards one chunk read may hold open at once: half what OpenShards keeps open.
         self.group_shards = max(MIN_CAPACITY, default_capacity() // 2)
@@ -98,10 +111,10 @@ class Shelf:
 
     def reader(self, shard: int) -> ShardReader:
         """The open reader of a kept shard (opened, and prepared, on first use). Asked of
-        `open_shard` every time: it bounds the readers open at once (see open_shards)."""
+        `rows.reader` every time: it bounds the readers open at once (see open_shards)."""
         if shard not in self._opened:
             self._source.check()
-        reader = self._open_shard(shard)
+        reader = self._rows.reader(shard)
         self._opened.add(shard)
         return reader
 
@@ -112,12 +125,13 @@ class Shelf:
             yield self.reader(shard)
             return
         reader = acquire_open(self._source, shard,
-                              lambda path: self._open_file(shard, path))  # type: ignore[misc]
+                              lambda path: self._rows.open_file(shard, path))
+        assert reader is not None  # acquired waiting
         try:
-            yield reader  # type: ignore[misc]
+            yield reader
         finally:
             try:
-                reader.close()  # type: ignore[union-attr]
+                reader.close()
             finally:
                 self._source.release(shard)
 
@@ -142,7 +156,7 @@ class Shelf:
     def _layout_fd(self, shard: int, path: Path) -> tuple[ShardLayout, int]:
         layout = self._layouts.get(shard)
         if layout is None:
-            with self._open_file(shard, path) as reader:  # type: ignore[misc]
+            with self._rows.open_file(shard, path) as reader:
                 layout = self._remember(shard, reader.layout())
         else:
             self._layouts.move_to_end(shard)
@@ -157,23 +171,24 @@ class Shelf:
         return layout
 
 
-def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = False) -> Fetched:
+def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
+          nowait: bool = False) -> Fetched:
     """Copy one chunk's rows (in plan order) into one buffer with positional reads from each
     shard (a ReadChunk). Streams of different schemas are decoded right here, shard by shard
     (a DecodedChunk). With `nowait`,
     BlockingIOError instead of any wait: a shard not open or present yet, or not in page cache."""
     uniq, which = np.unique(shards, return_inverse=True)
     listed = uniq.tolist()
-    if nowait and not shelf.ready_now(listed):
+    if nowait and not readers.ready_now(listed):
         raise NotOpen("a shard of this chunk is not open yet")
-    if not all(shelf.kept(shard) for shard in listed):
-        return _fetch_pinned(uniq, which, rows, shelf, nowait)
-    if len(listed) > shelf.group_shards:
-        return _fetch_grouped(uniq, which, rows, shelf, nowait)
-    opened = [shelf.reader(shard) for shard in listed]
+    if not all(readers.kept(shard) for shard in listed):
+        return _fetch_pinned(uniq, which, rows, readers, nowait)
+    if len(listed) > readers.group_shards:
+        return _fetch_grouped(uniq, which, rows, readers, nowait)
+    opened = [readers.reader(shard) for shard in listed]
     codec = opened[0].codec
     if any(reader.codec != codec for reader in opened):
-        return DecodedChunk(_read_by_shard(uniq, which, rows, shelf))
+        return DecodedChunk(_read_by_shard(uniq, which, rows, readers))
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for k, reader in enumerate(opened):
         part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
@@ -183,9 +198,9 @@ def fetch(shards: np.ndarray, rows: np.ndarray, shelf: Shelf, nowait: bool = Fal
     return ReadChunk(codec, opened, which, rows, buffer, lo, hi)
 
 
-def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf,
+def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,
                    nowait: bool) -> Fetched:
-    """`fetch` of a chunk spread over many kept shards, `shelf.group_shards` at a time, so the
+    """`fetch` of a chunk spread over many kept shards, `readers.group_shards` at a time, so the
     descriptors one read needs stay far below the open-file limit (readers of earlier groups
     may be closed by later ones; a decode error re-opens them to explain itself)."""
     parts = _groups(which, len(uniq))
@@ -193,52 +208,52 @@ def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf:
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     codec = None
     for k, shard in enumerate(listed):  # spans first: the buffer is laid out in plan order
-        reader = shelf.reader(shard)
+        reader = readers.reader(shard)
         if codec is None:
             codec = reader.codec
         elif reader.codec != codec:
-            return DecodedChunk(_read_by_shard(uniq, which, rows, shelf))
+            return DecodedChunk(_read_by_shard(uniq, which, rows, readers))
         starts[parts[k]], ends[parts[k]] = reader.spans(rows[parts[k]])
     places = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(ends - starts, out=places[1:])
     lo, hi = places[:-1], places[1:]
     buffer = bytearray(int(places[-1]))
     view = memoryview(buffer)
-    for first in range(0, len(listed), shelf.group_shards):
-        group = listed[first:first + shelf.group_shards]
-        fds = [shelf.reader(shard).fileno() for shard in group]
+    for first in range(0, len(listed), readers.group_shards):
+        group = listed[first:first + readers.group_shards]
+        fds = [readers.reader(shard).fileno() for shard in group]
         where = (which >= first) & (which < first + len(group))
         read_spans_into(view, fds, which[where] - first, starts[where], ends[where], lo[where],
                         hi[where], nowait=nowait)
-    return ReadChunk(codec, _Readers(shelf, listed), which, rows, FileBytes(buffer), lo, hi)
+    return ReadChunk(codec, _Readers(readers, listed), which, rows, FileBytes(buffer), lo, hi)
 
 
 class _Readers:
     """The readers of a grouped chunk's shards, asked for again only when a decode error needs
     them (some may have been closed to stay within the open-file limit)."""
 
-    def __init__(self, shelf: Shelf, shards: list[int]) -> None:
-        self._shelf = shelf
+    def __init__(self, readers: PassReaders, shards: list[int]) -> None:
+        self._pass = readers
         self._shards = shards
 
     def __iter__(self) -> Iterator[ShardReader]:
-        return (self._shelf.reader(shard) for shard in self._shards)
+        return (self._pass.reader(shard) for shard in self._shards)
 
 
-def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf,
+def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,
                   nowait: bool) -> Fetched:
     """`fetch` holding one shard at a time, in plan order, into one buffer laid out in plan
     order (a batch's rows stay together in memory), sized up front from the shards' layouts."""
     parts = _groups(which, len(uniq))
     layouts = []
     for shard in uniq.tolist():
-        if shelf.layout(shard) is None:
-            with shelf.pinned(shard, nowait):
+        if readers.layout(shard) is None:
+            with readers.pinned(shard, nowait):
                 pass  # validates the shard and remembers its layout
-        layouts.append(shelf.layout(shard))
+        layouts.append(readers.layout(shard))
     codec = layouts[0].codec
     if any(layout.codec != codec for layout in layouts):
-        return DecodedChunk(_read_by_shard(uniq, which, rows, shelf))
+        return DecodedChunk(_read_by_shard(uniq, which, rows, readers))
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for layout, part in zip(layouts, parts):
         starts[part], ends[part] = layout.spans(rows[part])
@@ -250,7 +265,7 @@ def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: 
     zeros = np.zeros(len(rows), np.int64)
     for k in np.argsort([part[0] for part in parts], kind="stable").tolist():  # plan order
         part = parts[k]
-        with shelf.pinned(int(uniq[k]), nowait) as (layout, fd):
+        with readers.pinned(int(uniq[k]), nowait) as (layout, fd):
             read_spans_into(view, [fd], zeros[:len(part)], starts[part], ends[part], lo[part],
                             hi[part], str(layout.path), nowait=nowait)
     return ReadChunk(codec, None, which, rows, FileBytes(buffer), lo, hi)
@@ -281,12 +296,12 @@ def decode(fetched: Fetched, columns: bool, views: bool = False) -> list[Any]:
     return values if columns else samples_of(codec.column_names, values)
 
 
-def _read_by_shard(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, shelf: Shelf
+def _read_by_shard(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders
                    ) -> list[Any]:
     """One chunk in plan order, decoded shard by shard (shards with different schemas)."""
     out: list[Any] = [None] * len(rows)
     for shard, part in zip(uniq.tolist(), _groups(which, len(uniq))):
-        with shelf.lend(shard) as reader:
+        with readers.lend(shard) as reader:
             for k, value in zip(part.tolist(), reader.get_many(rows[part], copy=True)):
                 out[k] = value
     return out
