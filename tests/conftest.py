@@ -31,3 +31,26 @@ def reference_fixtures() -> Path:
 # One moto S3 server process and the fault proxy factory for the whole suite.
 from tests.support.faultproxy import fault_proxy  # noqa: E402, F401
 from tests.support.s3server import s3_env, s3_server  # noqa: E402, F401
+
+
+def _module_state(item: pytest.Item) -> bool:
+    """Whether `item` uses a fixture that outlives one test and belongs to its module (module,
+    class or package scope, or a session fixture the module defines itself)."""
+    module = item.nodeid.split("::", 1)[0]
+    for defs in item._fixtureinfo.name2fixturedefs.values():
+        for fixture in defs:
+            if fixture.scope in ("module", "class", "package"):
+                return True
+            if fixture.scope == "session" and fixture.baseid == module:
+                return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's `--dist loadgroup`, the tests of a module that share a fixture
+    outliving one test run on one worker, so that fixture (a Ray cluster, a training run, a
+    node of processes) is built once, not once per worker."""
+    for item in items:
+        if _module_state(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
