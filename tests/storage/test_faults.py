@@ -29,7 +29,7 @@ def test_downloads_survive_one_fault_in_five(objects, fault_proxy, monkeypatch, 
     for i in range(30):
         key = keys[i % len(keys)]
         dest = fetch(f"s3://{bucket}/{key}", tmp_path / f"{i}.mds", expected_size=len(blobs[key]),
-                     timeout=1.0, retry=4, backoff=0.05)
+                     timeout=1.0, retry=8, backoff=0.05)  # a busy machine adds timeouts
         assert dest.read_bytes() == blobs[key]
     assert sum(proxy.injected.values()) >= 3  # the faults really happened...
     assert len(proxy.injected) >= 3  # ...of several kinds
