@@ -50,7 +50,7 @@ def _module_state(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist's `--dist loadgroup`, the tests of a module that share a fixture
     outliving one test run on one worker, so that fixture (a Ray cluster, a training run, a
-    node of processes) is built once, not once per worker."""
+    node of processes) is built once, not once per worker. A group a module names itself wins."""
     for item in items:
-        if _module_state(item):
+        if item.get_closest_marker("xdist_group") is None and _module_state(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
