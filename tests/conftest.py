@@ -32,25 +32,27 @@ def reference_fixtures() -> Path:
 from tests.support.faultproxy import fault_proxy  # noqa: E402, F401
 from tests.support.s3server import s3_env, s3_server  # noqa: E402, F401
 
+# Under pytest-xdist every module's tests run on one worker, so a fixture the module keeps for
+# all its tests (a Ray cluster, a training run, a node of processes) is built once. These
+# modules also share a worker with each other: the jobs of many processes with deadlines never
+# run side by side, and neither do two runs of the reference (it names its shared memory and
+# /tmp locks after the first number no run on the machine holds).
+SHARED_WORKER = {
+    "tests/dataset/test_multiprocess.py": "process-jobs",
+    "tests/dataset/test_node_scale.py": "process-jobs",
+    "tests/parity/test_reference_parity.py": "reference",
+    "tests/parity/test_reference_reads_checksums.py": "reference",
+    "tests/dataset/test_reference_phrases.py": "reference",
+}
 
-def _module_state(item: pytest.Item) -> bool:
-    """Whether `item` uses a fixture that outlives one test and belongs to its module (module,
-    class or package scope, or a session fixture the module defines itself)."""
-    module = item.nodeid.split("::", 1)[0]
-    for defs in item._fixtureinfo.name2fixturedefs.values():
-        for fixture in defs:
-            if fixture.scope in ("module", "class", "package"):
-                return True
-            if fixture.scope == "session" and fixture.baseid == module:
-                return True
-    return False
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist's scheduler: whole modules (or SHARED_WORKER groups) per worker."""
+    from xdist.scheduler import LoadScopeScheduling
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's `--dist loadgroup`, the tests of a module that share a fixture
-    outliving one test run on one worker, so that fixture (a Ray cluster, a training run, a
-    node of processes) is built once, not once per worker. A group a module names itself wins."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None and _module_state(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SHARED_WORKER.get(module, module)
+
+    return ModuleScheduling(config, log)

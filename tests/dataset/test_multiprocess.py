@@ -11,9 +11,7 @@ import pytest
 from tests.dataset.conftest import write_ids
 from tests.dataset.harness import Job, epoch_ids, global_batches, run_job
 
-# Jobs of many processes with deadlines: these modules share one pytest-xdist group, so they
-# never run beside each other.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("process-jobs")]
+pytestmark = pytest.mark.slow
 
 N = 320  # a multiple of the global batch (4 ranks x 4), so an epoch has no padding
 

@@ -25,9 +25,7 @@ from streaming.plan import World, plan_node
 from tests.dataset.conftest import write_ids
 from tests.dataset.harness import ForkedJob, RankResult, epoch_ids, global_batches
 
-# Jobs of many processes with deadlines: these modules share one pytest-xdist group, so they
-# never run beside each other.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("process-jobs")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 N = 1536
 RANKS = 8

@@ -15,11 +15,6 @@ from streaming import MDSWriter, Stream, StreamingDataset
 from tests.dataset.reference_phrase_cases import CASES, Api, Case, Outcome, outcome, prepare
 from tests.parity.test_reference_parity import reference_python, without_reference
 
-# The reference names its shared memory and /tmp locks after the first number no run on the
-# machine holds: two of its runs starting at once may take the same one, so the tests that
-# start it stay on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("reference")
-
 OURS = Api(MDSWriter, StreamingDataset, Stream)
 SCRIPT = Path(__file__).with_name("reference_phrase_cases.py")
 

@@ -23,11 +23,6 @@ from streaming.plan import World, plan_node
 from tests.dataset.conftest import write_ids
 from tests.plan.helpers import rank_sequence
 
-# The reference names its shared memory and /tmp locks after the first number no run on the
-# machine holds: two of its runs starting at once may take the same one, so the tests that
-# start it stay on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("reference")
-
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("reference_plan.py")
 SIZES = {"a117": 117, "s120": 120, "s200": 200, "s300": 300, "s70": 70, "s30": 30}

@@ -8,15 +8,8 @@ import json
 import os
 import subprocess
 
-import pytest
-
 from tests.parity.test_reference_parity import reference_python, without_reference
 from writers.mds import MDSWriter
-
-# The reference names its shared memory and /tmp locks after the first number no run on the
-# machine holds: two of its runs starting at once may take the same one, so the tests that
-# start it stay on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("reference")
 
 READ = """
 import json, os, sys, sysconfig, types
