@@ -12,6 +12,10 @@ REF_STAMP := $(REF_VENV)/.installed-stamp
 # tests/support/clients-requirements.txt. The reference (mosaicml-streaming) must never be there.
 CLIENTS_REQ   := tests/support/clients-requirements.txt
 CLIENTS_STAMP := $(VENV)/.clients-stamp
+# `make test TEST_WORKERS=2` spreads the tests over pytest-xdist workers, whole modules per
+# worker (tests/conftest.py).
+TEST_WORKERS ?=
+XDIST := $(if $(TEST_WORKERS),-n $(TEST_WORKERS))
 
 .PHONY: demo test lint bench clean venv azurite reference-venv clients
 
@@ -56,7 +60,7 @@ $(AZURITE_STAMP):
 
 test: $(STAMP) $(CLIENTS_STAMP) $(AZURITE_STAMP) $(REF_STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks
-	STREAMING_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
+	STREAMING_REFERENCE_PYTHON=$(abspath $(REF_VENV))/bin/python $(PY) -m pytest -q -p no:cacheprovider --durations=25 $(XDIST) tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check streaming writers tests benchmarks

@@ -31,3 +31,28 @@ def reference_fixtures() -> Path:
 # One moto S3 server process and the fault proxy factory for the whole suite.
 from tests.support.faultproxy import fault_proxy  # noqa: E402, F401
 from tests.support.s3server import s3_env, s3_server  # noqa: E402, F401
+
+# Under pytest-xdist every module's tests run on one worker, so a fixture the module keeps for
+# all its tests (a Ray cluster, a training run, a node of processes) is built once. These
+# modules also share a worker with each other: the jobs of many processes with deadlines never
+# run side by side, and neither do two runs of the reference (it names its shared memory and
+# /tmp locks after the first number no run on the machine holds).
+SHARED_WORKER = {
+    "tests/dataset/test_multiprocess.py": "process-jobs",
+    "tests/dataset/test_node_scale.py": "process-jobs",
+    "tests/parity/test_reference_parity.py": "reference",
+    "tests/parity/test_reference_reads_checksums.py": "reference",
+    "tests/dataset/test_reference_phrases.py": "reference",
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist's scheduler: whole modules (or SHARED_WORKER groups) per worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return SHARED_WORKER.get(module, module)
+
+    return ModuleScheduling(config, log)

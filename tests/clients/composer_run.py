@@ -6,7 +6,7 @@ OUT/ckpt/1ep, and writes
 each batch's sample ids, with Composer's epoch and batch counters, as JSON lines to
 OUT/batches-rank<R>.jsonl. With `--load`, each given checkpoint is resumed in turn by a new
 Trainer (and dataset) of this process, writing OUT/resumed-<name>-rank<R>.jsonl. Started once per
-rank by torchrun for the two-rank runs (gloo).
+rank, with torch.distributed's launcher variables, for the two-rank runs (gloo).
 """
 
 from __future__ import annotations

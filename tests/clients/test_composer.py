@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -41,28 +42,39 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def launch(argv: list[str], timeout: float, **env_extra: str) -> None:
-    """Run `python argv...` in its own process group, killed whole at the deadline."""
-    env = child_env(**env_extra)
-    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+def launch(argv: list[str], logs: Path, timeout: float, ranks: int = 1) -> None:
+    """Run `python argv...` as `ranks` processes with torch.distributed's launcher variables,
+    each in its own process group writing to `logs`/rank<R>.log; all are killed at the shared
+    deadline."""
+    port = str(free_port())
+    procs = []
+    for rank in range(ranks):
+        env = child_env() if ranks == 1 else child_env(
+            RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
+            LOCAL_WORLD_SIZE=str(ranks), NODE_RANK="0", MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port)
+        with (logs / f"rank{rank}.log").open("w") as log:
+            procs.append(subprocess.Popen([sys.executable, *argv], env=env, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+    deadline = time.monotonic() + timeout
     try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(f"{argv} did not finish in {timeout}s:\n{out[-4000:]}") from None
-    assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{out[-4000:]}"
+        for rank, proc in enumerate(procs):
+            try:
+                code = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+            except subprocess.TimeoutExpired:
+                code = f"nothing: it did not finish in {timeout}s"
+            tail = (logs / f"rank{rank}.log").read_text(errors="replace")[-4000:]
+            assert code == 0, f"{argv} rank {rank} exited {code}:\n{tail}"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def run(data: Path, out: Path, ranks: int, load: list[str]) -> None:
     args = [str(data), str(out)] + [a for ckpt in load for a in ("--load", ckpt)]
-    if ranks == 1:
-        launch([str(SCRIPT), *args], timeout=300)
-        return
-    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
-                "--master_port", str(free_port())]
-    launch([*launcher, str(SCRIPT), *args], timeout=300, NODE_RANK="0")  # Composer reads it
+    launch([str(SCRIPT), *args], out, timeout=300, ranks=ranks)
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ def test_downloads_survive_one_fault_in_five(objects, fault_proxy, monkeypatch, 
     for i in range(30):
         key = keys[i % len(keys)]
         dest = fetch(f"s3://{bucket}/{key}", tmp_path / f"{i}.mds", expected_size=len(blobs[key]),
-                     timeout=1.0, retry=4, backoff=0.05)
+                     timeout=1.0, retry=8, backoff=0.05)  # a busy machine adds timeouts
         assert dest.read_bytes() == blobs[key]
     assert sum(proxy.injected.values()) >= 3  # the faults really happened...
     assert len(proxy.injected) >= 3  # ...of several kinds
@@ -118,8 +118,8 @@ def test_slow_down_answers_are_retried_until_the_deadline_not_a_count(
     start = time.monotonic()
     with pytest.raises(DownloadTimeoutError, match=rf"{url}: failed after \d+ attempt"):
         fetch(url, tmp_path / "x", expected_size=len(blobs["shard.00003.mds"]), timeout=1.0,
-              retry=1, backoff=0.05, deadline=2.0)
-    assert time.monotonic() - start < 2.0 + 1.0 + 2.5  # deadline + one attempt + slack
+              retry=1, backoff=0.05, deadline=4.0)  # room for 3 tries on a busy machine
+    assert time.monotonic() - start < 4.0 + 1.0 + 2.5  # deadline + one attempt + slack
     assert proxy.count("GET", "/" + url.removeprefix("s3://")) > 2  # more than retry=1 allows
     assert os.listdir(tmp_path) == []
 

@@ -44,7 +44,7 @@ def test_every_byte_once_in_order_through_one_fault_in_five(objects, fault_proxy
     keys = sorted(blobs)
     for i in range(25):
         key = keys[i % len(keys)]
-        got = _collect(f"s3://{bucket}/{key}", len(blobs[key]), timeout=1.0, retry=4,
+        got = _collect(f"s3://{bucket}/{key}", len(blobs[key]), timeout=1.0, retry=8,
                        backoff=0.05)
         assert got == blobs[key]
     assert sum(proxy.injected.values()) >= 3 and len(proxy.injected) >= 2
