@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,20 +126,20 @@ def _column_differences(theirs: dict[str, str], mine: dict[str, str]) -> list[st
     return out
 
 
-def combined_document(existing: Existing | None, mode: str, shards: list[dict[str, Any]],
+def combined_document(existing: Existing | None, mode: str, shards: Sequence[dict[str, Any]],
                       extra: dict[str, Any] | None) -> tuple[list[dict[str, Any]], dict]:
     """The (shards, extra keys) of the index to publish: the new ones alone, or, when
     appending, the existing ones followed by the new ones (sample-length side files are kept
     when both sides record them alike)."""
     if mode != "append" or existing is None:
-        return shards, dict(extra or {})
+        return list(shards), dict(extra or {})
     merged = {k: v for k, v in existing.extra.items() if k != LENGTHS_KEY}
     old, new = existing.extra.get(LENGTHS_KEY), (extra or {}).get(LENGTHS_KEY)
     if isinstance(old, dict) and isinstance(new, dict) and _spec_head(old) == _spec_head(new):
         merged[LENGTHS_KEY] = {**old, "files": list(old["files"]) + list(new["files"])}
     elif not existing.shards and new is not None:
         merged[LENGTHS_KEY] = new
-    return existing.shards + shards, merged
+    return [*existing.shards, *shards], merged
 
 
 def _spec_head(spec: dict[str, Any]) -> dict[str, Any]:
