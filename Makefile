@@ -12,9 +12,9 @@ REF_STAMP := $(REF_VENV)/.installed-stamp
 # tests/support/clients-requirements.txt. The reference (mosaicml-streaming) must never be there.
 CLIENTS_REQ   := tests/support/clients-requirements.txt
 CLIENTS_STAMP := $(VENV)/.clients-stamp
-# `make test TEST_WORKERS=2` spreads the tests over pytest-xdist workers, whole modules per
-# worker (tests/conftest.py).
-TEST_WORKERS ?=
+# The tests run on TEST_WORKERS pytest-xdist workers, whole modules per worker
+# (tests/conftest.py); `make test TEST_WORKERS=` runs them in one process.
+TEST_WORKERS ?= 2
 XDIST := $(if $(TEST_WORKERS),-n $(TEST_WORKERS))
 
 .PHONY: demo test lint bench clean venv azurite reference-venv clients
