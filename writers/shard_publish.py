@@ -15,10 +15,10 @@ from typing import Any
 import zstandard
 
 from streaming.format.compression import compress, extension, parse_compression
-from streaming.format.disk_full import naming_full_disk
 from streaming.format.encodings import encoding_size
 from streaming.format.hashing import hexdigest
 from streaming.util.atomic import atomic_output
+from streaming.util.disk_full import naming_full_disk
 from streaming.util.pagewrite import write_sliced
 
 TMP_SUFFIX = ".tmp"  # how atomic_output's temporary files end

@@ -25,7 +25,6 @@ from streaming.errors import (
     UnknownHashError,
 )
 from streaming.format.compression import ZstdStream, decompress_file, extension
-from streaming.format.disk_full import naming_full_disk
 from streaming.format.hashing import (
     SUPPORTED_HASHES,
     download_digest,
@@ -36,6 +35,7 @@ from streaming.format.hashing import (
 from streaming.format.local_files import file_size, size_error
 from streaming.util.atomic import staged_file
 from streaming.util.confine import confine, remove
+from streaming.util.disk_full import naming_full_disk
 from streaming.util.files import has_size
 from streaming.util.pagewrite import write_sliced
 

@@ -15,6 +15,7 @@ from streaming.coord.proc import ProcessId
 from streaming.coord.shm_files import names_inode, try_flock
 from streaming.coord.wait import wait_for
 from streaming.errors import DeadlineExceeded
+from streaming.util.disk_full import naming_full_disk
 
 
 def _release(fd: int, path: Path, holder: int) -> None:
@@ -63,8 +64,14 @@ class FileLock:
             os.close(fd)
             return False
         me = ProcessId.current()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{me.pid} {me.start}\n".encode(), 0)
+        owner = f"{me.pid} {me.start}\n".encode()
+        try:
+            with naming_full_disk(self.path, len(owner)):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, owner, 0)
+        except BaseException:
+            _release(fd, self.path, me.pid)  # held: remove the file, then drop the flock
+            raise
         self._finalizer = weakref.finalize(self, _release, fd, self.path, me.pid)
         return True
 

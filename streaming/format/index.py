@@ -23,7 +23,6 @@ from streaming.errors import (
     IndexJSONError,
     IndexNotFoundError,
 )
-from streaming.format.disk_full import naming_full_disk
 from streaming.format.index_columns import Digests, Names
 from streaming.format.index_entries import (
     INDEX_VERSION,
@@ -42,6 +41,7 @@ from streaming.format.index_shard import (
 from streaming.format.rows import ROW_FORMATS, RowCodec
 from streaming.format.text_shard_index import check_text_shard
 from streaming.util.atomic import atomic_write_bytes
+from streaming.util.disk_full import naming_full_disk
 
 __all__ = [
     "INDEX_NAME",
