@@ -69,7 +69,7 @@ def build_layout(
             rows = np.where(rate_o[pos] > 0, np.rint((targets - before) / rate_o[pos]), 0)
         rows = np.clip(rows.astype(np.int64), 0, size_o[pos])
         cuts = np.maximum.accumulate(starts[pos] + rows) if len(pos) else pos
-    # np.unique asked for indices does not import numpy.ma (a tenth of a second of a start)
+    # np.unique with return_index keeps numpy.ma (a slow lazy import) off the first batch's path
     piece_start = np.unique(np.concatenate((starts[:-1][size_o > 0], cuts)),
                             return_index=True)[0]
     piece_start = piece_start[piece_start < starts[-1]]
