@@ -28,9 +28,10 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
 
     A chunk is a list of samples, or with `columns` a list of per-column value lists (one
     batch, no per-sample dicts; with `views` too, `bytes` values are memoryviews of the
-    chunk's buffer, for a consumer that copies them at once). The rows of chunk k + 1 are
-    copied out of their shards by a reader thread (positional reads release the GIL) while
-    chunk k is decoded here, then a chunk is decoded in one vectorised pass. `item(i)`, when
+    chunk's buffer, for a consumer that copies them at once). The first chunk is read here and
+    handed over before any other read starts; after it, the rows of chunk k + 1 are copied out
+    of their shards by a reader thread (positional reads release the GIL) while chunk k is
+    decoded here, then a chunk is decoded in one vectorised pass. `item(i)`, when
     given, replaces the direct read (a user's `__getitem__` override; samples only).
 
     The shards the source marks pinned are read under a pin, one at a time, through a
@@ -66,14 +67,16 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
         else:
             with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:
                 reads = _Reads(pool, fetch)
-                pending = reads.start(0)
+                pending = None
                 for k in range(len(bounds) - 1):
                     source.advance(bounds[k])
-                    fetched = pending.result()
+                    fetched = fetch(k) if pending is None else pending.result()
                     tally_chunk(rows.tally, fetched)
-                    if k + 2 < len(bounds):
+                    if k > 0 and k + 2 < len(bounds):
                         pending = reads.start(k + 1)
                     yield decode(fetched, columns, views)
+                    if k == 0 and len(bounds) > 2:
+                        pending = reads.start(1)
         source.check()
     finally:
         source.stop()

@@ -209,7 +209,38 @@ def test_chunks_in_the_page_cache_are_read_without_the_reader_thread(tmp_path, m
     if NOWAIT_READS:
         assert len(submitted) <= 3 and chunks >= 10  # only until every shard was open
     else:
-        assert len(submitted) == chunks
+        assert len(submitted) == chunks - 1  # the first chunk is read in the iterating thread
+
+
+def test_the_first_batch_waits_for_no_read_but_its_own(tmp_path, monkeypatch):
+    """A pass's first chunk is one batch, read in the iterating thread; the next, larger read
+    starts only when the loop asks for more, so the first batch never waits for it."""
+    import streaming.read.iterate as iterate_module
+    from streaming import StreamingDataset
+
+    with MDSWriter(columns={"id": "int"}, out=tmp_path / "ds", size_limit=2_000) as writer:
+        for i in range(5000):
+            writer.write({"id": i})
+    reads: list[int] = []  # rows of each read started
+    real_fetch = iterate_module.fetch_chunk
+
+    def counting_fetch(shards, places, *args, **kwargs):
+        reads.append(len(places))
+        return real_fetch(shards, places, *args, **kwargs)
+
+    monkeypatch.setattr(iterate_module, "fetch_chunk", counting_fetch)
+    ds = StreamingDataset(local=str(tmp_path / "ds"), shuffle=True, batch_size=10)
+    try:
+        batches = ds.iter_batches(10)
+        first = next(batches)
+        after_first = list(reads)
+        second = next(batches)
+        batches.close()
+    finally:
+        ds.close()
+    assert len(first["id"]) == len(second["id"]) == 10
+    assert after_first == [10]
+    assert len(reads) >= 2 and reads[1] > 10  # the second read is a large one
 
 
 def _refused_nowait_reads(tmp_path, monkeypatch, samples: int, error: OSError) -> list[int]:
