@@ -20,6 +20,7 @@ import multiprocessing.util
 import os
 import secrets
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -264,6 +265,7 @@ class Receiver:
     def __init__(self, token: str | None = None) -> None:
         self.rings: dict[str, tuple[int, int, SharedArray]] = {}  # name -> (worker, gen, map)
         self.token = token  # the workers' ring namespace: close() removes rings never mapped
+        self._release = weakref.finalize(self, _release_rings, self.rings, token)
 
     def unpack(self, item: Any) -> Any:
         """The batch `item` stands for, owning its memory."""
@@ -293,20 +295,27 @@ class Receiver:
                 old.close()
                 del self.rings[name]
         self.rings[item.ring] = (item.worker, item.gen, shm)
+        if not self._release.alive:  # used again after close()
+            self._release = weakref.finalize(self, _release_rings, self.rings, self.token)
         return shm
 
     def close(self) -> None:
         """Free every slot (a worker still waiting for one goes on; its batch is dropped) and
-        unmap every ring."""
-        for _, _, shm in self.rings.values():
-            shm.array[:HEAD] = 0
-            shm.close()
-        self.rings.clear()
-        if self.token is not None:  # batches never reached: drop them, release their workers
-            prefix = Namespace(self.token).name("t")
-            for path in shm_dir().glob(f"{prefix}*"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
+        unmap every ring. Also done at interpreter exit for a receiver never closed (a script
+        that ends mid-epoch), before the modules it needs are torn down."""
+        self._release()
+
+
+def _release_rings(rings: dict[str, tuple[int, int, SharedArray]], token: str | None) -> None:
+    for _, _, shm in rings.values():
+        shm.array[:HEAD] = 0
+        shm.close()
+    rings.clear()
+    if token is not None:  # batches never reached: drop them, release their workers
+        prefix = Namespace(token).name("t")
+        for path in shm_dir().glob(f"{prefix}*"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
 
 def _take(value: Any, view: memoryview) -> Any:
