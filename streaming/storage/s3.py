@@ -21,7 +21,7 @@ from streaming.errors import (
 from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
-from streaming.storage.s3_quick import quick_get
+from streaming.storage.s3_quick import quick_stream
 
 ENDPOINT_ENV = "S3_ENDPOINT_URL"
 # Env settings that change which credentials a new client picks up (part of the client cache key).
@@ -38,7 +38,6 @@ _HOW_TO_AUTH = (
     "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
     "with ~/.aws/credentials, or run where an instance/role provides them"
 )
-INDEX_NAME = "index.json"  # fetched whole at every start (see s3_quick)
 MULTIPART_THRESHOLD = 64 << 20  # upload() switches to multipart at this size
 MULTIPART_CHUNK = 16 << 20
 
@@ -138,16 +137,16 @@ class S3Backend(Backend):
         self, path: str, start: int | None = None, end: int | None = None, *,
         deadline: float | None = None,
     ) -> Iterator[bytes]:
+        quick = quick_stream(self.bucket, path, self.endpoint_url, self.region,
+                             connect_timeout=min(self.read_timeout, self.connect_timeout),
+                             read_timeout=self.read_timeout, start=start, end=end, chunk=CHUNK)
+        if quick is not None:  # no boto3 client needed (s3_quick)
+            yield from quick
+            return
         request: dict[str, Any] = {"Bucket": self.bucket, "Key": path}
         if start is not None or end is not None:
             last = "" if end is None else str(end - 1)
             request["Range"] = f"bytes={start or 0}-{last}"
-        elif path.rpartition("/")[2] == INDEX_NAME:  # every start reads it: spare the client
-            body = quick_get(self.bucket, path, self.endpoint_url, self.region,
-                             min(self.read_timeout, self.connect_timeout))
-            if body is not None:
-                yield body
-                return
         with self._translated(path):
             body = self.client.get_object(**request)["Body"]
             try:

@@ -1,12 +1,17 @@
-"""One signed S3 GET without boto3, for the small object every start reads (`index.json`).
+"""Signed S3 GETs without boto3: the `index.json` every start reads, and the shards a fresh
+cache downloads.
 
 Building a boto3 client (importing botocore, parsing its service models) takes seconds on a
-busy machine, more than everything else a start with a warm cache does. When the credentials
-are plain environment variables and the endpoint is known without botocore's configuration
-(`S3_ENDPOINT_URL`, or a region from the environment for AWS itself), this signs one GET with
-AWS Signature Version 4 and sends it with `http.client`. Anything else (other credential
-sources, a proxy in the way, an answer other than 200, any error) returns None and the caller
-takes the boto3 path, which owns error reporting and retries.
+busy machine: more than everything else a warm start does, and a large part of a fresh start's
+first batch. When the credentials are plain environment variables and the endpoint is known
+without botocore's configuration (`S3_ENDPOINT_URL`, or a region from the environment for AWS
+itself), a GET (whole or a byte range) is signed here with AWS Signature Version 4 and sent
+with `http.client`. Anything else (other credential sources, a proxy in the way, an answer
+other than the expected 200 or 206, an error before the body starts) returns None and the caller
+takes the boto3 path, which owns error reporting; but a server error or throttling answer
+(5xx, 408, 429) is raised as the StorageError the boto3 path would raise, so a struggling store
+gets one request per attempt, not two. Once the body has started, a failure is a StorageError
+(DownloadTimeoutError for a timeout) that the caller's retries handle.
 """
 
 from __future__ import annotations
@@ -19,15 +24,18 @@ import re
 import ssl
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
+
+from streaming.errors import DownloadTimeoutError, StorageError
+from streaming.storage.retry import status_error
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 # botocore settings that change the endpoint or the transport: leave those requests to it.
 _BOTOCORE_ONLY = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_USE_FIPS_ENDPOINT",
                   "AWS_USE_DUALSTACK_ENDPOINT", "AWS_S3_USE_ARN_REGION", "AWS_PROFILE")
 _PLAIN_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
-MAX_BYTES = 64 << 20  # a larger answer is not an index: read it through boto3
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,71 @@ def _connection(target: Target, timeout: float) -> http.client.HTTPConnection:
                                        context=context)
 
 
+def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None, *,
+                 connect_timeout: float, read_timeout: float, start: int | None = None,
+                 end: int | None = None, chunk: int = 1 << 20) -> Iterator[bytes] | None:
+    """Bytes [start, end) of object `key` of `bucket` (all of it without a range) in pieces of
+    up to `chunk` bytes as they arrive, or None when this path cannot fetch it (see the
+    module's docstring).
+
+    Args:
+        bucket: the bucket's name.
+        key: the object's key.
+        endpoint: an S3-compatible service's URL (`S3_ENDPOINT_URL`), or None for AWS.
+        region: the region to sign for (None: from the environment).
+        connect_timeout: seconds to connect and to wait for the answer's headers.
+        read_timeout: seconds each read of the body may wait.
+        start: the first byte (None: 0).
+        end: one past the last byte (None: the end of the object).
+        chunk: bytes per piece.
+    """
+    creds = env_credentials()
+    target = None if creds is None else target_for(bucket, key, endpoint, region)
+    if creds is None or target is None or _proxied(target):
+        return None
+    headers = signed_headers(target, creds, time.time())
+    ranged = start is not None or end is not None
+    if ranged:
+        headers["range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
+    conn = _connection(target, connect_timeout)
+    try:
+        conn.request("GET", target.path, headers=headers)
+        response = conn.getresponse()
+        if conn.sock is not None:
+            conn.sock.settimeout(read_timeout)
+    except (OSError, http.client.HTTPException, ValueError):
+        conn.close()
+        return None
+    url, status = f"s3://{bucket}/{key}", response.status
+    length = response.getheader("content-length")
+    if status != (206 if ranged else 200) or not length or not length.isdigit():
+        conn.close()
+        if status >= 500 or status in (408, 429):
+            raise status_error(f"{url}: S3 error {status}: {response.reason}", status,
+                               response.getheader("retry-after"))
+        return None
+    return _body(conn, response, int(length), chunk, url)
+
+
+def _body(conn: http.client.HTTPConnection, response: http.client.HTTPResponse, length: int,
+          chunk: int, url: str) -> Iterator[bytes]:
+    got = 0
+    try:
+        while piece := response.read(chunk):
+            got += len(piece)
+            yield piece
+        if got != length:
+            raise StorageError(f"{url}: the transfer broke off after {got} of {length} bytes")
+    except TimeoutError as exc:
+        raise DownloadTimeoutError(f"{url}: timed out reading the object: {exc}") from exc
+    except StorageError:
+        raise
+    except (OSError, http.client.HTTPException) as exc:
+        raise StorageError(f"{url}: the transfer broke off: {exc!r}") from exc
+    finally:
+        conn.close()
+
+
 def quick_get(bucket: str, key: str, endpoint: str | None, region: str | None,
               timeout: float) -> bytes | None:
     """The whole object `key` of `bucket`, or None when this path cannot fetch it (see the
@@ -137,20 +210,9 @@ def quick_get(bucket: str, key: str, endpoint: str | None, region: str | None,
         region: the region to sign for (None: from the environment).
         timeout: seconds for the connection and for each read.
     """
-    creds = env_credentials()
-    target = None if creds is None else target_for(bucket, key, endpoint, region)
-    if creds is None or target is None or _proxied(target):
-        return None
-    conn = _connection(target, timeout)
     try:
-        conn.request("GET", target.path, headers=signed_headers(target, creds, time.time()))
-        response = conn.getresponse()
-        length = response.getheader("content-length")
-        if response.status != 200 or length is None or int(length) > MAX_BYTES:
-            return None
-        body = response.read()
-        return body if len(body) == int(length) else None
-    except (OSError, http.client.HTTPException, ValueError):
+        body = quick_stream(bucket, key, endpoint, region, connect_timeout=timeout,
+                            read_timeout=timeout)
+        return None if body is None else b"".join(body)
+    except StorageError:
         return None
-    finally:
-        conn.close()

@@ -1,7 +1,8 @@
-"""The boto3-free GET of index.json: its signature is the one botocore computes for the same
-request, it fetches the object's exact bytes from a real S3 server, it steps aside whenever
-botocore's configuration could send the request elsewhere, and a warm start from S3 builds
-no boto3 client at all."""
+"""The boto3-free GETs of index.json and of shards: the signature is the one botocore computes
+for the same request, whole objects and byte ranges arrive exact from a real S3 server, a
+server error is raised once (not asked again through boto3), the path steps aside whenever
+botocore's configuration could send the request elsewhere, and a start from S3, fresh or warm,
+builds no boto3 client at all."""
 
 from __future__ import annotations
 
@@ -15,9 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from streaming import StreamingDataset
+from streaming.errors import StorageError
 from streaming.storage import fetch
-from streaming.storage.s3_quick import Credentials, quick_get, signed_headers, target_for
+from streaming.storage.s3_quick import (
+    Credentials,
+    quick_get,
+    quick_stream,
+    signed_headers,
+    target_for,
+)
 from writers.mds import MDSWriter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +89,7 @@ def test_it_gets_the_exact_bytes_or_steps_aside(s3_env, monkeypatch, tmp_path):
     assert got.read_bytes() == body  # through boto3
 
 
-WARM_START = """
+START = """
 import json, sys
 from streaming import StreamingDataset
 ds = StreamingDataset(remote=sys.argv[1], local=sys.argv[2], shuffle=True, batch_size=4)
@@ -92,7 +99,28 @@ print(json.dumps({"ids": len(set(ids)), "botocore": "botocore" in sys.modules}))
 
 
 @pytest.mark.slow
-def test_a_warm_start_builds_no_boto3_client(s3_env, tmp_path):
+def test_ranges_come_exact_and_server_errors_are_raised_not_retried_by_boto3(
+        s3_env, fault_proxy, monkeypatch):
+    bucket = s3_env.make_bucket()
+    body = os.urandom(5 << 20)
+    s3_env.client().put_object(Bucket=bucket, Key="shard.mds", Body=body)
+    timeouts = {"connect_timeout": 10, "read_timeout": 10}
+    for start, end in ((0, 1), (17, 3 << 20), (None, 100), (4 << 20, None), (None, None)):
+        stream = quick_stream(bucket, "shard.mds", s3_env.endpoint, None, start=start, end=end,
+                              chunk=1 << 16, **timeouts)
+        assert stream is not None
+        assert b"".join(stream) == body[start:end], (start, end)
+    assert quick_stream(bucket, "missing.mds", s3_env.endpoint, None, **timeouts) is None
+    proxy = fault_proxy(fail_keys=["shard.mds"], fail_with="503")
+    with pytest.raises(StorageError, match="S3 error 503") as raised:
+        quick_stream(bucket, "shard.mds", proxy.endpoint, None, **timeouts)
+    assert raised.value.retryable and raised.value.overload
+    assert proxy.count("GET", f"/{bucket}/shard.mds") == 1
+
+
+@pytest.mark.slow
+def test_a_start_fresh_or_warm_builds_no_boto3_client(s3_env, tmp_path):
+    """Downloads of a fresh cache and the index.json of a warm start, all without boto3."""
     data, bucket = tmp_path / "data", s3_env.make_bucket()
     with MDSWriter(columns={"id": "int"}, out=str(data), size_limit=200,
                    compression="zstd") as w:
@@ -102,11 +130,9 @@ def test_a_warm_start_builds_no_boto3_client(s3_env, tmp_path):
     for path in data.iterdir():
         client.upload_file(str(path), bucket, f"ds/{path.name}")
     remote, local = f"s3://{bucket}/ds", str(tmp_path / "cache")
-    fresh = StreamingDataset(remote=remote, local=local, shuffle=True, batch_size=4)
-    assert sorted(int(s["id"]) for s in fresh) == list(range(100))  # the cache is warm
-    fresh.close()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    run = subprocess.run([sys.executable, "-c", WARM_START, remote, local], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(run.stdout.splitlines()[-1]) == {"ids": 100, "botocore": False}
+    for start in ("fresh", "warm"):
+        run = subprocess.run([sys.executable, "-c", START, remote, local], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert json.loads(run.stdout.splitlines()[-1]) == {"ids": 100, "botocore": False}, start
