@@ -12,8 +12,10 @@ its own process and venv (benchmarks/peers/setup.sh; PEERS_DIR names where they 
 done before the clock starts; the median of --rounds runs is shown (the systems take turns
 in each round), each round in fresh cache folders. LitData reads its own copy of the samples
 (litdata.optimize, chunks of the MDS shard size, zstd for the remote rows); it reads a local
-folder in place, so it has no fresh-cache local row. Prints only; nothing is asserted
-(timings vary on shared machines).
+folder in place, so it has no fresh-cache local row. A fresh-cache row also prints a floor:
+the time to bring the compressed shards the first batch reads and decompress them in memory,
+one thread each, with no library at all (`floor` below); no reader can start sooner. Prints
+only; nothing is asserted (timings vary on shared machines).
 """
 
 from __future__ import annotations
@@ -70,6 +72,51 @@ first = time.perf_counter() - t0
 del it
 print(json.dumps({"first": first}))
 """
+
+
+FLOOR = r"""
+import json, sys, time
+from concurrent.futures import ThreadPoolExecutor
+import zstandard
+a = json.loads(sys.argv[1])
+names = [s["zip_data"]["basename"] for s in a["shards"]]
+if a.get("endpoint"):
+    import boto3
+    client = boto3.client("s3", endpoint_url=a["endpoint"], aws_access_key_id=a["key"],
+                          aws_secret_access_key=a["secret"], region_name="us-east-1")
+    bucket, _, prefix = a["remote"][len("s3://"):].partition("/")
+    def source(name):
+        return client.get_object(Bucket=bucket, Key=f"{prefix}/{name}")["Body"]
+else:
+    folder = a["remote"][len("file://"):]
+    def source(name):
+        return open(f"{folder}/{name}", "rb")
+def bring(name):
+    with source(name) as body:
+        reader = zstandard.ZstdDecompressor().stream_reader(body, read_size=1 << 20)
+        while reader.read(1 << 22):
+            pass
+t0 = time.perf_counter()
+with ThreadPoolExecutor(len(names)) as pool:
+    list(pool.map(bring, names))
+print(json.dumps({"first": time.perf_counter() - t0}))
+"""
+
+
+def floor(remote: str, folder: Path, env: dict, s3: dict) -> float | None:
+    """Seconds to bring every shard the first batch reads (a shuffled first batch of 64
+    samples reads both shards of this corpus) and decompress them in memory, all at once on
+    one thread each: no library, no writes, nothing verified. What any reader must spend
+    before a fresh-cache first batch on this machine, in this run."""
+    shards = json.loads((folder / "index.json").read_text())["shards"]
+    args = {"remote": remote, "shards": shards, **(s3 if remote.startswith("s3://") else {})}
+    environ = {k: v for k, v in {**os.environ, **env}.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", FLOOR, json.dumps(args)], capture_output=True,
+                         text=True, env=environ, cwd="/tmp", timeout=TIMEOUT)
+    if out.returncode:
+        print(f"  floor {remote}: failed: {out.stderr[-600:]}", file=sys.stderr)
+        return None
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["first"])
 
 
 def child(lib: str, args: dict, env: dict) -> float | None:
@@ -175,39 +222,54 @@ def main() -> None:
               "secret": target.env["AWS_SECRET_ACCESS_KEY"]}
         rows = [row for row in sources(paths, urls) if args.only is None or args.only in row[0]]
         print(f"load average {os.getloadavg()[0]:.1f}")
-        report = run_rows(rows, args.rounds, target.env, s3)
+        report = run_rows(rows, args.rounds, target.env, s3, paths["zstd"])
     finally:
         target.stop()
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 
 
-def run_rows(rows: list[tuple[str, dict]], rounds: int, env: dict, s3: dict) -> dict:
+def run_rows(rows: list[tuple[str, dict]], rounds: int, env: dict, s3: dict,
+             zstd: Path) -> dict:
     libs = ("ours", "reference", "litdata")
-    print(f"median of {rounds} runs, seconds from constructing the dataset to the first batch")
+    print(f"median of {rounds} runs, seconds from constructing the dataset to the first batch; "
+          "floor: bringing and decompressing the shards the first batch reads, no library")
     print(f"{'':32} {'workers':>7} " + " ".join(f"{lib:>10}" for lib in libs)
-          + f" {'ours / best peer':>17}")
+          + f" {'ours / best peer':>17} {'floor':>8} {'ours / floor':>13}")
     report = {}
     for name, specs in rows:
         for workers in (0, 2):
-            present = {lib: spec for lib, spec in specs.items()
-                       if lib == "ours" or (VENVS / lib / "bin" / "python").exists()}
-            runs: dict[str, list[float]] = {lib: [] for lib in present}
-            for _ in range(rounds):  # the systems take turns, so a slow phase hits all
-                for lib, spec in present.items():
-                    took = measure(lib, spec, workers, env, s3)
-                    if took is not None:
-                        runs[lib].append(took)
-            medians = {lib: statistics.median(done) if done else None
-                       for lib, done in runs.items()}
-            peers = [v for k, v in medians.items() if k != "ours" and v is not None]
+            medians = _row_medians(specs, rounds, workers, env, s3, zstd, "fresh" in name)
+            peers = [v for k, v in medians.items() if k in libs[1:] and v is not None]
             ratio = (medians["ours"] / min(peers)) if peers and medians["ours"] else None
+            low = medians.get("floor")
             cells = " ".join(f"{medians[lib]:>10.3f}" if medians.get(lib) is not None
                              else f"{'-':>10}" for lib in libs)
             print(f"{name:32} {workers:>7} {cells} "
-                  + (f"{ratio:>17.2f}" if ratio is not None else f"{'-':>17}"), flush=True)
+                  + (f"{ratio:>17.2f}" if ratio is not None else f"{'-':>17}")
+                  + (f" {low:>8.3f} {medians['ours'] / low:>13.2f}" if low and medians["ours"]
+                     else f" {'-':>8} {'-':>13}"), flush=True)
             report[f"{name} | {workers} workers"] = {**medians, "ratio": ratio}
     return report
+
+
+def _row_medians(specs: dict, rounds: int, workers: int, env: dict, s3: dict, zstd: Path,
+                 fresh: bool) -> dict[str, float | None]:
+    """Median seconds of each system (and of the floor, for a fresh-cache row) over `rounds`
+    rounds in which they take turns, so a slow phase of the machine hits all."""
+    present = {lib: spec for lib, spec in specs.items()
+               if lib == "ours" or (VENVS / lib / "bin" / "python").exists()}
+    runs: dict[str, list[float]] = {lib: [] for lib in [*present, "floor"]}
+    for _ in range(rounds):
+        for lib, spec in present.items():
+            took = measure(lib, spec, workers, env, s3)
+            if took is not None:
+                runs[lib].append(took)
+        if fresh:
+            took = floor(specs["ours"][0], zstd, env, s3)
+            if took is not None:
+                runs["floor"].append(took)
+    return {lib: statistics.median(done) if done else None for lib, done in runs.items()}
 
 
 if __name__ == "__main__":
