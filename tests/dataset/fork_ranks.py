@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch  # noqa: F401  (imported once, before forking)
 
-import streaming  # noqa: F401
+from streaming import Stream, StreamingDataLoader, StreamingDataset  # noqa: F401  (as torch)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_rank
