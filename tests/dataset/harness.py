@@ -21,6 +21,7 @@ from tests.support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 FORKER = Path(__file__).with_name("fork_ranks.py")
+RUNNER = Path(__file__).with_name("run_rank.py")
 
 
 @dataclass
@@ -66,7 +67,8 @@ class ForkedJob:
     def __init__(self, workdir: Path, sources: list[str], *, nodes: int = 2,
                  ranks_per_node: int = 2, local_root: Path | None = None,
                  extra: list[str] | None = None, tag: str = "run",
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, script: Path | None = None) -> None:
+        """`script` (with `extra` as its whole argv) replaces run_rank.py."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.tag = tag
         world, port = nodes * ranks_per_node, free_port()
@@ -75,9 +77,10 @@ class ForkedJob:
                          "LOCAL_RANK": str(rank % ranks_per_node),
                          "LOCAL_WORLD_SIZE": str(ranks_per_node), "MASTER_ADDR": "127.0.0.1",
                          "MASTER_PORT": str(port)},
-                 "argv": ["--sources", *sources,
-                          "--local-root", str(local_root or workdir / "local"),
-                          "--out", f"{base}.jsonl", *(extra or [])],
+                 "script": str(script or RUNNER),
+                 "argv": list(extra or []) if script else [
+                     "--sources", *sources, "--local-root", str(local_root or workdir / "local"),
+                     "--out", f"{base}.jsonl", *(extra or [])],
                  "stderr": f"{base}.err", "rc": f"{base}.rc"} for rank, base in self.ranks]
         plan_file = workdir / f"{tag}.plan.json"
         plan_file.write_text(json.dumps(plan))
