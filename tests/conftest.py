@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,14 @@ def reference_fixtures() -> Path:
     if not FIXTURES.is_dir():
         pytest.fail(f"reference fixtures not found at {FIXTURES}")
     return FIXTURES
+
+@pytest.fixture(scope="module")
+def fresh_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[], Path]:
+    """A new empty folder on each call, for hypothesis examples: `tmp_path_factory.mktemp`
+    lists the worker's base folder to number each new one, and that folder holds one entry per
+    test run before, so a hundred examples would pay for thousands of listings."""
+    base = tmp_path_factory.mktemp("examples")
+    return lambda: Path(tempfile.mkdtemp(dir=base))
 
 # One moto S3 server process and the fault proxy factory for the whole suite.
 from tests.support.faultproxy import fault_proxy  # noqa: E402, F401

@@ -2,7 +2,7 @@
 torch.distributed's variables, reads `--epochs` epochs of an S3 dataset through a
 StreamingDataLoader into the node's cache `<local-root>/node<n>` (ranks stepping together,
 as in data-parallel training), and, once every rank is done,
-the node's first rank writes the node's cache_stats() as JSON to `--out`."""
+the node's first rank writes the node's cache_stats() as JSON to `<out-dir>/node<n>.json`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    for name in ("--remote", "--local-root", "--out", "--cache-limit"):
+    for name in ("--remote", "--local-root", "--out-dir", "--cache-limit"):
         p.add_argument(name, required=True)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=8)
@@ -37,7 +37,8 @@ def main() -> int:
             dist.barrier()  # ranks step together, as gradient all-reduces make them
     dist.barrier()
     if int(os.environ["LOCAL_RANK"]) == 0:
-        Path(args.out).write_text(json.dumps(ds.cache_stats().as_dict()))
+        out = Path(args.out_dir) / f"node{node}.json"
+        out.write_text(json.dumps(ds.cache_stats().as_dict()))
     dist.barrier()
     ds.close()
     dist.destroy_process_group()

@@ -4,9 +4,6 @@ of what the plans read, and against what real jobs on the loopback S3 server dow
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +11,8 @@ import pytest
 
 from streaming.format.index import read_index
 from tests.cache._data import upload_dir, write_dataset
-from tests.support.processes import free_port
+from tests.dataset.harness import ForkedJob
 
-REPO = Path(__file__).resolve().parents[2]
 RANK = Path(__file__).with_name("_cost_rank.py")
 SAMPLES = 2000
 CONFIG = ("streams:\n  - {{remote: '{remote}', local: cache}}\nbatch_size: 8\npredownload: 64\n"
@@ -87,23 +83,11 @@ def test_plan_refuses_bad_cost_options(cli, dataset, tmp_path):
 
 def _run_job(workdir: Path, remote: str, limit: int) -> list[dict]:
     """2 simulated nodes x 2 ranks x 2 workers read 2 epochs; each node's cache_stats()."""
-    port, procs = free_port(), []
-    for rank in range(4):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank % 2),
-                   LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-        cmd = [sys.executable, str(RANK), "--remote", remote, "--local-root",
-               str(workdir / "local"), "--out", str(workdir / f"node{rank // 2}.json"),
-               "--cache-limit", str(limit)]
-        procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, text=True))
-    try:
-        for rank, proc in enumerate(procs):
-            _, err = proc.communicate(timeout=150)
-            assert proc.returncode == 0, f"rank {rank}:\n{err[-3000:]}"
-    finally:
-        for proc in procs:
-            proc.kill()
+    job = ForkedJob(workdir, [], script=RANK, tag="cost",
+                    extra=["--remote", remote, "--local-root", str(workdir / "local"),
+                           "--out-dir", str(workdir), "--cache-limit", str(limit)])
+    for rank in job.wait(timeout=150):
+        assert rank.returncode == 0, f"rank {rank.rank}:\n{rank.stderr[-3000:]}"
     return [json.loads((workdir / f"node{n}.json").read_text()) for n in range(2)]
 
 

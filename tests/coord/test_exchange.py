@@ -36,7 +36,7 @@ def _node(address: StoreAddress, node: int, value: int, out: mp.Queue) -> None:
 
 
 def test_every_node_gets_every_value_in_node_order(store: StoreAddress) -> None:
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("fork")  # separate processes, without importing torch again
     out = ctx.Queue()
     procs = [ctx.Process(target=_node, args=(store, node, value, out))
              for node, value in ((0, 7), (1, 3), (2, 11))]

@@ -16,6 +16,7 @@ from streaming.cache.stats import CacheStats
 from streaming.errors import CoordinationError
 from streaming.format.index import read_index
 from tests.cache._data import peak_size
+from tests.support.loaders import drain
 
 
 def sample_id(sample: dict) -> int:
@@ -67,11 +68,11 @@ def epoch_fails(ds: StreamingDataset, epoch: Iterable, wanted: type[Exception],
     """Iterating `epoch` (over `ds`, closed after) fails with `wanted` naming `victim`. The
     worker that met the bad shard raises `wanted`; a worker waiting on the node at that moment
     may stop with CoordinationError quoting it, and a loader re-raises whichever worker's batch
-    comes first."""
+    comes first. The error comes without its traceback, so the loader's workers stop at once
+    (tests/support/loaders.py)."""
     try:
         with pytest.raises((wanted, CoordinationError), match=re.escape(victim)) as info:
-            for _ in epoch:
-                pass
+            drain(epoch)
     finally:
         ds.close()
     assert isinstance(info.value, wanted) or wanted.__name__ in str(info.value)

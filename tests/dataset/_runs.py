@@ -3,9 +3,10 @@ run finds on disk."""
 
 from __future__ import annotations
 
-import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
+
+from tests.support.fresh import fresh_context
 
 
 def _epoch(kwargs: dict[str, Any]) -> tuple[list[int], dict]:
@@ -19,7 +20,7 @@ def _epoch(kwargs: dict[str, Any]) -> tuple[list[int], dict]:
 
 
 def epoch_in_new_process(**kwargs: Any) -> tuple[list[int], dict]:
-    """The ids of one epoch of StreamingDataset(**kwargs) and its cache stats, from a spawned
+    """The ids of one epoch of StreamingDataset(**kwargs) and its cache stats, from a fresh
     process."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(1, mp_context=fresh_context()) as pool:
         return pool.submit(_epoch, kwargs).result(timeout=120)

@@ -5,24 +5,23 @@ Importing torch costs seconds of CPU per process; a job of 16 ranks on 2 cores w
 of its time there. Each fork is still its own process with its own environment (RANK,
 LOCAL_RANK, ...), its own DataLoader workers and its own exit, as torchrun's ranks are.
 
-Usage: fork_ranks.py PLAN.json, where PLAN is a list of {"env", "argv", "stderr", "rc"}: the
-variables to set, run_rank.py's arguments, and the files for the rank's stderr and exit code.
+Usage: fork_ranks.py PLAN.json, where PLAN is a list of {"env", "script", "argv", "stderr",
+"rc"}: the variables to set, the rank's script (run_rank.py or another) and its arguments, and
+the files for the rank's stderr and exit code.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import runpy
 import sys
 import traceback
 from pathlib import Path
 
 import torch  # noqa: F401  (imported once, before forking)
 
-import streaming  # noqa: F401
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run_rank
+from streaming import Stream, StreamingDataLoader, StreamingDataset  # noqa: F401  (as torch)
 
 
 def _rank(spec: dict) -> int:
@@ -31,9 +30,13 @@ def _rank(spec: dict) -> int:
     os.dup2(fd, 2)
     os.close(fd)
     os.environ.update(spec["env"])
-    sys.argv = [run_rank.__file__, *spec["argv"]]
+    sys.argv = [spec["script"], *spec["argv"]]
+    sys.path.insert(0, str(Path(spec["script"]).parent))
     try:
-        return run_rank.main()
+        runpy.run_path(spec["script"], run_name="__main__")
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except BaseException:
         traceback.print_exc()
         return 1

@@ -1,8 +1,9 @@
 """Launch simulated multi-node training jobs as real processes and collect what each rank saw.
 
-Each rank is `run_rank.py` in its own process with torch.distributed's environment variables
-(gloo over 127.0.0.1); simulated node n caches shards in `<local_root>/node<n>` over one shared
-file:// source, exactly as separate machines would.
+Each rank runs `run_rank.py` in its own process (a fork of `fork_ranks.py`, which imported torch
+once) with torch.distributed's environment variables (gloo over 127.0.0.1); simulated node n
+caches shards in `<local_root>/node<n>` over one shared file:// source, exactly as separate
+machines would.
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNER = Path(__file__).with_name("run_rank.py")
 FORKER = Path(__file__).with_name("fork_ranks.py")
+RUNNER = Path(__file__).with_name("run_rank.py")
 
 
 @dataclass
@@ -58,59 +58,17 @@ class RankResult:
         return result
 
 
-class Job:
-    """A running job of nodes x ranks_per_node processes; `wait()` collects the results.
-    `env` adds variables to every rank's environment."""
+class ForkedJob:
+    """A running job of nodes x ranks_per_node rank processes, forks of one launcher that
+    imported torch once (`fork_ranks.py`): each rank has its own environment, DataLoader
+    workers and exit, as torchrun's ranks do. `env` adds variables to every rank's environment;
+    `wait()` collects the results."""
 
     def __init__(self, workdir: Path, sources: list[str], *, nodes: int = 2,
                  ranks_per_node: int = 2, local_root: Path | None = None,
                  extra: list[str] | None = None, tag: str = "run",
-                 env: dict[str, str] | None = None) -> None:
-        extra_env = env or {}
-        self.workdir = workdir
-        self.tag = tag
-        workdir.mkdir(parents=True, exist_ok=True)
-        world = nodes * ranks_per_node
-        port = free_port()
-        self.procs: list[tuple[int, subprocess.Popen, Path]] = []
-        for rank in range(world):
-            rank_env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
-                            LOCAL_RANK=str(rank % ranks_per_node),
-                            LOCAL_WORLD_SIZE=str(ranks_per_node), MASTER_ADDR="127.0.0.1",
-                            MASTER_PORT=str(port), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-            rank_env.update(extra_env)
-            out = workdir / f"{tag}.rank{rank}.jsonl"
-            cmd = [sys.executable, str(RUNNER), "--sources", *sources,
-                   "--local-root", str(local_root or workdir / "local"), "--out", str(out),
-                   *(extra or [])]
-            proc = subprocess.Popen(cmd, env=rank_env, cwd=REPO, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, text=True)
-            self.procs.append((rank, proc, out))
-
-    def wait(self, timeout: float = 120.0) -> list[RankResult]:
-        deadline = time.monotonic() + timeout
-        results = []
-        for rank, proc, out in self.procs:
-            try:
-                _, stderr = proc.communicate(timeout=max(deadline - time.monotonic(), 1.0))
-            except subprocess.TimeoutExpired:
-                for _, p, _ in self.procs:
-                    p.kill()
-                _, stderr = proc.communicate()
-                raise AssertionError(f"{self.tag}: rank {rank} did not finish in {timeout} s:\n"
-                                     f"{stderr[-3000:]}") from None
-            results.append(RankResult.read(rank, proc.returncode, out, stderr))
-        return results
-
-
-class ForkedJob:
-    """A job whose ranks are forks of one launcher that imported torch once
-    (`fork_ranks.py`): the same processes, environments and outputs as `Job`, without paying
-    torch's import in every rank. `wait()` collects the results."""
-
-    def __init__(self, workdir: Path, sources: list[str], *, nodes: int, ranks_per_node: int,
-                 local_root: Path, extra: list[str], tag: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, script: Path | None = None) -> None:
+        """`script` (with `extra` as its whole argv) replaces run_rank.py."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.tag = tag
         world, port = nodes * ranks_per_node, free_port()
@@ -119,8 +77,10 @@ class ForkedJob:
                          "LOCAL_RANK": str(rank % ranks_per_node),
                          "LOCAL_WORLD_SIZE": str(ranks_per_node), "MASTER_ADDR": "127.0.0.1",
                          "MASTER_PORT": str(port)},
-                 "argv": ["--sources", *sources, "--local-root", str(local_root),
-                          "--out", f"{base}.jsonl", *extra],
+                 "script": str(script or RUNNER),
+                 "argv": list(extra or []) if script else [
+                     "--sources", *sources, "--local-root", str(local_root or workdir / "local"),
+                     "--out", f"{base}.jsonl", *(extra or [])],
                  "stderr": f"{base}.err", "rc": f"{base}.rc"} for rank, base in self.ranks]
         plan_file = workdir / f"{tag}.plan.json"
         plan_file.write_text(json.dumps(plan))
@@ -130,7 +90,7 @@ class ForkedJob:
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
 
-    def wait(self, timeout: float) -> list[RankResult]:
+    def wait(self, timeout: float = 120.0) -> list[RankResult]:
         try:
             _, stderr = self.launcher.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -151,7 +111,7 @@ class ForkedJob:
 
 def run_job(workdir: Path, sources: list[str], **kwargs) -> list[RankResult]:
     """Run a job to completion; every rank must exit 0."""
-    results = Job(workdir, sources, **kwargs).wait()
+    results = ForkedJob(workdir, sources, **kwargs).wait()
     for r in results:
         assert r.returncode == 0, f"rank {r.rank} exited {r.returncode}:\n{r.stderr[-4000:]}"
     return results

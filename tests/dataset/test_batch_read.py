@@ -78,8 +78,8 @@ def _value(encoding: str, rng: np.random.Generator):
 @settings(max_examples=15, deadline=None)
 @given(encodings=st.lists(st.one_of(_scalar, _array), min_size=1, max_size=4),
        seed=st.integers(0, 1000))
-def test_random_schemas_batch_equals_single(tmp_path_factory, encodings, seed) -> None:
-    out = tmp_path_factory.mktemp("schema")
+def test_random_schemas_batch_equals_single(fresh_dir, encodings, seed) -> None:
+    out = fresh_dir()
     columns = {f"c{i}": enc for i, enc in enumerate(encodings)}
     rng = np.random.default_rng(seed)
     with MDSWriter(columns=columns, out=out, size_limit=1 << 16) as writer:

@@ -6,7 +6,6 @@ in the training process."""
 
 from __future__ import annotations
 
-import multiprocessing
 import re
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -26,6 +25,7 @@ from tests.cache._data import peak_size, upload_dir, write_dataset
 from tests.dataset._epochs import epoch_fails, loader_epoch, raw_bytes, watched_epoch, whole_sample
 from tests.dataset._remote import train_rank
 from tests.dataset.conftest import write_ids
+from tests.support.fresh import fresh_context
 
 SAMPLES = 2000
 
@@ -131,7 +131,7 @@ def test_two_training_processes_share_the_cache_and_download_each_shard_once(
     proxy = fault_proxy()  # no faults: it only counts requests
     env = {**s3_env.env(), "S3_ENDPOINT_URL": proxy.endpoint}
     args = (env, f"s3://{name}/big", str(tmp_path / "cache"))
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(2, mp_context=fresh_context()) as pool:
         futures = [pool.submit(train_rank, *args, rank, 2) for rank in range(2)]
         results = [f.result(timeout=120) for f in futures]
     assert sorted(i for ids, _ in results for i in ids) == list(range(SAMPLES))

@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from streaming import StreamingDataset
 from streaming.errors import HashMismatchError, ObjectNotFoundError, ShardCorruptError
 from tests.dataset.conftest import write_ids
+from tests.support.loaders import drain
 
 N = 300
 
@@ -27,7 +28,7 @@ def _corrupt(path: Path) -> bytes:
 def _ids(dataset, **loader) -> list[int]:
     if not loader:
         return sorted(int(s["id"]) for s in dataset)
-    return sorted(int(i) for batch in DataLoader(dataset, batch_size=10, **loader)
+    return sorted(int(i) for batch in drain(DataLoader(dataset, batch_size=10, **loader))
                   for i in batch["id"])
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.dataset.conftest import write_ids
-from tests.dataset.harness import Job, epoch_ids, global_batches, run_job
+from tests.dataset.harness import ForkedJob, epoch_ids, global_batches, run_job
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def test_epoch_exactly_once_equal_batches_and_determinism_with_a_second_job(
         source: str, tmp_path: Path) -> None:
     args = ["--shuffle", "--epochs", "2"]
     # Two jobs at the same time on one host over the same local cache directories.
-    jobs = [Job(tmp_path / f"job{j}", [source], extra=args, local_root=tmp_path / "cache",
+    jobs = [ForkedJob(tmp_path / f"job{j}", [source], extra=args, local_root=tmp_path / "cache",
                 tag=f"job{j}") for j in range(2)]
     first, second = (job.wait() for job in jobs)
     for results in (first, second):
@@ -86,7 +86,7 @@ def test_resume_mid_epoch_same_and_smaller_topology(source: str, tmp_path: Path)
 
 def test_killed_worker_fails_the_training_process_and_next_run_starts(
         source: str, tmp_path: Path) -> None:
-    job = Job(tmp_path / "kill", [source], extra=["--kill-worker-after", "2"],
+    job = ForkedJob(tmp_path / "kill", [source], extra=["--kill-worker-after", "2"],
               local_root=tmp_path / "cache")
     results = job.wait(timeout=90)
     killed = results[0]

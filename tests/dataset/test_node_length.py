@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
-import selectors
-import subprocess
-import sys
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
@@ -15,16 +13,16 @@ import pytest
 import streaming.dataset.session as session_module
 from streaming import StreamingDataset
 from tests.dataset.conftest import write_ids
+from tests.support.fresh import fresh_context
 
-REPO = Path(__file__).resolve().parents[2]
-RANK0 = """
-import sys
-from streaming import StreamingDataset
-ds = StreamingDataset(local=sys.argv[1], shuffle=True, batch_size=4)
-print(len(ds), flush=True)
-sys.stdin.read()
-ds.close()
-"""
+
+def _rank0(env: dict[str, str], data: Path, conn: Connection) -> None:
+    """Rank 0 in a fresh process: report len(), then hold the dataset until told to go."""
+    os.environ.update(env)
+    ds = StreamingDataset(local=str(data), shuffle=True, batch_size=4)
+    conn.send(len(ds))
+    conn.recv()
+    ds.close()
 
 
 def _launcher_env(rank: int, run: str) -> dict[str, str]:
@@ -33,22 +31,18 @@ def _launcher_env(rank: int, run: str) -> dict[str, str]:
             "TORCHELASTIC_RUN_ID": run}
 
 
-def _first_line(proc: subprocess.Popen, timeout: float) -> str:
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        assert sel.select(timeout), "rank 0 did not report its length in time"
-    return proc.stdout.readline().strip()
-
-
 def test_a_second_rank_takes_its_length_from_the_published_plan(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = write_ids(tmp_path / "data", 600)
     run = secrets.token_hex(4)
-    rank0 = subprocess.Popen(
-        [sys.executable, "-c", RANK0, str(data)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO), **_launcher_env(0, run)))
+    ctx = fresh_context()
+    conn, child = ctx.Pipe()
+    rank0 = ctx.Process(target=_rank0, args=(_launcher_env(0, run), data, child))
+    rank0.start()
+    child.close()
     try:
-        assert _first_line(rank0, 120) == "300"
+        assert conn.poll(120), "rank 0 did not report its length in time"
+        assert conn.recv() == 300
         for name, value in _launcher_env(1, run).items():
             monkeypatch.setenv(name, value)
         calls: list[int] = []
@@ -66,5 +60,6 @@ def test_a_second_rank_takes_its_length_from_the_published_plan(
         finally:
             ds.close()
     finally:
-        rank0.communicate("", timeout=60)
-    assert rank0.returncode == 0
+        conn.send("go")
+        rank0.join(60)
+    assert rank0.exitcode == 0

@@ -6,47 +6,65 @@ holds the folder."""
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
-import subprocess
-import sys
+from multiprocessing.connection import Connection
 from pathlib import Path
 
-from tests.dataset.conftest import write_ids
-from tests.dataset.harness import REPO
-
-_NODE = """
-import sys
 from streaming import StreamingDataset
 from streaming.errors import CacheFolderError
-try:
-    ds = StreamingDataset(remote=sys.argv[1], local=sys.argv[2], batch_size=1)
-except CacheFolderError as exc:
-    print("refused:", exc, flush=True)
-    raise SystemExit(3)
-print("ready", len(ds), flush=True)
-sys.stdin.read()  # hold the folder until the test closes our stdin
-ds.close()
-"""
+from tests.dataset.conftest import write_ids
+
+# Each node is a fork of this process (torch is imported once), in a session of its own.
+_FORK = multiprocessing.get_context("fork")
 
 
-def _start(rank: int, remote: Path, local: Path, *, per_node: int = 1) -> subprocess.Popen:
+def _node(env: dict[str, str], remote: Path, local: Path, conn: Connection) -> None:
+    """Child side: become the rank `env` describes, open the dataset, report, and hold the
+    folder until the test says go."""
+    os.setsid()
+    os.environ.update(env)
+    try:
+        ds = StreamingDataset(remote=str(remote), local=str(local), batch_size=1)
+    except CacheFolderError as exc:
+        conn.send(f"refused: {exc}")
+        raise SystemExit(3) from None
+    conn.send(f"ready {len(ds)}")
+    conn.recv()
+    ds.close()
+
+
+class _Rank:
+    """A running node process and the test's end of its pipe."""
+
+    def __init__(self, rank: int, remote: Path, local: Path, per_node: int) -> None:
+        env = {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank % per_node),
+               "LOCAL_WORLD_SIZE": str(per_node), "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": "4242"}
+        self.conn, child = _FORK.Pipe()
+        self.proc = _FORK.Process(target=_node, args=(env, remote, local, child))
+        self.proc.start()
+        child.close()
+
+
+def _start(rank: int, remote: Path, local: Path, *, per_node: int = 1) -> _Rank:
     """Rank `rank` of a job of two ranks, `per_node` ranks a node."""
-    env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank % per_node),
-               LOCAL_WORLD_SIZE=str(per_node), MASTER_ADDR="127.0.0.1", MASTER_PORT="4242",
-               PYTHONPATH=str(REPO))
-    return subprocess.Popen([sys.executable, "-c", _NODE, str(remote), str(local)], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return _Rank(rank, remote, local, per_node)
 
 
-def _first_line(proc: subprocess.Popen) -> str:
-    assert proc.stdout is not None
-    return proc.stdout.readline().strip()
+def _first_line(node: _Rank) -> str:
+    assert node.conn.poll(120), "the node did not report within 120 s"
+    return node.conn.recv()
 
 
-def _finish(proc: subprocess.Popen) -> int:
-    proc.communicate(timeout=120)
-    return proc.returncode
+def _finish(node: _Rank) -> int:
+    if node.proc.is_alive():
+        with contextlib.suppress(OSError):  # it may exit on its own meanwhile
+            node.conn.send("go")
+    node.proc.join(120)
+    assert node.proc.exitcode is not None, "the node did not exit within 120 s"
+    return node.proc.exitcode
 
 
 def test_a_second_node_of_the_job_is_refused_while_the_first_holds_the_folder(

@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader
 from streaming import StreamingDataset
 from streaming.errors import DecompressionError
 from tests.dataset.conftest import write_ids
+from tests.support.loaders import drain
 
 
 @pytest.fixture
@@ -39,8 +40,7 @@ def _failed_epoch(ds: StreamingDataset) -> type[BaseException] | None:
     """The type of the error an epoch through two DataLoader workers ends with (the error
     itself is not kept: its traceback would keep the loader and its workers alive)."""
     try:
-        for _ in DataLoader(ds, num_workers=2, batch_size=None):
-            pass
+        drain(DataLoader(ds, num_workers=2, batch_size=None))
     except Exception as exc:
         return type(exc)
     return None

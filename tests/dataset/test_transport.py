@@ -33,6 +33,7 @@ from streaming.loader.worker_ring import (
     Sender,
     new_token,
 )
+from tests.support.loaders import drain
 from writers.mds import MDSWriter
 
 BIG = max(MIN_LEAF_BYTES, MIN_BYTES_LIST)  # goes to the ring, whatever the kind
@@ -299,8 +300,7 @@ def test_a_killed_worker_is_an_error_not_a_hang(blobs_dir: Path) -> None:
     os.kill(workers[0], signal.SIGKILL)
     start = time.monotonic()
     with pytest.raises(RuntimeError, match="worker"):
-        for _ in batches:
-            pass
+        drain(batches)
     assert time.monotonic() - start < 30
 
 

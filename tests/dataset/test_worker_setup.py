@@ -3,7 +3,6 @@ frozen and its allocator keeps freed buffers; the training process is never touc
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
 import subprocess
@@ -21,24 +20,6 @@ from streaming.util.worker import settle_worker
 
 glibc_only = pytest.mark.skipif(not hasattr(os, "confstr") or sys.platform != "linux",
                                 reason="glibc's mallopt")
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
-
-
-def _own_mapping(size: int = 8 << 20) -> bool:
-    """Whether malloc serves a `size`-byte buffer with a mapping of its own (glibc's
-    mallinfo2: hblks counts blocks allocated with mmap)."""
-    mallinfo2 = ctypes.CDLL(None).mallinfo2
-    mallinfo2.restype = _MallInfo2
-    before = mallinfo2().hblks
-    buffer = bytearray(size)
-    grew = mallinfo2().hblks > before
-    del buffer
-    return grew
 
 
 def _worker_state(samples: list) -> tuple[int, bool, list[int]]:
@@ -91,11 +72,11 @@ def _in_fresh_python(code: str, **env: str) -> str:
 
 _PROBE = """
 import sys; sys.path.insert(0, 'tests/dataset')
-from test_worker_setup import _own_mapping
-from streaming.util.malloc import keep_buffers_in_heap, tuned
-before = _own_mapping()
+from _mallinfo import own_mapping
+from streaming.util.malloc import keep_buffers_in_heap
+before = own_mapping()
 done = keep_buffers_in_heap()
-print(before, done, _own_mapping())
+print(before, done, own_mapping())
 """
 
 

@@ -1,8 +1,8 @@
 """equal_packs across nodes: each node counts only its own ranks' packs and the nodes swap
-their counts through the job's store: under two real torchrun agents, under a store hosted here
-as torchrun's agent hosts it, and under the store rank 0 hosts after a gloo process group
-starts. Without a store, or with a node that never answers, a node counts every node itself,
-with a warning, and reaches the same number."""
+their counts through the job's store: under two real torchrun agents (the agent hosts the
+store), and under the store rank 0 hosts after a gloo process group starts. Without a store,
+or with a node that never answers, a node counts every node itself, with a warning, and
+reaches the same number."""
 
 from __future__ import annotations
 
@@ -86,18 +86,14 @@ def _run(commands: list[tuple[list[str], dict[str, str]]]) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("host", ["torchrun", "agent", "rank0"])
+@pytest.mark.parametrize("host", ["torchrun", "rank0"])
 def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher, host: str) -> None:
-    """torchrun: two real agents (static rendezvous on loopback), two ranks each; agent: the
-    ranks' torchrun variables with a store hosted here as an agent hosts it; rank0: the ranks
-    join a gloo process group and rank 0's process hosts the store."""
+    """torchrun: two real agents (static rendezvous on loopback), two ranks each, the store
+    hosted by an agent; rank0: the ranks join a gloo process group and rank 0's process hosts
+    the store."""
     base = {k: v for k, v in os.environ.items() if k not in _LAUNCHER}
     script = str(Path(__file__).with_name("multinode_rank.py"))
-    store = None
-    if host == "agent":
-        store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                         timeout=timedelta(seconds=60))
-    port = store.port if store is not None else free_port()
+    port = free_port()
     if host == "torchrun":
         torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(NODES),
                     "--nproc-per-node", str(PER_NODE), "--master-addr", "127.0.0.1",
@@ -108,8 +104,7 @@ def test_nodes_count_their_own_ranks_and_swap_counts(data: Path, no_launcher, ho
         job = {"WORLD_SIZE": str(NODES * PER_NODE), "LOCAL_WORLD_SIZE": str(PER_NODE),
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                "TORCHELASTIC_RUN_ID": uuid.uuid4().hex}
-        extra = ["--init-group"] if host == "rank0" else []
-        commands = [([sys.executable, script, str(data), *extra],
+        commands = [([sys.executable, script, str(data), "--init-group"],
                      {**base, **job, "RANK": str(rank), "LOCAL_RANK": str(rank % PER_NODE),
                       "GROUP_RANK": str(rank // PER_NODE)})
                     for rank in range(NODES * PER_NODE)]

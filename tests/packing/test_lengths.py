@@ -112,8 +112,8 @@ ENCODINGS = {"a": "ndarray", "b": "ndarray:uint16", "c": "str", "d": "bytes", "e
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 300), st.integers(1, 3), st.text(max_size=20)),
                 min_size=1, max_size=40))
-def test_header_scan_equals_decoded_lengths(tmp_path_factory, rows) -> None:
-    out = tmp_path_factory.mktemp("enc")
+def test_header_scan_equals_decoded_lengths(fresh_dir, rows) -> None:
+    out = fresh_dir()
     dtypes = ["uint8", "float32", "int64"]
     with MDSWriter(columns=ENCODINGS, out=out, size_limit=1 << 12, exist_ok=True) as writer:
         for n, ndim, text in rows:

@@ -78,8 +78,8 @@ def test_missing_file_errors_name_the_path(tmp_path):
 
 
 @given(data=st.binary(max_size=3000), a=st.integers(0, 3500), b=st.integers(0, 3500))
-def test_get_range_is_slicing(tmp_path_factory, data, a, b):
-    path = tmp_path_factory.mktemp("r") / "blob"
+def test_get_range_is_slicing(fresh_dir, data, a, b):
+    path = fresh_dir() / "blob"
     path.write_bytes(data)
     start, end = min(a, b), max(a, b)
     backend = LocalBackend()

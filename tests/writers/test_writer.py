@@ -144,8 +144,8 @@ def test_empty_dataset_writes_an_empty_index(tmp_path: Path):
     sizes=st.lists(st.integers(0, 600), max_size=40),
     limit=st.integers(300, 1500),
 )
-def test_flush_rule_is_greedy_and_bounded(tmp_path_factory, sizes: list[int], limit: int):
-    out = tmp_path_factory.mktemp("prop")
+def test_flush_rule_is_greedy_and_bounded(fresh_dir, sizes: list[int], limit: int):
+    out = fresh_dir()
     columns = {"blob": "bytes"}
     samples = [{"blob": bytes([i % 256]) * n} for i, n in enumerate(sizes)]
     _write(out, samples, columns, size_limit=limit, exist_ok=True)
