@@ -1,9 +1,11 @@
 """Stopping a DataLoader iterator's worker processes as soon as its iteration failed.
 
 A torch DataLoader iterator whose loop raised stays alive as long as the traceback refers to
-it, usually until the garbage collector breaks the cycle; torch's shutdown from there waits out
-its full join timeout (5 s) for every worker, and the workers live on until then. Shutting
-them down where the error passes costs nothing and leaves no process behind.
+it, usually until the garbage collector breaks the cycle, and its workers live on until then.
+Torch's shutdown from the collector cannot reach them: the collector has already run the
+finalizers that close the iterator's queues, so the stop message is never sent, and each
+worker is killed only after the full join timeout (5 s). Shutting them down where the error
+passes costs nothing and leaves no process behind.
 """
 
 from __future__ import annotations
