@@ -18,6 +18,7 @@ from streaming.loader import worker_ring as transport
 from streaming.loader.checks import check_batch_size, check_resumable
 from streaming.loader.default_collate import Ragged, collate, collate_numpy, convert, tensors
 from streaming.loader.unannotated_next import unannotated
+from streaming.loader.worker_stop import stop_workers
 from streaming.observe.metrics import (
     Meter,
     StreamCounts,
@@ -234,7 +235,8 @@ class StreamingDataLoader(DataLoader):
             meter.start()
         self._count_worker_reads()
         asked = time.perf_counter_ns()
-        batches = unannotated(super().__iter__())
+        torch_iter = super().__iter__()
+        batches = unannotated(torch_iter)
         try:
             for batch in batches:
                 if receiver is not None:
@@ -254,6 +256,10 @@ class StreamingDataLoader(DataLoader):
                 yield batch
                 if meter is not None:
                     asked = time.perf_counter_ns()
+        except Exception:
+            if not self.persistent_workers:
+                stop_workers(torch_iter)
+            raise
         finally:
             if self._streams is not None:
                 self._streams.fold(self._meter.samples)

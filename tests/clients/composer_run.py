@@ -4,7 +4,9 @@
 saving checkpoints mid-epoch and on epoch 0's last batch into OUT/ckpt, and at `1ep` into
 OUT/ckpt/1ep, and writes
 each batch's sample ids, with Composer's epoch and batch counters, as JSON lines to
-OUT/batches-rank<R>.jsonl. With `--load`, each given checkpoint is resumed in turn by a new
+OUT/batches-rank<R>.jsonl; that run also logs the loader metrics every 5 batches
+(StreamingMetricsCallback into an InMemoryLogger) and writes the logged sample counts to
+OUT/metrics-rank<R>.json. With `--load`, each given checkpoint is resumed in turn by a new
 Trainer (and dataset) of this process, writing OUT/resumed-<name>-rank<R>.jsonl. Started once per
 rank, with torch.distributed's launcher variables, for the two-rank runs (gloo).
 """
@@ -25,11 +27,12 @@ use_standins()
 
 from composer import Callback, Event, State, Trainer  # noqa: E402
 from composer.callbacks import CheckpointSaver  # noqa: E402
-from composer.loggers import Logger  # noqa: E402
+from composer.loggers import InMemoryLogger, Logger  # noqa: E402
 from composer.models import ComposerModel  # noqa: E402
 from composer.utils import dist  # noqa: E402
 
 from streaming import StreamingDataLoader, StreamingDataset  # noqa: E402
+from streaming.integrations.composer_metrics import StreamingMetricsCallback  # noqa: E402
 
 BATCH, WORKERS, MID = 4, 2, 5  # MID: the mid-epoch checkpoint's batch
 
@@ -76,14 +79,17 @@ def savers(folder: Path, per_epoch: int) -> list[Callback]:
             CheckpointSaver(str(folder / "1ep"), save_interval=on_epoch, latest_filename=None)]
 
 
-def trainer(data: Path, record: Path, ckpt: Path | None, load: str | None) -> Trainer:
+def trainer(data: Path, record: Path, ckpt: Path | None, load: str | None,
+            memory: InMemoryLogger | None = None) -> Trainer:
     ds = StreamingDataset(local=str(data), shuffle=True, shuffle_seed=7, batch_size=BATCH)
     loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=WORKERS)
     per_epoch = len(loader)
     callbacks = [Recorder(record), *(savers(ckpt, per_epoch) if ckpt else [])]
+    if memory is not None:
+        callbacks.append(StreamingMetricsCallback(every=5))
     return Trainer(model=Tiny(), train_dataloader=loader, max_duration="2ep",
                    callbacks=callbacks, device="cpu", progress_bar=False,
-                   log_to_console=False, loggers=[], load_path=load)
+                   log_to_console=False, loggers=[memory] if memory else [], load_path=load)
 
 
 def main() -> None:
@@ -94,7 +100,11 @@ def main() -> None:
     args = parser.parse_args()
     rank = dist.get_global_rank()
     if not args.load:
-        trainer(args.data, args.out / f"batches-rank{rank}.jsonl", args.out / "ckpt", None).fit()
+        memory = InMemoryLogger()
+        trainer(args.data, args.out / f"batches-rank{rank}.jsonl", args.out / "ckpt", None,
+                memory).fit()
+        logged = [value for _, value in memory.data["data/samples"]]
+        (args.out / f"metrics-rank{rank}.json").write_text(json.dumps(logged))
     for ckpt in args.load:
         name = Path(ckpt).name.split("-rank")[0]
         run = trainer(args.data, args.out / f"resumed-{name}-rank{rank}.jsonl", None, ckpt)

@@ -1,6 +1,7 @@
 """Composer's Trainer with StreamingDataLoader: checkpoints taken mid-epoch, on the epoch's last
 batch and at `1ep`, each resumed by a new process, continue the uninterrupted run batch for batch
-(one rank, and two ranks over gloo).
+(one rank, and two ranks over gloo); the one-rank run also logs the loader metrics through
+StreamingMetricsCallback.
 
 Composer imports torchvision at start-up; these runs use the stand-in in tests/support/standins
 (see tests/support/clients.py), since the index's torchvision wheel does not load beside CPU torch.
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -77,16 +79,31 @@ def run(data: Path, out: Path, ranks: int, load: list[str]) -> None:
     launch([str(SCRIPT), *args], out, timeout=300, ranks=ranks)
 
 
+@pytest.fixture(scope="module")
+def full_run(data, tmp_path_factory) -> Callable[[int], Path]:
+    """`full_run(ranks)`: the folder of the uninterrupted run on `ranks` ranks (made once)."""
+    made: dict[int, Path] = {}
+
+    def get(ranks: int) -> Path:
+        if ranks not in made:
+            out = tmp_path_factory.mktemp(f"composer-{ranks}-ranks")
+            run(data, out, ranks, [])
+            made[ranks] = out
+        return made[ranks]
+
+    return get
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("ranks", [1, 2])
-def test_resumes_equal_the_uninterrupted_run(data, tmp_path, ranks) -> None:
-    run(data, tmp_path, ranks, [])
+def test_resumes_equal_the_uninterrupted_run(full_run, data, ranks) -> None:
+    out = full_run(ranks)
     per_epoch = SAMPLES // 4 // ranks
     ckpts = {"ep0-ba5": 5, f"ep0-ba{per_epoch}": per_epoch, f"1ep/ep1-ba{per_epoch}": per_epoch}
-    paths = [tmp_path / "ckpt" / f"{name}-rank0.pt" for name in ckpts]  # rank 0 saves for all
+    paths = [out / "ckpt" / f"{name}-rank0.pt" for name in ckpts]  # rank 0 saves for all
     assert all(p.is_file() for p in paths)
-    run(data, tmp_path, ranks, [str(p) for p in paths])
-    fulls = [rows(tmp_path / f"batches-rank{rank}.jsonl") for rank in range(ranks)]
+    run(data, out, ranks, [str(p) for p in paths])
+    fulls = [rows(out / f"batches-rank{rank}.jsonl") for rank in range(ranks)]
     for epoch in range(2):  # every sample once per epoch over the ranks
         part = slice(epoch * per_epoch, (epoch + 1) * per_epoch)
         assert sorted(i for full in fulls for r in full[part] for i in r["ids"]) == list(
@@ -94,5 +111,13 @@ def test_resumes_equal_the_uninterrupted_run(data, tmp_path, ranks) -> None:
     for rank, full in enumerate(fulls):
         assert len(full) == 2 * per_epoch
         for name, done in ckpts.items():
-            resumed = rows(tmp_path / f"resumed-{Path(name).name}-rank{rank}.jsonl")
+            resumed = rows(out / f"resumed-{Path(name).name}-rank{rank}.jsonl")
             assert resumed == full[done:], (name, rank)
+
+
+@pytest.mark.slow
+def test_composer_logs_loader_metrics(full_run) -> None:
+    """StreamingMetricsCallback in the one-rank run logged through Composer's InMemoryLogger
+    every 5 of its 48 batches (2 epochs of 24 batches of 4), counting samples across epochs."""
+    logged = json.loads((full_run(1) / "metrics-rank0.json").read_text())
+    assert logged == [20.0 * k for k in range(1, 10)]

@@ -1,4 +1,7 @@
-"""Spark DataFrames convert partition by partition (pyspark local mode; skipped without it)."""
+"""Spark DataFrames convert partition by partition (pyspark local mode; skipped without it),
+locally and straight to S3, GCS and Azure: each partition uploads its part, the driver
+publishes the merged index last, and the dataset reads back in order. One Spark session serves
+the module (starting one is most of a test's cost)."""
 
 from __future__ import annotations
 
@@ -6,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from streaming import StreamingDataset
 from streaming.errors import OutputExistsError
+from tests.backends._stores import AzureStore, GCSStore
 from tests.convert._util import read_samples
 from tests.support.spark import local_spark
 
@@ -16,8 +21,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def spark(s3_server):
-    with local_spark("mds-convert-test", s3_server.env()) as session:
+def spark(s3_server, gcs_server, azurite_server):
+    env = {**s3_server.env(), **gcs_server.env(), **azurite_server.env()}
+    with local_spark("mds-convert-test", env) as session:
         yield session
 
 
@@ -135,3 +141,30 @@ def test_dataframe_to_mds_appends_and_overwrites(spark, tmp_path: Path):
     dataframe_to_mds(frame(100, 6), out, mode="overwrite")
     assert [g["id"] for g in read_samples(out)] == list(range(100, 106))
     assert sorted(p.name for p in out.iterdir()) == ["index.json", "part-00004", "part-00005"]
+
+
+@pytest.mark.parametrize("kind", ["gcs", "azure"])
+def test_dataframe_to_mds_straight_to_the_store(spark, kind, gcs_server, azurite_server,
+                                                tmp_path):
+    from pyspark.sql import types as T
+
+    from writers.convert import dataframe_to_mds
+
+    store = GCSStore(gcs_server) if kind == "gcs" else AzureStore(azurite_server)
+    space = store.space()
+    schema = T.StructType([T.StructField("id", T.LongType()),
+                           T.StructField("text", T.StringType())])
+    rows = [(i, f"row {i}") for i in range(300)]
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 3), schema)
+    url = store.url(space, "spark-out")
+    result = dataframe_to_mds(df, url, compression="zstd", size_limit="2kb")
+    assert result["parts"] == 3 and result["samples"] == 300
+    assert result["index"] == f"{url}/index.json"
+    assert {name.split("/")[0] for name in store.read_dir(space, "spark-out")} == {
+        "index.json", "part-00000", "part-00001", "part-00002"}
+    ds = StreamingDataset(remote=url, local=str(tmp_path / "cache"))
+    try:
+        got = [ds[i] for i in range(ds.num_samples)]
+    finally:
+        ds.close()
+    assert [(int(g["id"]), g["text"]) for g in got] == rows

@@ -1,12 +1,10 @@
 """The loader-metrics callbacks in real training runs: Lightning's Trainer logs them through its
-CSV logger, Composer's through its in-memory logger."""
+CSV logger. (Composer's, through its in-memory logger, is checked in the Composer run of
+tests/clients/test_composer.py.)"""
 
 from __future__ import annotations
 
 import csv
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,6 @@ import torch
 
 from streaming import StreamingDataLoader, StreamingDataset
 from tests.dataset.conftest import write_ids
-from tests.support.clients import child_env, require
 
 SAMPLES, BATCH = 96, 4
 
@@ -52,14 +49,3 @@ def test_lightning_logs_loader_metrics(tmp_path):
     assert [float(r["data/samples"]) for r in logged] == [20.0, 40.0, 60.0, 80.0]
     assert all(float(r["data/samples_per_s"]) > 0 for r in logged)
     assert "data/stream/0/samples" in logged[0] and "data/cache/hits" in logged[0]
-
-
-def test_composer_logs_loader_metrics(tmp_path):
-    """In a child process: Composer needs the torchvision stand-in on its path, which must not
-    leak into the other tests of this process (tests/support/clients.py)."""
-    require("composer")
-    run = subprocess.run([sys.executable, str(Path(__file__).with_name("composer_metrics_run.py")),
-                          str(tmp_path)], env=child_env(), capture_output=True, text=True,
-                         timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads(run.stdout.strip().splitlines()[-1]) == [20.0, 40.0, 60.0, 80.0]

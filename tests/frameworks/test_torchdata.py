@@ -1,7 +1,8 @@
 """torchdata's StatefulDataLoader over a StreamingDataset: a state saved at any step (mid-epoch,
 after an epoch's last batch, after the epoch ended, in a later epoch) resumes in a new process
 with exactly the batches the uninterrupted run went on with, for 0, 2 and 3 workers, with
-persistent workers on and off, and over packed batches."""
+persistent workers on and off, and over packed batches. One new process resumes the states of
+every configuration (each by a fresh loader and dataset)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ pytest.importorskip("torchdata.stateful_dataloader")
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES, BATCH, LOOPS = 120, 4, 2
 PACKED_SAMPLES = 150  # ~24 batches of 2 packs of 256 tokens
-TIMEOUT = 240  # seconds for the resuming process
+TIMEOUT = 240  # seconds for the resuming process (every configuration)
 
 
 def _uninterrupted(options: dict) -> tuple[list[list[list[int]]], dict[str, dict]]:
@@ -45,52 +46,70 @@ def _uninterrupted(options: dict) -> tuple[list[list[list[int]]], dict[str, dict
     return loops, states
 
 
-def _resume(options: dict, cases: list[dict], tmp_path: Path) -> list:
-    spec, out = tmp_path / "cases.json", tmp_path / "out.json"
-    spec.write_text(json.dumps({"options": options, "cases": cases}))
+PLAIN = [(0, False), (2, False), (2, True), (3, False)]  # (workers, persistent)
+PACKED = [(0, False), (2, True), (3, False)]
+
+
+def _expected(loops: list[list[list[int]]]) -> dict[str, list]:
+    """What a loader resumed from each saved state yields, loop by loop."""
+    return {"mid": [loops[0][11:], loops[1]], "last": [[], loops[1]], "end": [loops[1]],
+            "later": [loops[1][5:]]}
+
+
+@pytest.fixture(scope="module")
+def resumed_runs(tmp_path_factory) -> dict[tuple, tuple[int, list, dict, list]]:
+    """Every configuration's uninterrupted loops (in this process) and what loaders resumed
+    from its states yield, all resumed by one new process: {(kind, workers, persistent):
+    (samples, loops, expected, resumed)}."""
+    from tests.packing.datasets import write_tokens
+
+    root = tmp_path_factory.mktemp("torchdata")
+    plain = write_ids(root / "plain", SAMPLES)
+    write_tokens(root / "packed", PACKED_SAMPLES, max_len=100)
+    configs = {("plain", w, p): ({"data": str(plain), "workers": w, "persistent": p,
+                                  "batch_size": BATCH}, SAMPLES) for w, p in PLAIN}
+    configs.update({("packed", w, p): ({"data": str(root / "packed"), "workers": w,
+                                        "persistent": p, "batch_size": 1, "packing": True},
+                                       PACKED_SAMPLES) for w, p in PACKED})
+    runs, spec = {}, []
+    for key, (options, samples) in configs.items():
+        loops, states = _uninterrupted(options)
+        expected = _expected(loops)
+        runs[key] = (samples, loops, expected)
+        spec.append({"options": options,
+                     "cases": [{"state": states[n], "loops": len(expected[n])}
+                               for n in expected]})
+    resumed = _resume(spec, root)
+    return {key: (*runs[key], got) for key, got in zip(configs, resumed)}
+
+
+def _resume(runs: list[dict], folder: Path) -> list:
+    spec, out = folder / "runs.json", folder / "out.json"
+    spec.write_text(json.dumps(runs))
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).with_name("torchdata_resume.py")),
-         "--cases", str(spec), "--out", str(out)],
+         "--runs", str(spec), "--out", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("workers", "persistent"),
-                         [(0, False), (2, False), (2, True), (3, False)])
-def test_resume_in_new_process_continues_exactly(tmp_path, workers, persistent) -> None:
-    data = write_ids(tmp_path / "src", SAMPLES)
-    options = {"data": str(data), "workers": workers, "persistent": persistent,
-               "batch_size": BATCH}
-    _check_resumes(options, SAMPLES, tmp_path)
+@pytest.mark.parametrize(("workers", "persistent"), PLAIN)
+def test_resume_in_new_process_continues_exactly(resumed_runs, workers, persistent) -> None:
+    _check_resumes(*resumed_runs[("plain", workers, persistent)])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("workers", "persistent"), [(0, False), (2, True), (3, False)])
-def test_packed_batches_resume_exactly(tmp_path, workers, persistent) -> None:
-    from tests.packing.datasets import write_tokens
-
-    write_tokens(tmp_path / "src", PACKED_SAMPLES, max_len=100)
-    options = {"data": str(tmp_path / "src"), "workers": workers, "persistent": persistent,
-               "batch_size": 1, "packing": True}
-    _check_resumes(options, PACKED_SAMPLES, tmp_path)
+@pytest.mark.parametrize(("workers", "persistent"), PACKED)
+def test_packed_batches_resume_exactly(resumed_runs, workers, persistent) -> None:
+    _check_resumes(*resumed_runs[("packed", workers, persistent)])
 
 
-def _check_resumes(options: dict, samples: int, tmp_path: Path) -> None:
-    loops, states = _uninterrupted(options)
+def _check_resumes(samples: int, loops: list, expected: dict, resumed: list) -> None:
     assert all(sorted(i for b in loop for i in b) == list(range(samples)) for loop in loops)
     assert loops[0] != loops[1]
-    expected = {
-        "mid": [loops[0][11:], loops[1]],
-        "last": [[], loops[1]],
-        "end": [loops[1]],
-        "later": [loops[1][5:]],
-    }
-    names = list(expected)
-    cases = [{"state": states[n], "loops": len(expected[n])} for n in names]
-    resumed = _resume(options, cases, tmp_path)
-    for name, got in zip(names, resumed):
+    for name, got in zip(expected, resumed):
         assert got == expected[name], f"resumed from {name!r}"
 
 
