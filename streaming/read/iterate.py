@@ -30,8 +30,8 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
     batch, no per-sample dicts; with `views` too, `bytes` values are memoryviews of the
     chunk's buffer, for a consumer that copies them at once). The first chunk is read here and
     handed over before any other read; then the rows of chunk k + 1 are copied out by a reader
-    thread (positional reads release the GIL) while chunk k is decoded in one vectorised pass. `item(i)`, when
-    given, replaces the direct read (a user's `__getitem__` override; samples only).
+    thread (positional reads release the GIL) while chunk k is decoded in one vectorised pass.
+    `item(i)`, when given, replaces the direct read (a `__getitem__` override; samples only).
 
     The shards the source marks pinned are read under a pin, one at a time, through a
     descriptor closed after each read (`rows.open_file` validates a shard once per pass),
