@@ -197,22 +197,3 @@ def _body(conn: http.client.HTTPConnection, response: http.client.HTTPResponse, 
     finally:
         conn.close()
 
-
-def quick_get(bucket: str, key: str, endpoint: str | None, region: str | None,
-              timeout: float) -> bytes | None:
-    """The whole object `key` of `bucket`, or None when this path cannot fetch it (see the
-    module's docstring); never raises for a failed request.
-
-    Args:
-        bucket: the bucket's name.
-        key: the object's key.
-        endpoint: an S3-compatible service's URL (`S3_ENDPOINT_URL`), or None for AWS.
-        region: the region to sign for (None: from the environment).
-        timeout: seconds for the connection and for each read.
-    """
-    try:
-        body = quick_stream(bucket, key, endpoint, region, connect_timeout=timeout,
-                            read_timeout=timeout)
-        return None if body is None else b"".join(body)
-    except StorageError:
-        return None
