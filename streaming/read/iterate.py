@@ -71,11 +71,10 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
                     source.advance(bounds[k])
                     fetched = fetch(k) if pending is None else pending.result()
                     tally_chunk(rows.tally, fetched)
-                    ahead = k + 2 < len(bounds)
-                    if ahead and k > 0:
+                    if k > 0 and k + 2 < len(bounds):
                         pending = reads.start(k + 1)
                     yield decode(fetched, columns, views)
-                    if ahead and k == 0:
+                    if k == 0 and len(bounds) > 2:
                         pending = reads.start(1)
         source.check()
     finally:
