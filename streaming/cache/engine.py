@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 
 PREPARE_THREADS = 4  # shards prepared at once (decompression and downloads release the GIL)
 LOCK_SLACK = 4096  # bytes reserved per preparation for the small lock files it creates
-REFRESH_STEPS = 8  # a reader rewrites its horizon at most this often (in samples)
 
 
 def shard_footprint(facts: ShardFacts, streams: Sequence[Stream]) -> Footprint:
@@ -237,9 +236,10 @@ class CacheEngine:
     def advance(self, position: int) -> None:
         """The reader is at step `position` of the sequence given to `follow`."""
         self._position = int(position)
-        self.slot.advance(self._position)
         if self._position >= self._refresh_at:
             self._publish(self._position)
+        else:
+            self.slot.advance(self._position)
         self._wake.set()
 
     def _publish(self, position: int, window: int = 16) -> None:
@@ -252,10 +252,9 @@ class CacheEngine:
         runs = horizon_runs(seq.shard, seq.entries, seq.previous, r0,
                             reader.table.horizon, self.prefetch_threads, window)
         reader.publish(seq.shard[runs], seq.start[runs], seq.end[runs], position)
-        # Refresh when the current run ends (a shard read again later then shows its next use
-        # instead of looking finished), but at most every REFRESH_STEPS steps.
-        later = seq.end[runs[0]] if len(runs) else seq.length
-        self._refresh_at = max(int(later), position + REFRESH_STEPS)
+        # Publish again once the current run ends: until then every listed run is still ahead
+        # (runs follow one another), so no shard read again later looks finished.
+        self._refresh_at = int(seq.end[runs[0]]) if len(runs) else seq.length
 
     # ----- the reader side ---------------------------------------------------------------
     def acquire(self, shard: int, *, wait: bool = True) -> Path | None:

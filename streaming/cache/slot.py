@@ -1,6 +1,6 @@
 """One reader's slot in the node's `CacheTable`: claimed when the reader attaches, given back
-when it closes. The slot's row holds the reader's pins, progress, horizon and counters; only the
-reader owning it writes the row, so none of these needs the table's lock."""
+when it closes. The slot's row holds the reader's pins, horizon (with its step) and counters;
+only the reader owning it writes the row, so none of these needs the table's lock."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from streaming.cache import horizon
 from streaming.cache.table import CacheTable
 from streaming.errors import CoordinationError
 
@@ -82,16 +83,17 @@ class ReaderSlot:
             pins[held[0]] = -1
 
     def advance(self, position: int) -> None:
-        """Record that the reader is at step `position` of its sequence.
+        """Record that the reader is at step `position` of its sequence (every run its published
+        horizon lists must end after it: publish again when one has ended).
 
         Args:
             position: the reader's step.
         """
-        self.table.progress[self.index] = position
+        horizon.move(self.table, self.index, position)
 
     def publish(self, shards: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                 position: int) -> None:
-        """Write the reader's horizon: its next distinct `shards` (at most the table's
+        """Make the reader's horizon its next distinct `shards` (at most the table's
         `horizon`), the steps at which it starts and stops reading each, and its position.
 
         Args:
@@ -100,13 +102,7 @@ class ReaderSlot:
             ends: the step after each one's last read in that run.
             position: the reader's step now.
         """
-        n, i = len(shards), self.index
-        row = np.full(self.table.horizon, -1, np.int64)
-        row[:n] = shards
-        self.table.horizon_starts[i, :n] = starts
-        self.table.horizon_ends[i, :n] = ends
-        self.table.horizon_shards[i] = row
-        self.table.progress[i] = position
+        horizon.publish(self.table, self.index, shards, starts, ends, position)
 
     def free(self) -> bool:
         """Give the slot back; True when no live reader is left on the table (caller holds the

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from streaming.cache import disk
+from streaming.cache import disk, horizon
 from streaming.cache import table as tb
-from streaming.cache.evict import choose_victims, next_use
+from streaming.cache.evict import choose_victims
 from streaming.cache.limit import Footprint, MinimumLimit, check_limit, minimum_limit
 from streaming.cache.shard_files import ShardFiles
 from streaming.cache.slot import ReaderSlot
@@ -194,9 +194,7 @@ class CacheSpace:
 
     def _distances(self, alive: np.ndarray) -> np.ndarray:
         """Steps until each shard's next use by a live reader (int64 max: none known)."""
-        table = self.table
-        return next_use(table.horizon_shards[alive], table.horizon_starts[alive],
-                        table.horizon_ends[alive], table.progress[alive], table.num_shards)
+        return horizon.snapshot(self.table, alive).next_use(self.table.num_shards)
 
     def _make_room(self, cost: int, farther_than: int) -> bool:
         """Evict until `cost` more bytes fit under the limit (caller holds the lock)."""

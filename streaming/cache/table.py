@@ -4,9 +4,10 @@ same cache folders maps, guarded by one coord FileLock for state changes.
 
 Layout: globals, then five per-shard columns (state, owner reader + 1, bytes on disk, bytes
 reserved for an in-flight preparation, failed attempts), then one row per reader slot (process
-identity, progress, counters, pinned shards, and its horizon: the next shards it will need and
-the steps at which it starts and stops reading each). A slot row is written only by the reader
-owning it, so pins and progress cost no lock; everything else changes under the lock.
+identity, counters, pinned shards, and two buffers for its horizon: the reader's step, the next
+shards it will need and the steps at which it starts and stops reading each; `cache.horizon`
+publishes and reads them). A slot row is written only by the reader owning it, so pins and
+horizons cost no lock; everything else changes under the lock.
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ ABSENT, PREPARING, PRESENT, EVICTING = 0, 1, 2, 3
 STATE_NAMES = ("absent", "preparing", "present", "evicting")
 
 LOCK_TIMEOUT = 30.0  # the lock is only ever held for bookkeeping and unlinks
-MAGIC = 0x53444343_00000002  # "SDCC" v2
+MAGIC = 0x53444343_00000003  # "SDCC" v3
 _GLOBALS = 8  # magic, shards, slots, pins, horizon, then the three words below
 OTHER_BYTES, NODE_LIMIT, NODE_DOWNLOADS = 5, 6, 7  # global words written after creation
 _COLUMNS = 5  # state, owner, disk, reserved, fails
-_IDENTITY = 6  # pid, start, pidns, progress, the slot's cache_limit and max_downloads
-PROGRESS, ASKED_LIMIT, ASKED_DOWNLOADS = 3, 4, 5  # identity words a slot's owner writes
+_IDENTITY = 6  # pid, start, pidns, horizon version, the slot's cache_limit and max_downloads
+VERSION, ASKED_LIMIT, ASKED_DOWNLOADS = 3, 4, 5  # identity words a slot's owner writes
 # Slot columns of the counters, in COUNTERS order.
 HITS, MISSES, DOWNLOADS, BYTES, EVICTIONS, WAIT = (_IDENTITY + i for i in range(len(COUNTERS)))
 
@@ -56,22 +57,21 @@ class CacheTable:
         n = self.num_shards
         cols = arr[_GLOBALS:_GLOBALS + _COLUMNS * n].reshape(_COLUMNS, n)
         self.state, self.owner, self.disk, self.reserved, self.fails = cols
-        width = _IDENTITY + len(COUNTERS) + self.num_pins + 3 * self.horizon
+        width = _IDENTITY + len(COUNTERS) + self.num_pins + 2 * _buffer(self.horizon)
         self.slots = arr[_GLOBALS + _COLUMNS * n:].reshape(self.num_slots, width)
         c = _IDENTITY + len(COUNTERS)
         self.counters = self.slots[:, _IDENTITY:c]
         self.pins = self.slots[:, c:c + self.num_pins]
-        self.horizon_shards = self.slots[:, c + self.num_pins:c + self.num_pins + self.horizon]
-        h = c + self.num_pins + self.horizon
-        self.horizon_starts = self.slots[:, h:h + self.horizon]
-        self.horizon_ends = self.slots[:, h + self.horizon:]
-        self.progress = self.slots[:, PROGRESS]
+        self.horizon_versions = self.slots[:, VERSION]
+        # [slot, buffer, word]: the reader's step, then its horizon's shards, starts and ends
+        self.horizon_buffers = self.slots[:, c + self.num_pins:].reshape(
+            self.num_slots, 2, _buffer(self.horizon))
 
     @staticmethod
     def size(num_shards: int, slots: int, pins: int, horizon: int) -> int:
         """Number of int64 words the table occupies."""
         return (_GLOBALS + _COLUMNS * num_shards
-                + slots * (_IDENTITY + len(COUNTERS) + pins + 3 * horizon))
+                + slots * (_IDENTITY + len(COUNTERS) + pins + 2 * _buffer(horizon)))
 
     @classmethod
     def open(cls, token: str, num_shards: int, *, slots: int = 256, pins: int = 4,
@@ -95,7 +95,7 @@ class CacheTable:
             seg.array[:5] = (MAGIC, num_shards, slots, pins, horizon)
             table = cls(seg, lock, created=True)
             table.pins[:] = -1
-            table.horizon_shards[:] = -1
+            table.horizon_buffers[:, :, 1:1 + horizon] = -1
             if init is not None:
                 init(table)
             return table
@@ -156,7 +156,7 @@ class CacheTable:
                 on_dead_owner(int(shard))
             self.slots[slot, :6] = (me.pid, me.start, me.pidns, 0, 0, 0)
             self.pins[slot] = -1
-            self.horizon_shards[slot] = -1
+            self._clear_horizon(slot)
             return slot
         raise CoordinationError(
             f"all {self.num_slots} reader slots of the shared cache table {self.segment.path} "
@@ -166,10 +166,15 @@ class CacheTable:
         """Give the slot back (its counters stay, so node totals keep counting); its limits
         stop counting (caller holds the lock)."""
         self.pins[slot] = -1
-        self.horizon_shards[slot] = -1
+        self._clear_horizon(slot)
         self.slots[slot, :3] = 0
         self.slots[slot, ASKED_LIMIT:ASKED_DOWNLOADS + 1] = 0
         self._settle_asks()
+
+    def _clear_horizon(self, slot: int) -> None:
+        """No known shard in either of the slot's horizon buffers (caller holds the lock)."""
+        self.horizon_buffers[slot, :, 0] = 0
+        self.horizon_buffers[slot, :, 1:1 + self.horizon] = -1
 
     def ask(self, slot: int, limit: int, downloads: int) -> None:
         """Record the cache_limit and download concurrency the slot's reader asked for (0: no
@@ -199,3 +204,7 @@ class CacheTable:
     def close(self) -> None:
         self.segment.close()
 
+
+def _buffer(horizon: int) -> int:
+    """Words in one horizon buffer: the reader's step, then shards, starts and ends."""
+    return 1 + 3 * horizon

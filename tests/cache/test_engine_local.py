@@ -236,7 +236,8 @@ def test_four_readers_finish_at_exactly_the_minimum_limit(source, tmp_path, shuf
 
 
 def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
-    from streaming.cache.evict import NEVER, next_use
+    from streaming.cache.evict import NEVER
+    from streaming.cache.horizon import snapshot
 
     handle = _open(source, tmp_path / "c")
     engine = CacheEngine(handle.preparer, predownload=1, prefetch_threads=1)
@@ -246,10 +247,7 @@ def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
     table, slot = engine.table, engine.slot.index
 
     def distances() -> list[int]:
-        rows = slice(slot, slot + 1)
-        d = next_use(table.horizon_shards[rows], table.horizon_starts[rows],
-                     table.horizon_ends[rows], table.progress[rows], table.num_shards)
-        return d[:4].tolist()
+        return snapshot(table, np.array([slot])).next_use(table.num_shards)[:4].tolist()
 
     assert distances() == [0, 3, 16, NEVER]
     engine.advance(10)  # inside shard 1's run; shard 0 comes back at 13
@@ -259,10 +257,28 @@ def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
     engine.close()
 
 
+def test_a_shard_read_again_later_keeps_its_next_use_after_each_run(source, tmp_path):
+    from streaming.cache.horizon import snapshot
+    from tests.cache.test_horizon import true_next_use
+
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, predownload=1, prefetch_threads=1)
+    # shard 0 for three steps, shard 1 for two, shard 0 again from step 30
+    seq = np.array([0] * 3 + [1] * 2 + [2] * 25 + [0] * 3)
+    engine.follow(seq)
+    engine.stop()
+    rows = np.array([engine.slot.index])
+    for position in range(len(seq)):
+        engine.advance(position)
+        got = snapshot(engine.table, rows).next_use(engine.table.num_shards)[:3]
+        assert got.tolist() == true_next_use(seq, position, 3).tolist(), position
+    engine.close()
+
+
 def test_the_next_blocks_shards_are_prefetched_far_beyond_predownload(source, tmp_path):
     import time
 
-    from streaming.cache.evict import next_use
+    from streaming.cache.horizon import snapshot
 
     handle = _open(source, tmp_path / "c")
     engine = CacheEngine(handle.preparer, predownload=4, prefetch_threads=2)
@@ -280,9 +296,7 @@ def test_the_next_blocks_shards_are_prefetched_far_beyond_predownload(source, tm
     # after that is beyond the lookahead
     assert (table.state[2:4] == tb.PRESENT).all()
     assert (table.state[4:6] == tb.ABSENT).all()
-    rows = slice(slot, slot + 1)
-    d = next_use(table.horizon_shards[rows], table.horizon_starts[rows],
-                 table.horizon_ends[rows], table.progress[rows], table.num_shards)
+    d = snapshot(table, np.array([slot])).next_use(table.num_shards)
     assert d[2] == int(np.argmax(seq == 2)) and d[3] == int(np.argmax(seq == 3))
     engine.close()
 

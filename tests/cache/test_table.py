@@ -18,7 +18,7 @@ def test_the_node_limit_and_downloads_are_the_smallest_live_asks():
             table.ask(a, 5000, 0)  # 0: no wish
             table.ask(b, 3000, 6)
         assert (table.node_limit, table.node_downloads) == (3000, 6)
-        assert table.slots[b, tb.ASKED_LIMIT] == 3000 and table.progress[b] == 0
+        assert table.slots[b, tb.ASKED_LIMIT] == 3000 and table.horizon_versions[b] == 0
         with table.locked():
             table.free_slot(b)  # its wishes leave with it
         assert (table.node_limit, table.node_downloads) == (5000, None)
