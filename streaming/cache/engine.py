@@ -215,6 +215,7 @@ class CacheEngine:
     # ----- the reader's plan -------------------------------------------------------------
     def follow(self, shards: np.ndarray) -> None:
         """Start prefetching for a reader that will read one sample of `shards[i]` per step i."""
+        space = self.space  # first, since in a forked child it resets what is set below
         self.stop()
         self._errors.clear()  # a new pass tries again what failed in the last one
         seq = np.asarray(shards, np.int64).reshape(-1)
@@ -225,7 +226,7 @@ class CacheEngine:
         self._position = 0
         self._refresh_at = 0
         self._publish(0)
-        self.space.trim()
+        space.trim()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._prefetch, daemon=True,
                                           name=f"streaming-cache-{self.slot.index}.{i}")

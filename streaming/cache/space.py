@@ -25,6 +25,12 @@ from streaming.errors import CacheLimitError, CacheSpaceError
 
 log = logging.getLogger("streaming.cache.engine")  # one logger for all the engine does
 
+# Share of the cache_limit that prefetches in flight may hold between them (one may always
+# start). A preparation holds its compressed and raw bytes until it ends; without this cap, many
+# prefetches under a tight limit crowd out the shards readers are reading, which are then evicted
+# and fetched again.
+PREFETCH_SHARE = 0.5
+
 
 class BringOutcome(enum.Enum):
     """What `CacheSpace.bring` found or did."""
@@ -115,6 +121,8 @@ class CacheSpace:
             slots = table.node_downloads
             if slots is not None and int((table.state == tb.PREPARING).sum()) >= slots:
                 return BringOutcome.AT_LIMIT
+            if farther_than > 0 and limit is not None and self._prefetches_full(cost, limit):
+                return BringOutcome.AT_LIMIT
             if not self._make_room(cost, farther_than):
                 return BringOutcome.AT_LIMIT
             if not self._check_space(shard, cost, farther_than):
@@ -123,6 +131,12 @@ class CacheSpace:
             table.owner[shard] = self.reader.index + 1
             table.reserved[shard] = cost
         return None
+
+    def _prefetches_full(self, cost: int, limit: int) -> bool:
+        """Whether a prefetch of `cost` bytes would take the preparations in flight past
+        PREFETCH_SHARE of the limit (caller holds the lock)."""
+        flight = int(self.table.reserved.sum())
+        return flight > 0 and flight + cost > PREFETCH_SHARE * limit
 
     def _check_space(self, shard: int, cost: int, farther_than: int) -> bool:
         """Whether the disk has `cost` free bytes for `shard` beside what the preparations in

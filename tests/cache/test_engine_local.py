@@ -375,3 +375,49 @@ def test_a_leftover_names_its_shard_file_even_with_dots_in_the_name():
     assert leftover_of("shard.00001.mds.x.tmp", owners) is None  # not hidden
     assert leftover_of(".shard.00002.mds.x.tmp", owners) is None  # another shard's
     assert leftover_of(".shard.00001.mds", owners) is None  # neither temp nor lock
+
+
+def test_prefetches_in_flight_hold_at_most_half_the_limit(source, tmp_path):
+    from streaming.cache.space import PREFETCH_SHARE, BringOutcome
+
+    handle = _open(source, tmp_path / "c")
+    cost = _cost(handle, [0])
+    engine = CacheEngine(handle.preparer, cache_limit=6 * cost, prefetch_threads=1)
+    space, table = engine.space, engine.table
+    with table.locked():  # shard 0 being prepared by someone, holding 2.5 shards' worth
+        table.state[0], table.reserved[0] = tb.PREPARING, 5 * cost // 2
+    assert 5 * cost // 2 + _cost(handle, [1]) > PREFETCH_SHARE * 6 * cost
+    assert space.bring(1, 10) == BringOutcome.AT_LIMIT  # a prefetch waits for room in flight
+    assert table.state[1] == tb.ABSENT
+    assert space.bring(1, -1) == BringOutcome.PRESENT  # a reader that needs it now does not
+    with table.locked():
+        table.state[0], table.reserved[0] = tb.ABSENT, 0
+    assert space.bring(2, 10) == BringOutcome.PRESENT  # nothing in flight: one always starts
+    engine.close()
+
+
+def test_a_forked_reader_whose_first_call_is_follow_publishes_its_horizon(source, tmp_path):
+    import os
+
+    from streaming.cache.horizon import snapshot
+
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, predownload=4, prefetch_threads=1, cache_limit="1gb")
+    engine.attach()  # the training process joins; its DataLoader worker is a fork
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            engine.follow(np.array([0] * 5 + [1] * 5 + [2] * 5))
+            engine.stop()
+            shards = snapshot(engine.table, np.array([engine.slot.index])).shards[0]
+            os.write(write, bytes(shards[:3].astype(np.int8)))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    got = os.read(read, 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0 and list(got) == [0, 1, 2]
+    engine.close()
