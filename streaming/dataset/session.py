@@ -120,11 +120,31 @@ class Session:
         cfg = self.config_now()
         if world.ranks_per_node == 1 and world.workers_per_rank == 1:
             return self.node_plan(cfg, world, epoch, sample_in_epoch).worker_ids(0, 0)
+        dealt = self._deal_inherited(cfg, world, epoch, sample_in_epoch)
+        if dealt is not None:
+            return dealt
         key = (f"{cfg.fingerprint()}|{cfg.num_canonical_nodes}|{cfg.shuffle_seed}|{epoch}|"
                f"{sample_in_epoch}|{world.num_nodes}|{world.ranks_per_node}|"
                f"{world.workers_per_rank}|{world.node}")
         return self.board.slice(key, lambda: self.node_plan(cfg, world, epoch, sample_in_epoch).ids,
                                 world.rank_in_node, world.worker)
+
+    def _deal_inherited(self, cfg: PlanConfig, world: World, epoch: int,
+                        sample_in_epoch: int) -> np.ndarray | None:
+        """A worker's ids dealt from the rank's one-worker plan this process inherited (a
+        DataLoader worker forked after the training process planned, for the dataset's length,
+        the epoch it starts), or None when there is none for this epoch."""
+        if self._plan is None or world.workers_per_rank == 1:
+            return None
+        if sample_in_epoch and cfg.batch_size is None:
+            return None  # plan_node explains why this cannot be planned
+        rank = World(world.num_nodes, world.ranks_per_node, 1, world.node, world.rank_in_node, 0,
+                     world.replication)
+        key = (cfg.num_canonical_nodes, cfg.shuffle_seed, cfg.batch_size, rank, epoch,
+               sample_in_epoch)
+        if self._plan[0] != key:
+            return None
+        return self._plan[1].worker_share(world.rank_in_node, world.worker, world.workers_per_rank)
 
     def samples_per_rank(self) -> int:
         """Samples each rank yields per epoch under the current config. With several ranks on

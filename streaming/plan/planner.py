@@ -35,6 +35,26 @@ class NodePlan:
         """The ordered ids one DataLoader worker yields (with trailing -1 padding)."""
         return self.ids[rank_in_node, worker]
 
+    def worker_share(self, rank_in_node: int, worker: int, workers: int) -> np.ndarray:
+        """What `worker_ids` of the same plan made for `workers` DataLoader workers gives, from
+        a plan made for one worker per rank (the worker count only deals each rank's batches
+        out round-robin); no plan is computed.
+
+        Args:
+            rank_in_node: the rank.
+            worker: the DataLoader worker.
+            workers: DataLoader workers per rank.
+        """
+        if self.ids.shape[1] != 1:
+            raise PlanError(f"worker_share needs a plan of one worker per rank, not "
+                            f"{self.ids.shape[1]}")
+        b = self.batch_size
+        batches = self.ids[rank_in_node, 0].reshape(-1, b)
+        mine = batches[worker::workers].reshape(-1)
+        out = np.full(-(-len(batches) // workers) * b, -1, dtype=np.int64)
+        out[:len(mine)] = mine
+        return out
+
     def shard_access_order(self) -> np.ndarray:
         """This node's shards in order of first use (all ranks advancing together)."""
         ranks, workers, n = self.ids.shape

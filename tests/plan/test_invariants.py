@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -345,6 +346,20 @@ def test_plan_worker_matches_the_node_plan(setup) -> None:
             for w in range(world.workers_per_rank):
                 here = world.with_position(n, r, w)
                 assert np.array_equal(plan_worker(cfg, here, epoch), plan.worker_ids(r, w))
+
+
+@given(setups(weighted=True), st.integers(0, 40))
+def test_a_one_worker_plan_deals_each_workers_share(setup, resume) -> None:
+    cfg, world, epoch = setup
+    sample = resume % cfg.epoch_size if cfg.batch_size is not None else 0
+    one = dataclasses.replace(world, workers_per_rank=1, worker=0)
+    for n in range(world.num_nodes):
+        plan = plan_node(cfg, one.with_position(n), epoch, sample)
+        full = plan_node(cfg, world.with_position(n), epoch, sample)
+        for r in range(world.ranks_per_node):
+            for w in range(world.workers_per_rank):
+                got = plan.worker_share(r, w, world.workers_per_rank)
+                assert np.array_equal(got, full.worker_ids(r, w))
 
 
 @given(setups(method="random"))
