@@ -10,3 +10,6 @@ NODE_FILE = ".streaming-node.json"  # the node that took the folder
 NODE_LOCK = ".streaming-node.lock"  # held by every process that uses the folder
 
 BOOKKEEPING_FILES = frozenset({CACHE_MARKER, ORIGIN_FILE, ORIGIN_LOCK, NODE_FILE, NODE_LOCK})
+# About what the marker, origin and node files of one folder hold together (the origin file
+# names the remote, so it varies a little).
+BOOKKEEPING_BYTES = 256

@@ -55,12 +55,15 @@ class SimulatedCache:
         fetch_bytes: bytes a download of each shard moves.
         limit: the node's cache_limit in bytes (None: no limit).
         predownload: samples each reader prepares ahead.
+        other_bytes: bytes of the other files in the cache folders (index.json, bookkeeping),
+            held throughout and counted against the limit, as the engine counts them.
     """
 
     footprint: Footprint
     fetch_bytes: np.ndarray
     limit: int | None
     predownload: int
+    other_bytes: int = 0
     present: np.ndarray = field(init=False)
     cached: np.ndarray = field(init=False)
     disk: np.ndarray = field(init=False)
@@ -69,6 +72,10 @@ class SimulatedCache:
         self.present = np.zeros(len(self.footprint.resident), bool)
         self.disk = np.zeros(len(self.footprint.resident), np.int64)
         self.cached = self.footprint.resident > 0
+
+    def held(self) -> int:
+        """Bytes the cache folders hold: the present shards and the other files."""
+        return int(self.disk.sum()) + int(self.other_bytes)
 
     def wipe(self) -> None:
         """Fresh local disks (a restart on new machines)."""
@@ -92,7 +99,7 @@ class SimulatedCache:
         wanted &= self.cached
         fp = self.footprint
         worst = int(fp.transient[wanted].max(initial=0))
-        return int(fp.resident[wanted].sum()) + worst <= self.limit
+        return int(fp.resident[wanted].sum()) + worst + int(self.other_bytes) <= self.limit
 
     def _without_eviction(self, sequences: Sequence[np.ndarray]) -> SimulatedEpoch:
         """The epoch when nothing is evicted: each absent shard is fetched once, when the
@@ -104,7 +111,7 @@ class SimulatedCache:
             np.minimum.at(first, shards, at)
         new = np.flatnonzero((first < np.iinfo(np.int64).max) & ~self.present & self.cached)
         new = new[np.argsort(first[new], kind="stable")]
-        before = int(self.disk.sum())
+        before = self.held()
         resident = self.footprint.resident[new]
         held = before + np.cumsum(resident)
         peak = before if not len(new) else int(
@@ -125,7 +132,7 @@ class _Epoch:
     def __init__(self, cache: SimulatedCache, readers: list[ReaderRuns]) -> None:
         self.cache, self.readers = cache, readers
         self.downloads = self.bytes = self.evictions = 0
-        self.peak = int(cache.disk.sum())
+        self.peak = cache.held()
         self.fetched: list[int] = []
         self.trace: list[tuple[int, int]] = [(0, self.peak)]
         self.step = 0
@@ -172,7 +179,7 @@ class _Epoch:
         if cache.present[shard] or not cache.cached[shard]:
             return True
         cost = cache.footprint.download_cost(shard)
-        used = int(cache.disk.sum())
+        used = cache.held()
         if cache.limit is not None and used + cost > cache.limit:
             victims = choose_victims(cost, cache.limit - used, sizes=cache.disk,
                                      evictable=self._evictable(), distance=self._distance(),
@@ -182,7 +189,7 @@ class _Epoch:
             cache.present[victims] = False
             cache.disk[victims] = 0
             self.evictions += len(victims)
-            used = int(cache.disk.sum())
+            used = cache.held()
         self.peak = max(self.peak, used + cost)
         cache.present[shard] = True
         cache.disk[shard] = cache.footprint.resident[shard]

@@ -68,7 +68,19 @@ def run_spec(args: argparse.Namespace, setup: Setup) -> RunSpec:
     except PlanError as exc:
         raise UserError(str(exc)) from None
     footprint, fetch = _footprint(setup)
-    return RunSpec(setup.cfg, setup.world, footprint, fetch, limit, ahead, epochs)
+    return RunSpec(setup.cfg, setup.world, footprint, fetch, limit, ahead, epochs,
+                   other_bytes=_other_bytes(setup))
+
+
+def _other_bytes(setup: Setup) -> int:
+    """What a node's cache folders hold beside the shards: the index.json of every stream that
+    is downloaded, and the bookkeeping files of each folder (see `_footprint` for which
+    streams are downloaded)."""
+    from streaming.cache.bookkeeping import BOOKKEEPING_BYTES
+
+    assumed = not any(setup.remotes)
+    cached = [n for n, remote in zip(setup.index_bytes, setup.remotes) if remote or assumed]
+    return sum(cached) + BOOKKEEPING_BYTES * len(cached)
 
 
 def _footprint(setup: Setup) -> tuple[Any, np.ndarray]:
@@ -104,7 +116,8 @@ def cost_report(forecast: Forecast, restart: Restart | None,
                                   "duplicated_shards": int(np.isin(c.fetched, others[e]).sum())}
                                  for e, c in enumerate(epochs)]})
     report: dict[str, Any] = {
-        "epochs": spec.epochs, "cache_limit": spec.cache_limit, "predownload": spec.predownload,
+        "epochs": spec.epochs, "cache_limit": spec.cache_limit, "other_bytes": spec.other_bytes,
+        "predownload": spec.predownload,
         "topology": {"nodes": spec.world.num_nodes, "ranks_per_node": spec.world.ranks_per_node,
                      "workers_per_rank": spec.world.workers_per_rank},
         "shuffle_block_size": forecast.config.shuffle_block_size,

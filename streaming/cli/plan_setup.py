@@ -3,7 +3,6 @@ settings and topology from a YAML file, with every stream's index.json, as a `Se
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +34,7 @@ class Setup:
     world: World
     remotes: list[str | None]
     run: dict[str, Any]
+    index_bytes: list[int]
 
 
 def _mapping(value: Any, where: str, allowed: set[str]) -> dict:
@@ -49,7 +49,7 @@ def _mapping(value: Any, where: str, allowed: set[str]) -> dict:
 def load_setup(path: Path) -> Setup:
     """Read the YAML config, every stream's index.json, and build PlanConfig + World."""
     yaml = require("yaml", feature="plan configs", extra="yaml", package="pyyaml")
-    from streaming.format.index import read_index
+    from streaming.format.index import parse_index, read_index
     from streaming.plan import PlanConfig, StreamWeights, World
 
     if not path.is_file():
@@ -62,7 +62,7 @@ def load_setup(path: Path) -> Setup:
     streams = config.get("streams")
     if not isinstance(streams, list) or not streams:
         raise UserError(f"{path}: 'streams' must be a non-empty list")
-    names, indexes, weights, remotes = [], [], [], []
+    names, indexes, weights, remotes, index_bytes = [], [], [], [], []
     for i, stream in enumerate(streams):
         stream = _mapping(stream, f"{path}: streams[{i}]", _STREAM_KEYS)
         local, remote = stream.get("local", stream.get("path")), stream.get("remote")
@@ -71,9 +71,13 @@ def load_setup(path: Path) -> Setup:
         split = str(stream.get("split") or "")
         folder = (path.parent / str(local or "")) / split
         if (local and (folder / "index.json").is_file()) or not remote:
+            data = (folder / "index.json").read_bytes() if (folder / "index.json").is_file() \
+                else b""
             indexes.append(read_index(folder / "index.json"))
         else:
-            indexes.append(remote_index(str(remote), split))
+            data = remote_index_json(str(remote), split)
+            indexes.append(parse_index(data, source=f"{remote} index.json"))
+        index_bytes.append(len(data))
         names.append(str(stream.get("name") or local or remote))
         remotes.append(None if remote is None else str(remote))
         weights.append(StreamWeights(**{k: stream[k] for k in ("proportion", "repeat", "choose")
@@ -91,16 +95,13 @@ def load_setup(path: Path) -> Setup:
         **{k: config[k] for k in _PLAN_KEYS if k in config},
     )
     return Setup(names, indexes, cfg, world, remotes,
-                 {k: config[k] for k in _RUN_KEYS if k in config})
+                 {k: config[k] for k in _RUN_KEYS if k in config}, index_bytes)
 
 
-def remote_index(remote: str, split: str) -> DatasetIndex:
-    """A stream's index.json read straight from its remote (no cache folder is touched)."""
-    from streaming.format.index import read_index
+def remote_index_json(remote: str, split: str) -> bytes:
+    """A stream's index.json fetched straight from its remote (no cache folder is touched)."""
     from streaming.storage.schemes import backend_for, join
 
     backend, path = backend_for(join(remote, split, "index.json") if split
                                 else join(remote, "index.json"))
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "index.json").write_bytes(backend.get(path))
-        return read_index(Path(tmp) / "index.json")
+    return backend.get(path)

@@ -29,6 +29,9 @@ class RunSpec:
         cache_limit: bytes per node, or None for no limit.
         predownload: samples each reader prepares ahead.
         epochs: epochs to run.
+        other_bytes: bytes of the other files a node's cache folders hold (each cached
+            stream's index.json and the cache's bookkeeping files), which count against the
+            limit as the engine counts them.
     """
 
     config: PlanConfig
@@ -38,6 +41,7 @@ class RunSpec:
     cache_limit: int | None
     predownload: int
     epochs: int = 1
+    other_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,7 @@ def predict_restart(forecast: Forecast, step: int) -> Restart:
 
 def _node_cache(spec: RunSpec) -> SimulatedCache:
     return SimulatedCache(spec.footprint, np.asarray(spec.fetch_bytes, np.int64),
-                          spec.cache_limit, max(int(spec.predownload), 1))
+                          spec.cache_limit, max(int(spec.predownload), 1), int(spec.other_bytes))
 
 
 def _batches_per_epoch(config: PlanConfig, world: World) -> int:
