@@ -235,15 +235,19 @@ def test_four_readers_finish_at_exactly_the_minimum_limit(source, tmp_path, shuf
     owner.close()
 
 
+def _following(source: Path, cache: Path, seq: np.ndarray) -> CacheEngine:
+    """An engine whose reader follows `seq`, its prefetching stopped (horizons only)."""
+    engine = CacheEngine(_open(source, cache).preparer, predownload=1, prefetch_threads=1)
+    engine.follow(seq)
+    engine.stop()
+    return engine
+
+
 def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
     from streaming.cache.evict import NEVER
     from streaming.cache.horizon import snapshot
 
-    handle = _open(source, tmp_path / "c")
-    engine = CacheEngine(handle.preparer, predownload=1, prefetch_threads=1)
-    seq = np.array([0] * 3 + [1] * 10 + [0] * 3 + [2] * 3)
-    engine.follow(seq)
-    engine.stop()
+    engine = _following(source, tmp_path / "c", np.array([0] * 3 + [1] * 10 + [0] * 3 + [2] * 3))
     table, slot = engine.table, engine.slot.index
 
     def distances() -> list[int]:
@@ -261,12 +265,9 @@ def test_a_shard_read_again_later_keeps_its_next_use_after_each_run(source, tmp_
     from streaming.cache.horizon import snapshot
     from tests.cache.test_horizon import true_next_use
 
-    handle = _open(source, tmp_path / "c")
-    engine = CacheEngine(handle.preparer, predownload=1, prefetch_threads=1)
     # shard 0 for three steps, shard 1 for two, shard 0 again from step 30
     seq = np.array([0] * 3 + [1] * 2 + [2] * 25 + [0] * 3)
-    engine.follow(seq)
-    engine.stop()
+    engine = _following(source, tmp_path / "c", seq)
     rows = np.array([engine.slot.index])
     for position in range(len(seq)):
         engine.advance(position)
