@@ -70,14 +70,14 @@ def load_setup(path: Path) -> Setup:
             raise UserError(f"{path}: streams[{i}] needs 'local' (a dataset folder) or 'remote'")
         split = str(stream.get("split") or "")
         folder = (path.parent / str(local or "")) / split
-        if (local and (folder / "index.json").is_file()) or not remote:
-            data = (folder / "index.json").read_bytes() if (folder / "index.json").is_file() \
-                else b""
-            indexes.append(read_index(folder / "index.json"))
+        index_file = folder / "index.json"
+        if (local and index_file.is_file()) or not remote:
+            indexes.append(read_index(index_file))  # names a missing file
+            index_bytes.append(index_file.stat().st_size)
         else:
             data = remote_index_json(str(remote), split)
             indexes.append(parse_index(data, source=f"{remote} index.json"))
-        index_bytes.append(len(data))
+            index_bytes.append(len(data))
         names.append(str(stream.get("name") or local or remote))
         remotes.append(None if remote is None else str(remote))
         weights.append(StreamWeights(**{k: stream[k] for k in ("proportion", "repeat", "choose")

@@ -48,12 +48,7 @@ class NodePlan:
         if self.ids.shape[1] != 1:
             raise PlanError(f"worker_share needs a plan of one worker per rank, not "
                             f"{self.ids.shape[1]}")
-        b = self.batch_size
-        batches = self.ids[rank_in_node, 0].reshape(-1, b)
-        mine = batches[worker::workers].reshape(-1)
-        out = np.full(-(-len(batches) // workers) * b, -1, dtype=np.int64)
-        out[:len(mine)] = mine
-        return out
+        return _dealt(self.ids[rank_in_node, 0].reshape(-1, self.batch_size), worker, workers)
 
     def shard_access_order(self) -> np.ndarray:
         """This node's shards in order of first use (all ranks advancing together)."""
@@ -130,11 +125,16 @@ def plan_worker(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int 
 
     Same ids as `plan_node(...).worker_ids(...)` without building the other workers' rows.
     """
-    batches, _, batch = _group_batches(cfg, world, epoch, sample_in_epoch)
-    workers = world.workers_per_rank
+    batches, _, _ = _group_batches(cfg, world, epoch, sample_in_epoch)
     local = world.data_parallel_rank - world.group * world.group_ranks
-    mine = batches[world.worker::workers, local].reshape(-1)
-    out = np.full(-(-len(batches) // workers) * batch, -1, dtype=np.int64)
+    return _dealt(batches[:, local], world.worker, world.workers_per_rank)
+
+
+def _dealt(batches: np.ndarray, worker: int, workers: int) -> np.ndarray:
+    """One rank's [batches, b] dealt round-robin: worker `worker`'s batches in order, then -1
+    up to the longest worker's length."""
+    mine = batches[worker::workers].reshape(-1)
+    out = np.full(-(-len(batches) // workers) * batches.shape[1], -1, dtype=np.int64)
     out[:len(mine)] = mine
     return out
 

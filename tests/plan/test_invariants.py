@@ -6,6 +6,7 @@ import dataclasses
 import warnings
 
 import numpy as np
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -360,6 +361,9 @@ def test_a_one_worker_plan_deals_each_workers_share(setup, resume) -> None:
             for w in range(world.workers_per_rank):
                 got = plan.worker_share(r, w, world.workers_per_rank)
                 assert np.array_equal(got, full.worker_ids(r, w))
+    if world.workers_per_rank > 1:
+        with pytest.raises(PlanError, match="one worker per rank"):
+            full.worker_share(0, 0, world.workers_per_rank)
 
 
 @given(setups(method="random"))
