@@ -31,22 +31,30 @@ def store() -> StoreAddress:
     del server
 
 
-def _node(address: StoreAddress, node: int, value: int, out: mp.Queue) -> None:
+def _node(addresses: mp.Queue, node: int, value: int, out: mp.Queue) -> None:
+    address = addresses.get(timeout=60)
     out.put((node, NodeExchange(address, timeout=30).gather("k/epoch0", node, 3, value)))
 
 
-def test_every_node_gets_every_value_in_node_order(store: StoreAddress) -> None:
+def test_every_node_gets_every_value_in_node_order() -> None:
+    # The node processes are forked before the store's server (and its threads) exists, so no
+    # child inherits a copy of it; they learn its address through a queue.
     ctx = mp.get_context("fork")  # separate processes, without importing torch again
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_node, args=(store, node, value, out))
+    addresses, out = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_node, args=(addresses, node, value, out))
              for node, value in ((0, 7), (1, 3), (2, 11))]
     for proc in procs:
         proc.start()
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                      timeout=timedelta(seconds=30))
+    for _ in procs:
+        addresses.put(StoreAddress("127.0.0.1", server.port))
     results = dict(out.get(timeout=60) for _ in procs)
     for proc in procs:
         proc.join(timeout=30)
         assert proc.exitcode == 0
     assert results == {0: [7, 3, 11], 1: [7, 3, 11], 2: [7, 3, 11]}
+    del server
 
 
 def test_a_node_that_never_publishes_is_named_after_the_deadline(store: StoreAddress) -> None:
