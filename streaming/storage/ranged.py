@@ -14,11 +14,11 @@ from streaming.util.atomic import staged_file
 from streaming.util.pagewrite import pwrite_sliced
 
 
-def spans(size: int, part_size: int) -> list[tuple[int, int]]:
-    """[start, end) byte ranges of at most `part_size` covering [0, size)."""
+def spans(size: int, part_size: int, first: int = 0) -> list[tuple[int, int]]:
+    """[start, end) byte ranges of at most `part_size` covering [first, size)."""
     if part_size < 1:
         raise ArgumentError(f"part_size must be positive, got {part_size}")
-    return [(start, min(start + part_size, size)) for start in range(0, size, part_size)]
+    return [(start, min(start + part_size, size)) for start in range(first, size, part_size)]
 
 
 def _preallocate(fd: int, size: int) -> None:

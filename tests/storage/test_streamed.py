@@ -50,18 +50,51 @@ def test_every_byte_once_in_order_through_one_fault_in_five(objects, fault_proxy
     assert sum(proxy.injected.values()) >= 3 and len(proxy.injected) >= 2
 
 
-def test_a_large_object_arrives_in_order_as_parallel_ranges(s3_env, fault_proxy, monkeypatch):
+def test_a_large_object_widens_into_parallel_ranges_on_a_slow_link(s3_env, fault_proxy,
+                                                                      monkeypatch):
     bucket = s3_env.make_bucket()
     data = os.urandom(20 << 20)
     s3_env.client().put_object(Bucket=bucket, Key="big", Body=data)
-    proxy = fault_proxy(rate=0.3, seed=5, faults=("500", "reset", "truncate"), methods=("GET",))
+    # Each connection is capped (as a store caps them), so a consumer that only collects
+    # waits for bytes: the GET is cut and the rest comes as ranges, through faults.
+    proxy = fault_proxy(rate=0.3, seed=5, faults=("500", "reset", "truncate"), methods=("GET",),
+                        bandwidth=24 << 20)
     monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
     pieces: list[bytes] = []
     stream_object(f"s3://{bucket}/big", pieces.append, size=len(data), timeout=5.0, retry=6,
                   backoff=0.05, part_size=2 << 20, max_parts=4, range_threshold=4 << 20)
     assert b"".join(pieces) == data
-    assert [len(piece) for piece in pieces] == [2 << 20] * 10  # whole parts, in order
+    ranges = proxy.header_values("GET", f"/{bucket}/big", "Range")
+    assert ranges[0] is None  # the transfer starts as one plain GET
+    assert len({r for r in ranges if r is not None}) >= 4  # and widened into ranges
     assert sum(proxy.injected.values()) > 0
+
+
+def test_a_consumer_slower_than_the_link_keeps_one_get(s3_env, fault_proxy, monkeypatch):
+    bucket = s3_env.make_bucket()
+    data = os.urandom(12 << 20)
+    s3_env.client().put_object(Bucket=bucket, Key="big", Body=data)
+    proxy = fault_proxy()
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    pieces: list[bytes] = []
+
+    def slowly(piece: bytes) -> None:  # decompression that takes longer than the transfer
+        time.sleep(0.02)
+        pieces.append(piece)
+
+    stream_object(f"s3://{bucket}/big", slowly, size=len(data), part_size=2 << 20,
+                  max_parts=4, range_threshold=4 << 20)
+    assert b"".join(pieces) == data
+    assert proxy.header_values("GET", f"/{bucket}/big", "Range") == [None]
+
+
+def test_a_large_object_larger_than_the_index_says_is_an_error(s3_env):
+    bucket = s3_env.make_bucket()
+    data = os.urandom(6 << 20)
+    s3_env.client().put_object(Bucket=bucket, Key="big", Body=data)
+    with pytest.raises(StorageError, match="larger than expected"):
+        _collect(f"s3://{bucket}/big", len(data) - 10, retry=0, part_size=1 << 20,
+                 max_parts=4, range_threshold=4 << 20)
 
 
 def test_a_consumer_error_stops_the_transfer_without_a_retry(objects, fault_proxy, monkeypatch):

@@ -8,6 +8,8 @@ every request during a `Storm`):
   "stall"       headers and half the body, then silence for `stall_seconds` (bounded)
   "truncate"    headers promising the full body, half of it, then the connection closes
 (a HEAD request has no body to stall or cut: it gets "reset" instead)
+With `bandwidth` (bytes per second), every response body is paced to that rate on its own
+connection, as a store that caps each connection does.
 Everything is counted and every request is logged with its arrival time and fault; the proxy
 shuts itself down after `lifetime` seconds at the latest.
 
@@ -77,7 +79,7 @@ class FaultProxy:
         methods: Iterable[str] = ("GET", "HEAD"), fail_keys: Iterable[str] = (),
         fail_with: str = "500", stall_seconds: float = 3.0, delay: float = 0.0,
         lifetime: float = 300.0, max_faults: int | None = None, storm: Storm | None = None,
-        retry_after: float | None = None,
+        retry_after: float | None = None, bandwidth: float | None = None,
     ) -> None:
         self.faults = tuple(faults)
         asked = {*self.faults, fail_with, *([storm.fault] if storm else [])}
@@ -91,6 +93,7 @@ class FaultProxy:
         self.fail_keys, self.fail_with = tuple(fail_keys), fail_with
         self.stall_seconds = min(stall_seconds, MAX_STALL)
         self.delay = delay
+        self.bandwidth = bandwidth
         self.max_faults = max_faults
         self.injected: Counter[str] = Counter()
         self.requests: Counter[tuple[str, str]] = Counter()
@@ -254,8 +257,22 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(payload if cut is None else payload[:cut])
+            self._send_body(payload if cut is None else payload[:cut])
         self.wfile.flush()
+
+    def _send_body(self, body: bytes) -> None:
+        rate = self.proxy.bandwidth
+        if not rate:
+            self.wfile.write(body)
+            return
+        step = max(int(rate / 100), 1)  # a slice every 10 ms
+        try:
+            for start in range(0, len(body), step):
+                self.wfile.write(body[start:start + step])
+                self.wfile.flush()
+                self.proxy.sleep(step / rate)
+        except OSError:  # the client hung up before the end (it needed no more)
+            self.close_connection = True
 
     def _reset(self) -> None:
         """Abort the TCP connection with RST instead of a clean close."""
