@@ -23,6 +23,7 @@ import numpy as np
 from streaming.cache import disk
 from streaming.cache import table as tb
 from streaming.cache.facts import ShardFacts
+from streaming.cache.landings import Landings
 from streaming.cache.limit import Footprint, MinimumLimit, minimum_limit
 from streaming.cache.lookahead import ReaderRuns, horizon_runs, prefetch_window
 from streaming.cache.prepare import ShardPreparer, zipless_shards
@@ -124,6 +125,7 @@ class CacheEngine:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._landings = Landings()
         self._runs = ReaderRuns.of(np.zeros(0, np.int64), gap=1)  # the sequence `follow` gave
         self._position = 0
         self._refresh_at = 0
@@ -328,6 +330,7 @@ class CacheEngine:
         deadline = Deadline(self.wait_timeout)
         pause = 0.001
         while True:
+            landed = self._landings.seen()
             if self.flag is not None and (
                     failed := self.flag.error(f"stopped waiting for {self.files.describe(shard)}")):
                 raise failed
@@ -344,7 +347,7 @@ class CacheEngine:
                 raise DownloadTimeoutError(
                     f"{self.files.describe(shard)} was not ready after {self.wait_timeout:g} s "
                     f"({space.explain_wait(shard)})")
-            time.sleep(min(pause, deadline.remaining()))
+            self._landings.wait(landed, min(pause, deadline.remaining()))
             pause = min(pause * 2, 0.01)  # polled shared memory: cheap, and a lag is a stall
 
     # ----- prefetching -------------------------------------------------------------------
@@ -377,7 +380,10 @@ class CacheEngine:
             except Exception as exc:
                 self._errors[shard] = exc
                 log.debug("cache: prefetch of %s failed: %s", self.files.describe(shard), exc)
+                self._landings.announce()
                 return True
+            if outcome == BringOutcome.PRESENT:
+                self._landings.announce()
             if outcome != BringOutcome.IN_PROGRESS:
                 return outcome == BringOutcome.PRESENT
         return False
