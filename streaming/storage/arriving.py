@@ -1,10 +1,9 @@
 """A byte range of an object, filled by one thread and taken in order by another while its
-pieces arrive; the taker may shorten it (`cut`) to hand the rest to other ranges."""
+pieces arrive."""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator
 
@@ -30,7 +29,6 @@ class ArrivingRange:
         self.backend, self.path, self.size = backend, path, size
         self.start, self.end = start, end
         self.received = 0  # bytes fetched so far (taken or waiting in `_pieces`)
-        self.waited = 0.0  # seconds `take` blocked for a piece after the first one arrived
         self._pieces: deque[bytes] = deque()
         self._done = False
         self._error: BaseException | None = None
@@ -50,28 +48,21 @@ class ArrivingRange:
                 self._changed.notify()
 
     def _attempt(self, deadline: float) -> None:
-        url = self.backend.url(self.path)
-        with self._changed:
-            first, open_ended = self.start + self.received, self.end >= self.size
-            if first >= self.end and not open_ended:
-                return
-        pieces = self.backend.chunks(self.path, first or None, None if open_ended else self.end,
-                                     deadline=deadline)
-        for piece in pieces:
+        url, last = self.backend.url(self.path), self.end >= self.size
+        if self.received == self.end - self.start and not last:
+            return
+        first = self.start + self.received
+        for piece in self.backend.chunks(self.path, first or None, None if last else self.end,
+                                         deadline=deadline):
             if self._stopped:
                 return
             with self._changed:
-                if self.end < self.size:  # never past the end, which `cut` may have moved
-                    piece = piece[:max(self.end - self.start - self.received, 0)]
                 self.received += len(piece)
-                if piece:
-                    self._pieces.append(piece)
-                    self._changed.notify()
-                if self.end < self.size and self.start + self.received >= self.end:
-                    return
+                self._pieces.append(piece)
+                self._changed.notify()
             if self.start + self.received > self.size:
                 check_size(url, self.start + self.received, self.size)
-        if self.end >= self.size:
+        if last:
             check_size(url, self.start + self.received, self.size)
         else:  # truncated: the next attempt asks for the rest
             check_size(url, self.received, self.end - self.start)
@@ -80,12 +71,8 @@ class ArrivingRange:
         """The range's pieces in order as they arrive; raises what made `fill` give up."""
         while True:
             with self._changed:
-                if not self._pieces and not self._done:
-                    began, flowing = time.perf_counter(), self.received > 0
-                    while not self._pieces and not self._done:
-                        self._changed.wait()
-                    if flowing:  # not the wait for the first byte
-                        self.waited += time.perf_counter() - began
+                while not self._pieces and not self._done:
+                    self._changed.wait()
                 if self._pieces:
                     piece = self._pieces.popleft()
                 elif self._error is not None:
@@ -93,13 +80,6 @@ class ArrivingRange:
                 else:
                     return
             yield piece
-
-    def cut(self, lead: int) -> int:
-        """End the range `lead` bytes past what has arrived, if that is before its end; the
-        new end (the old one when it is nearer)."""
-        with self._changed:
-            self.end = min(self.end, self.start + self.received + lead)
-            return self.end
 
     def stop(self) -> None:
         """Make `fill` end at its next piece (the consumer has given up)."""

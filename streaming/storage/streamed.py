@@ -24,8 +24,9 @@ from streaming.storage.ranged import spans
 from streaming.storage.retry import BACKOFF, DEADLINE, RETRY, TIMEOUT, RetryPolicy
 from streaming.storage.transfer import MiB, timed_backend, transfer_policy
 
-JUDGE_BYTES = 2 * MiB  # bytes a single GET delivers before its pace is judged
+JUDGE_BYTES = 1 * MiB  # bytes a single GET delivers after its first piece before its pace is judged
 WAIT_SHARE = 0.25  # a consumer that waited this share of the time is network-bound
+MIN_PART = 1 * MiB  # the smallest range a widened transfer asks for
 
 
 def stream_object(
@@ -70,14 +71,51 @@ class _Pace:
 
     first: float | None = None
     taken: int = 0
+    waited: float = 0.0
 
     def network_bound(self, piece: int, waited: float) -> bool:
+        """Count one piece that kept the consumer waiting `waited` seconds for it."""
         now = time.perf_counter()
-        if self.first is None:
+        if self.first is None:  # the wait for the first byte is the store's latency
             self.first = now
             return False
         self.taken += piece
-        return self.taken >= JUDGE_BYTES and waited >= WAIT_SHARE * (now - self.first)
+        self.waited += waited
+        return self.taken >= JUDGE_BYTES and self.waited >= WAIT_SHARE * (now - self.first)
+
+
+def _widening_get(backend: Backend, path: str, size: int, consume: Callable[[bytes], None],
+                  policy: RetryPolicy, widen: Callable[[int], int]) -> None:
+    """`_resuming_get` that stops early: once the consumer is seen waiting for bytes,
+    `widen(delivered)` hands the object from some byte on to other GETs and returns that byte,
+    where this GET then ends."""
+    url = backend.url(path)
+    delivered, end = 0, size
+    pace: _Pace | None = _Pace()
+
+    def attempt(deadline: float) -> None:
+        nonlocal delivered, end, pace
+        if delivered and delivered == end:
+            return
+        pieces = backend.chunks(path, delivered or None, None if end == size else end,
+                                deadline=deadline)
+        asked = time.perf_counter()
+        for piece in pieces:
+            arrived = time.perf_counter()
+            piece = piece[:end - delivered] if end < size else piece
+            delivered += len(piece)
+            if delivered > size:
+                check_size(url, delivered, size)
+            consume(piece)
+            if pace is not None and pace.network_bound(len(piece), arrived - asked):
+                pace, end = None, widen(delivered)
+            if delivered >= end and end < size:
+                pieces.close()  # the rest is other GETs' (this connection is not reused)
+                return
+            asked = time.perf_counter()
+        check_size(url, delivered, end)  # truncated: the next attempt resumes from here
+
+    policy.run(url, attempt)
 
 
 def in_order_ranges(backend: Backend, path: str, size: int, consume: Callable[[bytes], None],
@@ -85,9 +123,10 @@ def in_order_ranges(backend: Backend, path: str, size: int, consume: Callable[[b
     """Call `consume(piece)` with the object's bytes in order, on the calling thread.
 
     One GET streams the object from its start. Once the consumer is seen waiting for bytes
-    (the network, not the consumer, sets the pace), that GET is cut `part_size` bytes ahead
-    and the rest comes as parallel ranges of `part_size`, at most `max_parts` in flight (the
-    one being consumed among them), each taken as it arrives once the ranges before it are.
+    (the network, not the consumer, sets the pace), that GET is cut a little ahead and the
+    rest comes as parallel ranges, at most `max_parts` GETs in flight (the one being consumed
+    among them), each taken as it arrives once the ranges before it are. The ranges split what
+    is left evenly over the GETs allowed, in parts of at most `part_size` (at least 1 MiB).
 
     Args:
         backend: The store holding the object.
@@ -95,13 +134,11 @@ def in_order_ranges(backend: Backend, path: str, size: int, consume: Callable[[b
         size: The object's size, as the index gives it.
         consume: Called with each piece, in order.
         policy: Retries and deadlines for each GET.
-        part_size: Bytes per range.
+        part_size: Bytes per range, at most.
         max_parts: GETs in flight at most.
     """
-    head = ArrivingRange(backend, path, size, 0, size)
-    window: deque[ArrivingRange] = deque([head])
+    window: deque[ArrivingRange] = deque()
     later: Iterator[tuple[int, int]] = iter(())
-    pace: _Pace | None = _Pace()
     with ThreadPoolExecutor(max_parts, "range-part") as pool:
 
         def submit(part: tuple[int, int] | None) -> None:
@@ -109,16 +146,22 @@ def in_order_ranges(backend: Backend, path: str, size: int, consume: Callable[[b
                 window.append(ArrivingRange(backend, path, size, *part))
                 pool.submit(window[-1].fill, policy)
 
-        pool.submit(head.fill, policy)
+        def widen(delivered: int) -> int:
+            nonlocal later
+            share = -(-(size - delivered) // max_parts)  # so that all GETs end together
+            part = min(max(share, MIN_PART), part_size)
+            if delivered + part >= size:
+                return size
+            later = iter(spans(size, part, delivered + part))
+            for _ in range(max_parts - 1):
+                submit(next(later, None))
+            return delivered + part
+
         try:
+            _widening_get(backend, path, size, consume, policy, widen)
             while window:
                 for piece in window[0].take():
                     consume(piece)
-                    if pace is not None and pace.network_bound(len(piece), head.waited):
-                        pace = None
-                        later = iter(spans(size, part_size, head.cut(part_size)))
-                        for _ in range(max_parts - 1):
-                            submit(next(later, None))
                 window.popleft()
                 submit(next(later, None))
         finally:

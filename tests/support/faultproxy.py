@@ -234,6 +234,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 headers.append(("Retry-After", f"{self.proxy.retry_after:g}"))
             self._respond(int(fault), headers, _ERROR_XML.format(code=_CODES[fault]).encode())
             return
+        if self.proxy.bandwidth and fault is None and self.command == "GET":
+            self._relay_paced()
+            return
         status, headers, payload = self._forward(body)
         if fault in ("stall", "truncate"):
             self._respond(status, headers, payload, cut=len(payload) // 2)
@@ -242,6 +245,31 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self._respond(status, headers, payload)
+
+    def _relay_paced(self) -> None:
+        """Pass the upstream answer on while it arrives, paced to `bandwidth` (a store sends
+        its first bytes before its last)."""
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+        conn = http.client.HTTPConnection(*self.proxy.upstream, timeout=60)
+        try:
+            conn.request("GET", self.path, headers=headers)
+            response = conn.getresponse()
+            self.send_response_only(response.status)
+            for key, value in response.getheaders():
+                if key.lower() not in ("date", "server", *_HOP_BY_HOP):
+                    self.send_header(key, value)
+            self.end_headers()
+            rate = float(self.proxy.bandwidth or 1)
+            step = max(int(rate / 100), 1)  # a slice every 10 ms
+            while piece := response.read(step):
+                self.wfile.write(piece)
+                self.wfile.flush()
+                self.proxy.sleep(len(piece) / rate)
+        except OSError:  # the client hung up before the end (it needed no more)
+            pass
+        finally:
+            self.close_connection = True
+            conn.close()
 
     def _respond(
         self, status: int, headers: list[tuple[str, str]], payload: bytes, cut: int | None = None

@@ -64,7 +64,10 @@ class _FileHandler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # the client needed no more
+                self.close_connection = True
 
     def do_GET(self) -> None:
         relative = unquote(urlsplit(self.path).path).lstrip("/")
