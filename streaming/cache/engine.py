@@ -392,12 +392,16 @@ class CacheEngine:
             self._errors.pop(shard, None)
 
     def stop(self) -> None:
-        """Stop prefetching (the reader may still acquire shards)."""
+        """Stop prefetching (the reader may still acquire shards) and withdraw the reader's
+        horizon, so that eviction no longer keeps the shards of a pass that stopped."""
         self._stop.set()
         self._wake.set()
         for thread in self._threads:
             thread.join(timeout=self.wait_timeout)
         self._threads = []
+        if self._space is not None and self._pid == os.getpid():
+            none = np.zeros(0, np.int64)
+            self._space.reader.publish(none, none, none, 0)
 
     # ----- stats -----------------------------------------------------------------------
     def stats(self, *, node: bool = True) -> CacheStats:

@@ -8,6 +8,10 @@ joins iteration G (a sibling of the same DataLoader already started it) or start
 (it ran G itself, or G was run by a different set of workers, e.g. the main process). Iteration
 k (from 0) runs epoch `resume_epoch + k`, from `resume_sample` when k == 0, else from 0.
 
+The training process can also read the first batches of an iteration itself and hand it over
+(`hand_over`): the DataLoader workers it starts next then join that iteration instead of
+starting the next one, and go on after those batches.
+
 A resume point can also be per worker (torchdata's StatefulDataLoader restores each worker from
 its own state): then every worker of iteration 0 also skips the samples it had yielded, and when
 every worker had ended its iteration, iteration 0 is the next epoch instead.
@@ -27,7 +31,8 @@ from streaming.errors import CoordinationError, StateMismatchError
 
 _EPOCH, _SAMPLE, _NCN, _SEED, _ITER, _WORKERS = 0, 1, 2, 3, 4, 5
 _DONE, _DONE_OF = 6, 7  # workers that finished iteration G, of how many began it
-_SLOTS = 8
+_HANDED_TO, _HANDED = 8, 9  # iteration G handed over to this many workers, after this many batches
+_SLOTS = 10
 MAX_WORKERS = 64
 _ROWS = MAX_WORKERS * (MAX_WORKERS + 1) // 2
 _SKIP = _SLOTS + _ROWS  # per worker: samples of its list already yielded (per-worker resume)
@@ -39,12 +44,14 @@ _SIZE = _ENDED + MAX_WORKERS
 class IterationStart:
     """Where one worker's iteration starts: the epoch, the rank-wide resume point the plan is
     computed from, the samples of this worker's list to skip and whether it had ended (both
-    nonzero only after a per-worker resume)."""
+    nonzero only after a per-worker resume), and the batches of the rank's list the training
+    process read before handing the iteration over to the workers (see `hand_over`)."""
 
     epoch: int
     sample_in_epoch: int
     skip: int = 0
     ended: bool = False
+    handed: int = 0
 
 
 def _row(num_workers: int) -> slice:
@@ -78,7 +85,7 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             a[_SLOTS:] = 0
-            a[_ITER] = a[_WORKERS] = a[_DONE] = 0
+            a[_ITER] = a[_WORKERS] = a[_DONE] = a[_HANDED_TO] = a[_HANDED] = 0
             a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
             a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
 
@@ -91,7 +98,7 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             a[_SLOTS:_SKIP] = 0
-            a[_ITER] = a[_DONE] = 0
+            a[_ITER] = a[_DONE] = a[_HANDED_TO] = a[_HANDED] = 0
             a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
             a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
             a[_WORKERS] = num_workers
@@ -103,44 +110,69 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             row = a[_row(num_workers)]
-            current = self._iteration_of(row, worker)
+            current = self._iteration_of(row, worker, num_workers)
             if current != a[_ITER]:
                 a[_DONE], a[_DONE_OF] = 0, num_workers
+                a[_HANDED_TO] = a[_HANDED] = 0
             a[_ITER] = current
             row[worker] = current
             if current == 1 and self._all_ended(num_workers):
                 a[_EPOCH] += 1  # every worker had ended: iteration 0 is the next epoch
                 a[_SAMPLE] = a[_WORKERS] = 0
-            return self._start(current - 1, worker, num_workers)
+            return self._start(current, worker, num_workers)
 
-    def _iteration_of(self, row: np.ndarray, worker: int) -> int:
+    def _iteration_of(self, row: np.ndarray, worker: int, num_workers: int) -> int:
         """The iteration number `worker` starts (caller holds the lock): the current one,
-        unless this worker already began it or nobody has (then the next)."""
-        current = int(self._array[_ITER])
-        if row[worker] == current or not (row == current).any():
+        unless this worker already began it or nobody of its DataLoader has and it was not
+        handed over to them (then the next)."""
+        a = self._array
+        current = int(a[_ITER])
+        joins = (row == current).any() or a[_HANDED_TO] == num_workers
+        if row[worker] == current or not joins:
             current += 1
         return current
+
+    def hand_over(self, num_workers: int, batches: int) -> None:
+        """The training process began the latest iteration and read its first `batches`
+        batches of the rank's list: the `num_workers` DataLoader workers that begin next join
+        that iteration and deal the rest of the list among them (`IterationStart.handed`).
+
+        Args:
+            num_workers: the DataLoader workers that go on with the iteration.
+            batches: the batches of the rank's list already read.
+        """
+        _check_workers(num_workers)
+        a = self._array
+        with FileLock(self.lock_path, timeout=30.0):
+            if a[_ITER] == 0:
+                raise CoordinationError("hand_over needs an iteration this process began")
+            a[_HANDED_TO], a[_HANDED] = num_workers, batches
+            a[_DONE], a[_DONE_OF] = 0, num_workers
 
     def peek(self, worker: int, num_workers: int) -> IterationStart:
         """Where worker `worker` of `num_workers` would start if it began now (no change)."""
         _check_workers(num_workers)
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
-            current = self._iteration_of(a[_row(num_workers)], worker)
+            current = self._iteration_of(a[_row(num_workers)], worker, num_workers)
             if current == 1 and self._all_ended(num_workers):
                 return IterationStart(int(a[_EPOCH]) + 1, 0)
-            return self._start(current - 1, worker, num_workers)
+            return self._start(current, worker, num_workers)
 
     def _all_ended(self, num_workers: int) -> bool:
         a = self._array
         return int(a[_WORKERS]) == num_workers and bool(a[_ENDED:_ENDED + num_workers].all())
 
-    def _start(self, k: int, worker: int, num_workers: int) -> IterationStart:
-        """Iteration k's start for a worker (called under the lock)."""
+    def _start(self, current: int, worker: int, num_workers: int) -> IterationStart:
+        """Where a worker starts iteration `current` (counted from 1; called under the
+        lock)."""
         a = self._array
+        k = current - 1
         epoch = int(a[_EPOCH]) + k
-        if k > 0:
-            return IterationStart(epoch, 0)
+        handed = a[_ITER] == current and a[_HANDED_TO] == num_workers
+        if k > 0 or handed:
+            start = int(a[_SAMPLE]) if k == 0 else 0
+            return IterationStart(epoch, start, handed=int(a[_HANDED]) if handed else 0)
         by_worker = int(a[_WORKERS])
         if by_worker == 0:
             return IterationStart(epoch, int(a[_SAMPLE]))

@@ -20,7 +20,7 @@ from streaming.dataset.epochs import EpochCounter, IterationStart
 from streaming.dataset.state import ResumeState, WorkerPosition
 from streaming.errors import StateMismatchError
 from streaming.plan import PlanConfig, World, plan_node
-from streaming.plan.planner import NodePlan
+from streaming.plan.planner import NodePlan, deal_batches
 from streaming.util.worker import settle_worker
 
 JOIN_TIMEOUT = 120.0  # seconds a local rank waits for its node's leader at start-up
@@ -129,6 +129,22 @@ class Session:
         return self.board.slice(key, lambda: self.node_plan(cfg, world, epoch, sample_in_epoch).ids,
                                 world.rank_in_node, world.worker)
 
+    def iteration_ids(self, start: IterationStart, world: World) -> np.ndarray:
+        """The planned ids of `world`'s worker for an iteration placed at `start` (-1 marks
+        padding): after its own resume skip, or, in an iteration the training process handed
+        over (`hand_over`), its share of the rank's batches after the handed ones.
+
+        Args:
+            start: where the epoch counter placed the iteration.
+            world: the reading worker's world.
+        """
+        if not start.handed:
+            ids = self.worker_sample_ids(start.epoch, start.sample_in_epoch, world)
+            return ids[start.skip:]
+        rank = self.worker_sample_ids(start.epoch, start.sample_in_epoch, self.rank_world())
+        return deal_batches(rank, self.config_now().device_batch(), world.worker,
+                            world.workers_per_rank, start.handed)
+
     def _deal_inherited(self, cfg: PlanConfig, world: World, epoch: int,
                         sample_in_epoch: int) -> np.ndarray | None:
         """A worker's ids dealt from the rank's one-worker plan this process inherited (a
@@ -181,6 +197,22 @@ class Session:
         self.node.check(start.epoch)
         self._start, self._pending, self._ended, self._count = start, False, False, 0
         return world, start
+
+    def next_start(self) -> IterationStart:
+        """Where the rank's next iteration would start if the training process (no
+        DataLoader worker) began it now."""
+        return self.epochs.peek(0, 1)
+
+    def hand_over(self, num_workers: int, batches: int) -> None:
+        """Let the `num_workers` DataLoader workers about to start go on with the iteration
+        this process began, after the first `batches` batches of the rank's list that it read
+        (`EpochCounter.hand_over`).
+
+        Args:
+            num_workers: the DataLoader workers.
+            batches: the batches this process read.
+        """
+        self.epochs.hand_over(num_workers, batches)
 
     @property
     def count(self) -> int:

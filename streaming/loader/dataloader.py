@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,6 +18,7 @@ from streaming.coord.world_detect import worker_slot
 from streaming.loader import worker_ring as transport
 from streaming.loader.checks import check_batch_size, check_resumable
 from streaming.loader.default_collate import Ragged, collate, collate_numpy, convert, tensors
+from streaming.loader.first_batch import first_batch_here, pinned
 from streaming.loader.unannotated_next import unannotated
 from streaming.loader.worker_stop import stop_workers
 from streaming.observe.metrics import (
@@ -185,6 +187,8 @@ class StreamingDataLoader(DataLoader):
         self._reads_before = (0, 0)  # (bytes, rows) of the workers before them
         self.metrics_every = every_from_env()  # log a summary every N batches (0: never)
         self.collect_metrics = True  # False: no timing at all (the overhead benchmark's baseline)
+        # False: the workers read every batch (see streaming.loader.first_batch)
+        self.first_batch_in_process = True
 
     __init__.__signature__ = inspect.signature(DataLoader.__init__)  # type: ignore[attr-defined]
 
@@ -235,14 +239,12 @@ class StreamingDataLoader(DataLoader):
             meter.start()
         self._count_worker_reads()
         asked = time.perf_counter_ns()
-        torch_iter = super().__iter__()
-        batches = unannotated(torch_iter)
+        torch_iter = None
         try:
-            for batch in batches:
-                if receiver is not None:
-                    batch = receiver.unpack(batch)
-                if numpy:
-                    batch = tensors(batch)
+            first = self._first_batch()
+            torch_iter = super().__iter__()
+            received = self._received(torch_iter, receiver, numpy)
+            for batch in itertools.chain(pinned(first, torch_iter), received):
                 size = batch_length(batch)
                 size = size if size is not None else int(self.batch_size or 1)
                 if meter is not None and not self.num_samples_yielded:
@@ -257,7 +259,7 @@ class StreamingDataLoader(DataLoader):
                 if meter is not None:
                     asked = time.perf_counter_ns()
         except Exception:
-            if not self.persistent_workers:
+            if torch_iter is not None and not self.persistent_workers:
                 stop_workers(torch_iter)
             raise
         finally:
@@ -267,6 +269,25 @@ class StreamingDataLoader(DataLoader):
                 self._packs.fold(self._meter.samples)
             if receiver is not None and not self.persistent_workers:
                 receiver.close()
+
+    def _first_batch(self) -> list[Any]:
+        """The iteration's first batch when this process reads it before the workers start
+        (streaming.loader.first_batch), else nothing."""
+        if self._batch_stream is None or not self.first_batch_in_process:
+            return []
+        return first_batch_here(
+            self.dataset, batch_size=int(self.batch_size or 0), drop_last=self.drop_last,
+            num_workers=self.num_workers, worker_init=self.worker_init_fn is not None,
+            workers_alive=self.persistent_workers and self._iterator is not None)
+
+    @staticmethod
+    def _received(torch_iter: Iterator[Any], receiver: transport.Receiver | None,
+                  numpy: bool) -> Iterator[Any]:
+        """The batches of torch's iterator, out of the workers' rings and made tensors."""
+        for batch in unannotated(torch_iter):
+            if receiver is not None:
+                batch = receiver.unpack(batch)
+            yield tensors(batch) if numpy else batch
 
     def _begin_streams(self) -> None:
         """Point the per-stream counts (or a packed dataset's pack fill) at the rank's planned
