@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import multiprocessing.context
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
+from streaming.cache import horizon
 from streaming.plan import World
 from tests.dataset.conftest import write_ids
 
@@ -26,9 +28,11 @@ def two_streams(tmp_path_factory) -> tuple[Path, Path]:
             write_ids(root / "b", 90, start=1000, size_limit=600, compression="zstd"))
 
 
-def dataset(folders: tuple[Path, Path], **options) -> StreamingDataset:
+def dataset(folders: tuple[Path, ...], **options) -> StreamingDataset:
+    """A dataset over `folders` read in place (with `streams=None`, as `options` say)."""
     options.setdefault("batch_size", BATCH)
-    return StreamingDataset(streams=[Stream(local=str(f)) for f in folders], **options)
+    options.setdefault("streams", [Stream(local=str(f)) for f in folders])
+    return StreamingDataset(**options)
 
 
 def batches(loader: StreamingDataLoader, stop: int | None = None) -> list[list[int]]:
@@ -115,3 +119,76 @@ def test_simulated_ranks_each_see_their_own_batches(two_streams) -> None:
         solo, _ = epochs(two_streams, 0, shuffle=True, world=world)
         here, read_here = epochs(two_streams, 2, shuffle=True, world=world)
         assert here == solo and read_here == 2 * BATCH
+
+
+def _init_worker(worker: int) -> None:
+    del worker
+
+
+@pytest.mark.parametrize(("loader_options", "dataset_options", "read_here"), [
+    ({"worker_init_fn": _init_worker}, {}, 0),  # it runs before any read
+    ({}, {"epoch_size": BATCH}, 0),  # one batch: no worker would be needed first
+    ({"drop_last": True}, {"epoch_size": 2 * BATCH - 1}, 0),  # one to keep
+    ({}, {"batch_size": None}, 0),  # workers batch other samples than one process does
+    ({"persistent_workers": True}, {}, BATCH),  # the second epoch's workers are alive
+])
+def test_where_the_workers_read_every_batch(two_streams, loader_options, dataset_options,
+                                            read_here) -> None:
+    """The batches of the feature's fallbacks are those of a loader without the feature."""
+    ds = dataset(two_streams, shuffle=True, **dataset_options)
+    off = dataset(two_streams, shuffle=True, **dataset_options)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # batch_size=None: the loader warns about resuming
+            loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2, **loader_options)
+            today = StreamingDataLoader(off, batch_size=BATCH, num_workers=2, **loader_options)
+        today.first_batch_in_process = False
+        assert [batches(loader) for _ in range(2)] == [batches(today) for _ in range(2)]
+        assert ds.read_tally().rows == read_here
+    finally:
+        ds.close()
+        off.close()
+
+
+class _Watched(multiprocessing.context.ForkProcess):
+    """A forked DataLoader worker that notes the training process's live threads just before
+    the fork."""
+
+    threads_at_fork: list[set[str]] = []
+
+    def start(self) -> None:
+        self.threads_at_fork.append({t.name for t in threading.enumerate()})
+        super().start()
+
+
+class _WatchedFork(multiprocessing.context.ForkContext):
+    Process = _Watched
+
+
+def test_nothing_of_the_read_is_alive_or_held_when_the_workers_fork(tmp_path: Path) -> None:
+    """A cache under a small limit: when the workers fork, the training process runs no thread
+    it did not run before, and its row of the node's cache table pins no shard and lists no
+    future one (that would keep shards from eviction)."""
+    remote = write_ids(tmp_path / "remote", 400, size_limit=600, compression="zstd")
+    options = {"remote": str(remote), "cache_limit": 24_000, "shuffle": True,
+               "shuffle_block_size": 50}
+    solo, _ = epochs((remote,), 0, count=1, streams=None, local=str(tmp_path / "solo"),
+                     **options)
+    ds = StreamingDataset(local=str(tmp_path / "cache"), batch_size=BATCH, **options)
+    _Watched.threads_at_fork.clear()
+    before = {t.name for t in threading.enumerate()}
+    try:
+        loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2,
+                                     multiprocessing_context=_WatchedFork())
+        seen = []
+        for batch in loader:
+            seen.append(batch["id"].tolist())
+            if len(seen) == 2:  # the workers run: the training process's read is over
+                table, row = ds.cache.table, ds.cache.slot.index
+                assert (table.pins[row] < 0).all()
+                assert (horizon.snapshot(table, np.array([row])).shards < 0).all()
+        assert ds.read_tally().rows == BATCH
+    finally:
+        ds.close()
+    assert seen == solo[0]
+    assert _Watched.threads_at_fork == [before, before]
