@@ -9,8 +9,8 @@ joins iteration G (a sibling of the same DataLoader already started it) or start
 k (from 0) runs epoch `resume_epoch + k`, from `resume_sample` when k == 0, else from 0.
 
 The training process can also read the first batches of an iteration itself and hand it over
-(`hand_over`): the DataLoader workers it starts next then join that iteration instead of
-starting the next one, and go on after those batches.
+(`hand_over`): the DataLoader workers it starts next, which carry the hand-over's token, then
+join that iteration instead of starting the next one (each once), and go on after those batches.
 
 A resume point can also be per worker (torchdata's StatefulDataLoader restores each worker from
 its own state): then every worker of iteration 0 also skips the samples it had yielded, and when
@@ -19,6 +19,7 @@ every worker had ended its iteration, iteration 0 is the next epoch instead.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +32,9 @@ from streaming.errors import CoordinationError, StateMismatchError
 
 _EPOCH, _SAMPLE, _NCN, _SEED, _ITER, _WORKERS = 0, 1, 2, 3, 4, 5
 _DONE, _DONE_OF = 6, 7  # workers that finished iteration G, of how many began it
-_HANDED_TO, _HANDED = 8, 9  # iteration G handed over to this many workers, after this many batches
-_SLOTS = 10
+# iteration G handed over to this many workers, after this many batches, with this token
+_HANDED_TO, _HANDED, _TOKEN = 8, 9, 10
+_SLOTS = 11
 MAX_WORKERS = 64
 _ROWS = MAX_WORKERS * (MAX_WORKERS + 1) // 2
 _SKIP = _SLOTS + _ROWS  # per worker: samples of its list already yielded (per-worker resume)
@@ -85,7 +87,7 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             a[_SLOTS:] = 0
-            a[_ITER] = a[_WORKERS] = a[_DONE] = a[_HANDED_TO] = a[_HANDED] = 0
+            a[_ITER] = a[_WORKERS] = a[_DONE] = a[_HANDED_TO] = a[_HANDED] = a[_TOKEN] = 0
             a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
             a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
 
@@ -98,44 +100,51 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             a[_SLOTS:_SKIP] = 0
-            a[_ITER] = a[_DONE] = a[_HANDED_TO] = a[_HANDED] = 0
+            a[_ITER] = a[_DONE] = a[_HANDED_TO] = a[_HANDED] = a[_TOKEN] = 0
             a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
             a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
             a[_WORKERS] = num_workers
             a[_SKIP + worker], a[_ENDED + worker] = skip, int(ended)
 
-    def begin_worker(self, worker: int, num_workers: int) -> IterationStart:
-        """Register worker `worker` of `num_workers` starting; return where it starts."""
+    def begin_worker(self, worker: int, num_workers: int, token: int = 0) -> IterationStart:
+        """Register worker `worker` of `num_workers` starting; return where it starts. A
+        worker given the `token` of a `hand_over` joins the iteration handed over."""
         _check_workers(num_workers)
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             row = a[_row(num_workers)]
-            current = self._iteration_of(row, worker, num_workers)
+            current = self._iteration_of(row, worker, num_workers, token)
             if current != a[_ITER]:
                 a[_DONE], a[_DONE_OF] = 0, num_workers
-                a[_HANDED_TO] = a[_HANDED] = 0
+                a[_HANDED_TO] = a[_HANDED] = a[_TOKEN] = 0
             a[_ITER] = current
             row[worker] = current
             if current == 1 and self._all_ended(num_workers):
                 a[_EPOCH] += 1  # every worker had ended: iteration 0 is the next epoch
                 a[_SAMPLE] = a[_WORKERS] = 0
-            return self._start(current, worker, num_workers)
+            return self._start(current, worker, num_workers, token)
 
-    def _iteration_of(self, row: np.ndarray, worker: int, num_workers: int) -> int:
-        """The iteration number `worker` starts (caller holds the lock): the current one,
-        unless this worker already began it or nobody of its DataLoader has and it was not
-        handed over to them (then the next)."""
-        a = self._array
-        current = int(a[_ITER])
-        joins = (row == current).any() or a[_HANDED_TO] == num_workers
-        if row[worker] == current or not joins:
+    def _iteration_of(self, row: np.ndarray, worker: int, num_workers: int, token: int) -> int:
+        """The iteration number `worker` starts (caller holds the lock): the current one when
+        it was handed over to this worker, or a sibling began it and this worker did not;
+        else the next."""
+        current = int(self._array[_ITER])
+        if self._handed_to(num_workers, token):
+            return current
+        if row[worker] == current or not (row == current).any():
             current += 1
         return current
 
-    def hand_over(self, num_workers: int, batches: int) -> None:
+    def _handed_to(self, num_workers: int, token: int) -> bool:
+        """Whether the current iteration was handed over to the caller (under the lock)."""
+        a = self._array
+        return bool(token) and a[_TOKEN] == token and a[_HANDED_TO] == num_workers
+
+    def hand_over(self, num_workers: int, batches: int) -> int:
         """The training process began the latest iteration and read its first `batches`
-        batches of the rank's list: the `num_workers` DataLoader workers that begin next join
-        that iteration and deal the rest of the list among them (`IterationStart.handed`).
+        batches of the rank's list: `num_workers` DataLoader workers that begin with the token
+        returned join that iteration and deal the rest of the list among them
+        (`IterationStart.handed`).
 
         Args:
             num_workers: the DataLoader workers that go on with the iteration.
@@ -143,33 +152,35 @@ class EpochCounter:
         """
         _check_workers(num_workers)
         a = self._array
+        token = secrets.randbits(62) + 1
         with FileLock(self.lock_path, timeout=30.0):
             if a[_ITER] == 0:
                 raise CoordinationError("hand_over needs an iteration this process began")
-            a[_HANDED_TO], a[_HANDED] = num_workers, batches
+            a[_HANDED_TO], a[_HANDED], a[_TOKEN] = num_workers, batches, token
             a[_DONE], a[_DONE_OF] = 0, num_workers
+        return token
 
-    def peek(self, worker: int, num_workers: int) -> IterationStart:
+    def peek(self, worker: int, num_workers: int, token: int = 0) -> IterationStart:
         """Where worker `worker` of `num_workers` would start if it began now (no change)."""
         _check_workers(num_workers)
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
-            current = self._iteration_of(a[_row(num_workers)], worker, num_workers)
+            current = self._iteration_of(a[_row(num_workers)], worker, num_workers, token)
             if current == 1 and self._all_ended(num_workers):
                 return IterationStart(int(a[_EPOCH]) + 1, 0)
-            return self._start(current, worker, num_workers)
+            return self._start(current, worker, num_workers, token)
 
     def _all_ended(self, num_workers: int) -> bool:
         a = self._array
         return int(a[_WORKERS]) == num_workers and bool(a[_ENDED:_ENDED + num_workers].all())
 
-    def _start(self, current: int, worker: int, num_workers: int) -> IterationStart:
+    def _start(self, current: int, worker: int, num_workers: int, token: int) -> IterationStart:
         """Where a worker starts iteration `current` (counted from 1; called under the
         lock)."""
         a = self._array
         k = current - 1
         epoch = int(a[_EPOCH]) + k
-        handed = a[_ITER] == current and a[_HANDED_TO] == num_workers
+        handed = a[_ITER] == current and self._handed_to(num_workers, token)
         if k > 0 or handed:
             start = int(a[_SAMPLE]) if k == 0 else 0
             return IterationStart(epoch, start, handed=int(a[_HANDED]) if handed else 0)

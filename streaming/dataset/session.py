@@ -79,6 +79,9 @@ class Session:
         self._pending = False
         self._ended = False
         self._count = 0
+        # The token of an iteration this process handed over, for the workers it starts now
+        # (they carry it in their copy of the session and join that iteration once).
+        self._handover = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_plan": None}  # a worker plans for its own world
@@ -193,7 +196,9 @@ class Session:
         if settle:
             self.check_world()
             settle_worker()
-        start = self.epochs.begin_worker(world.worker, world.workers_per_rank)
+        start = self.epochs.begin_worker(world.worker, world.workers_per_rank,
+                                         self._handover)
+        self._handover = 0
         self.node.check(start.epoch)
         self._start, self._pending, self._ended, self._count = start, False, False, 0
         return world, start
@@ -204,15 +209,20 @@ class Session:
         return self.epochs.peek(0, 1)
 
     def hand_over(self, num_workers: int, batches: int) -> None:
-        """Let the `num_workers` DataLoader workers about to start go on with the iteration
-        this process began, after the first `batches` batches of the rank's list that it read
-        (`EpochCounter.hand_over`).
+        """Let the `num_workers` DataLoader workers started next (until `forget_hand_over`)
+        go on with the iteration this process began, after the first `batches` batches of the
+        rank's list that it read (`EpochCounter.hand_over`).
 
         Args:
             num_workers: the DataLoader workers.
             batches: the batches this process read.
         """
-        self.epochs.hand_over(num_workers, batches)
+        self._handover = self.epochs.hand_over(num_workers, batches)
+
+    def forget_hand_over(self) -> None:
+        """The workers that go on with the handed-over iteration have started (each carries
+        the hand-over in its copy of the session): workers started later do not join it."""
+        self._handover = 0
 
     @property
     def count(self) -> int:
@@ -260,7 +270,7 @@ class Session:
         slot = worker_slot()
         worker, workers = (slot.id, slot.num_workers) if slot is not None else (0, 1)
         if self._start is None or self._pending:
-            start = self.epochs.peek(worker, workers)
+            start = self.epochs.peek(worker, workers, self._handover)
             return Progress(slot, start, start.skip, start.ended)
         return Progress(slot, self._start, self._start.skip + self._count, self._ended)
 

@@ -18,7 +18,7 @@ from streaming.coord.world_detect import worker_slot
 from streaming.loader import worker_ring as transport
 from streaming.loader.checks import check_batch_size, check_resumable
 from streaming.loader.default_collate import Ragged, collate, collate_numpy, convert, tensors
-from streaming.loader.first_batch import first_batch_here, pinned
+from streaming.loader.first_batch import first_batch_here, pinned, workers_started
 from streaming.loader.unannotated_next import unannotated
 from streaming.loader.worker_stop import stop_workers
 from streaming.observe.metrics import (
@@ -242,7 +242,7 @@ class StreamingDataLoader(DataLoader):
         torch_iter = None
         try:
             first = self._first_batch()
-            torch_iter = super().__iter__()
+            torch_iter = self._start_workers()
             received = self._received(torch_iter, receiver, numpy)
             for batch in itertools.chain(pinned(first, torch_iter), received):
                 size = batch_length(batch)
@@ -279,6 +279,14 @@ class StreamingDataLoader(DataLoader):
             self.dataset, batch_size=int(self.batch_size or 0), drop_last=self.drop_last,
             num_workers=self.num_workers, worker_init=self.worker_init_fn is not None,
             workers_alive=self.persistent_workers and self._iterator is not None)
+
+    def _start_workers(self) -> Iterator[Any]:
+        """torch's iterator over the workers, which start now; a hand-over of this
+        iteration's first batch goes only to them."""
+        try:
+            return super().__iter__()
+        finally:
+            workers_started(self.dataset)
 
     @staticmethod
     def _received(torch_iter: Iterator[Any], receiver: transport.Receiver | None,

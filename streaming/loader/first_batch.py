@@ -91,3 +91,16 @@ def pinned(batches: list[dict[str, Any]], workers: Iterator[Any]) -> list[dict[s
     device = getattr(workers, "_pin_memory_device", None)
     return [pin_memory(batch, device) for batch in batches]
 
+
+def workers_started(dataset: object) -> None:
+    """The workers of an iteration `first_batch_here` handed over have started (or failed
+    to): workers started later by this process begin an iteration of their own.
+
+    Args:
+        dataset: the loader's dataset.
+    """
+    session = getattr(dataset, "session", None)
+    forget = getattr(session, "forget_hand_over", None)
+    if callable(forget):
+        forget()
+

@@ -183,6 +183,7 @@ def test_large_worker_batches_travel_in_shared_memory(tmp_path: Path) -> None:
     assert isinstance(small, np.ndarray) and small.shape == (2, 3)
     loader = StreamingDataLoader(StreamingDataset(local=tmp_path / "b", batch_size=4),
                                  batch_size=4, num_workers=2)
+    loader.first_batch_in_process = False  # every batch from a worker
     batches = list(loader)
     assert [b["id"].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     for b in batches:
