@@ -392,13 +392,17 @@ class CacheEngine:
             self._errors.pop(shard, None)
 
     def stop(self) -> None:
-        """Stop prefetching (the reader may still acquire shards) and withdraw the reader's
-        horizon, so that eviction no longer keeps the shards of a pass that stopped."""
+        """Stop prefetching (the reader may still acquire shards)."""
         self._stop.set()
         self._wake.set()
         for thread in self._threads:
             thread.join(timeout=self.wait_timeout)
         self._threads = []
+
+    def end(self) -> None:
+        """The reader's pass is over: stop prefetching and withdraw its horizon, so that
+        eviction no longer keeps the shards it would have read next."""
+        self.stop()
         if self._space is not None and self._pid == os.getpid():
             none = np.zeros(0, np.int64)
             self._space.reader.publish(none, none, none, 0)
