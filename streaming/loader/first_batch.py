@@ -1,22 +1,27 @@
 """The first batch of a worker-backed iteration, read by the training process itself.
 
 Starting DataLoader workers (forking them, then each one's first read) takes longer than
-reading one batch. So when a StreamingDataLoader iteration is about to start its workers, the
-training process reads the rank's first batch as a loader without workers would, ends that
+reading one batch. So when a StreamingDataLoader iteration would start its workers, the
+training process reads the rank's first batch as a loader without workers would, and ends that
 read so that nothing of it is left when the workers fork (no prefetching thread, pinned shard,
-published horizon or open generator), and hands the iteration over to the workers
-(`Session.hand_over`): they join it instead of starting the next one, and deal the rank's
-batches from the second on among them as they would have dealt them all. The loop sees the
-same batches in the same order, and the loader's count and state keep their meaning.
+published horizon or open generator). The loop gets that batch at once. The workers start when
+it asks for the next one (a fork costs the training process about as much as the read, so the
+first batch does not wait for it, and a loop that stops after one batch starts none), and the
+iteration is handed over to them (`handing_over`): they join it instead of starting the next
+one, and deal the rank's batches from the second on among them as they would have dealt them
+all. The loop sees the same batches in the same order, and the loader's count and state keep
+their meaning.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from torch.utils.data._utils.pin_memory import pin_memory
+import torch
+from torch.utils.data._utils.pin_memory import pin_memory as pin_memory_of
 
 from streaming.errors import StateMismatchError
 
@@ -27,9 +32,9 @@ if TYPE_CHECKING:
 
 def first_batch_here(dataset: object, *, batch_size: int, drop_last: bool, num_workers: int,
                      worker_init: bool, workers_alive: bool) -> list[dict[str, Any]]:
-    """The first batch of the iteration about to start, read in this process with the
-    iteration handed over to the `num_workers` workers about to start; empty (nothing read,
-    nothing changed) where that would not be exact or gains nothing: no workers, workers
+    """The first batch of the iteration about to start, read in this process, for the
+    `num_workers` workers to go on after it (`handing_over`); empty (nothing read, nothing
+    changed) where that would not be exact or gains nothing: no workers, workers
     alive already (persistent ones), a `worker_init_fn` (it runs before a worker reads), a
     dataset other than a StreamingDataset planned for `batch_size` (the workers' batches
     would not be its planned batches), a per-worker resume point, or a rank with fewer than
@@ -56,7 +61,6 @@ def first_batch_here(dataset: object, *, batch_size: int, drop_last: bool, num_w
         first = next(batches)
     finally:
         batches.close()  # its threads joined, its horizon withdrawn, nothing pinned
-    dataset.session.hand_over(num_workers, 1)
     return [first]
 
 
@@ -78,29 +82,38 @@ def _worth_it(dataset: StreamingDataset, batch_size: int, drop_last: bool) -> bo
     return count >= 2 * batch_size if drop_last else count > batch_size
 
 
-def pinned(batches: list[dict[str, Any]], workers: Iterator[Any]) -> list[dict[str, Any]]:
-    """`batches` in pinned memory when the DataLoader iterator `workers` pins what its
-    workers send (a loader with `pin_memory` on a machine with an accelerator).
+def pinned(batches: list[dict[str, Any]], pin_memory: bool) -> list[dict[str, Any]]:
+    """`batches` in pinned memory where the loader's workers' batches would be: with
+    `pin_memory`, on a machine with an accelerator that supports it (as torch decides).
 
     Args:
         batches: the batches read in this process.
-        workers: the DataLoader's iterator over its workers.
+        pin_memory: the loader's `pin_memory`.
     """
-    if not batches or not getattr(workers, "_pin_memory", False):
+    if not batches or not pin_memory or not torch.accelerator.is_available():
         return batches
-    device = getattr(workers, "_pin_memory_device", None)
-    return [pin_memory(batch, device) for batch in batches]
+    accelerator = torch.accelerator.current_accelerator()
+    if accelerator is None or accelerator.type == "mps":  # torch does not pin for MPS
+        return batches
+    return [pin_memory_of(batch, accelerator.type) for batch in batches]
 
 
-def workers_started(dataset: object) -> None:
-    """The workers of an iteration `first_batch_here` handed over have started (or failed
-    to): workers started later by this process begin an iteration of their own.
+@contextmanager
+def handing_over(dataset: StreamingDataset, num_workers: int, batches: int) -> Iterator[None]:
+    """The workers started in the block go on with the iteration this process began, after
+    the first `batches` batches of the rank that it read (none: they begin their own).
 
     Args:
-        dataset: the loader's dataset.
+        dataset: the loader's dataset (a StreamingDataset when `batches` > 0).
+        num_workers: the workers started in the block.
+        batches: the batches `first_batch_here` read.
     """
-    session = getattr(dataset, "session", None)
-    forget = getattr(session, "forget_hand_over", None)
-    if callable(forget):
-        forget()
-
+    if not batches:
+        yield
+        return
+    session = dataset.session
+    session.hand_over(num_workers, batches)
+    try:
+        yield
+    finally:
+        session.forget_hand_over()  # workers started later begin an iteration of their own
