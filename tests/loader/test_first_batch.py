@@ -74,10 +74,11 @@ def test_the_loop_sees_the_batches_of_a_loader_without_workers(two_streams, meth
     assert solo[0] != solo[1] or not shuffle
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_the_same_batches_with_the_feature_off(two_streams, workers) -> None:
-    here, read_here = epochs(two_streams, workers, shuffle=True)
-    today, read_off = epochs(two_streams, workers, here=False, shuffle=True)
+def test_one_worker_gets_the_same_batches_as_with_the_feature_off(two_streams) -> None:
+    """One worker shares the training process's row of the epoch counter (its hand-over
+    token tells them apart)."""
+    here, read_here = epochs(two_streams, 1, shuffle=True)
+    today, read_off = epochs(two_streams, 1, here=False, shuffle=True)
     assert here == today
     assert (read_here, read_off) == (2 * BATCH, 0)
 
