@@ -405,6 +405,14 @@ class CacheEngine:
             thread.join(timeout=self.wait_timeout)
         self._threads = []
 
+    def end(self) -> None:
+        """The reader's pass is over: stop prefetching and withdraw its horizon, so that
+        eviction no longer keeps the shards it would have read next."""
+        self.stop()
+        if self._space is not None and self._pid == os.getpid():
+            none = np.zeros(0, np.int64)
+            self._space.reader.publish(none, none, none, 0)
+
     # ----- stats -----------------------------------------------------------------------
     def stats(self, *, node: bool = True) -> CacheStats:
         """Counters of every reader on the node (default) or of this reader only; after

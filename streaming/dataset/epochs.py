@@ -8,6 +8,10 @@ joins iteration G (a sibling of the same DataLoader already started it) or start
 (it ran G itself, or G was run by a different set of workers, e.g. the main process). Iteration
 k (from 0) runs epoch `resume_epoch + k`, from `resume_sample` when k == 0, else from 0.
 
+The training process can also read the first batches of an iteration itself and hand it over
+(`hand_over`): the DataLoader workers it starts next, which carry the hand-over's token, then
+join that iteration instead of starting the next one (each once), and go on after those batches.
+
 A resume point can also be per worker (torchdata's StatefulDataLoader restores each worker from
 its own state): then every worker of iteration 0 also skips the samples it had yielded, and when
 every worker had ended its iteration, iteration 0 is the next epoch instead.
@@ -15,6 +19,7 @@ every worker had ended its iteration, iteration 0 is the next epoch instead.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +32,9 @@ from streaming.errors import CoordinationError, StateMismatchError
 
 _EPOCH, _SAMPLE, _NCN, _SEED, _ITER, _WORKERS = 0, 1, 2, 3, 4, 5
 _DONE, _DONE_OF = 6, 7  # workers that finished iteration G, of how many began it
-_SLOTS = 8
+# iteration G handed over to this many workers, after this many batches, with this token
+_HANDED_TO, _HANDED, _TOKEN = 8, 9, 10
+_SLOTS = 11
 MAX_WORKERS = 64
 _ROWS = MAX_WORKERS * (MAX_WORKERS + 1) // 2
 _SKIP = _SLOTS + _ROWS  # per worker: samples of its list already yielded (per-worker resume)
@@ -39,12 +46,14 @@ _SIZE = _ENDED + MAX_WORKERS
 class IterationStart:
     """Where one worker's iteration starts: the epoch, the rank-wide resume point the plan is
     computed from, the samples of this worker's list to skip and whether it had ended (both
-    nonzero only after a per-worker resume)."""
+    nonzero only after a per-worker resume), and the batches of the rank's list the training
+    process read before handing the iteration over to the workers (see `hand_over`)."""
 
     epoch: int
     sample_in_epoch: int
     skip: int = 0
     ended: bool = False
+    handed: int = 0
 
 
 def _row(num_workers: int) -> slice:
@@ -78,7 +87,7 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             a[_SLOTS:] = 0
-            a[_ITER] = a[_WORKERS] = a[_DONE] = 0
+            a[_ITER] = a[_WORKERS] = a[_DONE] = a[_HANDED_TO] = a[_HANDED] = a[_TOKEN] = 0
             a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
             a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
 
@@ -91,56 +100,90 @@ class EpochCounter:
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             a[_SLOTS:_SKIP] = 0
-            a[_ITER] = a[_DONE] = 0
+            a[_ITER] = a[_DONE] = a[_HANDED_TO] = a[_HANDED] = a[_TOKEN] = 0
             a[_NCN], a[_SEED] = num_canonical_nodes, shuffle_seed
             a[_EPOCH], a[_SAMPLE] = epoch, sample_in_epoch
             a[_WORKERS] = num_workers
             a[_SKIP + worker], a[_ENDED + worker] = skip, int(ended)
 
-    def begin_worker(self, worker: int, num_workers: int) -> IterationStart:
-        """Register worker `worker` of `num_workers` starting; return where it starts."""
+    def begin_worker(self, worker: int, num_workers: int, token: int = 0) -> IterationStart:
+        """Register worker `worker` of `num_workers` starting; return where it starts. A
+        worker given the `token` of a `hand_over` joins the iteration handed over."""
         _check_workers(num_workers)
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
             row = a[_row(num_workers)]
-            current = self._iteration_of(row, worker)
+            current = self._iteration_of(row, worker, num_workers, token)
             if current != a[_ITER]:
                 a[_DONE], a[_DONE_OF] = 0, num_workers
+                a[_HANDED_TO] = a[_HANDED] = a[_TOKEN] = 0
             a[_ITER] = current
             row[worker] = current
             if current == 1 and self._all_ended(num_workers):
                 a[_EPOCH] += 1  # every worker had ended: iteration 0 is the next epoch
                 a[_SAMPLE] = a[_WORKERS] = 0
-            return self._start(current - 1, worker, num_workers)
+            return self._start(current, worker, num_workers, token)
 
-    def _iteration_of(self, row: np.ndarray, worker: int) -> int:
-        """The iteration number `worker` starts (caller holds the lock): the current one,
-        unless this worker already began it or nobody has (then the next)."""
+    def _iteration_of(self, row: np.ndarray, worker: int, num_workers: int, token: int) -> int:
+        """The iteration number `worker` starts (caller holds the lock): the current one when
+        it was handed over to this worker, or a sibling began it and this worker did not;
+        else the next."""
         current = int(self._array[_ITER])
+        if self._handed_to(num_workers, token):
+            return current
         if row[worker] == current or not (row == current).any():
             current += 1
         return current
 
-    def peek(self, worker: int, num_workers: int) -> IterationStart:
+    def _handed_to(self, num_workers: int, token: int) -> bool:
+        """Whether the current iteration was handed over to the caller (under the lock)."""
+        a = self._array
+        return bool(token) and a[_TOKEN] == token and a[_HANDED_TO] == num_workers
+
+    def hand_over(self, num_workers: int, batches: int) -> int:
+        """The training process began the latest iteration and read its first `batches`
+        batches of the rank's list: `num_workers` DataLoader workers that begin with the token
+        returned join that iteration and deal the rest of the list among them
+        (`IterationStart.handed`).
+
+        Args:
+            num_workers: the DataLoader workers that go on with the iteration.
+            batches: the batches of the rank's list already read.
+        """
+        _check_workers(num_workers)
+        a = self._array
+        token = secrets.randbits(62) + 1
+        with FileLock(self.lock_path, timeout=30.0):
+            if a[_ITER] == 0:
+                raise CoordinationError("hand_over needs an iteration this process began")
+            a[_HANDED_TO], a[_HANDED], a[_TOKEN] = num_workers, batches, token
+            a[_DONE], a[_DONE_OF] = 0, num_workers
+        return token
+
+    def peek(self, worker: int, num_workers: int, token: int = 0) -> IterationStart:
         """Where worker `worker` of `num_workers` would start if it began now (no change)."""
         _check_workers(num_workers)
         a = self._array
         with FileLock(self.lock_path, timeout=30.0):
-            current = self._iteration_of(a[_row(num_workers)], worker)
+            current = self._iteration_of(a[_row(num_workers)], worker, num_workers, token)
             if current == 1 and self._all_ended(num_workers):
                 return IterationStart(int(a[_EPOCH]) + 1, 0)
-            return self._start(current - 1, worker, num_workers)
+            return self._start(current, worker, num_workers, token)
 
     def _all_ended(self, num_workers: int) -> bool:
         a = self._array
         return int(a[_WORKERS]) == num_workers and bool(a[_ENDED:_ENDED + num_workers].all())
 
-    def _start(self, k: int, worker: int, num_workers: int) -> IterationStart:
-        """Iteration k's start for a worker (called under the lock)."""
+    def _start(self, current: int, worker: int, num_workers: int, token: int) -> IterationStart:
+        """Where a worker starts iteration `current` (counted from 1; called under the
+        lock)."""
         a = self._array
+        k = current - 1
         epoch = int(a[_EPOCH]) + k
-        if k > 0:
-            return IterationStart(epoch, 0)
+        handed = a[_ITER] == current and self._handed_to(num_workers, token)
+        if k > 0 or handed:
+            start = int(a[_SAMPLE]) if k == 0 else 0
+            return IterationStart(epoch, start, handed=int(a[_HANDED]) if handed else 0)
         by_worker = int(a[_WORKERS])
         if by_worker == 0:
             return IterationStart(epoch, int(a[_SAMPLE]))

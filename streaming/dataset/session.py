@@ -20,7 +20,7 @@ from streaming.dataset.epochs import EpochCounter, IterationStart
 from streaming.dataset.state import ResumeState, WorkerPosition
 from streaming.errors import StateMismatchError
 from streaming.plan import PlanConfig, World, plan_node
-from streaming.plan.planner import NodePlan
+from streaming.plan.planner import NodePlan, deal_batches
 from streaming.util.worker import settle_worker
 
 JOIN_TIMEOUT = 120.0  # seconds a local rank waits for its node's leader at start-up
@@ -79,6 +79,9 @@ class Session:
         self._pending = False
         self._ended = False
         self._count = 0
+        # The token of an iteration this process handed over, for the workers it starts now
+        # (they carry it in their copy of the session and join that iteration once).
+        self._handover = 0
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_plan": None}  # a worker plans for its own world
@@ -129,6 +132,22 @@ class Session:
         return self.board.slice(key, lambda: self.node_plan(cfg, world, epoch, sample_in_epoch).ids,
                                 world.rank_in_node, world.worker)
 
+    def iteration_ids(self, start: IterationStart, world: World) -> np.ndarray:
+        """The planned ids of `world`'s worker for an iteration placed at `start` (-1 marks
+        padding): after its own resume skip, or, in an iteration the training process handed
+        over (`hand_over`), its share of the rank's batches after the handed ones.
+
+        Args:
+            start: where the epoch counter placed the iteration.
+            world: the reading worker's world.
+        """
+        if not start.handed:
+            ids = self.worker_sample_ids(start.epoch, start.sample_in_epoch, world)
+            return ids[start.skip:]
+        rank = self.worker_sample_ids(start.epoch, start.sample_in_epoch, self.rank_world())
+        return deal_batches(rank, self.config_now().device_batch(), world.worker,
+                            world.workers_per_rank, start.handed)
+
     def _deal_inherited(self, cfg: PlanConfig, world: World, epoch: int,
                         sample_in_epoch: int) -> np.ndarray | None:
         """A worker's ids dealt from the rank's one-worker plan this process inherited (a
@@ -177,10 +196,33 @@ class Session:
         if settle:
             self.check_world()
             settle_worker()
-        start = self.epochs.begin_worker(world.worker, world.workers_per_rank)
+        start = self.epochs.begin_worker(world.worker, world.workers_per_rank,
+                                         self._handover)
+        self._handover = 0
         self.node.check(start.epoch)
         self._start, self._pending, self._ended, self._count = start, False, False, 0
         return world, start
+
+    def next_start(self) -> IterationStart:
+        """Where the rank's next iteration would start if the training process (no
+        DataLoader worker) began it now."""
+        return self.epochs.peek(0, 1)
+
+    def hand_over(self, num_workers: int, batches: int) -> None:
+        """Let the `num_workers` DataLoader workers started next (until `forget_hand_over`)
+        go on with the iteration this process began, after the first `batches` batches of the
+        rank's list that it read (`EpochCounter.hand_over`).
+
+        Args:
+            num_workers: the DataLoader workers.
+            batches: the batches this process read.
+        """
+        self._handover = self.epochs.hand_over(num_workers, batches)
+
+    def forget_hand_over(self) -> None:
+        """The workers that go on with the handed-over iteration have started (each carries
+        the hand-over in its copy of the session): workers started later do not join it."""
+        self._handover = 0
 
     @property
     def count(self) -> int:
@@ -228,7 +270,7 @@ class Session:
         slot = worker_slot()
         worker, workers = (slot.id, slot.num_workers) if slot is not None else (0, 1)
         if self._start is None or self._pending:
-            start = self.epochs.peek(worker, workers)
+            start = self.epochs.peek(worker, workers, self._handover)
             return Progress(slot, start, start.skip, start.ended)
         return Progress(slot, self._start, self._start.skip + self._count, self._ended)
 

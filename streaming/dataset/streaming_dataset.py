@@ -304,10 +304,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
     def _planned_ids(self, it: Iteration) -> np.ndarray:
         """The planned ids of iteration `it` from where it starts."""
-        start = it.start
         with self.session.failing_on_error():
-            ids = self.session.worker_sample_ids(start.epoch, start.sample_in_epoch, it.world)
-        return ids[start.skip:]
+            return self.session.iteration_ids(it.start, it.world)
 
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False

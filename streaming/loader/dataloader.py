@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,6 +18,7 @@ from streaming.coord.world_detect import worker_slot
 from streaming.loader import worker_ring as transport
 from streaming.loader.checks import check_batch_size, check_resumable
 from streaming.loader.default_collate import Ragged, collate, collate_numpy, convert, tensors
+from streaming.loader.first_batch import first_batch_here, handing_over, pinned
 from streaming.loader.unannotated_next import unannotated
 from streaming.loader.worker_stop import stop_workers
 from streaming.observe.metrics import (
@@ -123,7 +125,9 @@ class StreamingDataLoader(DataLoader):
     neither skips nor repeats them. Works with any dataset that has the StreamingDataset
     `state_dict(num_samples, from_beginning)` / `load_state_dict(obj)` methods. Batches are
     collated by `streaming.loader.default_collate.collate` unless a `collate_fn` is given
-    (docs/dataset.md). `loader.dataset` is the dataset given, whichever path reads it.
+    (docs/dataset.md). `loader.dataset` is the dataset given, whichever path reads it. With
+    workers, an iteration's first batch is read in the training process before they start
+    (`streaming.loader.first_batch`; `loader.first_batch_in_process = False` turns it off).
 
     The arguments are `torch.utils.data.DataLoader`'s, with the same defaults.
 
@@ -185,6 +189,8 @@ class StreamingDataLoader(DataLoader):
         self._reads_before = (0, 0)  # (bytes, rows) of the workers before them
         self.metrics_every = every_from_env()  # log a summary every N batches (0: never)
         self.collect_metrics = True  # False: no timing at all (the overhead benchmark's baseline)
+        # False: the workers read every batch (see streaming.loader.first_batch)
+        self.first_batch_in_process = True
 
     __init__.__signature__ = inspect.signature(DataLoader.__init__)  # type: ignore[attr-defined]
 
@@ -235,14 +241,10 @@ class StreamingDataLoader(DataLoader):
             meter.start()
         self._count_worker_reads()
         asked = time.perf_counter_ns()
-        torch_iter = super().__iter__()
-        batches = unannotated(torch_iter)
         try:
-            for batch in batches:
-                if receiver is not None:
-                    batch = receiver.unpack(batch)
-                if numpy:
-                    batch = tensors(batch)
+            first = self._first_batch()
+            received = self._received(len(first), receiver, numpy)
+            for batch in itertools.chain(pinned(first, self.pin_memory), received):
                 size = batch_length(batch)
                 size = size if size is not None else int(self.batch_size or 1)
                 if meter is not None and not self.num_samples_yielded:
@@ -256,10 +258,6 @@ class StreamingDataLoader(DataLoader):
                 yield batch
                 if meter is not None:
                     asked = time.perf_counter_ns()
-        except Exception:
-            if not self.persistent_workers:
-                stop_workers(torch_iter)
-            raise
         finally:
             if self._streams is not None:
                 self._streams.fold(self._meter.samples)
@@ -267,6 +265,33 @@ class StreamingDataLoader(DataLoader):
                 self._packs.fold(self._meter.samples)
             if receiver is not None and not self.persistent_workers:
                 receiver.close()
+
+    def _first_batch(self) -> list[Any]:
+        """The iteration's first batch when this process reads it, the workers starting only
+        after the loop got it (streaming.loader.first_batch), else nothing."""
+        if self._batch_stream is None or not self.first_batch_in_process:
+            return []
+        return first_batch_here(
+            self.dataset, batch_size=int(self.batch_size or 0), drop_last=self.drop_last,
+            num_workers=self.num_workers, worker_init=self.worker_init_fn is not None,
+            workers_alive=self.persistent_workers and self._iterator is not None)
+
+    def _received(self, read_here: int, receiver: transport.Receiver | None,
+                  numpy: bool) -> Iterator[Any]:
+        """The batches of torch's iterator, out of the workers' rings and made tensors. The
+        workers start when the first of them is asked for, and go on after the `read_here`
+        batches this process read (a failed iteration's workers stop at once)."""
+        with handing_over(self.dataset, self.num_workers, read_here):
+            torch_iter = super().__iter__()
+        try:
+            for batch in unannotated(torch_iter):
+                if receiver is not None:
+                    batch = receiver.unpack(batch)
+                yield tensors(batch) if numpy else batch
+        except Exception:
+            if not self.persistent_workers:
+                stop_workers(torch_iter)
+            raise
 
     def _begin_streams(self) -> None:
         """Point the per-stream counts (or a packed dataset's pack fill) at the rank's planned

@@ -10,7 +10,11 @@ shared memory (passed by file descriptor, no copy in the main process) and keep 
 
 Ring segment (a `SharedArray` of uint8): `HEAD` bytes of per-slot flags (1 = filled, 0 = free),
 then `slots` slots of `slot_bytes`. The worker owns the file; the main process unlinks the name
-as soon as it has mapped it, so nothing is left in /dev/shm once both sides let go.
+as soon as it has mapped it, so nothing is left in /dev/shm once both sides let go. A loader's
+receiver also keeps a one-byte `open` segment of its token while it lives: a worker that waits
+for the main process (a free slot, or its last batches mapped before it removes its ring) stops
+waiting once the receiver has closed, even if it made its ring after the receiver had removed
+the rings it knew of (workers that start after the loop already left the iteration).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ MIN_BYTES_LIST = 256 << 10  # so are smaller lists of bytes (per-item slicing co
 HEAD = 4096  # flags page; slots start page-aligned after it
 ALIGN = 64
 SLOT_WAIT = 600.0  # seconds a worker waits for the main process to free a slot
+OPEN = "open"  # suffix of a receiver's segment: 1 while it lives
 
 
 def new_token() -> str:
@@ -157,10 +162,16 @@ class Sender:
     its `Packed` descriptor, or the batch itself when nothing in it is worth placing."""
 
     def __init__(self, token: str, worker: int, slots: int, parent: ProcessId, *,
-                 timeout: float = SLOT_WAIT) -> None:
+                 timeout: float = SLOT_WAIT, watch_receiver: bool = False) -> None:
         if slots < 1:
             raise ValueError(f"a transport ring needs at least 1 slot, got {slots}")
         self.namespace = Namespace(token)
+        # The receiver's `open` byte (None: gone already); unwatched without `watch_receiver`.
+        self.receiver_open: SharedArray | None = None
+        self.watch_receiver = watch_receiver
+        if watch_receiver:
+            with contextlib.suppress(SegmentMissingError):
+                self.receiver_open = SharedArray.attach(self.namespace.name(OPEN))
         self.worker = worker
         self.slots = slots
         self.timeout = timeout
@@ -211,7 +222,12 @@ class Sender:
                  alive=self._parent_gone)
 
     def _parent_gone(self) -> str | None:
-        return None if self.parent.alive() else f"the main process ({self.parent}) exited"
+        if not self.parent.alive():
+            return f"the main process ({self.parent}) exited"
+        flag = self.receiver_open
+        if self.watch_receiver and (flag is None or not flag.array[0]):
+            return "the main process closed its end of the transport"
+        return None
 
     def close(self) -> None:
         """Remove this worker's rings (names only; mappings elsewhere stay valid)."""
@@ -247,14 +263,15 @@ _senders: dict[tuple[int, str, int], Sender] = {}
 
 
 def sender_for(token: str, worker: int, slots: int, parent: ProcessId) -> Sender:
-    """This process's Sender for (token, worker) whose batches go to `parent`: persistent
-    workers keep their ring across epochs; a forked copy of a process gets its own."""
+    """This process's Sender for (token, worker) whose batches go to `parent` (a Receiver of
+    `token`, whose `open` byte it watches): persistent workers keep their ring across epochs; a
+    forked copy of a process gets its own."""
     key = (os.getpid(), token, worker)
     sender = _senders.get(key)
     if sender is None:
         for old in [k for k in _senders if k[0] != os.getpid()]:
             del _senders[old]  # inherited through fork: not ours to use or remove
-        sender = _senders[key] = Sender(token, worker, slots, parent)
+        sender = _senders[key] = Sender(token, worker, slots, parent, watch_receiver=True)
     return sender
 
 
@@ -265,7 +282,10 @@ class Receiver:
     def __init__(self, token: str | None = None) -> None:
         self.rings: dict[str, tuple[int, int, SharedArray]] = {}  # name -> (worker, gen, map)
         self.token = token  # the workers' ring namespace: close() removes rings never mapped
-        self._release = weakref.finalize(self, _release_rings, self.rings, token)
+        self.open: SharedArray | None = None  # 1 until close(): workers stop waiting at 0
+        if token is not None:
+            self.open = SharedArray.create(Namespace(token).name(OPEN), (1,), np.uint8, fill=1)
+        self._release = weakref.finalize(self, _release_rings, self.rings, token, self.open)
 
     def unpack(self, item: Any) -> Any:
         """The batch `item` stands for, owning its memory."""
@@ -296,7 +316,7 @@ class Receiver:
                 del self.rings[name]
         self.rings[item.ring] = (item.worker, item.gen, shm)
         if not self._release.alive:  # used again after close()
-            self._release = weakref.finalize(self, _release_rings, self.rings, self.token)
+            self._release = weakref.finalize(self, _release_rings, self.rings, self.token, None)
         return shm
 
     def close(self) -> None:
@@ -306,7 +326,11 @@ class Receiver:
         self._release()
 
 
-def _release_rings(rings: dict[str, tuple[int, int, SharedArray]], token: str | None) -> None:
+def _release_rings(rings: dict[str, tuple[int, int, SharedArray]], token: str | None,
+                   open_flag: SharedArray | None) -> None:
+    if open_flag is not None and len(open_flag.array):
+        open_flag.array[0] = 0
+        open_flag.close()
     for _, _, shm in rings.values():
         shm.array[:HEAD] = 0
         shm.close()

@@ -48,7 +48,7 @@ class NodePlan:
         if self.ids.shape[1] != 1:
             raise PlanError(f"worker_share needs a plan of one worker per rank, not "
                             f"{self.ids.shape[1]}")
-        return _dealt(self.ids[rank_in_node, 0].reshape(-1, self.batch_size), worker, workers)
+        return deal_batches(self.ids[rank_in_node, 0], self.batch_size, worker, workers)
 
     def shard_access_order(self) -> np.ndarray:
         """This node's shards in order of first use (all ranks advancing together)."""
@@ -128,6 +128,24 @@ def plan_worker(cfg: PlanConfig, world: World, epoch: int, sample_in_epoch: int 
     batches, _, _ = _group_batches(cfg, world, epoch, sample_in_epoch)
     local = world.data_parallel_rank - world.group * world.group_ranks
     return _dealt(batches[:, local], world.worker, world.workers_per_rank)
+
+
+def deal_batches(rank_ids: np.ndarray, batch_size: int, worker: int, workers: int,
+                 skip: int = 0) -> np.ndarray:
+    """One DataLoader worker's share of a rank's ordered ids (its row of a plan made for one
+    worker per rank): the rank's batches of `batch_size` after the first `skip`, dealt
+    round-robin over `workers`, as `plan_worker` deals them (with `skip` = 0).
+
+    Args:
+        rank_ids: the rank's ids, a whole number of batches (-1 padding at the end).
+        batch_size: the plan's per-device batch size.
+        worker: the DataLoader worker.
+        workers: DataLoader workers per rank.
+        skip: leading batches of the rank's list that no worker reads.
+    """
+    if len(rank_ids) % batch_size:
+        raise PlanError(f"a rank's ids ({len(rank_ids)}) are not whole batches of {batch_size}")
+    return _dealt(rank_ids.reshape(-1, batch_size)[skip:], worker, workers)
 
 
 def _dealt(batches: np.ndarray, worker: int, workers: int) -> np.ndarray:

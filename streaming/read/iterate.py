@@ -78,7 +78,7 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
                         pending = reads.start(1)
         source.check()
     finally:
-        source.stop()
+        source.end()
 
 
 def _item_chunks(ids: np.ndarray, shards: np.ndarray, chunk: int, readers: PassReaders,

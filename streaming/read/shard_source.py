@@ -1,8 +1,9 @@
 """The seam between the reader and whatever makes shards ready: a `ShardSource`.
 
-The reader tells its source the shard of every sample it will read (`follow`) and how far it has
-got (`advance`); the source prepares shards ahead. Shards the source marks `pinned` are read
-under `acquire`/`release` (they may be evicted in between); the others are opened once and kept.
+The reader tells its source the shard of every sample it will read (`follow`), how far it has
+got (`advance`) and when its pass is over (`end`); the source prepares shards ahead. Shards the
+source marks `pinned` are read under `acquire`/`release` (they may be evicted in between); the
+others are opened once and kept.
 `CacheEngine` is the source of datasets with remote streams; `LocalSource` the one of local-only
 datasets, which only has to prepare (decompress, verify) shards ahead of the reader.
 """
@@ -62,6 +63,10 @@ class ShardSource(Protocol):
     def stop(self) -> None:
         """Stop preparing ahead (shards may still be acquired)."""
 
+    def end(self) -> None:
+        """The reader's pass is over (ended, failed or closed early): stop preparing ahead
+        and let go of what the pass would have needed next."""
+
 
 class LocalSource:
     """The `ShardSource` of local-only data: prepares the shards of the followed sequence
@@ -114,6 +119,9 @@ class LocalSource:
     def stop(self) -> None:
         if self._pass is not None:
             self._pass.stop()
+
+    def end(self) -> None:
+        self.stop()
 
 
 class _Ahead:

@@ -261,6 +261,17 @@ def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
     engine.close()
 
 
+def test_a_pass_that_ended_withdraws_its_horizon(source, tmp_path):
+    from streaming.cache.horizon import snapshot
+
+    engine = _following(source, tmp_path / "c", np.array([0] * 3 + [1] * 10))
+    rows = np.array([engine.slot.index])
+    assert snapshot(engine.table, rows).shards[0, :2].tolist() == [0, 1]  # stop() keeps it
+    engine.end()  # the reader's pass is over: nothing it would read is wanted any more
+    assert (snapshot(engine.table, rows).shards < 0).all()
+    engine.close()
+
+
 def test_a_shard_read_again_later_keeps_its_next_use_after_each_run(source, tmp_path):
     from streaming.cache.horizon import snapshot
     from tests.cache.test_horizon import true_next_use

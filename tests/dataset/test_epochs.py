@@ -1,6 +1,7 @@
 """EpochCounter's per-worker resume points (torchdata restores each DataLoader worker from its
 own state): skips per worker, the next epoch when every worker had ended, and a refusal when
-another number of workers iterates."""
+another number of workers iterates; and iterations the training process began and handed over
+to its workers."""
 
 from __future__ import annotations
 
@@ -68,6 +69,43 @@ def test_the_running_epoch_until_every_worker_of_it_finished(counter) -> None:
     assert counter.running_or_next() == 3
     counter.set_resume(7, 10, 1, 0)
     assert counter.running_or_next() == 7
+
+
+def test_workers_join_an_iteration_the_training_process_handed_over(counter) -> None:
+    counter.set_resume(2, 40, 1, 0)
+    assert counter.begin_worker(0, 1) == IterationStart(2, 40)  # the training process
+    token = counter.hand_over(2, 1)
+    assert counter.peek(1, 2, token) == IterationStart(2, 40, handed=1)
+    assert counter.peek(1, 2) == IterationStart(3, 0)  # workers without the token
+    assert counter.begin_worker(1, 2, token) == IterationStart(2, 40, handed=1)
+    assert counter.begin_worker(0, 2, token) == IterationStart(2, 40, handed=1)
+    assert counter.current() == (2, 40)  # the iteration still starts where it did
+    counter.finish(2)
+    assert counter.running_or_next() == 2  # one of the two workers still runs it
+    counter.finish(2)
+    assert counter.running_or_next() == 3
+    assert counter.begin_worker(0, 2) == IterationStart(3, 0)  # the next one is the workers'
+    assert counter.begin_worker(1, 2, token) == IterationStart(3, 0)  # a stale token
+    assert counter.begin_worker(0, 1) == IterationStart(4, 0)
+    token = counter.hand_over(3, 2)
+    counter.set_resume(7, 0, 1, 0)  # a loaded state forgets the hand-over
+    assert counter.begin_worker(0, 3, token) == IterationStart(7, 0)
+
+
+def test_one_worker_joins_the_training_process_in_its_own_row(counter) -> None:
+    """With one DataLoader worker, the training process and the worker share a row: the token
+    alone tells the worker to join."""
+    assert counter.begin_worker(0, 1) == IterationStart(0, 0)
+    token = counter.hand_over(1, 1)
+    assert counter.begin_worker(0, 1, token) == IterationStart(0, 0, handed=1)
+    counter.finish(0)
+    assert counter.running_or_next() == 1
+    assert counter.begin_worker(0, 1) == IterationStart(1, 0)
+
+
+def test_only_a_begun_iteration_can_be_handed_over(counter) -> None:
+    with pytest.raises(CoordinationError, match="iteration this process began"):
+        counter.hand_over(2, 1)
 
 
 @pytest.mark.parametrize("num_workers", [0, MAX_WORKERS + 1])

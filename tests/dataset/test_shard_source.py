@@ -60,6 +60,9 @@ class FakeSource:
     def stop(self) -> None:
         self.stopped = True
 
+    def end(self) -> None:
+        self.stop()
+
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, global_order, plan_node, plan_worker
 from streaming.plan.order import EpochOrder
+from streaming.plan.planner import deal_batches
 from tests.plan.helpers import (
     ALGOS,
     assemble,
@@ -364,6 +365,20 @@ def test_a_one_worker_plan_deals_each_workers_share(setup, resume) -> None:
     if world.workers_per_rank > 1:
         with pytest.raises(PlanError, match="one worker per rank"):
             full.worker_share(0, 0, world.workers_per_rank)
+
+
+@pytest.mark.parametrize(("workers", "skip"), [(1, 0), (3, 0), (3, 1), (2, 4), (4, 7)])
+def test_dealing_after_skipped_batches_leaves_the_rank_order(workers, skip) -> None:
+    """Worker w's k-th batch is the rank's batch skip + k * workers + w: taking the workers'
+    batches in turn gives the rank's list from batch `skip` (the rest is -1 padding)."""
+    rank = np.append(np.arange(13), [-1]).astype(np.int64)  # 7 batches of 2, the last partial
+    shares = [deal_batches(rank, 2, w, workers, skip).reshape(-1, 2) for w in range(workers)]
+    assert len({len(share) for share in shares}) == 1
+    turns = np.stack(shares, axis=1).reshape(-1)
+    assert np.array_equal(turns[:len(rank) - 2 * skip], rank[2 * skip:])
+    assert (turns[len(rank) - 2 * skip:] == -1).all()
+    with pytest.raises(PlanError, match="whole batches of 3"):
+        deal_batches(rank, 3, 0, workers)
 
 
 @given(setups(method="random"))
