@@ -4,9 +4,11 @@ pieces arrive."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 
+from streaming.errors import DownloadTimeoutError
 from streaming.storage.backend import Backend, check_size
 from streaming.storage.retry import RetryPolicy
 
@@ -23,11 +25,16 @@ class ArrivingRange:
         start: The range's first byte.
         end: One past the range's last byte. A range that ends at `size` reads to the object's
             end, so an object bigger than `size` is caught.
+        patience: Seconds from now after which `take` stops waiting for `fill` (which its
+            retry policy ends sooner: this is the bound of last resort).
     """
 
-    def __init__(self, backend: Backend, path: str, size: int, start: int, end: int) -> None:
+    def __init__(self, backend: Backend, path: str, size: int, start: int, end: int,
+                 patience: float) -> None:
         self.backend, self.path, self.size = backend, path, size
         self.start, self.end = start, end
+        self.patience = patience
+        self._give_up = time.monotonic() + patience
         self.received = 0  # bytes fetched so far (taken or waiting in `_pieces`)
         self._pieces: deque[bytes] = deque()
         self._done = False
@@ -72,7 +79,12 @@ class ArrivingRange:
         while True:
             with self._changed:
                 while not self._pieces and not self._done:
-                    self._changed.wait()
+                    left = self._give_up - time.monotonic()
+                    if left <= 0:
+                        raise DownloadTimeoutError(
+                            f"{self.backend.url(self.path)} bytes {self.start}-{self.end - 1}: "
+                            f"nothing arrived for {self.patience:g} s")
+                    self._changed.wait(left)
                 if self._pieces:
                     piece = self._pieces.popleft()
                 elif self._error is not None:

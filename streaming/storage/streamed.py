@@ -27,6 +27,7 @@ from streaming.storage.transfer import MiB, timed_backend, transfer_policy
 JUDGE_BYTES = 1 * MiB  # bytes a single GET delivers after its first piece before its pace is judged
 WAIT_SHARE = 0.25  # a consumer that waited this share of the time is network-bound
 MIN_PART = 1 * MiB  # the smallest range a widened transfer asks for
+GRACE = 30.0  # seconds a range's consumer waits beyond its retry budget before giving up
 
 
 def stream_object(
@@ -143,7 +144,8 @@ def in_order_ranges(backend: Backend, path: str, size: int, consume: Callable[[b
 
         def submit(part: tuple[int, int] | None) -> None:
             if part is not None:
-                window.append(ArrivingRange(backend, path, size, *part))
+                window.append(ArrivingRange(backend, path, size, *part,
+                                            patience=policy.budget() + GRACE))
                 pool.submit(window[-1].fill, policy)
 
         def widen(delivered: int) -> int:

@@ -128,3 +128,18 @@ def test_a_key_that_always_stalls_gives_up_within_its_budget(objects, fault_prox
         _collect(url, len(blobs["shard.00004.mds.zstd"]), timeout=1.0, retry=2, backoff=0.1)
     # under one stall's length: every attempt was cut at its 1 s timeout (slack for a busy machine)
     assert time.monotonic() - start < 3 * 1.0 + 0.3 + 8.0
+
+
+def test_a_range_that_never_fills_ends_the_wait_with_a_timeout(tmp_path):
+    """The consumer's wait for a range has a bound of its own, past the range's retry budget:
+    a filler that never delivers (here: never started) cannot hold the consumer forever."""
+    from streaming.storage.arriving import ArrivingRange
+    from streaming.storage.local_folder import LocalBackend
+
+    path = tmp_path / "object"
+    path.write_bytes(b"x" * 100)
+    waiting = ArrivingRange(LocalBackend(), str(path), 100, 0, 50, patience=0.2)
+    began = time.monotonic()
+    with pytest.raises(DownloadTimeoutError, match=r"bytes 0-49: nothing arrived for 0.2 s"):
+        list(waiting.take())
+    assert time.monotonic() - began < 20.0
