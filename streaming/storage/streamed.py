@@ -43,26 +43,7 @@ def stream_object(
     if backend.parallel_ranges and max_parts > 1 and size >= range_threshold:
         in_order_ranges(backend, path, size, consume, policy, part_size, max_parts)
     else:
-        _resuming_get(backend, path, size, consume, policy)
-
-
-def _resuming_get(backend: Backend, path: str, size: int, consume: Callable[[bytes], None],
-                  policy: RetryPolicy) -> None:
-    url = backend.url(path)
-    delivered = 0
-
-    def attempt(deadline: float) -> None:
-        nonlocal delivered
-        if delivered and delivered == size:
-            return  # everything arrived; the previous attempt failed only after the last byte
-        for piece in backend.chunks(path, delivered or None, None, deadline=deadline):
-            delivered += len(piece)
-            if delivered > size:
-                check_size(url, delivered, size)
-            consume(piece)
-        check_size(url, delivered, size)  # truncated: the next attempt resumes from here
-
-    policy.run(url, attempt)
+        _resuming_get(backend, path, size, consume, policy, None)
 
 
 @dataclass
@@ -85,14 +66,14 @@ class _Pace:
         return self.taken >= JUDGE_BYTES and self.waited >= WAIT_SHARE * (now - self.first)
 
 
-def _widening_get(backend: Backend, path: str, size: int, consume: Callable[[bytes], None],
-                  policy: RetryPolicy, widen: Callable[[int], int]) -> None:
-    """`_resuming_get` that stops early: once the consumer is seen waiting for bytes,
-    `widen(delivered)` hands the object from some byte on to other GETs and returns that byte,
-    where this GET then ends."""
+def _resuming_get(backend: Backend, path: str, size: int, consume: Callable[[bytes], None],
+                  policy: RetryPolicy, widen: Callable[[int], int] | None) -> None:
+    """One GET of the whole object; a retry resumes from the first byte not yet delivered.
+    With `widen`, once the consumer is seen waiting for bytes, `widen(delivered)` hands the
+    object from some byte on to other GETs and returns that byte, where this GET then ends."""
     url = backend.url(path)
     delivered, end = 0, size
-    pace: _Pace | None = _Pace()
+    pace = _Pace() if widen is not None else None
 
     def attempt(deadline: float) -> None:
         nonlocal delivered, end, pace
@@ -108,7 +89,8 @@ def _widening_get(backend: Backend, path: str, size: int, consume: Callable[[byt
             if delivered > size:
                 check_size(url, delivered, size)
             consume(piece)
-            if pace is not None and pace.network_bound(len(piece), arrived - asked):
+            if pace is not None and widen is not None and pace.network_bound(
+                    len(piece), arrived - asked):
                 pace, end = None, widen(delivered)
             if delivered >= end and end < size:
                 pieces.close()  # the rest is other GETs' (this connection is not reused)
@@ -160,7 +142,7 @@ def in_order_ranges(backend: Backend, path: str, size: int, consume: Callable[[b
             return delivered + part
 
         try:
-            _widening_get(backend, path, size, consume, policy, widen)
+            _resuming_get(backend, path, size, consume, policy, widen)
             while window:
                 for piece in window[0].take():
                     consume(piece)
