@@ -406,10 +406,14 @@ class CacheEngine:
         self._threads = []
 
     def end(self) -> None:
-        """The reader's pass is over: stop prefetching and withdraw its horizon, so that
-        eviction no longer keeps the shards it would have read next."""
+        """The reader's pass is over: stop prefetching and withdraw its horizon."""
         self.stop()
-        if self._space is not None and self._pid == os.getpid():
+        self.withdraw()
+
+    def withdraw(self) -> None:
+        """Withdraw the horizon of the pass that stopped last, so that eviction no longer
+        keeps the shards it would have read next (a pass under way keeps its own)."""
+        if self._space is not None and self._pid == os.getpid() and not self._threads:
             none = np.zeros(0, np.int64)
             self._space.reader.publish(none, none, none, 0)
 

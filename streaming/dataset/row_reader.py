@@ -144,10 +144,11 @@ class RowReader:
 
     def chunks(self, ids: np.ndarray, item: Callable[[int], Any] | None = None,
                size: ReadSize = DEFAULT_SIZE, *, columns: bool = False,
-               views: bool = False) -> Iterator[list[Any]]:
+               views: bool = False, handed_on: bool = False) -> Iterator[list[Any]]:
         """The rows of planned `ids` in chunks of `size` (see `iter_chunks`), through this
         process's shard source."""
-        return iter_chunks(ids, self, size, item=item, columns=columns, views=views)
+        return iter_chunks(ids, self, size, item=item, columns=columns, views=views,
+                           handed_on=handed_on)
 
     def cache_stats(self) -> CacheStats:
         """The node cache's counters (all zero without a cache)."""

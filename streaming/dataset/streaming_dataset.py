@@ -201,6 +201,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         evictions and seconds readers waited (all zero when every stream is local-only)."""
         return self.rows.cache_stats()
 
+    def withdraw_horizon(self) -> None:
+        """Stop keeping the shards a stopped `iter_batches(handed_on=True)` pass of this
+        process would have read next from eviction (once its successors want them)."""
+        self.rows.source.withdraw()
+
     def read_tally(self) -> ReadTally:
         """What this process's reads copied out of shards on local disk so far: raw bytes
         and rows (the reads of DataLoader workers count in the workers)."""
@@ -279,17 +284,19 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                 and self.catalog.same_schema())
 
     def iter_batches(self, batch_size: int, drop_last: bool = False, *, numpy: bool = False,
-                     views: bool = False) -> Iterator[dict[str, Any]]:
+                     views: bool = False, handed_on: bool = False) -> Iterator[dict[str, Any]]:
         """This worker's share of the epoch as the batches a DataLoader would collate from
         `__iter__` (`streaming.loader.default_collate.collate`), read column by column
         (StreamingDataLoader's fast path). With `views`, `bytes` values are memoryviews of the read
         buffer, for a consumer that copies each batch before asking for the next (the worker
-        transport)."""
+        transport). With `handed_on`, DataLoader workers go on with the iteration after this
+        read: when it ends, the shards it would read next stay wanted in the node's cache until
+        `withdraw_horizon()`."""
         with self.session.iteration() as it:
             ids = self._planned_ids(it)
             names = self.catalog.codecs[0].column_names
             chunks = self.rows.chunks(ids, size=self._read_size(batch_size, batch_size),
-                                      columns=True, views=views)
+                                      columns=True, views=views, handed_on=handed_on)
             for columns in chunks:
                 for lo in range(0, len(columns[0]) if columns else 0, batch_size):
                     part = [values[lo:lo + batch_size] for values in columns]

@@ -18,7 +18,7 @@ from streaming.coord.world_detect import worker_slot
 from streaming.loader import worker_ring as transport
 from streaming.loader.checks import check_batch_size, check_resumable
 from streaming.loader.default_collate import Ragged, collate, collate_numpy, convert, tensors
-from streaming.loader.first_batch import first_batch_here, handing_over, pinned
+from streaming.loader.first_batch import first_batch_here, handing_over, pinned, taken_over
 from streaming.loader.unannotated_next import unannotated
 from streaming.loader.worker_stop import stop_workers
 from streaming.observe.metrics import (
@@ -241,6 +241,7 @@ class StreamingDataLoader(DataLoader):
             meter.start()
         self._count_worker_reads()
         asked = time.perf_counter_ns()
+        first: list[Any] = []
         try:
             first = self._first_batch()
             received = self._received(len(first), receiver, numpy)
@@ -265,6 +266,8 @@ class StreamingDataLoader(DataLoader):
                 self._packs.fold(self._meter.samples)
             if receiver is not None and not self.persistent_workers:
                 receiver.close()
+            if first:  # the iteration is over before every worker delivered a batch
+                self.dataset.withdraw_horizon()
 
     def _first_batch(self) -> list[Any]:
         """The iteration's first batch when this process reads it, the workers starting only
@@ -284,7 +287,9 @@ class StreamingDataLoader(DataLoader):
         with handing_over(self.dataset, self.num_workers, read_here):
             torch_iter = super().__iter__()
         try:
-            for batch in unannotated(torch_iter):
+            workers = taken_over(unannotated(torch_iter), self.dataset, self.num_workers,
+                                 read_here)
+            for batch in workers:
                 if receiver is not None:
                     batch = receiver.unpack(batch)
                 yield tensors(batch) if numpy else batch

@@ -3,8 +3,12 @@
 Starting DataLoader workers (forking them, then each one's first read) takes longer than
 reading one batch. So when a StreamingDataLoader iteration would start its workers, the
 training process reads the rank's first batch as a loader without workers would, and ends that
-read so that nothing of it is left when the workers fork (no prefetching thread, pinned shard,
-published horizon or open generator). The loop gets that batch at once. The workers start when
+read so that nothing of it runs or holds a shard when the workers fork (no prefetching thread,
+pinned shard or open generator). Under a cache limit, the shards that read would read next (the
+first batch's, read again later, and those it prefetched) stay wanted in the node's cache until
+every worker has delivered a batch and so published what it reads next (`taken_over`): dropped
+earlier, they would be the first shards eviction takes while the workers start, and be
+downloaded again. The loop gets that batch at once. The workers start when
 it asks for the next one (a fork costs the training process about as much as the read, so the
 first batch does not wait for it, and a loop that stops after one batch starts none), and the
 iteration is handed over to them (`handing_over`): they join it instead of starting the next
@@ -56,12 +60,36 @@ def first_batch_here(dataset: object, *, batch_size: int, drop_last: bool, num_w
         return []
     if not _worth_it(dataset, batch_size, drop_last):
         return []
-    batches = dataset.iter_batches(batch_size, drop_last)
+    batches = dataset.iter_batches(batch_size, drop_last, handed_on=True)
     try:
         first = next(batches)
-    finally:
-        batches.close()  # its threads joined, its horizon withdrawn, nothing pinned
+    except BaseException:
+        batches.close()
+        dataset.withdraw_horizon()
+        raise
+    batches.close()  # its threads joined, nothing pinned; its horizon kept for the workers
     return [first]
+
+
+def taken_over(batches: Iterator[Any], dataset: object, num_workers: int,
+               read_here: int) -> Iterator[Any]:
+    """The workers' `batches`; once each of the `num_workers` workers has delivered one (so
+    each has published the shards it reads next), the shards this process's read of the first
+    `read_here` batches would have read next are no longer kept from eviction.
+
+    Args:
+        batches: the batches of the loader's workers, in order (one from each in turn).
+        dataset: the loader's dataset (a StreamingDataset when `read_here` > 0).
+        num_workers: the loader's workers.
+        read_here: the batches `first_batch_here` read.
+    """
+    if not read_here:
+        yield from batches
+        return
+    for delivered, batch in enumerate(batches, 1):
+        if delivered == num_workers:
+            dataset.withdraw_horizon()
+        yield batch
 
 
 def _worth_it(dataset: StreamingDataset, batch_size: int, drop_last: bool) -> bool:

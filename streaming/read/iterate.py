@@ -21,23 +21,22 @@ from streaming.read.sizing import DEFAULT_SIZE, ReadSize
 
 def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE, *,
                 item: Callable[[int], Any] | None = None, columns: bool = False,
-                views: bool = False) -> Iterator[list[Any]]:
+                views: bool = False, handed_on: bool = False) -> Iterator[list[Any]]:
     """Yield the decoded rows of planned ids (skipping -1 padding) `size.rows` at a time (the
     first chunk only `size.first`, for a quick first batch), with `rows.source` preparing
-    shards ahead.
+    shards ahead. A chunk is a list of samples, or with `columns` a list of per-column value
+    lists (one batch, no per-sample dicts; with `views` too, `bytes` values are memoryviews of
+    the chunk's buffer, for a consumer that copies them at once).
 
-    A chunk is a list of samples, or with `columns` a list of per-column value lists (one
-    batch, no per-sample dicts; with `views` too, `bytes` values are memoryviews of the
-    chunk's buffer, for a consumer that copies them at once). The first chunk is read here and
-    handed over before any other read; then the rows of chunk k + 1 are copied out by a reader
-    thread (positional reads release the GIL) while chunk k is decoded in one vectorised pass.
-    `item(i)`, when given, replaces the direct read (a `__getitem__` override; samples only).
+    The first chunk is read here and handed over before any other read; then the rows of chunk
+    k + 1 are copied out by a reader thread (positional reads release the GIL) while chunk k is
+    decoded in one vectorised pass. `item(i)`, when given, replaces the direct read (a
+    `__getitem__` override; samples only).
 
     The shards the source marks pinned are read under a pin, one at a time, through a
     descriptor closed after each read (`rows.open_file` validates a shard once per pass),
-    since an open file of an evicted shard would keep its blocks (see `chunk_copy`). Other
-    shards stay open (`rows.reader`). `rows.tally` counts the bytes and rows each chunk read
-    copied (not `item`'s).
+    since an open file of an evicted shard would keep its blocks (see `chunk_copy`); others
+    stay open (`rows.reader`). `rows.tally` counts what each chunk read copied (not `item`'s).
 
     Args:
         ids: the planned global sample ids, -1 for padding.
@@ -46,6 +45,7 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
         item: reads one sample instead of the chunked reads.
         columns: yield per-column value lists instead of samples.
         views: with `columns`, `bytes` values as memoryviews of the read buffer.
+        handed_on: others go on with the pass: at its end, only `stop` the source.
     """
     ids = ids[ids >= 0]
     if not len(ids):
@@ -78,7 +78,7 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
                         pending = reads.start(1)
         source.check()
     finally:
-        source.end()
+        (source.stop if handed_on else source.end)()
 
 
 def _item_chunks(ids: np.ndarray, shards: np.ndarray, chunk: int, readers: PassReaders,

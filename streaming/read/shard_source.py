@@ -1,7 +1,9 @@
 """The seam between the reader and whatever makes shards ready: a `ShardSource`.
 
 The reader tells its source the shard of every sample it will read (`follow`), how far it has
-got (`advance`) and when its pass is over (`end`); the source prepares shards ahead. Shards the
+got (`advance`) and when its pass is over (`end`); the source prepares shards ahead. A pass
+that others go on with (DataLoader workers after the training process read the first batch)
+only `stop`s, and what it would read next stays wanted until `withdraw`. Shards the
 source marks `pinned` are read under `acquire`/`release` (they may be evicted in between); the
 others are opened once and kept.
 `CacheEngine` is the source of datasets with remote streams; `LocalSource` the one of local-only
@@ -65,7 +67,11 @@ class ShardSource(Protocol):
 
     def end(self) -> None:
         """The reader's pass is over (ended, failed or closed early): stop preparing ahead
-        and let go of what the pass would have needed next."""
+        and let go of what the pass would have needed next (`stop()`, then `withdraw()`)."""
+
+    def withdraw(self) -> None:
+        """Let go of what the last pass, stopped, would have needed next; a pass under way
+        keeps its own."""
 
 
 class LocalSource:
@@ -122,6 +128,9 @@ class LocalSource:
 
     def end(self) -> None:
         self.stop()
+
+    def withdraw(self) -> None:
+        return None  # nothing is evicted, so nothing is wanted
 
 
 class _Ahead:

@@ -167,10 +167,11 @@ class _WatchedFork(multiprocessing.context.ForkContext):
     Process = _Watched
 
 
-def test_nothing_of_the_read_is_alive_or_held_when_the_workers_fork(tmp_path: Path) -> None:
+def test_nothing_of_the_read_is_alive_or_pinned_when_the_workers_fork(tmp_path: Path) -> None:
     """A cache under a small limit: when the workers fork, the training process runs no thread
-    it did not run before, and its row of the node's cache table pins no shard and lists no
-    future one (that would keep shards from eviction)."""
+    it did not run before and its row of the node's cache table pins no shard; once every
+    worker has delivered a batch, that row lists no future shard either (a stale horizon would
+    keep shards the workers are done with from eviction)."""
     remote = write_ids(tmp_path / "remote", 400, size_limit=600, compression="zstd")
     options = {"remote": str(remote), "cache_limit": 24_000, "shuffle": True,
                "shuffle_block_size": 50}
@@ -185,12 +186,40 @@ def test_nothing_of_the_read_is_alive_or_held_when_the_workers_fork(tmp_path: Pa
         seen = []
         for batch in loader:
             seen.append(batch["id"].tolist())
+            table, row = ds.cache.table, ds.cache.slot.index
             if len(seen) == 2:  # the workers run: the training process's read is over
-                table, row = ds.cache.table, ds.cache.slot.index
                 assert (table.pins[row] < 0).all()
+            if len(seen) == 3:  # each of the 2 workers has published its own horizon
                 assert (horizon.snapshot(table, np.array([row])).shards < 0).all()
         assert ds.read_tally().rows == BATCH
     finally:
         ds.close()
     assert seen == solo[0]
     assert _Watched.threads_at_fork == [before, before]
+
+
+def test_what_the_first_read_brought_stays_wanted_until_the_workers_take_over(
+        tmp_path: Path) -> None:
+    """Under a cache limit, the shards the training process's read brought (the first batch's
+    and those prefetched after it) stay wanted in its row of the node's cache table until the
+    workers have published what they read next. Withdrawn at once, they would be the first
+    shards eviction takes while the workers start (another rank of the node making room), and
+    would be downloaded again."""
+    from streaming.cache.evict import NEVER
+    from streaming.cache.table import PRESENT
+
+    remote = write_ids(tmp_path / "remote", 400, size_limit=600, compression="zstd")
+    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), batch_size=BATCH,
+                          cache_limit=24_000, shuffle=True, shuffle_block_size=50)
+    try:
+        loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2)
+        running = iter(loader)
+        first = next(running)  # read here; no worker has started
+        assert ds.read_tally().rows == len(first["id"]) == BATCH
+        table, row = ds.cache.table, ds.cache.slot.index
+        present = np.flatnonzero(table.state == PRESENT)
+        wanted = horizon.snapshot(table, np.array([row])).next_use(len(table.state))
+        assert len(present) > 1 and (wanted[present] < NEVER).all(), (present, wanted[present])
+        assert next(running)["id"].tolist() != first["id"].tolist()
+    finally:
+        ds.close()
