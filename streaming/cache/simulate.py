@@ -3,9 +3,11 @@ footprints and the cache_limit in; downloads, bytes, evictions and occupancy out
 
 The model is the engine's: each reader prefetches the window `lookahead.prefetch_window` gives,
 and room is made with `evict.choose_victims` over the distances `evict.next_use` computes from
-the horizons `lookahead.horizon_runs` announces (the engine's own functions). What it leaves
-out: readers advance in lock-step, one sample per step each, and a download completes before
-the next step, so there are no races between prefetchers and no reader waits.
+the horizons `lookahead.horizon_runs` announces (the engine's own functions). The prefetchers of
+a node's readers run side by side, so at each step their shards are brought nearest use first
+across all readers (one reader's far shard does not take the room another's near shard needs).
+What it leaves out: readers advance in lock-step, one sample per step each, and a download
+completes before the next step, so there are no races between prefetchers and no reader waits.
 """
 
 from __future__ import annotations
@@ -153,9 +155,7 @@ class _Epoch:
                     raise CacheLimitError(
                         f"the simulated cache cannot hold shard {shard} beside the shards the "
                         f"readers use at step {t}: cache_limit={self.cache.limit} is too small")
-            for r, w in zip(self.readers, windows):
-                if w:
-                    self._prefetch(r, t, *w)
+            self._prefetch(t, windows)
         fetched = np.unique(np.asarray(self.fetched, np.int64))
         return SimulatedEpoch(self.downloads, self.bytes, self.evictions, self.peak, fetched,
                           np.asarray(self.trace, np.int64).reshape(-1, 2),
@@ -166,12 +166,30 @@ class _Epoch:
             return None
         return prefetch_window(r.start, r.entries, r.previous, t, self.cache.predownload, AHEAD)
 
-    def _prefetch(self, r: ReaderRuns, t: int, lo: int, hi: int) -> None:
+    def _prefetch(self, t: int, windows: list[tuple[int, int] | None]) -> None:
+        """The readers' prefetches at step `t`, nearest use first across all of them (the
+        prefetchers of a node's readers run side by side); a reader whose prefetch finds no
+        room tries no farther one until the next step."""
         cache = self.cache
-        window = r.shard[lo:hi]
-        for k in np.flatnonzero(~cache.present[window] & cache.cached[window]).tolist():
-            if not self._bring(int(window[k]), max(int(r.start[lo + k]) - t, 0)):
-                return
+        shards, distances, owners = [], [], []
+        for i, (r, w) in enumerate(zip(self.readers, windows)):
+            if not w:
+                continue
+            lo, hi = w
+            window = r.shard[lo:hi]
+            todo = np.flatnonzero(~cache.present[window] & cache.cached[window])
+            shards.append(window[todo])
+            distances.append(np.maximum(r.start[lo + todo] - t, 0))
+            owners.append(np.full(len(todo), i, np.int64))
+        if not shards:
+            return
+        shard, distance, owner = (np.concatenate(a) for a in (shards, distances, owners))
+        blocked = np.zeros(len(self.readers), bool)
+        for k in np.argsort(distance, kind="stable").tolist():
+            if blocked[owner[k]]:
+                continue
+            if not self._bring(int(shard[k]), int(distance[k])):
+                blocked[owner[k]] = True
 
     def _bring(self, shard: int, farther_than: int) -> bool:
         """Make `shard` present (False: no room without evicting what is needed sooner)."""

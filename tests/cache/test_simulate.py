@@ -63,3 +63,14 @@ def test_the_no_eviction_shortcut_matches_the_stepped_simulation():
     assert (quick.downloads, quick.bytes_downloaded, quick.evictions, quick.peak_cache_bytes) == (
         stepped.downloads, stepped.bytes_downloaded, stepped.evictions, stepped.peak_cache_bytes)
     assert quick.fetched.tolist() == stepped.fetched.tolist()
+
+
+def test_the_readers_prefetch_nearest_use_first():
+    # Reader 0 reads shard 0 for 10 steps then shard 1; reader 1 shard 2 for 5 steps then
+    # shard 3; room for three shards. Shard 3 (needed at step 5) is brought before shard 1
+    # (step 10), which waits until shard 2 is done with. Reader by reader, shard 1 would come
+    # first and then be evicted for shard 3, and be downloaded twice.
+    cache = _cache(4, 300, predownload=16)
+    got = cache.run_epoch([np.repeat([0, 1], [10, 5]), np.repeat([2, 3], [5, 10])])
+    assert (got.downloads, got.evictions) == (4, 1)
+    assert int(got.occupancy[:, 1].max()) <= 300
