@@ -10,8 +10,8 @@ connection gets at most that many MB/s and more connections get more. Each round
 - `adaptive`: `stream_object` as the cache uses it (one GET, widened into parallel 8 MiB
   ranges once the consumer waits for bytes);
 - `one GET`: `stream_object` with the range threshold above the object's size;
-- `ranges`: 8 parallel 8 MiB ranges from the start, each handed over whole and in order (how
-  large objects were streamed before the widening).
+- `ranges`: 8 parallel 8 MiB ranges from the start, each handed over whole and in order (the
+  fixed-range alternative: no judging, but the consumer waits for each whole part).
 Two consumers: `decode` (the cache's incremental zstd decoder, the first-batch case) and
 `collect` (no work: a transfer bound by the network only). Prints medians and adaptive / the
 better fixed strategy; nothing is asserted.
@@ -47,7 +47,7 @@ def consumer(kind: str) -> Callable[[bytes], None]:
 
 def fixed_ranges(url: str, size: int, consume: Callable[[bytes], None]) -> None:
     """8 MiB ranges, 8 in flight from the start, each consumed whole once the ones before it
-    are (the strategy before the widening)."""
+    are."""
     from streaming.storage.ranged import spans
     from streaming.storage.transfer import timed_backend
 

@@ -15,6 +15,7 @@ import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
 from streaming.cache import horizon
+from streaming.errors import ObjectNotFoundError
 from streaming.plan import World
 from tests.dataset.conftest import write_ids
 
@@ -221,5 +222,45 @@ def test_what_the_first_read_brought_stays_wanted_until_the_workers_take_over(
         wanted = horizon.snapshot(table, np.array([row])).next_use(len(table.state))
         assert len(present) > 1 and (wanted[present] < NEVER).all(), (present, wanted[present])
         assert next(running)["id"].tolist() != first["id"].tolist()
+    finally:
+        ds.close()
+
+
+def _listed(ds: StreamingDataset) -> np.ndarray:
+    """The shards the training process's row of the node's cache table says it reads next."""
+    shards = horizon.snapshot(ds.cache.table, np.array([ds.cache.slot.index])).shards
+    return shards[shards >= 0]
+
+
+def test_a_loop_that_stops_after_the_first_batch_leaves_nothing_wanted(tmp_path: Path) -> None:
+    """No worker starts, so none takes the read's shards over: leaving the iteration
+    withdraws them."""
+    remote = write_ids(tmp_path / "remote", 400, size_limit=600, compression="zstd")
+    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), batch_size=BATCH,
+                          cache_limit=24_000, shuffle=True, shuffle_block_size=50)
+    try:
+        loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2)
+        running = iter(loader)
+        next(running)
+        assert len(_listed(ds))  # kept for the workers the next batch would start
+        running.close()
+        assert not len(_listed(ds))
+    finally:
+        ds.close()
+
+
+def test_a_first_batch_that_fails_leaves_nothing_wanted(tmp_path: Path) -> None:
+    """The read's error reaches the loop, and its horizon is withdrawn with it."""
+    remote = write_ids(tmp_path / "remote", 400, size_limit=600, compression="zstd")
+    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), batch_size=BATCH,
+                          cache_limit=24_000, shuffle=True, shuffle_block_size=50,
+                          download_retry=0)
+    try:
+        for shard in remote.glob("*.mds.zstd"):
+            shard.unlink()  # every shard is gone from the remote
+        loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2)
+        with pytest.raises(ObjectNotFoundError, match=r"shard\.\d+\.mds\.zstd"):
+            next(iter(loader))
+        assert not len(_listed(ds))
     finally:
         ds.close()

@@ -259,13 +259,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 if key.lower() not in ("date", "server", *_HOP_BY_HOP):
                     self.send_header(key, value)
             self.end_headers()
-            rate = float(self.proxy.bandwidth or 1)
-            step = max(int(rate / 100), 1)  # a slice every 10 ms
-            while piece := response.read(step):
-                self.wfile.write(piece)
-                self.wfile.flush()
-                self.proxy.sleep(len(piece) / rate)
-        except OSError:  # the client hung up before the end (it needed no more)
+            step = self._pace_step()
+            self._write_paced(iter(lambda: response.read(step), b""))
+        except OSError:  # the upstream failed: the client sees the connection close
             pass
         finally:
             self.close_connection = True
@@ -289,16 +285,24 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send_body(self, body: bytes) -> None:
-        rate = self.proxy.bandwidth
-        if not rate:
+        if not self.proxy.bandwidth:
             self.wfile.write(body)
             return
-        step = max(int(rate / 100), 1)  # a slice every 10 ms
+        step = self._pace_step()
+        self._write_paced(body[start:start + step] for start in range(0, len(body), step))
+
+    def _pace_step(self) -> int:
+        """Bytes per slice of a paced body: a slice every 10 ms."""
+        return max(int(float(self.proxy.bandwidth or 1) / 100), 1)
+
+    def _write_paced(self, pieces: Iterable[bytes]) -> None:
+        """Write `pieces`, each followed by the time it takes at `bandwidth`."""
+        rate = float(self.proxy.bandwidth or 1)
         try:
-            for start in range(0, len(body), step):
-                self.wfile.write(body[start:start + step])
+            for piece in pieces:
+                self.wfile.write(piece)
                 self.wfile.flush()
-                self.proxy.sleep(step / rate)
+                self.proxy.sleep(len(piece) / rate)
         except OSError:  # the client hung up before the end (it needed no more)
             self.close_connection = True
 
