@@ -199,6 +199,20 @@ def test_nothing_of_the_read_is_alive_or_pinned_when_the_workers_fork(tmp_path: 
     assert _Watched.threads_at_fork == [before, before]
 
 
+def _under_a_limit(tmp_path: Path, **options) -> tuple[Path, StreamingDataset]:
+    """A zstd remote of 400 ids and a shuffled dataset over it whose cache holds a few shards."""
+    remote = write_ids(tmp_path / "remote", 400, size_limit=600, compression="zstd")
+    return remote, StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"),
+                                    batch_size=BATCH, cache_limit=24_000, shuffle=True,
+                                    shuffle_block_size=50, **options)
+
+
+def _listed(ds: StreamingDataset) -> np.ndarray:
+    """The shards the training process's row of the node's cache table says it reads next."""
+    shards = horizon.snapshot(ds.cache.table, np.array([ds.cache.slot.index])).shards
+    return shards[shards >= 0]
+
+
 def test_what_the_first_read_brought_stays_wanted_until_the_workers_take_over(
         tmp_path: Path) -> None:
     """Under a cache limit, the shards the training process's read brought (the first batch's
@@ -209,9 +223,7 @@ def test_what_the_first_read_brought_stays_wanted_until_the_workers_take_over(
     from streaming.cache.evict import NEVER
     from streaming.cache.table import PRESENT
 
-    remote = write_ids(tmp_path / "remote", 400, size_limit=600, compression="zstd")
-    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), batch_size=BATCH,
-                          cache_limit=24_000, shuffle=True, shuffle_block_size=50)
+    _, ds = _under_a_limit(tmp_path)
     try:
         loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2)
         running = iter(loader)
@@ -226,18 +238,10 @@ def test_what_the_first_read_brought_stays_wanted_until_the_workers_take_over(
         ds.close()
 
 
-def _listed(ds: StreamingDataset) -> np.ndarray:
-    """The shards the training process's row of the node's cache table says it reads next."""
-    shards = horizon.snapshot(ds.cache.table, np.array([ds.cache.slot.index])).shards
-    return shards[shards >= 0]
-
-
 def test_a_loop_that_stops_after_the_first_batch_leaves_nothing_wanted(tmp_path: Path) -> None:
     """No worker starts, so none takes the read's shards over: leaving the iteration
     withdraws them."""
-    remote = write_ids(tmp_path / "remote", 400, size_limit=600, compression="zstd")
-    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), batch_size=BATCH,
-                          cache_limit=24_000, shuffle=True, shuffle_block_size=50)
+    _, ds = _under_a_limit(tmp_path)
     try:
         loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2)
         running = iter(loader)
@@ -251,10 +255,7 @@ def test_a_loop_that_stops_after_the_first_batch_leaves_nothing_wanted(tmp_path:
 
 def test_a_first_batch_that_fails_leaves_nothing_wanted(tmp_path: Path) -> None:
     """The read's error reaches the loop, and its horizon is withdrawn with it."""
-    remote = write_ids(tmp_path / "remote", 400, size_limit=600, compression="zstd")
-    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), batch_size=BATCH,
-                          cache_limit=24_000, shuffle=True, shuffle_block_size=50,
-                          download_retry=0)
+    remote, ds = _under_a_limit(tmp_path, download_retry=0)
     try:
         for shard in remote.glob("*.mds.zstd"):
             shard.unlink()  # every shard is gone from the remote
