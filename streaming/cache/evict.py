@@ -57,3 +57,19 @@ def choose_victims(
     if enough >= len(order):
         return None
     return candidates[order[: enough + 1]].astype(np.int64)
+
+
+def worth_bringing(shard: int, at: int, cost: int, *, distance: np.ndarray, sizes: np.ndarray,
+                   wanted: np.ndarray, room: int, in_flight: int = 0) -> bool:
+    """Whether a prefetch of `shard`, for a use `at` steps away, belongs in the cache now.
+
+    It does when the `wanted` shards (the cached ones, present or not) next used sooner than it,
+    at their `sizes`, leave `room` for its `cost`, beside the `in_flight` bytes preparations
+    under way hold on top of their shards' sizes (their compressed copies). Otherwise the limit
+    cannot hold it beside them: bringing it now would only see it evicted for one of them
+    before its use, and downloaded twice. The prefetch waits instead, and nearer shards go
+    first whichever reader's prefetcher reaches the limit first.
+    """
+    nearer = np.asarray(wanted, bool) & (np.asarray(distance) < at)
+    nearer[shard] = False
+    return int(np.asarray(sizes, np.int64)[nearer].sum()) + cost + max(in_flight, 0) <= room

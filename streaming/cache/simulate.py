@@ -5,7 +5,8 @@ The model is the engine's: each reader prefetches the window `lookahead.prefetch
 and room is made with `evict.choose_victims` over the distances `evict.next_use` computes from
 the horizons `lookahead.horizon_runs` announces (the engine's own functions). The prefetchers of
 a node's readers run side by side, so at each step their shards are brought nearest use first
-across all readers (one reader's far shard does not take the room another's near shard needs).
+across all readers (one reader's far shard does not take the room another's near shard needs),
+and a shard is only brought while it fits beside every shard needed sooner (`evict.worth_bringing`).
 What it leaves out: readers advance in lock-step, one sample per step each, and a download
 completes before the next step, so there are no races between prefetchers and no reader waits.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from streaming.cache.evict import choose_victims, next_use
+from streaming.cache.evict import choose_victims, next_use, worth_bringing
 from streaming.cache.limit import Footprint
 from streaming.cache.lookahead import ReaderRuns, horizon_runs, prefetch_window
 from streaming.errors import CacheLimitError
@@ -139,6 +140,9 @@ class _Epoch:
         self.trace: list[tuple[int, int]] = [(0, self.peak)]
         self.step = 0
         self.current = np.full(len(readers), -1, np.int64)
+        self._distances: tuple[int, np.ndarray] | None = None
+        # per reader: announced shards, starts, ends, and the run they were announced at
+        self._horizons: tuple[np.ndarray, ...] | None = None
 
     def run(self) -> SimulatedEpoch:
         pre = self.cache.predownload
@@ -197,6 +201,11 @@ class _Epoch:
         if cache.present[shard] or not cache.cached[shard]:
             return True
         cost = cache.footprint.download_cost(shard)
+        if farther_than > 0 and cache.limit is not None and not worth_bringing(
+                shard, farther_than, cost, distance=self._distance(),
+                sizes=cache.footprint.resident, wanted=cache.cached,
+                room=cache.limit - cache.other_bytes):
+            return False
         used = cache.held()
         if cache.limit is not None and used + cost > cache.limit:
             victims = choose_victims(cost, cache.limit - used, sizes=cache.disk,
@@ -223,16 +232,27 @@ class _Epoch:
         return out
 
     def _distance(self) -> np.ndarray:
-        """Each shard's next use as the readers' announced horizons say (evict.next_use)."""
+        """Each shard's next use as the readers' announced horizons say (evict.next_use); the
+        horizons only move with the step, so it is computed once per step."""
+        if self._distances is None or self._distances[0] != self.step:
+            self._distances = (self.step, self._announced())
+        return self._distances[1]
+
+    def _announced(self) -> np.ndarray:
         n = len(self.readers)
-        shards = np.full((n, HORIZON), -1, np.int64)
-        starts = np.zeros((n, HORIZON), np.int64)
-        ends = np.zeros((n, HORIZON), np.int64)
+        if self._horizons is None:
+            self._horizons = (np.full((n, HORIZON), -1, np.int64), np.zeros((n, HORIZON), np.int64),
+                              np.zeros((n, HORIZON), np.int64), np.full(n, -2, np.int64))
+        shards, starts, ends, at = self._horizons
         t = self.step
         for i, r in enumerate(self.readers):
-            if t >= r.length:
+            r0 = max(int(np.searchsorted(r.start, t, side="right")) - 1, 0) if t < r.length else -1
+            if r0 == at[i]:
+                continue  # a reader announces again only when its current run ends
+            at[i] = r0
+            shards[i] = -1
+            if r0 < 0:
                 continue
-            r0 = max(int(np.searchsorted(r.start, t, side="right")) - 1, 0)
             runs = horizon_runs(r.shard, r.entries, r.previous, r0, HORIZON, AHEAD)
             shards[i, :len(runs)] = r.shard[runs]
             starts[i, :len(runs)] = r.start[runs]

@@ -17,7 +17,7 @@ import numpy as np
 
 from streaming.cache import disk, horizon
 from streaming.cache import table as tb
-from streaming.cache.evict import choose_victims
+from streaming.cache.evict import choose_victims, worth_bringing
 from streaming.cache.limit import Footprint, MinimumLimit, check_limit, minimum_limit
 from streaming.cache.shard_files import ShardFiles
 from streaming.cache.slot import ReaderSlot
@@ -121,7 +121,9 @@ class CacheSpace:
             slots = table.node_downloads
             if slots is not None and int((table.state == tb.PREPARING).sum()) >= slots:
                 return BringOutcome.AT_LIMIT
-            if farther_than > 0 and limit is not None and self._prefetches_full(cost, limit):
+            if farther_than > 0 and limit is not None and (
+                    self._prefetches_full(cost, limit)
+                    or not self._worth_bringing(shard, cost, farther_than, limit)):
                 return BringOutcome.AT_LIMIT
             if not self._make_room(cost, farther_than):
                 return BringOutcome.AT_LIMIT
@@ -137,6 +139,16 @@ class CacheSpace:
         PREFETCH_SHARE of the limit (caller holds the lock)."""
         flight = int(self.table.reserved.sum())
         return flight > 0 and flight + cost > PREFETCH_SHARE * limit
+
+    def _worth_bringing(self, shard: int, cost: int, at: int, limit: int) -> bool:
+        """Whether a prefetch of `shard` for a use `at` steps away belongs among the shards the
+        limit holds (evict.worth_bringing; caller holds the lock)."""
+        table = self.table
+        preparing = table.state == tb.PREPARING
+        in_flight = int((table.reserved[preparing] - self.footprint.resident[preparing]).sum())
+        return worth_bringing(shard, at, cost, distance=self._distances(table.live_slots()),
+                              sizes=self.footprint.resident, wanted=self.files.cached,
+                              room=limit - table.other_bytes, in_flight=in_flight)
 
     def _check_space(self, shard: int, cost: int, farther_than: int) -> bool:
         """Whether the disk has `cost` free bytes for `shard` beside what the preparations in

@@ -408,6 +408,23 @@ def test_prefetches_in_flight_hold_at_most_half_the_limit(source, tmp_path):
     engine.close()
 
 
+def test_a_prefetch_waits_while_nearer_shards_need_the_room(source, tmp_path):
+    from streaming.cache.space import BringOutcome
+
+    handle = _open(source, tmp_path / "c")
+    limit = _cost(handle, range(3))
+    engine = CacheEngine(handle.preparer, cache_limit=limit, prefetch_threads=1)
+    space, table = engine.space, engine.table
+    # the reader reads shard 0 now, then 1, 2 and (at step 30) 3
+    shards, starts = np.array([0, 1, 2, 3]), np.array([0, 10, 20, 30])
+    engine.slot.publish(shards, starts, starts + 10, 0)
+    assert space.bring(3, 30) == BringOutcome.AT_LIMIT  # 0, 1 and 2 fill the limit first
+    assert table.state[3] == tb.ABSENT
+    assert space.bring(1, 10) == BringOutcome.PRESENT  # 0 and 1 fit: no reason to wait
+    assert space.bring(3, -1) == BringOutcome.PRESENT  # a reader that needs it now does not
+    engine.close()
+
+
 def test_a_forked_reader_whose_first_call_is_follow_publishes_its_horizon(source, tmp_path):
     import os
 

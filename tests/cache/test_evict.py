@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.cache.evict import NEVER, choose_victims, next_use
+from streaming.cache.evict import NEVER, choose_victims, next_use, worth_bringing
 
 
 def test_next_use_takes_the_nearest_reader_and_forgets_finished_runs():
@@ -42,6 +42,22 @@ def test_prefetch_never_evicts_what_is_needed_sooner():
     assert choose_victims(20, 0, sizes=sizes, evictable=ok, distance=dist,
                           farther_than=8) is None
     assert choose_victims(20, 0, sizes=sizes, evictable=ok, distance=dist).tolist() == [2, 1]
+
+
+def test_a_prefetch_is_worth_it_only_beside_the_shards_needed_sooner():
+    dist = np.array([0, 5, 10, 20, NEVER, 3])
+    sizes = np.array([100, 100, 100, 100, 100, 100])
+    wanted = np.array([True, True, True, True, True, False])  # shard 5 is only local
+    # shard 3 (needed in 20) beside 0, 1, 2 (sooner): 400 bytes
+    assert worth_bringing(3, 20, 100, distance=dist, sizes=sizes, wanted=wanted, room=400)
+    assert not worth_bringing(3, 20, 100, distance=dist, sizes=sizes, wanted=wanted, room=399)
+    # the compressed copies of preparations under way take their room too
+    assert not worth_bringing(3, 20, 100, distance=dist, sizes=sizes, wanted=wanted, room=400,
+                              in_flight=1)
+    # its own entry and shards needed later or never do not count
+    assert worth_bringing(1, 5, 150, distance=dist, sizes=sizes, wanted=wanted, room=250)
+    assert worth_bringing(4, NEVER, 100, distance=dist, sizes=np.zeros(6, np.int64),
+                          wanted=wanted, room=100)
 
 
 @given(

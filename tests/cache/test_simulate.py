@@ -74,3 +74,16 @@ def test_the_readers_prefetch_nearest_use_first():
     got = cache.run_epoch([np.repeat([0, 1], [10, 5]), np.repeat([2, 3], [5, 10])])
     assert (got.downloads, got.evictions) == (4, 1)
     assert int(got.occupancy[:, 1].max()) <= 300
+
+
+def test_a_prefetch_waits_while_nearer_shards_need_the_room():
+    # Reader 0 reads shard 0 for 10 steps, then shard 8; reader 1 cycles through shards 1-7
+    # twice; room for eight shards. At step 0 reader 1's window reaches shards 1-6 only, which
+    # leaves room for shard 8 (needed at step 10), but shard 7 (needed at step 6) enters the
+    # window at step 1 and would evict it, to be downloaded again. The prefetch of shard 8
+    # waits until it fits beside every shard needed sooner.
+    sequences = [np.repeat([0, 8], [10, 2]), np.tile(np.arange(1, 8), 2)]
+    got = _cache(9, 800).run_epoch(sequences)
+    assert (got.downloads, got.evictions) == (12, 4)
+    assert got.occupancy[:, 1].max() <= 800
+    assert got.occupancy[got.occupancy[:, 0] == 0, 1].max() == 700  # shard 8 not brought at 0
