@@ -118,6 +118,18 @@ class BatchStream(IterableDataset):
         return getattr(self.dataset, name)
 
 
+class _Handed:
+    """What the running iteration has handed to the loop. A plain object, because setting an
+    attribute of a DataLoader runs torch's `DataLoader.__setattr__` (a Python call, about a
+    microsecond), too slow for counts bumped on every batch."""
+
+    __slots__ = ("batches", "samples")
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.samples = 0
+
+
 class StreamingDataLoader(DataLoader):
     """DataLoader whose `state_dict()` counts only batches handed to the user.
 
@@ -159,6 +171,7 @@ class StreamingDataLoader(DataLoader):
         plain = not args and not any(kwargs.get(k) for k in ("sampler", "batch_sampler",
                                                                 "shuffle"))
         self._batch_stream: BatchStream | None = None
+        self._handed = _Handed()
         if default_collate and plain and batch_size and _batches_supported(dataset):
             # Fast path: workers read and collate whole batches (see BatchStream).
             kwargs["collate_fn"] = _unwrap
@@ -177,10 +190,8 @@ class StreamingDataLoader(DataLoader):
                 self.collate_fn = collate if self.batch_sampler is not None else convert
         self._own_collate = default_collate
         self._receiver: transport.Receiver | None = None
-        self.num_samples_yielded = 0
         self._running_len: int | None = None
         self._finished = False  # the last iteration ran to its end
-        self._yielded = 0  # batches the running iteration handed out
         check_resumable(self.dataset, self.num_workers, self.batch_size)
         self._meter = Meter()
         self._streams = _stream_counts(dataset)
@@ -201,16 +212,22 @@ class StreamingDataLoader(DataLoader):
             return self._running_len
         return super().__len__()
 
+    @property
+    def num_samples_yielded(self) -> int:
+        """Samples the running (or last) iteration handed to the loop."""
+        return self._handed.samples
+
+    @num_samples_yielded.setter
+    def num_samples_yielded(self, value: int) -> None:
+        self._handed.samples = int(value)
+
     def __iter__(self) -> Iterator[Any]:
-        self.num_samples_yielded = 0
+        self._handed = _Handed()
         self._running_len, self._finished = None, False
         with contextlib.suppress(TypeError, NotImplementedError):  # a dataset without a length
             self._running_len = super().__len__()
         try:
-            self._yielded = 0
-            for batch in self._batches():
-                self._yielded += 1
-                yield batch
+            yield from self._batches()
             self._finished = True
         finally:
             self._running_len = None
@@ -237,6 +254,7 @@ class StreamingDataLoader(DataLoader):
         elif self._own_collate and self.batch_sampler is not None:
             self.collate_fn = collate_numpy if numpy else collate
         meter = self._meter if self.collect_metrics else None
+        handed = self._handed
         if meter is not None:
             meter.start()
         self._count_worker_reads()
@@ -248,9 +266,10 @@ class StreamingDataLoader(DataLoader):
             for batch in itertools.chain(pinned(first, self.pin_memory), received):
                 size = batch_length(batch)
                 size = size if size is not None else int(self.batch_size or 1)
-                if meter is not None and not self.num_samples_yielded:
+                if meter is not None and not handed.samples:
                     self._begin_streams()
-                self.num_samples_yielded += size
+                handed.batches += 1
+                handed.samples += size
                 if meter is not None:
                     now = time.perf_counter_ns()
                     steps = meter.step(now - asked, size, now)
@@ -372,7 +391,7 @@ class StreamingDataLoader(DataLoader):
             return None
         consumed = 0 if self._finished else self.num_samples_yielded * self._data_parallel_ranks()
         state = self.dataset.state_dict(consumed, False)
-        at_end = self._running_len is not None and self._yielded >= self._running_len
+        at_end = self._running_len is not None and self._handed.batches >= self._running_len
         if at_end and isinstance(state, dict) and state.get("sample_in_epoch", 0) > 0:
             # Trainers that save through the loader (Lightning, torchdata) start the next
             # epoch on resume; Composer saves through the dataset and gets the reference form.
