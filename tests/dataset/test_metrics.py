@@ -96,11 +96,15 @@ def test_data_wait_is_small_when_the_loop_is_the_bottleneck(two_streams):
     a, b = two_streams
     ds = StreamingDataset(streams=[Stream(local=a), Stream(local=b)], batch_size=36)
     loader = StreamingDataLoader(ds, batch_size=36, num_workers=2)
-    for _ in loader:  # 25 steps of 60 ms of "training" each, batches made in about 1 ms
+    started = {}
+    for step, _ in enumerate(loader):  # 25 steps of 60 ms of "training", batches made in ~1 ms
+        if step == 2:  # the first batch came from this process, the next two as the workers
+            started = loader.metrics()  # started (a wait that grows with the machine's load)
         time.sleep(0.06)
     m = loader.metrics()
-    # Past the first batch (workers starting), the loop hardly waits: under 10% of wall time.
-    assert m["batches"] == 25 and m["data_wait_s"] - m["first_batch_s"] < 0.1 * m["elapsed_s"]
+    # From then on the loop hardly waits: under 10% of the wall time.
+    waited = m["data_wait_s"] - started["data_wait_s"]
+    assert m["batches"] == 25 and waited < 0.1 * (m["elapsed_s"] - started["elapsed_s"]), m
 
 
 def test_a_summary_is_logged_every_n_steps(two_streams, monkeypatch, caplog):
