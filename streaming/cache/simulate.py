@@ -140,9 +140,9 @@ class _Epoch:
         self.trace: list[tuple[int, int]] = [(0, self.peak)]
         self.step = 0
         self.current = np.full(len(readers), -1, np.int64)
-        self._distances: tuple[int, np.ndarray] | None = None
-        # per reader: announced shards, starts, ends, and the run they were announced at
-        self._horizons: tuple[np.ndarray, ...] | None = None
+        self.horizons = _Horizons.empty(len(readers))
+        self._distance_step = -1  # the step `_distance_now` was computed at
+        self._distance_now = np.zeros(0, np.int64)
 
     def run(self) -> SimulatedEpoch:
         pre = self.cache.predownload
@@ -234,28 +234,51 @@ class _Epoch:
     def _distance(self) -> np.ndarray:
         """Each shard's next use as the readers' announced horizons say (evict.next_use); the
         horizons only move with the step, so it is computed once per step."""
-        if self._distances is None or self._distances[0] != self.step:
-            self._distances = (self.step, self._announced())
-        return self._distances[1]
+        if self._distance_step != self.step:
+            h = self.horizons
+            h.announce(self.readers, self.step)
+            progress = np.full(len(self.readers), self.step, np.int64)
+            self._distance_now = next_use(h.shards, h.starts, h.ends, progress,
+                                          len(self.cache.present))
+            self._distance_step = self.step
+        return self._distance_now
 
-    def _announced(self) -> np.ndarray:
-        n = len(self.readers)
-        if self._horizons is None:
-            self._horizons = (np.full((n, HORIZON), -1, np.int64), np.zeros((n, HORIZON), np.int64),
-                              np.zeros((n, HORIZON), np.int64), np.full(n, -2, np.int64))
-        shards, starts, ends, at = self._horizons
-        t = self.step
-        for i, r in enumerate(self.readers):
+
+@dataclass
+class _Horizons:
+    """What each simulated reader has announced, as the engine's node-table rows hold it.
+
+    Args:
+        shards: [readers, HORIZON] its next distinct shards (-1: none).
+        starts: the step at which it starts reading each.
+        ends: the step after its run of each ends.
+        run: the run each reader announced at (-1: finished, -2: not yet).
+    """
+
+    shards: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    run: np.ndarray
+
+    @classmethod
+    def empty(cls, readers: int) -> _Horizons:
+        """Nothing announced yet by `readers` readers."""
+        grid = (readers, HORIZON)
+        return cls(np.full(grid, -1, np.int64), np.zeros(grid, np.int64),
+                   np.zeros(grid, np.int64), np.full(readers, -2, np.int64))
+
+    def announce(self, readers: Sequence[ReaderRuns], t: int) -> None:
+        """The horizons at step `t`: a reader announces again only when its current run has
+        changed (lookahead.horizon_runs, as the engine publishes them)."""
+        for i, r in enumerate(readers):
             r0 = max(int(np.searchsorted(r.start, t, side="right")) - 1, 0) if t < r.length else -1
-            if r0 == at[i]:
-                continue  # a reader announces again only when its current run ends
-            at[i] = r0
-            shards[i] = -1
+            if r0 == self.run[i]:
+                continue
+            self.run[i] = r0
+            self.shards[i] = -1
             if r0 < 0:
                 continue
             runs = horizon_runs(r.shard, r.entries, r.previous, r0, HORIZON, AHEAD)
-            shards[i, :len(runs)] = r.shard[runs]
-            starts[i, :len(runs)] = r.start[runs]
-            ends[i, :len(runs)] = r.end[runs]
-        progress = np.full(n, t, np.int64)
-        return next_use(shards, starts, ends, progress, len(self.cache.present))
+            self.shards[i, :len(runs)] = r.shard[runs]
+            self.starts[i, :len(runs)] = r.start[runs]
+            self.ends[i, :len(runs)] = r.end[runs]

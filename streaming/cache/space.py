@@ -121,11 +121,14 @@ class CacheSpace:
             slots = table.node_downloads
             if slots is not None and int((table.state == tb.PREPARING).sum()) >= slots:
                 return BringOutcome.AT_LIMIT
-            if farther_than > 0 and limit is not None and (
-                    self._prefetches_full(cost, limit)
-                    or not self._worth_bringing(shard, cost, farther_than, limit)):
-                return BringOutcome.AT_LIMIT
-            if not self._make_room(cost, farther_than):
+            alive = None  # the live readers, looked up (in /proc) at most once here
+            if farther_than > 0 and limit is not None:
+                if self._prefetches_full(cost, limit):
+                    return BringOutcome.AT_LIMIT
+                alive = table.live_slots()
+                if not self._worth_bringing(shard, cost, farther_than, limit, alive):
+                    return BringOutcome.AT_LIMIT
+            if not self._make_room(cost, farther_than, alive):
                 return BringOutcome.AT_LIMIT
             if not self._check_space(shard, cost, farther_than):
                 return BringOutcome.AT_LIMIT
@@ -140,13 +143,15 @@ class CacheSpace:
         flight = int(self.table.reserved.sum())
         return flight > 0 and flight + cost > PREFETCH_SHARE * limit
 
-    def _worth_bringing(self, shard: int, cost: int, at: int, limit: int) -> bool:
+    def _worth_bringing(self, shard: int, cost: int, at: int, limit: int,
+                        alive: np.ndarray) -> bool:
         """Whether a prefetch of `shard` for a use `at` steps away belongs among the shards the
-        limit holds (evict.worth_bringing; caller holds the lock)."""
+        limit holds, by the horizons of the `alive` readers (evict.worth_bringing; caller holds
+        the lock)."""
         table = self.table
         preparing = table.state == tb.PREPARING
         in_flight = int((table.reserved[preparing] - self.footprint.resident[preparing]).sum())
-        return worth_bringing(shard, at, cost, distance=self._distances(table.live_slots()),
+        return worth_bringing(shard, at, cost, distance=self._distances(alive),
                               sizes=self.footprint.resident, wanted=self.files.cached,
                               room=limit - table.other_bytes, in_flight=in_flight)
 
@@ -222,8 +227,9 @@ class CacheSpace:
         """Steps until each shard's next use by a live reader (int64 max: none known)."""
         return horizon.snapshot(self.table, alive).next_use(self.table.num_shards)
 
-    def _make_room(self, cost: int, farther_than: int) -> bool:
-        """Evict until `cost` more bytes fit under the limit (caller holds the lock)."""
+    def _make_room(self, cost: int, farther_than: int, alive: np.ndarray | None = None) -> bool:
+        """Evict until `cost` more bytes fit under the limit (caller holds the lock; `alive`:
+        the live readers when the caller has just looked them up)."""
         limit = self.node_limit
         if limit is None:
             return True
@@ -231,7 +237,7 @@ class CacheSpace:
         free = limit - table.used()
         if free >= cost:
             return True
-        alive = table.live_slots()
+        alive = table.live_slots() if alive is None else alive
         distance = self._distances(alive)
         evictable = self.files.cached & (table.state == tb.PRESENT) & ~table.pinned(alive)
         victims = choose_victims(cost, free, sizes=table.disk, evictable=evictable,
