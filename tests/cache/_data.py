@@ -37,6 +37,13 @@ def write_dataset(out: Path, samples: int, *, size_limit: int = 16_000,
                                                                            np.uint8))})
 
 
+def engine_source(tmp_path_factory, samples: int = 600) -> Path:
+    """A small zstd dataset of many shards (~8 kB each) for engine tests, in a fresh folder."""
+    src = tmp_path_factory.mktemp("src")
+    write_dataset(src, samples, size_limit=8_000)
+    return src
+
+
 def upload_dir(client, bucket: str, prefix: str, folder: Path) -> None:
     for path in sorted(folder.iterdir()):
         client.upload_file(str(path), bucket, f"{prefix}/{path.name}")

@@ -1,5 +1,6 @@
 """Engine behaviour that needs no network: pins, local-only data, recovery from a dead preparer,
-adopting and trimming an existing cache, keep_zip accounting, stats, pickling, failure flag."""
+adopting and trimming an existing cache, keep_zip accounting, stats, pickling, failure flag,
+room under a limit (the horizons readers publish: test_engine_horizon.py)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,19 @@ from streaming.cache.engine import CacheEngine
 from streaming.cache.process_tables import drop_table
 from streaming.coord.flag import FailureFlag
 from streaming.errors import CoordinationError
-from tests.cache._data import die_while_preparing, open_dataset, read_in_order, write_dataset
+from tests.cache._data import (
+    die_while_preparing,
+    engine_source,
+    open_dataset,
+    read_in_order,
+)
 
 SAMPLES = 600
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
-    src = tmp_path_factory.mktemp("src")
-    write_dataset(src, SAMPLES, size_limit=8_000)
-    return src
+    return engine_source(tmp_path_factory, SAMPLES)
 
 
 def _open(source: Path, cache: Path, **kw):
@@ -235,84 +239,6 @@ def test_four_readers_finish_at_exactly_the_minimum_limit(source, tmp_path, shuf
     owner.close()
 
 
-def _following(source: Path, cache: Path, seq: np.ndarray) -> CacheEngine:
-    """An engine whose reader follows `seq`, its prefetching stopped (horizons only)."""
-    engine = CacheEngine(_open(source, cache).preparer, predownload=1, prefetch_threads=1)
-    engine.follow(seq)
-    engine.stop()
-    return engine
-
-
-def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
-    from streaming.cache.evict import NEVER
-    from streaming.cache.horizon import snapshot
-
-    engine = _following(source, tmp_path / "c", np.array([0] * 3 + [1] * 10 + [0] * 3 + [2] * 3))
-    table, slot = engine.table, engine.slot.index
-
-    def distances() -> list[int]:
-        return snapshot(table, np.array([slot])).next_use(table.num_shards)[:4].tolist()
-
-    assert distances() == [0, 3, 16, NEVER]
-    engine.advance(10)  # inside shard 1's run; shard 0 comes back at 13
-    assert distances() == [3, 0, 6, NEVER]
-    engine.advance(17)
-    assert distances() == [NEVER, NEVER, 0, NEVER]
-    engine.close()
-
-
-def test_a_pass_that_ended_withdraws_its_horizon(source, tmp_path):
-    from streaming.cache.horizon import snapshot
-
-    engine = _following(source, tmp_path / "c", np.array([0] * 3 + [1] * 10))
-    rows = np.array([engine.slot.index])
-    assert snapshot(engine.table, rows).shards[0, :2].tolist() == [0, 1]  # stop() keeps it
-    engine.end()  # the reader's pass is over: nothing it would read is wanted any more
-    assert (snapshot(engine.table, rows).shards < 0).all()
-    engine.close()
-
-
-def test_a_shard_read_again_later_keeps_its_next_use_after_each_run(source, tmp_path):
-    from streaming.cache.horizon import snapshot
-    from tests.cache.test_horizon import true_next_use
-
-    # shard 0 for three steps, shard 1 for two, shard 0 again from step 30
-    seq = np.array([0] * 3 + [1] * 2 + [2] * 25 + [0] * 3)
-    engine = _following(source, tmp_path / "c", seq)
-    rows = np.array([engine.slot.index])
-    for position in range(len(seq)):
-        engine.advance(position)
-        got = snapshot(engine.table, rows).next_use(engine.table.num_shards)[:3]
-        assert got.tolist() == true_next_use(seq, position, 3).tolist(), position
-    engine.close()
-
-
-def test_the_next_blocks_shards_are_prefetched_far_beyond_predownload(source, tmp_path):
-    import time
-
-    from streaming.cache.horizon import snapshot
-
-    handle = _open(source, tmp_path / "c")
-    engine = CacheEngine(handle.preparer, predownload=4, prefetch_threads=2)
-    rng = np.random.default_rng(1)
-    # shuffled blocks of 2,000 steps over shards 0-1, then 2-3, then 4-5
-    seq = np.concatenate([rng.integers(0, 2, 2000), rng.integers(2, 4, 2000),
-                          rng.integers(4, 6, 2000)])
-    engine.follow(seq)
-    table, slot = engine.table, engine.slot.index
-    deadline = time.monotonic() + 30
-    while (table.state[2:4] != tb.PRESENT).any() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    # the reader is still at step 0: the next block's shards (two new shards: prefetch_threads)
-    # are ready, and the horizon says when they are needed so eviction keeps them; the block
-    # after that is beyond the lookahead
-    assert (table.state[2:4] == tb.PRESENT).all()
-    assert (table.state[4:6] == tb.ABSENT).all()
-    d = snapshot(table, np.array([slot])).next_use(table.num_shards)
-    assert d[2] == int(np.argmax(seq == 2)) and d[3] == int(np.argmax(seq == 3))
-    engine.close()
-
-
 def test_acquiring_without_waiting_pins_only_a_present_shard(source, tmp_path):
     handle = _open(source, tmp_path / "c")
     engine = CacheEngine(handle.preparer, cache_limit="1gb")
@@ -422,31 +348,4 @@ def test_a_prefetch_waits_while_nearer_shards_need_the_room(source, tmp_path):
     assert table.state[3] == tb.ABSENT
     assert space.bring(1, 10) == BringOutcome.PRESENT  # 0 and 1 fit: no reason to wait
     assert space.bring(3, -1) == BringOutcome.PRESENT  # a reader that needs it now does not
-    engine.close()
-
-
-def test_a_forked_reader_whose_first_call_is_follow_publishes_its_horizon(source, tmp_path):
-    import os
-
-    from streaming.cache.horizon import snapshot
-
-    handle = _open(source, tmp_path / "c")
-    engine = CacheEngine(handle.preparer, predownload=4, prefetch_threads=1, cache_limit="1gb")
-    engine.attach()  # the training process joins; its DataLoader worker is a fork
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            engine.follow(np.array([0] * 5 + [1] * 5 + [2] * 5))
-            engine.stop()
-            shards = snapshot(engine.table, np.array([engine.slot.index])).shards[0]
-            os.write(write, bytes(shards[:3].astype(np.int8)))
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    got = os.read(read, 3)
-    _, status = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(status) == 0 and list(got) == [0, 1, 2]
     engine.close()

@@ -1,0 +1,128 @@
+"""The horizon an engine's reader publishes for eviction: each shard's next use as the reader
+moves, withdrawn when its pass ends, reaching the next block's shards, and published by a forked
+reader whose first call is `follow`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streaming.cache import table as tb
+from streaming.cache.engine import CacheEngine
+from tests.cache._data import engine_source, open_dataset
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    return engine_source(tmp_path_factory)
+
+
+def _open(source: Path, cache: Path):
+    return open_dataset(str(source), str(cache))
+
+
+def _following(source: Path, cache: Path, seq: np.ndarray) -> CacheEngine:
+    """An engine whose reader follows `seq`, its prefetching stopped (horizons only)."""
+    engine = CacheEngine(_open(source, cache).preparer, predownload=1, prefetch_threads=1)
+    engine.follow(seq)
+    engine.stop()
+    return engine
+
+
+def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
+    from streaming.cache.evict import NEVER
+    from streaming.cache.horizon import snapshot
+
+    engine = _following(source, tmp_path / "c", np.array([0] * 3 + [1] * 10 + [0] * 3 + [2] * 3))
+    table, slot = engine.table, engine.slot.index
+
+    def distances() -> list[int]:
+        return snapshot(table, np.array([slot])).next_use(table.num_shards)[:4].tolist()
+
+    assert distances() == [0, 3, 16, NEVER]
+    engine.advance(10)  # inside shard 1's run; shard 0 comes back at 13
+    assert distances() == [3, 0, 6, NEVER]
+    engine.advance(17)
+    assert distances() == [NEVER, NEVER, 0, NEVER]
+    engine.close()
+
+
+def test_a_pass_that_ended_withdraws_its_horizon(source, tmp_path):
+    from streaming.cache.horizon import snapshot
+
+    engine = _following(source, tmp_path / "c", np.array([0] * 3 + [1] * 10))
+    rows = np.array([engine.slot.index])
+    assert snapshot(engine.table, rows).shards[0, :2].tolist() == [0, 1]  # stop() keeps it
+    engine.end()  # the reader's pass is over: nothing it would read is wanted any more
+    assert (snapshot(engine.table, rows).shards < 0).all()
+    engine.close()
+
+
+def test_a_shard_read_again_later_keeps_its_next_use_after_each_run(source, tmp_path):
+    from streaming.cache.horizon import snapshot
+    from tests.cache.test_horizon import true_next_use
+
+    # shard 0 for three steps, shard 1 for two, shard 0 again from step 30
+    seq = np.array([0] * 3 + [1] * 2 + [2] * 25 + [0] * 3)
+    engine = _following(source, tmp_path / "c", seq)
+    rows = np.array([engine.slot.index])
+    for position in range(len(seq)):
+        engine.advance(position)
+        got = snapshot(engine.table, rows).next_use(engine.table.num_shards)[:3]
+        assert got.tolist() == true_next_use(seq, position, 3).tolist(), position
+    engine.close()
+
+
+def test_the_next_blocks_shards_are_prefetched_far_beyond_predownload(source, tmp_path):
+    import time
+
+    from streaming.cache.horizon import snapshot
+
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, predownload=4, prefetch_threads=2)
+    rng = np.random.default_rng(1)
+    # shuffled blocks of 2,000 steps over shards 0-1, then 2-3, then 4-5
+    seq = np.concatenate([rng.integers(0, 2, 2000), rng.integers(2, 4, 2000),
+                          rng.integers(4, 6, 2000)])
+    engine.follow(seq)
+    table, slot = engine.table, engine.slot.index
+    deadline = time.monotonic() + 30
+    while (table.state[2:4] != tb.PRESENT).any() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # the reader is still at step 0: the next block's shards (two new shards: prefetch_threads)
+    # are ready, and the horizon says when they are needed so eviction keeps them; the block
+    # after that is beyond the lookahead
+    assert (table.state[2:4] == tb.PRESENT).all()
+    assert (table.state[4:6] == tb.ABSENT).all()
+    d = snapshot(table, np.array([slot])).next_use(table.num_shards)
+    assert d[2] == int(np.argmax(seq == 2)) and d[3] == int(np.argmax(seq == 3))
+    engine.close()
+
+
+def test_a_forked_reader_whose_first_call_is_follow_publishes_its_horizon(source, tmp_path):
+    import os
+
+    from streaming.cache.horizon import snapshot
+
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, predownload=4, prefetch_threads=1, cache_limit="1gb")
+    engine.attach()  # the training process joins; its DataLoader worker is a fork
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            engine.follow(np.array([0] * 5 + [1] * 5 + [2] * 5))
+            engine.stop()
+            shards = snapshot(engine.table, np.array([engine.slot.index])).shards[0]
+            os.write(write, bytes(shards[:3].astype(np.int8)))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    got = os.read(read, 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0 and list(got) == [0, 1, 2]
+    engine.close()
