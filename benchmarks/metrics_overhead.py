@@ -1,19 +1,19 @@
 """Loader metrics cost: samples/s of the same StreamingDataLoader epoch with metrics on and off,
-in one run, as a ratio (on / off); 0 and 2 workers. Both per second of wall time and per CPU
-second of the training process (where the metrics run; on a busy machine the CPU figure is the
-steadier of the two).
+in one run, as a ratio (on / off); batches of 16, 64 and 256, 0 and 2 workers. Both per second
+of wall time and per CPU second of the training process (where the metrics run; on a busy
+machine the CPU figure is the steadier of the two).
 
-    .venv/bin/python benchmarks/metrics_overhead.py [--rounds 40] [--samples 40000]
+    .venv/bin/python benchmarks/metrics_overhead.py [--rounds 40] [--samples 40000] [--batch 16 64]
 
 Each round runs one epoch with metrics and one without, in the order off-on, then on-off in the
 next round (so a drift of the machine's speed cancels), and keeps the ratio of the pair. The
 median ratio over the rounds is printed with a 95% bootstrap interval of that median: the
-resolution of the run. A second figure needs no timing of epochs: the per-batch cost of the
-metrics' own code (two clock reads and the meter's step), timed in a tight loop, as a share of
-the measured time per batch.
+resolution of the run. From the CPU ratio and a batch's CPU time follows what metrics add to
+each batch, in nanoseconds: the figure that says which loops they are within 1% of.
 
-Small samples and small batches make the per-batch cost of the metrics as large a share of
-the step as it can be. Prints only; nothing is asserted (timings vary on shared machines).
+Small samples (about 50 bytes) and small batches make the per-batch cost of the metrics as
+large a share of the step as it can be. Prints only; nothing is asserted (timings vary on
+shared machines).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import statistics
 import sys
 import tempfile
 import time
-import timeit
 from pathlib import Path
 
 import numpy as np
@@ -59,23 +58,6 @@ def median_interval(ratios: list[float], draws: int = 4000) -> tuple[float, floa
     return float(np.median(values)), float(low), float(high)
 
 
-def step_cost_s(batch: int) -> float:
-    """Seconds the metrics' per-batch code takes (what `collect_metrics=False` skips)."""
-    from streaming.observe.metrics import Meter
-
-    meter, clock = Meter(), time.perf_counter_ns
-    meter.start()
-
-    def step() -> None:
-        asked = clock()
-        now = clock()
-        meter.step(now - asked, batch, now)
-
-    number = 200_000
-    timer = timeit.Timer(step, timer=time.process_time)  # CPU time: steadier when loaded
-    return min(timer.repeat(number=number, repeat=5)) / number
-
-
 def run(folder: Path, workers: int, rounds: int, batch: int) -> None:
     from streaming import StreamingDataLoader, StreamingDataset
 
@@ -89,31 +71,35 @@ def run(folder: Path, workers: int, rounds: int, batch: int) -> None:
         got = {metrics: epoch(loader, metrics) for metrics in order}
         pairs.append((got[False], got[True]))
     ds.close()
-    row = f"{workers:>7}"
+    row = f"{batch:>5}  {workers:>7}"
     for k in (0, 1):
         off = statistics.median(p[0][k] for p in pairs)
         mid, low, high = median_interval([p[1][k] / p[0][k] for p in pairs])
         row += f"  {off:>10.0f}  {mid:>8.4f} [{low:.4f}, {high:.4f}]"
-    per_batch = batch / statistics.median(p[0][1] for p in pairs)
-    print(f"{row}  {step_cost_s(batch) / per_batch:>8.2%}", flush=True)
+    per_batch_s = batch / statistics.median(p[0][1] for p in pairs)
+    cpu_ratio = median_interval([p[1][1] / p[0][1] for p in pairs])[0]
+    cost_ns = per_batch_s * (1 / cpu_ratio - 1) * 1e9
+    print(f"{row}  {per_batch_s * 1e6:>8.1f}  {cost_ns:>8.0f}", flush=True)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=40, help="pairs of epochs (on, off)")
     p.add_argument("--samples", type=int, default=40_000)
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--batch", type=int, nargs="+", default=[16, 64, 256])
     p.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         write(Path(tmp) / "ds", args.samples)
-        print(f"{args.samples} samples, batch {args.batch}, {args.rounds} pairs of epochs; "
-              "samples/s with metrics off (median), on / off (median of the pairs' ratios, "
-              "[95% interval]); the metrics' code per batch as a share of a batch's CPU time")
-        print(f"{'workers':>7}  {'wall: off':>10}  {'on / off':>26}  {'cpu: off':>10}  "
-              f"{'on / off':>26}  {'code':>8}")
-        for workers in args.workers:
-            run(Path(tmp) / "ds", workers, args.rounds, args.batch)
+        print(f"{args.samples} samples, {args.rounds} pairs of epochs; samples/s with metrics "
+              "off (median), on / off (median of the pairs' ratios, [95% interval]); a batch's "
+              "CPU time in the training process with metrics off (us) and what metrics add to "
+              "it (ns, from the CPU ratio)")
+        print(f"{'batch':>5}  {'workers':>7}  {'wall: off':>10}  {'on / off':>26}  "
+              f"{'cpu: off':>10}  {'on / off':>26}  {'batch us':>8}  {'cost ns':>8}")
+        for batch in args.batch:
+            for workers in args.workers:
+                run(Path(tmp) / "ds", workers, args.rounds, batch)
 
 
 if __name__ == "__main__":

@@ -119,15 +119,22 @@ class BatchStream(IterableDataset):
 
 
 class _Handed:
-    """What the running iteration has handed to the loop. A plain object, because setting an
-    attribute of a DataLoader runs torch's `DataLoader.__setattr__` (a Python call, about a
-    microsecond), too slow for counts bumped on every batch."""
+    """What the running iteration has handed to the loop, and the part of it the meter has
+    not been told yet (it is told every few batches, when it wants a snapshot, and whenever
+    metrics are asked). A plain slotted object, because setting an attribute of a DataLoader
+    runs torch's `DataLoader.__setattr__` (a Python call, about a microsecond), too slow for
+    counts bumped on every batch."""
 
-    __slots__ = ("batches", "samples")
+    __slots__ = ("batches", "due", "samples", "timed", "told_batches", "told_samples", "wait_ns")
 
     def __init__(self) -> None:
         self.batches = 0
         self.samples = 0
+        self.timed = False  # the loop times its waits (collect_metrics)
+        self.wait_ns = 0  # waited since the meter was last told
+        self.told_batches = 0
+        self.told_samples = 0
+        self.due = 1  # the batch count at which the meter is told next
 
 
 class StreamingDataLoader(DataLoader):
@@ -254,7 +261,9 @@ class StreamingDataLoader(DataLoader):
         elif self._own_collate and self.batch_sampler is not None:
             self.collate_fn = collate_numpy if numpy else collate
         meter = self._meter if self.collect_metrics else None
+        clock = time.perf_counter_ns if meter is not None else None
         handed = self._handed
+        handed.timed = meter is not None
         if meter is not None:
             meter.start()
         self._count_worker_reads()
@@ -265,20 +274,19 @@ class StreamingDataLoader(DataLoader):
             received = self._received(len(first), receiver, numpy)
             for batch in itertools.chain(pinned(first, self.pin_memory), received):
                 size = batch_length(batch)
-                size = size if size is not None else int(self.batch_size or 1)
-                if meter is not None and not handed.samples:
-                    self._begin_streams()
                 handed.batches += 1
-                handed.samples += size
-                if meter is not None:
-                    now = time.perf_counter_ns()
-                    steps = meter.step(now - asked, size, now)
-                    if self.metrics_every and not steps % self.metrics_every:
-                        log.info("loader: %s", summary(self.metrics()))
+                handed.samples += size if size is not None else int(self.batch_size or 1)
+                if clock is not None:
+                    now = clock()
+                    handed.wait_ns += now - asked
+                    if handed.batches >= handed.due:
+                        self._tell_meter(now)
                 yield batch
-                if meter is not None:
-                    asked = time.perf_counter_ns()
+                if clock is not None:
+                    asked = clock()
         finally:
+            if meter is not None:
+                self._tell_meter(time.perf_counter_ns())
             if self._streams is not None:
                 self._streams.fold(self._meter.samples)
             if self._packs is not None:
@@ -287,6 +295,27 @@ class StreamingDataLoader(DataLoader):
                 receiver.close()
             if first:  # the iteration is over before every worker delivered a batch
                 self.dataset.withdraw_horizon()
+
+    def _tell_meter(self, now_ns: int) -> None:
+        """Hand the meter the batches of a timed iteration it has not counted yet (at its
+        first batch, point the per-stream counts at it), log a summary when one is due, and
+        set the batch at which the meter is told next."""
+        handed, meter = self._handed, self._meter
+        if not handed.timed or handed.batches <= handed.told_batches:
+            return
+        if not handed.told_batches:
+            self._begin_streams()
+        ahead = meter.add(handed.batches - handed.told_batches,
+                          max(handed.samples - handed.told_samples, 0), handed.wait_ns, now_ns)
+        handed.told_batches, handed.told_samples, handed.wait_ns = \
+            handed.batches, handed.samples, 0
+        every = self.metrics_every
+        if every:
+            since = meter.steps % every
+            if not since:
+                log.info("loader: %s", summary(self.metrics()))
+            ahead = min(ahead, every - since)
+        handed.due = handed.batches + ahead
 
     def _first_batch(self) -> list[Any]:
         """The iteration's first batch when this process reads it, the workers starting only
@@ -351,6 +380,7 @@ class StreamingDataLoader(DataLoader):
         second, the time the loop waited for data, samples per stream (pack fill for a packed
         dataset), the cache's counters and the bytes read from local disk (by the workers
         too)."""
+        self._tell_meter(time.perf_counter_ns())
         out = self._meter.as_dict()
         if self._streams is not None:
             out.update(self._streams.as_dict(self._meter.samples))

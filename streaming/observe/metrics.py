@@ -1,8 +1,8 @@
 """Loader metrics: what a training process's data path did so far, as a flat dict of floats.
 
-The hot path (`Meter.step`, once per batch) adds integers and writes two slots of a small ring;
-everything else (rates, per-stream counts from the plan, the cache's counters) is computed when
-`metrics()` is asked. Key names are documented in docs/dataset.md ("Watching a run").
+The hot path (once per batch) reads the clock twice and adds integers; everything else (rates,
+per-stream counts from the plan, the cache's counters) is computed when `metrics()` is asked.
+Key names are documented in docs/dataset.md ("Watching a run").
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ class Meter:
     """Steps (batches, or reads of a directly iterated dataset), samples and the time the
     training loop spent blocked waiting for them, since the first `start()`.
 
-    The hot path is `step`: three integer adds and a comparison. Every `window` steps it
-    keeps a snapshot; the recent figures run from the snapshot before the last one to now
-    (between `window` and twice as many steps).
+    A step is counted by `step`, or several at once by `add` (a loop that counts its steps
+    itself and hands them over when the meter wants them). Every `window` steps it keeps a
+    snapshot; the recent figures run from the snapshot before the last one to now (between
+    `window` and twice as many steps).
 
     Args:
         window: steps between snapshots of the recent figures.
@@ -66,15 +67,21 @@ class Meter:
         if not self.started_ns:
             self.started_ns = time.perf_counter_ns()
 
-    def step(self, wait_ns: int, samples: int, now_ns: int) -> int:
+    def step(self, wait_ns: int, samples: int, now_ns: int) -> None:
         """Record one step that kept the loop waiting `wait_ns` and delivered `samples` at
-        `now_ns` (time.perf_counter_ns); returns the step count."""
-        self.steps += 1
+        `now_ns` (time.perf_counter_ns)."""
+        self.add(1, samples, wait_ns, now_ns)
+
+    def add(self, steps: int, samples: int, wait_ns: int, now_ns: int) -> int:
+        """Record `steps` steps that delivered `samples` and kept the loop waiting `wait_ns`
+        in all, the last of them at `now_ns`; returns how many more steps can be counted
+        elsewhere before the meter wants the next call (its next snapshot)."""
+        self.steps += steps
         self.samples += samples
         self.wait_ns += wait_ns
         if self.steps >= self._mark_at:
             self._mark(now_ns)
-        return self.steps
+        return self._mark_at - self.steps
 
     def _mark(self, now_ns: int) -> None:
         if not self.first_ns:

@@ -117,6 +117,28 @@ def test_a_summary_is_logged_every_n_steps(two_streams, monkeypatch, caplog):
     assert len(lines) == 50 // 20 and lines[0].startswith("loader: 20 batches")
 
 
+def test_metrics_asked_between_any_two_batches_count_every_batch_so_far(
+        two_streams, monkeypatch, caplog):
+    """The loop counts its batches itself and tells the meter every few batches; a
+    `metrics()` between two batches still counts all of them, and asking often logs no extra
+    summary."""
+    monkeypatch.setenv("STREAMING_METRICS_EVERY", "20")
+    loader = StreamingDataLoader(_dataset(two_streams), batch_size=10, num_workers=0)
+    taken: list[int] = []
+    waited = 0.0
+    with caplog.at_level(logging.INFO, logger="streaming.metrics"):
+        for k, batch in enumerate(loader):
+            taken += batch["id"].tolist()
+            m = loader.metrics()
+            assert (m["batches"], m["samples"]) == (k + 1, len(taken))
+            assert (m["stream/0/samples"], m["stream/1/samples"]) == _by_stream(taken)
+            assert m["data_wait_s"] > waited or (k == 0 and m["data_wait_s"] > 0)
+            waited = m["data_wait_s"]
+    assert m["recent_batches_per_s"] > 0
+    lines = [r.getMessage() for r in caplog.records if r.name == "streaming.metrics"]
+    assert [line.split(" batches")[0] for line in lines] == ["loader: 20", "loader: 40"]
+
+
 def test_a_bad_metrics_every_is_refused(two_streams, monkeypatch):
     monkeypatch.setenv("STREAMING_METRICS_EVERY", "often")
     with pytest.raises(ValueError, match="STREAMING_METRICS_EVERY"):
