@@ -6,7 +6,7 @@ import contextlib
 import inspect
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -31,6 +31,7 @@ from streaming.observe.metrics import (
     log,
     summary,
 )
+from streaming.util.exit_close import closed_at_exit
 
 if TYPE_CHECKING:
     from streaming.packing.pack_stats import PackCounts
@@ -229,6 +230,9 @@ class StreamingDataLoader(DataLoader):
         self._handed.samples = int(value)
 
     def __iter__(self) -> Iterator[Any]:
+        return closed_at_exit(self._iterate())
+
+    def _iterate(self) -> Generator[Any, None, None]:
         self._handed = _Handed()
         self._running_len, self._finished = None, False
         with contextlib.suppress(TypeError, NotImplementedError):  # a dataset without a length

@@ -5,7 +5,7 @@ a time (positional reads by a reader thread, one vectorised decode per read), wh
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -17,6 +17,7 @@ from streaming.read.chunk_copy import fetch as fetch_chunk
 from streaming.read.shard_rows import ShardRows
 from streaming.read.shard_source import ShardSource
 from streaming.read.sizing import DEFAULT_SIZE, ReadSize
+from streaming.util.exit_close import closed_at_exit
 
 
 def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE, *,
@@ -47,6 +48,12 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
         views: with `columns`, `bytes` values as memoryviews of the read buffer.
         handed_on: others go on with the pass: at its end, only `stop` the source.
     """
+    return closed_at_exit(_chunks(ids, rows, size, item, columns, views, handed_on))
+
+
+def _chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize,
+            item: Callable[[int], Any] | None, columns: bool, views: bool,
+            handed_on: bool) -> Generator[list[Any], None, None]:
     ids = ids[ids >= 0]
     if not len(ids):
         return

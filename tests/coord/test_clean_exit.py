@@ -61,3 +61,27 @@ def test_killed_run_is_reclaimed_at_next_start(tmp_path, shm):
     del dataset
     gc.collect()
     assert sorted(os.listdir(shm)) == []
+
+
+@pytest.mark.parametrize("how", ["loop, 0 workers", "loop, 2 workers", "dataset"])
+def test_a_run_that_stops_mid_epoch_exits_quietly_and_leaves_no_segment(tmp_path, shm, how):
+    """A script that takes a few batches from a cached (remote) dataset and exits, the
+    iteration still open: its pass ends while the interpreter can still run it (no
+    'Exception ignored' traceback from a half torn-down module), and nothing is left in
+    shared memory."""
+    remote = write_ids(tmp_path / "remote", 3000, size_limit=1 << 12, compression="zstd")
+    workers = 2 if "2 workers" in how else 0
+    take = ("it = iter(ds)\nfor _ in range(5): next(it)" if how == "dataset" else
+            f"loader = StreamingDataLoader(ds, batch_size=10, num_workers={workers})\n"
+            "it = iter(loader)\nfor _ in range(3): next(it)")
+    script = textwrap.dedent("""
+        from streaming import StreamingDataLoader, StreamingDataset
+        ds = StreamingDataset(remote={remote!r}, local={local!r}, batch_size=10,
+                              shuffle=True)
+    """).format(remote=str(remote), local=str(tmp_path / "cache")) + take
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, timeout=120,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert sorted(os.listdir(shm)) == []
