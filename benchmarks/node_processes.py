@@ -16,10 +16,19 @@ the same dataset, each in a fresh interpreter with an empty cache. `--profile` p
 lengths: CPU of a node's 8 ranks each building the dataset and asking len() (what a trainer
 does first), against one of them alone.
 
+limited: one node of 8 ranks x 8 workers (64 readers sharing the node's cache) over a file://
+zstd dataset of many small shards, one epoch with cache_limit at 25% of the dataset against
+the same epoch with no limit, alternated, each in a fresh cache: what sharing a limit costs
+the node's readers (the node lock taken to reserve room, the horizons consulted, the shards
+downloaded again). The ranks all-reduce after every batch, as data-parallel training does
+(`--free-ranks`: they read freely and drift apart). Timed from the moment every worker has
+its first batch.
+
     .venv/bin/python benchmarks/node_processes.py                # both
     .venv/bin/python benchmarks/node_processes.py startup --samples 20000000 --profile
     .venv/bin/python benchmarks/node_processes.py startup --batching stratified
     .venv/bin/python benchmarks/node_processes.py lengths --samples 10000000
+    .venv/bin/python benchmarks/node_processes.py limited --tiny 40000 --rounds 2
 
 Prints only; nothing is asserted.
 """
@@ -75,16 +84,20 @@ def write_tiny(folder: Path, samples: int) -> None:
             w.write({"id": i, "payload": np.full(16, i, dtype=np.int32)})
 
 
-def launch_node(work: Path, remote: str, ranks: int, workers: int) -> list[subprocess.Popen]:
+def launch_node(work: Path, remote: str, ranks: int, workers: int, *, cache: str = "cache",
+                limit: int | None = None, sync: bool = False) -> list[subprocess.Popen]:
+    for stale in ("go", *(f"ready{r}" for r in range(ranks))):
+        (work / stale).unlink(missing_ok=True)
     procs = []
     for rank in range(ranks):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
                    LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT="29999",
                    TORCHELASTIC_RUN_ID=work.name, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
         cmd = [sys.executable, str(RANK_SCRIPT), "--remote", remote, "--local",
-               str(work / "cache"), "--workers", str(workers), "--ready",
+               str(work / cache), "--workers", str(workers), "--ready",
                str(work / f"ready{rank}"), "--go", str(work / "go"), "--out",
-               str(work / f"out{rank}")]
+               str(work / f"out{rank}"), *(["--cache-limit", str(limit)] if limit else []),
+               *(["--sync"] if sync else [])]
         with open(work / f"err{rank}", "w") as err:
             procs.append(subprocess.Popen(cmd, env=env, stderr=err))
     return procs
@@ -129,7 +142,7 @@ def memory(ranks: int, workers: int, samples: int) -> None:
         (work / "go").write_text("go")
         for p in procs:
             p.wait(timeout=READY_TIMEOUT)
-        read = sum(int((work / f"out{r}").read_text()) for r in range(ranks))
+        read = sum(json.loads((work / f"out{r}").read_text())["samples"] for r in range(ranks))
     every = rank_mem + worker_mem
     total_pss = sum(m["pss"] for m in every)
     print(f"memory: 1 node, {ranks} ranks x {workers} workers: {len(rank_mem)} ranks + "
@@ -148,6 +161,64 @@ def memory(ranks: int, workers: int, samples: int) -> None:
         print(f"  per {name:<6}: USS mean {uss.mean():6.1f} MiB (min {uss.min():.1f}, max "
               f"{uss.max():.1f}) = x{uss.mean() * MB / base['uss']:.2f} idle USS; "
               f"PSS mean {pss.mean():6.1f} MiB")
+
+
+# ----- a node's readers under a cache limit -----------------------------------------------------
+def limited_epoch(work: Path, remote: str, ranks: int, workers: int, cache: str,
+                  limit: int | None, sync: bool) -> dict[str, float]:
+    """Seconds from the moment every worker of the node has its first batch to the end of the
+    epoch, and the node cache's downloads and evictions."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    procs = launch_node(work, remote, ranks, workers, cache=cache, limit=limit, sync=sync)
+    wait_ready(work, procs)
+    start = time.perf_counter()
+    (work / "go").write_text("go")
+    for p in procs:
+        p.wait(timeout=READY_TIMEOUT)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    outs = [json.loads((work / f"out{r}").read_text()) for r in range(ranks)]
+    return {"seconds": seconds, "cpu": cpu, "samples": sum(o["samples"] for o in outs),
+            "downloads": max(o["downloads"] for o in outs),
+            "evictions": max(o["evictions"] for o in outs)}
+
+
+def limited(ranks: int, workers: int, samples: int, rounds: int, share: float,
+            sync: bool) -> None:
+    """One node's epoch with its cache limited to `share` of the dataset against the same epoch
+    unlimited, alternated in fresh caches: what the node's readers pay for sharing a limit
+    (the node lock they take to reserve room, the horizons they consult, the downloads the
+    limit forces again). With `sync` the ranks all-reduce after every batch, as data-parallel
+    training does; without, each reads as fast as it can and they drift apart."""
+    runs: dict[str, list[dict[str, float]]] = {"unlimited": [], "limited": []}
+    with tempfile.TemporaryDirectory(prefix="node-limit-") as tmp:
+        work = Path(tmp)
+        write_tiny(work / "data", samples)
+        index = json.loads((work / "data" / "index.json").read_text())
+        raw = sum(int(s["raw_data"]["bytes"]) for s in index["shards"])
+        limit = int(raw * share)
+        for r in range(rounds):
+            order = ("unlimited", "limited") if r % 2 == 0 else ("limited", "unlimited")
+            for label in order:
+                runs[label].append(limited_epoch(
+                    work, f"file://{work / 'data'}", ranks, workers, f"cache-{label}-{r}",
+                    limit if label == "limited" else None, sync))
+    print(f"limited: 1 node, {ranks} ranks x {workers} workers, {samples:,} samples in "
+          f"{len(index['shards'])} zstd shards ({raw / MB:.1f} MiB raw), cache_limit "
+          f"{share:.0%} ({limit / MB:.2f} MiB) against none, ranks "
+          f"{'all-reducing after every batch' if sync else 'reading freely'}; median of "
+          f"{rounds}, seconds from every worker's first batch to the epoch's end")
+    med = {k: {f: float(np.median([x[f] for x in v])) for f in v[0]} for k, v in runs.items()}
+    for label, m in med.items():
+        print(f"  {label:<9} {m['seconds']:7.2f} s  CPU {m['cpu']:7.1f} s  "
+              f"{m['samples']:,.0f} samples  "
+              f"{m['downloads']:,.0f} downloads  {m['evictions']:,.0f} evictions")
+    print(f"  limited / unlimited: x{med['limited']['seconds'] / med['unlimited']['seconds']:.2f}"
+          f" wall, x{med['limited']['cpu'] / med['unlimited']['cpu']:.2f} CPU (the whole node's, "
+          "start-up included)")
 
 
 # ----- start-up at scale -----------------------------------------------------------------------
@@ -273,7 +344,8 @@ def lengths(samples: int, per_shard: int, ranks: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", nargs="?", choices=["memory", "startup", "lengths", "both"],
+    parser.add_argument("what", nargs="?",
+                        choices=["memory", "startup", "lengths", "limited", "both"],
                         default="both")
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--workers", type=int, default=8)
@@ -283,6 +355,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--batching", default="random")
+    parser.add_argument("--share", type=float, default=0.25, help="cache_limit of the limited run")
+    parser.add_argument("--free-ranks", action="store_true",
+                        help="limited: ranks read without a collective per batch")
     args = parser.parse_args()
     if args.what in ("memory", "both"):
         memory(args.ranks, args.workers, args.tiny)
@@ -290,6 +365,9 @@ def main() -> None:
         startup(args.samples, args.per_shard, args.rounds, args.profile, args.batching)
     if args.what == "lengths":
         lengths(args.samples, args.per_shard, args.ranks)
+    if args.what == "limited":
+        limited(args.ranks, args.workers, args.tiny, args.rounds, args.share,
+                not args.free_ranks)
 
 
 if __name__ == "__main__":
