@@ -11,21 +11,14 @@ import os
 from dataclasses import dataclass
 
 
-def _stat_fields(pid: int) -> list[bytes] | None:
-    """Fields of /proc/<pid>/stat from the state onwards (the command name may contain spaces).
-    Read with one system call and no file object: slot liveness checks run under the node's
-    cache lock, once per reader slot."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat from the state onwards (the command name may contain spaces)."""
     try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode("ascii", "replace")
     except OSError:
         return None
-    try:
-        raw = os.read(fd, 4096)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return raw[raw.rfind(b")") + 2 :].split()
+    return raw[raw.rfind(")") + 2 :].split()
 
 
 def _start_time(pid: int) -> int:
@@ -34,22 +27,12 @@ def _start_time(pid: int) -> int:
     return int(fields[19]) if fields and len(fields) > 19 else 0
 
 
-_namespace_seen: list[tuple[int, int]] = []  # (pid, its pid namespace) of the last lookup
-
-
 def _pid_namespace() -> int:
-    """Inode of this process's pid namespace (0 when unknown): pids only compare within one. A
-    process never changes namespace, so it is looked up once per process (a forked child, a
-    new pid, looks again)."""
-    pid = os.getpid()
-    if _namespace_seen and _namespace_seen[0][0] == pid:
-        return _namespace_seen[0][1]
+    """Inode of this process's pid namespace (0 when unknown): pids only compare within one."""
     try:
-        inode = os.stat("/proc/self/ns/pid").st_ino
+        return os.stat("/proc/self/ns/pid").st_ino
     except OSError:
-        inode = 0
-    _namespace_seen[:] = [(pid, inode)]
-    return inode
+        return 0
 
 
 @dataclass(frozen=True)
@@ -85,7 +68,7 @@ class ProcessId:
         fields = _stat_fields(self.pid)
         if fields is None:
             return True  # no /proc: kill(0) is all we have
-        if fields[0] in (b"Z", b"X"):
+        if fields[0] in ("Z", "X"):
             return False
         return not self.start or len(fields) <= 19 or int(fields[19]) == self.start
 
