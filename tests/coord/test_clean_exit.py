@@ -5,6 +5,7 @@ run's leftovers are still reclaimed by the next start."""
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import signal
 import subprocess
@@ -85,3 +86,36 @@ def test_a_run_that_stops_mid_epoch_exits_quietly_and_leaves_no_segment(tmp_path
     assert done.returncode == 0, done.stderr
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert sorted(os.listdir(shm)) == []
+
+
+def test_the_exit_hook_closes_open_iterations_even_when_one_clean_up_fails(caplog, monkeypatch):
+    """`close_open` runs the `finally` of every tracked generator still open, logs a clean-up
+    that raises instead of stopping there, and leaves finished generators alone."""
+    import weakref
+
+    from streaming.util import exit_close
+    from streaming.util.exit_close import close_open, closed_at_exit
+
+    monkeypatch.setattr(exit_close, "_open", weakref.WeakSet())  # other tests' stay open
+
+    ended: list[str] = []
+
+    def iteration(name: str, fail: bool = False):
+        try:
+            yield 1
+            yield 2
+        finally:
+            ended.append(name)
+            if fail:
+                raise RuntimeError(f"{name} could not end")
+
+    failing = closed_at_exit(iteration("failing", fail=True))
+    fine = closed_at_exit(iteration("fine"))
+    finished = closed_at_exit(iteration("finished"))
+    next(failing), next(fine)
+    assert list(finished) == [1, 2] and ended == ["finished"]
+    with caplog.at_level(logging.DEBUG, logger="streaming.util.exit_close"):
+        close_open()
+    assert sorted(ended) == ["failing", "fine", "finished"]
+    assert "failing could not end" in caplog.text
+    assert list(fine) == []  # closed: nothing more to yield
