@@ -130,23 +130,28 @@ class StreamCounts:
         self.offsets = np.asarray(stream_offsets, np.int64)
         self.names, self.targets = list(names), np.asarray(targets, float)
         self.done = np.zeros(len(self.names), np.int64)
-        self._ids: Callable[[], np.ndarray] | None = None
+        self._ids: np.ndarray | Callable[[], np.ndarray] | None = None
         self._base = 0  # consumed samples counted when the current iteration began
         self._ended: list[tuple[Callable[[], np.ndarray], int]] = []  # (ids, samples) to count
 
-    def begin(self, ids: Callable[[], np.ndarray], consumed: int) -> None:
-        """A new iteration reads `ids()` (asked only when counts are wanted) from `consumed`."""
+    def begin(self, ids: np.ndarray | Callable[[], np.ndarray], consumed: int) -> None:
+        """A new iteration reads `ids` from `consumed`: planned ids the iteration holds anyway,
+        counted when it ends, or a callable that plans them again, asked only when counts are
+        wanted (an ended iteration then keeps no plan alive either way)."""
         self.fold(consumed)
         self._ids, self._base = ids, consumed
 
     def fold(self, consumed: int) -> None:
-        """The current iteration ended at `consumed` samples (counted when next asked)."""
-        if self._ids is not None:
-            self._ended.append((self._ids, consumed - self._base))
+        """The current iteration ended at `consumed` samples."""
+        ids, taken = self._ids, consumed - self._base
+        if isinstance(ids, np.ndarray):
+            self.done += self._count(ids, taken)
+        elif ids is not None:
+            self._ended.append((ids, taken))
         self._ids, self._base = None, consumed
 
-    def _count(self, ids: Callable[[], np.ndarray], taken: int) -> np.ndarray:
-        planned = np.asarray(ids(), np.int64)
+    def _count(self, ids: np.ndarray | Callable[[], np.ndarray], taken: int) -> np.ndarray:
+        planned = np.asarray(ids if isinstance(ids, np.ndarray) else ids(), np.int64)
         planned = planned[planned >= 0][:max(taken, 0)]
         streams = np.searchsorted(self.offsets, planned, side="right") - 1
         return np.bincount(streams, minlength=len(self.names))[:len(self.names)]
@@ -297,7 +302,7 @@ class IterationWatch:
         self.base += self.seen
         self.seen = 0
         if self.streams is not None:
-            self.streams.begin(lambda: ids, self.base)
+            self.streams.begin(ids, self.base)
 
     def consumed(self) -> int:
         """Samples the loop took from this process's iterations so far."""

@@ -105,26 +105,23 @@ class PackCounts:
         self.done = PackFill()
         self._fill: Callable[[int], PackFill] | None = None
         self._base = 0  # packs consumed when the current iteration began
-        self._ended: list[tuple[Callable[[int], PackFill], int]] = []  # (fill, packs) to count
 
     def begin(self, fill: Callable[[int], PackFill], consumed: int) -> None:
-        """A new iteration's first `n` packs fill `fill(n)` (asked only when counts are
-        wanted); the loop had consumed `consumed` packs before it."""
+        """A new iteration's first `n` packs fill `fill(n)` (asked when counts are wanted and
+        when the iteration ends); the loop had consumed `consumed` packs before it."""
         self.fold(consumed)
         self._fill, self._base = fill, consumed
 
     def fold(self, consumed: int) -> None:
-        """The current iteration ended at `consumed` packs (counted when next asked)."""
+        """The current iteration ended at `consumed` packs: its fill is counted now, so its
+        pack plan is not kept."""
         if self._fill is not None:
-            self._ended.append((self._fill, consumed - self._base))
+            self.done = self.done + self._fill(consumed - self._base)
         self._fill, self._base = None, consumed
 
     def as_dict(self, consumed: int) -> dict[str, float]:
         """`packing/packs`, `packing/tokens`, `packing/fill_rate` (tokens over the packs'
         budget) and `packing/sequences_per_pack`, of the packs consumed so far."""
-        for fill, taken in self._ended:
-            self.done = self.done + fill(taken)
-        self._ended.clear()
         now = self.done
         if self._fill is not None:
             now = now + self._fill(consumed - self._base)

@@ -1,0 +1,68 @@
+"""Metrics that were never asked for keep no plan alive: a run iterated for many epochs without
+calling `metrics()` holds the same memory after the tenth epoch as after the second, and the
+counts it gives when finally asked are still exact."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from streaming import StreamingDataLoader, StreamingDataset
+from tests.dataset.conftest import write_ids
+from tests.packing.datasets import write_tokens
+
+EPOCH = 20_000  # planned ids per epoch: 160 KB each as int64
+
+
+def _growth_over_epochs(run_epoch, epochs: int) -> int:
+    """Bytes still allocated after `epochs` more epochs than after the first two."""
+    run_epoch()
+    tracemalloc.start()
+    try:
+        for _ in range(2):
+            run_epoch()
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(epochs):
+            run_epoch()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def _drain(items: Iterable) -> None:
+    for _ in items:
+        pass
+
+
+@pytest.mark.parametrize("through", ["dataset", "loader"])
+def test_epochs_never_asked_for_metrics_keep_no_plan(tmp_path: Path, through: str) -> None:
+    ds = StreamingDataset(local=write_ids(tmp_path / "a", 2000, size_limit=1 << 16),
+                          epoch_size=EPOCH, batch_size=100, shuffle=True)
+    source = ds if through == "dataset" else StreamingDataLoader(ds, batch_size=100)
+    grown = _growth_over_epochs(lambda: _drain(source), epochs=3)
+    assert grown < EPOCH * 8 // 2, f"{grown} bytes kept after 3 more epochs"
+    m = source.metrics()
+    assert m["samples"] == 6 * EPOCH == m["stream/0/samples"]
+
+
+def test_packed_epochs_never_asked_for_metrics_keep_no_pack_plan(tmp_path: Path) -> None:
+    write_tokens(tmp_path / "a", 4000, max_len=40)
+    ds = StreamingDataset(packing=True, local=str(tmp_path / "a"), shuffle=True,
+                          packing_length=64, packs_per_batch=4)
+    packs = 0
+
+    def epoch() -> None:
+        nonlocal packs
+        for batch in ds:
+            packs += len(batch["pack_lengths"])
+
+    grown = _growth_over_epochs(epoch, epochs=3)
+    assert grown < 4000 * 8 // 2, f"{grown} bytes kept after 3 more epochs"
+    m = ds.metrics()
+    assert m["packing/packs"] == packs and 0 < m["packing/fill_rate"] <= 1
