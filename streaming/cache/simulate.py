@@ -20,7 +20,8 @@ import numpy as np
 
 from streaming.cache.evict import choose_victims, next_use, worth_bringing
 from streaming.cache.limit import Footprint
-from streaming.cache.lookahead import ReaderRuns, horizon_runs, prefetch_window
+from streaming.cache.lookahead import ReaderRuns, horizon_runs
+from streaming.cache.node_windows import NodeWindows
 from streaming.errors import CacheLimitError
 
 HORIZON = 64  # shards a reader announces (the node table's horizon)
@@ -108,10 +109,9 @@ class SimulatedCache:
         """The epoch when nothing is evicted: each absent shard is fetched once, when the
         first reader's prefetch window reaches it (`predownload` steps before its first use)."""
         first = np.full(len(self.present), np.iinfo(np.int64).max, np.int64)
+        at = np.arange(max((len(s) for s in sequences), default=0), dtype=np.int64)
         for seq in sequences:
-            seq = np.asarray(seq, np.int64)
-            shards, at = np.unique(seq, return_index=True)
-            np.minimum.at(first, shards, at)
+            np.minimum.at(first, np.asarray(seq, np.int64), at[:len(seq)])
         new = np.flatnonzero((first < np.iinfo(np.int64).max) & ~self.present & self.cached)
         new = new[np.argsort(first[new], kind="stable")]
         before = self.held()
@@ -141,6 +141,7 @@ class _Epoch:
         self.step = 0
         self.current = np.full(len(readers), -1, np.int64)
         self.horizons = _Horizons.empty(len(readers))
+        self.windows = NodeWindows(readers, cache.predownload, AHEAD)
         self._distance_step = -1  # the step `_distance_now` was computed at
         self._distance_now = np.zeros(0, np.int64)
 
@@ -149,11 +150,11 @@ class _Epoch:
         ticks = np.unique(np.concatenate(
             [np.zeros(1, np.int64)] + [np.maximum(r.start - pre, 0) for r in self.readers]
             + [r.start for r in self.readers]))
+        windows = self.windows
         for t in ticks.tolist():
             self.step = t
-            windows = [self._window(r, t) for r in self.readers]
-            self.current = np.array([r.shard[w[0]] if w else -1
-                                     for r, w in zip(self.readers, windows)], np.int64)
+            windows.at(t)
+            self.current = windows.current()
             for shard in self.current[self.current >= 0].tolist():
                 if not self._bring(shard, -1):
                     raise CacheLimitError(
@@ -165,35 +166,29 @@ class _Epoch:
                           np.asarray(self.trace, np.int64).reshape(-1, 2),
                           max((r.length for r in self.readers), default=0))
 
-    def _window(self, r: ReaderRuns, t: int) -> tuple[int, int] | None:
-        if t >= r.length:
-            return None
-        return prefetch_window(r.start, r.entries, r.previous, t, self.cache.predownload, AHEAD)
-
-    def _prefetch(self, t: int, windows: list[tuple[int, int] | None]) -> None:
+    def _prefetch(self, t: int, windows: NodeWindows) -> None:
         """The readers' prefetches at step `t`, nearest use first across all of them (the
         prefetchers of a node's readers run side by side); a reader whose prefetch finds no
         room tries no farther one until the next step."""
         cache = self.cache
-        shards, distances, owners = [], [], []
-        for i, (r, w) in enumerate(zip(self.readers, windows)):
-            if not w:
-                continue
-            lo, hi = w
-            window = r.shard[lo:hi]
-            todo = np.flatnonzero(~cache.present[window] & cache.cached[window])
-            shards.append(window[todo])
-            distances.append(np.maximum(r.start[lo + todo] - t, 0))
-            owners.append(np.full(len(todo), i, np.int64))
-        if not shards:
+        shard, distance, owner = windows.candidates(t, ~cache.present & cache.cached)
+        if not len(shard):
             return
-        shard, distance, owner = (np.concatenate(a) for a in (shards, distances, owners))
-        blocked = np.zeros(len(self.readers), bool)
-        for k in np.argsort(distance, kind="stable").tolist():
-            if blocked[owner[k]]:
+        order = np.argsort(distance, kind="stable")
+        blocked = [False] * len(self.readers)
+        # A shard refused at some distance is refused at any farther one until a download
+        # changes the cache (the shards needed sooner only grow, the evictable ones shrink).
+        refused: set[int] = set()
+        for s, d, o in zip(shard[order].tolist(), distance[order].tolist(),
+                           owner[order].tolist()):
+            if blocked[o]:
                 continue
-            if not self._bring(int(shard[k]), int(distance[k])):
-                blocked[owner[k]] = True
+            before = self.downloads
+            if s in refused or not self._bring(s, d):
+                refused.add(s)
+                blocked[o] = True
+            elif self.downloads != before:
+                refused.clear()
 
     def _bring(self, shard: int, farther_than: int) -> bool:
         """Make `shard` present (False: no room without evicting what is needed sooner)."""
@@ -236,7 +231,8 @@ class _Epoch:
         horizons only move with the step, so it is computed once per step."""
         if self._distance_step != self.step:
             h = self.horizons
-            h.announce(self.readers, self.step)
+            w = self.windows
+            h.announce(self.readers, np.where(w.active, w.lo, -1))
             progress = np.full(len(self.readers), self.step, np.int64)
             self._distance_now = next_use(h.shards, h.starts, h.ends, progress,
                                           len(self.cache.present))
@@ -267,18 +263,19 @@ class _Horizons:
         return cls(np.full(grid, -1, np.int64), np.zeros(grid, np.int64),
                    np.zeros(grid, np.int64), np.full(readers, -2, np.int64))
 
-    def announce(self, readers: Sequence[ReaderRuns], t: int) -> None:
-        """The horizons at step `t`: a reader announces again only when its current run has
-        changed (lookahead.horizon_runs, as the engine publishes them)."""
-        for i, r in enumerate(readers):
-            r0 = max(int(np.searchsorted(r.start, t, side="right")) - 1, 0) if t < r.length else -1
-            if r0 == self.run[i]:
-                continue
+    def announce(self, readers: Sequence[ReaderRuns], runs: np.ndarray) -> None:
+        """The horizons with each reader at run `runs[i]` (-1: done): a reader announces again
+        only when its current run has changed (lookahead.horizon_runs, as the engine publishes
+        them)."""
+        runs = np.asarray(runs, np.int64)
+        moved = np.flatnonzero(runs != self.run)
+        for i, r0 in zip(moved.tolist(), runs[moved].tolist()):
+            r = readers[i]
             self.run[i] = r0
             self.shards[i] = -1
             if r0 < 0:
                 continue
-            runs = horizon_runs(r.shard, r.entries, r.previous, r0, HORIZON, AHEAD)
-            self.shards[i, :len(runs)] = r.shard[runs]
-            self.starts[i, :len(runs)] = r.start[runs]
-            self.ends[i, :len(runs)] = r.end[runs]
+            runs_ahead = horizon_runs(r.shard, r.entries, r.previous, r0, HORIZON, AHEAD)
+            self.shards[i, :len(runs_ahead)] = r.shard[runs_ahead]
+            self.starts[i, :len(runs_ahead)] = r.start[runs_ahead]
+            self.ends[i, :len(runs_ahead)] = r.end[runs_ahead]

@@ -41,6 +41,9 @@ def add_cost_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-png", help="where to draw cache occupancy (default: CONFIG stem + "
                                        ".cache.png; with --json only when given)")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON only")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="processes that simulate the nodes (default: one per core, at most one "
+                        "per node, for runs of 2M samples or more; else 1)")
 
 
 def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
@@ -139,12 +142,16 @@ def cost_report(forecast: Forecast, restart: Restart | None,
 
 
 def _predict(args: argparse.Namespace, setup: Setup) -> tuple[Forecast, dict[str, Any]]:
+    from streaming.cli.node_pool import node_map, plan_jobs
     from streaming.observe.forecast import predict, predict_restart
 
+    spec = run_spec(args, setup)
+    jobs = plan_jobs(args.jobs, spec.world.num_nodes, int(setup.cfg.epoch_size) * spec.epochs)
     try:
-        forecast = predict(run_spec(args, setup))
-        restart = (None if args.restart_step is None
-                   else predict_restart(forecast, int(args.restart_step)))
+        with node_map(jobs) as map_nodes:
+            forecast = predict(spec, map_nodes)
+            restart = (None if args.restart_step is None
+                       else predict_restart(forecast, int(args.restart_step), map_nodes))
     except PlanError as exc:
         raise UserError(str(exc)) from None
     return forecast, cost_report(forecast, restart, args.egress_price)

@@ -6,7 +6,10 @@ config, world, shard sizes and the limit in; figures out.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -95,50 +98,114 @@ def reader_sequences(config: PlanConfig, world: World, node: int, epoch: int,
     return out
 
 
-def predict(spec: RunSpec) -> Forecast:
-    """Simulate every node's cache over `spec.epochs` epochs."""
+T = TypeVar("T")
+
+
+class NodeMap(Protocol):
+    """Runs a node's simulation for each node and gives the results in node order (`map`, or a
+    process pool's `map`)."""
+
+    def __call__(self, fn: Callable[[int], T], nodes: Iterable[int], /) -> Iterable[T]: ...
+
+
+def predict(spec: RunSpec, map_nodes: NodeMap = map) -> Forecast:
+    """Simulate every node's cache over `spec.epochs` epochs.
+
+    Args:
+        spec: the run.
+        map_nodes: how the nodes' simulations run: `map` here, or the `map` of a process pool
+            (each node is independent; results come back in node order).
+    """
     if spec.epochs < 1:
         raise PlanError(f"epochs must be at least 1, got {spec.epochs}")
     config = fit_plan(spec.config, spec.world, spec.footprint, spec.cache_limit).config
-    nodes = []
-    for node in range(spec.world.num_nodes):
-        cache = _node_cache(spec)
-        nodes.append(tuple(cache.run_epoch(reader_sequences(config, spec.world, node, e))
-                           for e in range(spec.epochs)))
+    nodes = tuple(map_nodes(partial(simulate_node, spec, config), range(spec.world.num_nodes)))
     duplicated = []
     for e in range(spec.epochs):
         fetched = np.concatenate([node[e].fetched for node in nodes])
         _, counts = np.unique(fetched, return_counts=True)
         duplicated.append(int((counts > 1).sum()))
-    return Forecast(spec, config, tuple(nodes), tuple(duplicated),
+    return Forecast(spec, config, nodes, tuple(duplicated),
                     _batches_per_epoch(config, spec.world))
 
 
-def predict_restart(forecast: Forecast, step: int) -> Restart:
-    """The downloads of a restart on fresh disks at global batch `step` of the run."""
-    spec, config, world = forecast.spec, forecast.config, forecast.spec.world
+def simulate_node(spec: RunSpec, config: PlanConfig, node: int) -> tuple[SimulatedEpoch, ...]:
+    """Node `node`'s cache over every epoch of `spec`, under the fitted plan `config`.
+
+    Args:
+        spec: the run.
+        config: its plan config, fitted to the cache (`fit_plan`).
+        node: the node to simulate.
+    """
+    cache = _node_cache(spec)
+    return tuple(cache.run_epoch(reader_sequences(config, spec.world, node, e))
+                 for e in range(spec.epochs))
+
+
+@dataclass(frozen=True)
+class RestartPoint:
+    """Where a restart happens: global batch `step` is batch `in_epoch` of `epoch`."""
+
+    step: int
+    epoch: int
+    in_epoch: int
+
+
+@dataclass(frozen=True)
+class NodeRestart:
+    """One node's bytes downloaded before a restart point, and from it to the end of the run on
+    fresh disks."""
+
+    before: int
+    after: int
+
+
+def predict_restart(forecast: Forecast, step: int, map_nodes: NodeMap = map) -> Restart:
+    """The downloads of a restart on fresh disks at global batch `step` of the run.
+
+    Args:
+        forecast: the run's prediction without a restart.
+        step: the global batch the run restarts at.
+        map_nodes: how the nodes' simulations run (see `predict`).
+    """
+    spec = forecast.spec
     per_epoch = forecast.batches_per_epoch
     if not 0 <= step < per_epoch * spec.epochs:
         raise PlanError(f"restart step {step} is outside the run's {per_epoch * spec.epochs} "
                         "global batches")
-    epoch, in_epoch = divmod(step, per_epoch)
+    point = RestartPoint(step, *divmod(step, per_epoch))
+    nodes = list(map_nodes(partial(restart_node, spec, forecast.config, point),
+                           range(spec.world.num_nodes)))
+    without = tuple(sum(e.bytes_downloaded for e in forecast.nodes[n]) - nodes[n].before
+                    for n in range(len(nodes)))
+    return Restart(step, point.epoch, tuple(n.after for n in nodes), without)
+
+
+def restart_node(spec: RunSpec, config: PlanConfig, point: RestartPoint, node: int
+                 ) -> NodeRestart:
+    """Node `node`'s downloads before `point`, and after it on fresh disks.
+
+    Args:
+        spec: the run.
+        config: its plan config, fitted to the cache (`fit_plan`).
+        point: where the run restarts.
+        node: the node to simulate.
+    """
+    world = spec.world
     batch = config.device_batch()
-    done = -(-in_epoch * batch // world.workers_per_rank)  # samples each reader has read
-    after, without = [], []
-    for node in range(world.num_nodes):
-        cache = _node_cache(spec)
-        spent = sum(cache.run_epoch(reader_sequences(config, world, node, e)).bytes_downloaded
-                    for e in range(epoch))
-        if done:
-            spent += cache.run_epoch(reader_sequences(config, world, node, epoch,
-                                                      limit=done)).bytes_downloaded
-        without.append(sum(c.bytes_downloaded for c in forecast.nodes[node]) - spent)
-        cache.wipe()
-        sample = in_epoch * batch * world.data_parallel_ranks
-        resumed = [reader_sequences(config, world, node, epoch, sample)]
-        resumed += [reader_sequences(config, world, node, e) for e in range(epoch + 1, spec.epochs)]
-        after.append(sum(cache.run_epoch(seqs).bytes_downloaded for seqs in resumed))
-    return Restart(step, epoch, tuple(after), tuple(without))
+    done = -(-point.in_epoch * batch // world.workers_per_rank)  # samples each reader has read
+    cache = _node_cache(spec)
+    before = sum(cache.run_epoch(reader_sequences(config, world, node, e)).bytes_downloaded
+                 for e in range(point.epoch))
+    if done:
+        before += cache.run_epoch(reader_sequences(config, world, node, point.epoch,
+                                                   limit=done)).bytes_downloaded
+    cache.wipe()
+    sample = point.in_epoch * batch * world.data_parallel_ranks
+    resumed = [reader_sequences(config, world, node, point.epoch, sample)]
+    resumed += [reader_sequences(config, world, node, e)
+                for e in range(point.epoch + 1, spec.epochs)]
+    return NodeRestart(before, sum(cache.run_epoch(seqs).bytes_downloaded for seqs in resumed))
 
 
 def _node_cache(spec: RunSpec) -> SimulatedCache:

@@ -63,6 +63,9 @@ def test_a_limit_caps_the_peak_and_costs_egress(cli, dataset, tmp_path):
     free = _plan(cli, config, "--epochs", "2")
     tight = _plan(cli, config, "--epochs", "2", "--cache-limit", str(raw // 4),
                   "--egress-price", "0.09", "--restart-step", "60")
+    # the nodes simulated in a pool of processes give the same figures
+    assert _plan(cli, config, "--epochs", "2", "--cache-limit", str(raw // 4),
+                 "--egress-price", "0.09", "--restart-step", "60", "--jobs", "2") == tight
     for node in tight["nodes"]:
         assert all(e["peak_cache_bytes"] <= raw // 4 for e in node["epochs"])
         assert node["epochs"][1]["downloads"] > 0 and node["epochs"][1]["evictions"] > 0
@@ -84,6 +87,7 @@ def test_plan_refuses_bad_cost_options(cli, dataset, tmp_path):
     assert "cache_limit" in cli("plan", config, "--json", "--cache-limit", "lots").err
     assert "--epochs" in cli("plan", config, "--json", "--epochs", "0").err
     assert "restart step" in cli("plan", config, "--json", "--restart-step", "99999").err
+    assert "--jobs" in cli("plan", config, "--json", "--jobs", "0").err
 
 
 def _run_job(workdir: Path, remote: str, limit: int) -> list[dict]:
@@ -122,3 +126,12 @@ def test_plan_draws_cache_occupancy(cli, dataset, tmp_path):
     assert ran.code == 0, ran.err
     assert "node 1 epoch 1:" in ran.out and "egress" in ran.out
     assert (tmp_path / "run.cache.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_nodes_run_in_a_pool_only_when_the_run_is_large():
+    from streaming.cli.node_pool import POOL_FROM_SAMPLES, plan_jobs, usable_cores
+
+    assert plan_jobs(None, nodes=128, samples=POOL_FROM_SAMPLES - 1) == 1
+    assert plan_jobs(None, nodes=128, samples=POOL_FROM_SAMPLES) == min(usable_cores(), 128)
+    assert plan_jobs(None, nodes=1, samples=10**9) == 1
+    assert plan_jobs(8, nodes=2, samples=10) == 2  # never more processes than nodes

@@ -1,0 +1,52 @@
+"""The node's readers placed together (NodeWindows) are where each reader placed alone is: the
+same current run, the same prefetch window as `lookahead.prefetch_window`, and the same shards
+to bring, at every step the simulation visits."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streaming.cache.lookahead import ReaderRuns, prefetch_window
+from streaming.cache.node_windows import NodeWindows
+
+AHEAD = 4
+
+
+@st.composite
+def readers(draw) -> tuple[list[np.ndarray], int, int]:
+    shards = draw(st.integers(1, 12))
+    seqs = [np.array(draw(st.lists(st.integers(0, shards - 1), max_size=60)), np.int64)
+            for _ in range(draw(st.integers(1, 6)))]
+    return seqs, shards, draw(st.integers(1, 20))
+
+
+@settings(max_examples=150, deadline=None)
+@given(readers(), st.data())
+def test_every_reader_is_where_it_would_be_alone(case, data):
+    seqs, shards, predownload = case
+    runs = [ReaderRuns.of(s, predownload) for s in seqs]
+    windows = NodeWindows(runs, predownload, AHEAD)
+    longest = max(len(s) for s in seqs)
+    steps = sorted(set(data.draw(st.lists(st.integers(0, longest + 3), max_size=25))))
+    for t in steps:  # steps only move forward, as in the simulation
+        windows.at(t)
+        wanted = np.array(data.draw(st.lists(st.booleans(), min_size=shards, max_size=shards)))
+        expect_shard, expect_distance, expect_owner, current = [], [], [], []
+        for i, r in enumerate(runs):
+            if t >= r.length:
+                current.append(-1)
+                continue
+            lo, hi = prefetch_window(r.start, r.entries, r.previous, t, predownload, AHEAD)
+            current.append(int(r.shard[lo]))
+            for k in range(lo, hi):
+                if wanted[r.shard[k]]:
+                    expect_shard.append(int(r.shard[k]))
+                    expect_distance.append(max(int(r.start[k]) - t, 0))
+                    expect_owner.append(i)
+        assert windows.current().tolist() == current
+        shard, distance, owner = windows.candidates(t, wanted)
+        assert shard.tolist() == expect_shard
+        assert distance.tolist() == expect_distance
+        assert owner.tolist() == expect_owner
