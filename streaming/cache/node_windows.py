@@ -16,6 +16,9 @@ import numpy as np
 from streaming.cache.lookahead import ReaderRuns, window_end
 from streaming.plan.shuffle.pieces import expand_runs
 
+FIRST_SCAN = 64  # entries past a window looked at for every reader at once (next_new's first)
+NONE = np.iinfo(np.int64).max  # no run
+
 
 class NodeWindows:
     """Where each of a node's readers is, and which runs its prefetcher covers, step by step.
@@ -41,6 +44,22 @@ class NodeWindows:
                                                                           self.offset.tolist())])
         self.shard = np.concatenate(joined + [r.shard for r in self.readers])
         self.start = np.concatenate(joined + [r.start for r in self.readers])
+        # Each reader's entry runs (`ReaderRuns.entries`), joined and keyed the same way.
+        entries = [r.entries for r in self.readers]
+        stride = int(count.max(initial=0)) + 2
+        self.entry_keys = np.concatenate(joined + [e + i * stride for i, e in enumerate(entries)])
+        self.entry_stride = stride
+        self.entry_run = np.concatenate(joined + entries)
+        self.entry_stop = np.cumsum([len(e) for e in entries]).astype(np.int64)
+        self.previous = np.concatenate(joined + [r.previous for r in self.readers])
+        # Every run of every reader keyed (reader, shard the node reads, run): a reader's next
+        # run of a shard is one search away.
+        self.node_shards = np.unique(self.shard)
+        compact = np.searchsorted(self.node_shards, self.shard)
+        owner = np.repeat(np.arange(len(self.readers), dtype=np.int64), count)
+        self.run_stride = stride
+        self.occurrence = np.sort((owner * len(self.node_shards) + compact) * stride
+                                  + (np.arange(len(self.shard)) - self.base[owner]))
         self.lo = np.full(len(self.readers), -1, np.int64)
         self.hi = np.full(len(self.readers), -1, np.int64)
         self.end = np.zeros(len(self.readers), np.int64)
@@ -55,15 +74,41 @@ class NodeWindows:
         hi = np.searchsorted(self.keys, self.offset + t + self.predownload,
                              side="right") - self.base
         moved = np.flatnonzero(self.active & ((lo != self.lo) | (hi != self.hi)))
-        for i, a, b in zip(moved.tolist(), lo[moved].tolist(), hi[moved].tolist()):
-            r = self.readers[i]
-            self.end[i] = window_end(r.entries, r.previous, a, b, self.ahead)
+        if len(moved):
+            self.end[moved] = self._window_ends(moved, lo[moved], hi[moved])
         self.lo, self.hi = lo, hi
+
+    def _window_ends(self, moved: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """`lookahead.window_end` of the `moved` readers: the first `FIRST_SCAN` entries past
+        each window are looked at together, and a reader that has not met `ahead` new shards
+        among them before its entries run out scans on alone."""
+        end = hi.copy()
+        if self.ahead <= 0:
+            return end
+        first = np.searchsorted(self.entry_keys, moved * self.entry_stride
+                                + np.maximum(lo + 1, hi), side="left")
+        at = first[:, None] + np.arange(FIRST_SCAN, dtype=np.int64)
+        inside = at < self.entry_stop[moved][:, None]
+        run = self.entry_run[np.minimum(at, max(len(self.entry_run) - 1, 0))]
+        new = inside & (self.previous[self.base[moved][:, None] + run] < lo[:, None])
+        found = np.cumsum(new, axis=1)
+        total = found[:, -1]
+        last = np.argmax(found >= np.minimum(total, self.ahead)[:, None], axis=1)
+        far = run[np.arange(len(moved)), last]
+        settled = (total >= self.ahead) | ~inside[:, -1]
+        reach = settled & (total > 0)
+        end[reach] = np.maximum(hi[reach], far[reach] + 1)
+        for k in np.flatnonzero(~settled).tolist():
+            r = self.readers[int(moved[k])]
+            end[k] = window_end(r.entries, r.previous, int(lo[k]), int(hi[k]), self.ahead)
+        return end
 
     def current(self) -> np.ndarray:
         """The shard each reader reads (-1: done)."""
+        if not len(self.shard):
+            return np.full(len(self.readers), -1, np.int64)
         return np.where(self.active, self.shard[np.minimum(self.base + self.lo,
-                                                           max(len(self.shard) - 1, 0))], -1)
+                                                           len(self.shard) - 1)], -1)
 
     def candidates(self, t: int, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The `wanted` shards in the readers' windows, reader by reader in window order: each
@@ -80,3 +125,36 @@ class NodeWindows:
         owner = np.repeat(np.arange(len(self.readers), dtype=np.int64), size)[keep]
         distance = np.maximum(self.start[runs[keep]] - t, 0)
         return shard[keep], distance, owner
+
+    def nearest(self, t: int, wanted: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Each reader's first `wanted` shard in its window (the one `candidates` lists first
+        for it), for the readers that have one: shard, distance from step `t`, reader
+        (ascending). Found by looking up, for each reader and each wanted shard the node reads,
+        its next run from the window's start; None when those lookups would cost more than
+        gathering the windows (`candidates`).
+
+        Args:
+            t: the step the readers are at (`at(t)` first).
+            wanted: per shard, whether a prefetch would bring it (absent and cached).
+        """
+        want = np.flatnonzero(np.asarray(wanted, bool)[self.node_shards])
+        live = np.flatnonzero(self.active)
+        if len(live) * len(want) > int((self.end - self.lo)[live].sum()):
+            return None
+        if not len(want) or not len(live):
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty
+        pair = live[:, None] * len(self.node_shards) + want[None, :]
+        at = np.searchsorted(self.occurrence, pair * self.run_stride
+                             + self.lo[live][:, None], side="left")
+        key = self.occurrence[np.minimum(at, len(self.occurrence) - 1)]
+        run = key % self.run_stride
+        inside = ((at < len(self.occurrence)) & (key // self.run_stride == pair)
+                  & (run < self.end[live][:, None]))
+        run = np.where(inside, run, NONE)
+        first = run.min(axis=1)
+        met = first < NONE
+        owner = live[met]
+        runs = self.base[owner] + first[met]
+        return self.shard[runs], np.maximum(self.start[runs] - t, 0), owner

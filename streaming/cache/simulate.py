@@ -170,10 +170,18 @@ class _Epoch:
         """The readers' prefetches at step `t`, nearest use first across all of them (the
         prefetchers of a node's readers run side by side); a reader whose prefetch finds no
         room tries no farther one until the next step."""
-        cache = self.cache
-        shard, distance, owner = windows.candidates(t, ~cache.present & cache.cached)
-        if not len(shard):
-            return
+        wanted = ~self.cache.present & self.cache.cached
+        # Until a download changes the cache, each reader tries only its nearest shard (a
+        # refusal blocks it), so a step where every reader is refused needs no more than those.
+        nearest = windows.nearest(t, wanted)
+        if nearest is None or self._try(*nearest, stop_at_download=True):
+            self._try(*windows.candidates(t, wanted), stop_at_download=False)
+
+    def _try(self, shard: np.ndarray, distance: np.ndarray, owner: np.ndarray, *,
+             stop_at_download: bool) -> bool:
+        """Bring the candidate shards nearest first, each reader until its first refusal;
+        True if it stopped at a download (`stop_at_download`: nothing brought, nothing
+        evicted)."""
         order = np.argsort(distance, kind="stable")
         blocked = [False] * len(self.readers)
         # A shard refused at some distance is refused at any farther one until a download
@@ -183,35 +191,34 @@ class _Epoch:
                            owner[order].tolist()):
             if blocked[o]:
                 continue
+            if s in refused or (stop_at_download and self._room_for(s, d) is None):
+                refused.add(s)
+                blocked[o] = True
+                continue
+            if stop_at_download:
+                return True
             before = self.downloads
-            if s in refused or not self._bring(s, d):
+            if not self._bring(s, d):
                 refused.add(s)
                 blocked[o] = True
             elif self.downloads != before:
                 refused.clear()
+        return False
 
     def _bring(self, shard: int, farther_than: int) -> bool:
         """Make `shard` present (False: no room without evicting what is needed sooner)."""
         cache = self.cache
         if cache.present[shard] or not cache.cached[shard]:
             return True
-        cost = cache.footprint.download_cost(shard)
-        if farther_than > 0 and cache.limit is not None and not worth_bringing(
-                shard, farther_than, cost, distance=self._distance(),
-                sizes=cache.footprint.resident, wanted=cache.cached,
-                room=cache.limit - cache.other_bytes):
+        victims = self._room_for(shard, farther_than)
+        if victims is None:
             return False
-        used = cache.held()
-        if cache.limit is not None and used + cost > cache.limit:
-            victims = choose_victims(cost, cache.limit - used, sizes=cache.disk,
-                                     evictable=self._evictable(), distance=self._distance(),
-                                     farther_than=farther_than)
-            if victims is None:
-                return False
+        if len(victims):
             cache.present[victims] = False
             cache.disk[victims] = 0
             self.evictions += len(victims)
-            used = cache.held()
+        used = cache.held()
+        cost = cache.footprint.download_cost(shard)
         self.peak = max(self.peak, used + cost)
         cache.present[shard] = True
         cache.disk[shard] = cache.footprint.resident[shard]
@@ -220,6 +227,23 @@ class _Epoch:
         self.fetched.append(shard)
         self.trace.append((self.step, used + int(cache.footprint.resident[shard])))
         return True
+
+    def _room_for(self, shard: int, farther_than: int) -> np.ndarray | None:
+        """The shards to evict to bring absent `shard` now (None: it may not come yet, or no
+        room can be made without evicting what is needed sooner). Changes nothing."""
+        cache = self.cache
+        cost = cache.footprint.download_cost(shard)
+        if farther_than > 0 and cache.limit is not None and not worth_bringing(
+                shard, farther_than, cost, distance=self._distance(),
+                sizes=cache.footprint.resident, wanted=cache.cached,
+                room=cache.limit - cache.other_bytes):
+            return None
+        used = cache.held()
+        if cache.limit is None or used + cost <= cache.limit:
+            return np.zeros(0, np.int64)
+        return choose_victims(cost, cache.limit - used, sizes=cache.disk,
+                              evictable=self._evictable(), distance=self._distance(),
+                              farther_than=farther_than)
 
     def _evictable(self) -> np.ndarray:
         out = self.cache.present & self.cache.cached

@@ -1,6 +1,6 @@
 """The node's readers placed together (NodeWindows) are where each reader placed alone is: the
-same current run, the same prefetch window as `lookahead.prefetch_window`, and the same shards
-to bring, at every step the simulation visits."""
+same current run, the same prefetch window as `lookahead.prefetch_window`, the same shards to
+bring and the same nearest one, at every step the simulation visits."""
 
 from __future__ import annotations
 
@@ -50,3 +50,26 @@ def test_every_reader_is_where_it_would_be_alone(case, data):
         assert shard.tolist() == expect_shard
         assert distance.tolist() == expect_distance
         assert owner.tolist() == expect_owner
+        nearest = windows.nearest(t, wanted)
+        if nearest is not None:  # None: the lookups would cost more than the windows
+            firsts = {}
+            for o, sh, d in zip(expect_owner, expect_shard, expect_distance):
+                firsts.setdefault(o, (sh, d))
+            assert [(int(o), (int(sh), int(d))) for sh, d, o in zip(*nearest)] == \
+                sorted(firsts.items())
+
+
+def test_a_window_whose_next_new_shards_are_far_away_still_reaches_them():
+    """Past the window, hundreds of runs come back to shards the window already has before the
+    next new ones: the reader scans on alone, as `prefetch_window` does."""
+    back_and_forth = np.repeat(np.arange(400) % 2, 2)
+    seqs = [np.concatenate([back_and_forth, np.repeat(np.arange(2, 10), 3)]),
+            np.repeat(np.arange(30) % 7, 5)]
+    runs = [ReaderRuns.of(s, 1) for s in seqs]
+    windows = NodeWindows(runs, 1, AHEAD)
+    for t in range(0, 830, 7):
+        windows.at(t)
+        for i, r in enumerate(runs):
+            if t < r.length:
+                lo, hi = prefetch_window(r.start, r.entries, r.previous, t, 1, AHEAD)
+                assert (int(windows.lo[i]), int(windows.end[i])) == (lo, hi), (t, i)
