@@ -16,7 +16,7 @@ from streaming.observe.forecast import NodeMap
 
 T = TypeVar("T")
 
-POOL_FROM_SAMPLES = 2_000_000  # samples simulated (epoch size x epochs) from which a pool pays
+POOL_FROM_SAMPLES = 5_000_000  # samples simulated (epoch size x epochs) from which a pool pays
 
 
 def usable_cores() -> int:

@@ -43,7 +43,7 @@ def add_cost_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the prediction as JSON only")
     p.add_argument("--jobs", type=int, default=None,
                    help="processes that simulate the nodes (default: one per core, at most one "
-                        "per node, for runs of 2M samples or more; else 1)")
+                        "per node, for runs of 5M samples or more; else 1)")
 
 
 def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
