@@ -4,7 +4,9 @@ Pure numpy.
 Each reader's window is `lookahead.prefetch_window`'s: from its current run through
 `predownload` steps, reaching its next `ahead` new shards. The readers' runs are laid end to end
 so that one search places every reader at a step, and a window's far end (the scan for new
-shards) is computed again only for the readers whose window moved since the last step.
+shards) is computed again only for the readers whose window moved since the last step. Every
+run is also keyed by (reader, shard, run), so each reader's nearest shard still to fetch is
+found without reading its whole window.
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ class NodeWindows:
         at = first[:, None] + np.arange(FIRST_SCAN, dtype=np.int64)
         inside = at < self.entry_stop[moved][:, None]
         run = self.entry_run[np.minimum(at, max(len(self.entry_run) - 1, 0))]
-        new = inside & (self.previous[self.base[moved][:, None] + run] < lo[:, None])
+        previous = self.previous[np.minimum(self.base[moved][:, None] + run,
+                                            len(self.previous) - 1)]
+        new = inside & (previous < lo[:, None])
         found = np.cumsum(new, axis=1)
         total = found[:, -1]
         last = np.argmax(found >= np.minimum(total, self.ahead)[:, None], axis=1)
