@@ -106,17 +106,19 @@ def cost_report(forecast: Forecast, restart: Restart | None,
                 price: float | None) -> dict[str, Any]:
     """The prediction as plain JSON data."""
     spec = forecast.spec
+    # per epoch, how many nodes fetch each shard (each node's `fetched` holds a shard once)
+    fetchers = [np.bincount(np.concatenate([node[e].fetched for node in forecast.nodes]
+                                           + [np.zeros(0, np.int64)]),
+                            minlength=len(spec.fetch_bytes))
+                for e in range(spec.epochs)]
     nodes = []
     for n, epochs in enumerate(forecast.nodes):
-        others = [np.concatenate([forecast.nodes[m][e].fetched for m in range(len(forecast.nodes))
-                                  if m != n] or [np.zeros(0, np.int64)])
-                  for e in range(spec.epochs)]
         nodes.append({"node": n, "bytes_downloaded": sum(c.bytes_downloaded for c in epochs),
                       "epochs": [{"epoch": e, "downloads": c.downloads,
                                   "bytes_downloaded": c.bytes_downloaded,
                                   "evictions": c.evictions,
                                   "peak_cache_bytes": c.peak_cache_bytes,
-                                  "duplicated_shards": int(np.isin(c.fetched, others[e]).sum())}
+                                  "duplicated_shards": int((fetchers[e][c.fetched] > 1).sum())}
                                  for e, c in enumerate(epochs)]})
     report: dict[str, Any] = {
         "epochs": spec.epochs, "cache_limit": spec.cache_limit, "other_bytes": spec.other_bytes,
