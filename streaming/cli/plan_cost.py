@@ -41,14 +41,35 @@ def add_cost_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-png", help="where to draw cache occupancy (default: CONFIG stem + "
                                        ".cache.png; with --json only when given)")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON only")
+    p.add_argument("--nodes", type=node_list, default=None,
+                   help="simulate only these nodes, e.g. 97 or 0,64-67 (their figures are exact; "
+                        "the job's egress is estimated from their mean)")
     p.add_argument("--jobs", type=int, default=None,
                    help="processes that simulate the nodes (default: one per core, at most one "
                         "per node, for runs of 5M samples or more; else 1)")
 
 
+def node_list(text: str) -> list[int]:
+    """`--nodes`: node numbers and ranges, e.g. `97` or `0,64-67`.
+
+    Args:
+        text: the option's value.
+    """
+    nodes: list[int] = []
+    try:
+        for part in text.split(","):
+            first, _, last = part.strip().partition("-")
+            nodes += range(int(first), int(last or first) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a list of nodes such as 97 or 0,64-67") from None
+    return nodes
+
+
 def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
     """Whether to predict costs: asked for by an option, a remote or a limit in the config."""
     return bool(args.cache_limit or args.epochs or args.egress_price is not None
+                or args.nodes is not None
                 or args.restart_step is not None or args.cache_png or any(setup.remotes)
                 or "cache_limit" in setup.run)
 
@@ -112,7 +133,7 @@ def cost_report(forecast: Forecast, restart: Restart | None,
                             minlength=len(spec.fetch_bytes))
                 for e in range(spec.epochs)]
     nodes = []
-    for n, epochs in enumerate(forecast.nodes):
+    for n, epochs in zip(forecast.node_ids, forecast.nodes):
         nodes.append({"node": n, "bytes_downloaded": sum(c.bytes_downloaded for c in epochs),
                       "epochs": [{"epoch": e, "downloads": c.downloads,
                                   "bytes_downloaded": c.bytes_downloaded,
@@ -132,6 +153,9 @@ def cost_report(forecast: Forecast, restart: Restart | None,
         "egress_bytes_per_epoch": forecast.egress_per_epoch(),
         "duplicated_shards_per_epoch": list(forecast.duplicated),
     }
+    if forecast.sampled:
+        report["simulated_nodes"] = list(forecast.node_ids)
+        report["egress_estimated"] = True
     if price is not None:
         report["egress_price_per_gb"] = price
         report["egress_cost"] = round(forecast.egress_bytes / GIB * price, 4)
@@ -148,10 +172,12 @@ def _predict(args: argparse.Namespace, setup: Setup) -> tuple[Forecast, dict[str
     from streaming.observe.forecast import predict, predict_restart
 
     spec = run_spec(args, setup)
-    jobs = plan_jobs(args.jobs, spec.world.num_nodes, int(setup.cfg.epoch_size) * spec.epochs)
+    simulated = spec.world.num_nodes if args.nodes is None else len(set(args.nodes))
+    jobs = plan_jobs(args.jobs, simulated,
+                     int(setup.cfg.epoch_size) * spec.epochs * simulated // spec.world.num_nodes)
     try:
         with node_map(jobs) as map_nodes:
-            forecast = predict(spec, map_nodes)
+            forecast = predict(spec, map_nodes, args.nodes)
             restart = (None if args.restart_step is None
                        else predict_restart(forecast, int(args.restart_step), map_nodes))
     except PlanError as exc:
@@ -176,14 +202,19 @@ def print_cost(args: argparse.Namespace, setup: Setup, config: Path) -> None:
           f"{'none' if limit is None else human_bytes(limit)} per node, predownload "
           f"{report['predownload']}" + ("" if any(setup.remotes)
                                          else " (every stream taken as remote)"))
+    other = "another simulated node" if "simulated_nodes" in report else "another node"
     for node in report["nodes"]:
         for e in node["epochs"]:
             print(f"  node {node['node']} epoch {e['epoch']}: {e['downloads']} downloads "
                   f"({human_bytes(e['bytes_downloaded'])}), {e['evictions']} evictions, peak "
-                  f"{human_bytes(e['peak_cache_bytes'])}, {e['duplicated_shards']} shards "
-                  "also downloaded by another node")
+                  f"{human_bytes(e['peak_cache_bytes'])}"
+                  + ("" if len(report["nodes"]) < 2 else
+                     f", {e['duplicated_shards']} shards also downloaded by {other}"))
     per_epoch = ", ".join(human_bytes(b) for b in report["egress_bytes_per_epoch"])
-    print(f"egress            {human_bytes(report['egress_bytes'])} in total ({per_epoch})")
+    sample = report.get("simulated_nodes")
+    print(f"egress            {human_bytes(report['egress_bytes'])} in total ({per_epoch})"
+          + ("" if sample is None else f", estimated from {len(sample)} of "
+             f"{report['topology']['nodes']} nodes"))
     if "egress_cost" in report:
         print(f"egress cost       {report['egress_cost']:.2f} at {args.egress_price} per GB")
     if "restart" in report:
@@ -206,4 +237,4 @@ def _draw(forecast: Forecast, png: Path) -> None:
             parts.append(np.stack([steps, cache.occupancy[:, 1]], axis=1))
             offset += cache.steps
         traces.append(np.concatenate(parts))
-    draw_occupancy(traces, png, limit=forecast.spec.cache_limit)
+    draw_occupancy(traces, png, limit=forecast.spec.cache_limit, names=forecast.node_ids)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +40,22 @@ def draw_batches(streams: np.ndarray, names: list[str], png: Path, *, title: str
     return png
 
 
-def draw_occupancy(traces: list[np.ndarray], png: Path, *, limit: int | None) -> Path:
+def draw_occupancy(traces: list[np.ndarray], png: Path, *, limit: int | None,
+                   names: Sequence[int] | None = None) -> Path:
     """Each node's predicted cache bytes over reader steps (`traces[n]`: [k, 2] step, bytes),
-    with the cache_limit as a dashed line."""
+    with the cache_limit as a dashed line.
+
+    Args:
+        traces: per node, its (step, bytes) changes.
+        png: where to draw.
+        limit: the cache_limit drawn (None: none).
+        names: each trace's node number (default: 0, 1, ...).
+    """
     matplotlib = require("matplotlib", feature="plan pictures", extra="plot")
     matplotlib.use("Agg")
     plt = require("matplotlib.pyplot", feature="plan pictures", extra="plot")
     fig, ax = plt.subplots(figsize=(9, 4))
-    for node, trace in enumerate(traces):
+    for node, trace in zip(names if names is not None else range(len(traces)), traces):
         ax.step(trace[:, 0], trace[:, 1] / 2**20, where="post", label=f"node {node}")
     if limit is not None:
         ax.axhline(limit / 2**20, color="black", linestyle="--", label="cache_limit")

@@ -6,7 +6,7 @@ config, world, shard sizes and the limit in; figures out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
@@ -56,28 +56,44 @@ class Restart:
     epoch: int
     bytes_after: tuple[int, ...]
     bytes_without: tuple[int, ...]
+    job_nodes: int | None = None  # the job's nodes when only these were simulated
 
     @property
     def extra_bytes(self) -> int:
-        """Egress the restart adds to the whole job."""
-        return sum(self.bytes_after) - sum(self.bytes_without)
+        """Egress the restart adds to the whole job (estimated from the simulated nodes' mean
+        when only some were simulated)."""
+        extra = sum(self.bytes_after) - sum(self.bytes_without)
+        if self.job_nodes is None:
+            return extra
+        return round(extra * self.job_nodes / max(len(self.bytes_after), 1))
 
 
 @dataclass(frozen=True)
 class Forecast:
-    """The prediction: `nodes[n][e]` is node n's cache in epoch e; `duplicated[e]` the shards
-    more than one node downloads in epoch e; `batches_per_epoch` global batches."""
+    """The prediction: `nodes[i][e]` is the cache of node `node_ids[i]` in epoch e (every node
+    of the job, or the ones asked for); `duplicated[e]` the shards more than one of them
+    downloads in epoch e; `batches_per_epoch` global batches."""
 
     spec: RunSpec
     config: PlanConfig
     nodes: tuple[tuple[SimulatedEpoch, ...], ...]
     duplicated: tuple[int, ...]
     batches_per_epoch: int
+    node_ids: tuple[int, ...]
+
+    @property
+    def sampled(self) -> bool:
+        """Whether only some of the job's nodes were simulated."""
+        return len(self.node_ids) < self.spec.world.num_nodes
 
     def egress_per_epoch(self) -> list[int]:
-        """Bytes the whole job downloads in each epoch."""
-        return [sum(node[e].bytes_downloaded for node in self.nodes)
+        """Bytes the whole job downloads in each epoch; when only some nodes were simulated,
+        their mean times the job's nodes."""
+        sums = [sum(node[e].bytes_downloaded for node in self.nodes)
                 for e in range(self.spec.epochs)]
+        if not self.sampled:
+            return sums
+        return [round(b * self.spec.world.num_nodes / max(len(self.nodes), 1)) for b in sums]
 
     @property
     def egress_bytes(self) -> int:
@@ -108,25 +124,42 @@ class NodeMap(Protocol):
     def __call__(self, fn: Callable[[int], T], nodes: Iterable[int], /) -> Iterable[T]: ...
 
 
-def predict(spec: RunSpec, map_nodes: NodeMap = map) -> Forecast:
+def predict(spec: RunSpec, map_nodes: NodeMap = map,
+            only: Sequence[int] | None = None) -> Forecast:
     """Simulate every node's cache over `spec.epochs` epochs.
 
     Args:
         spec: the run.
         map_nodes: how the nodes' simulations run: `map` here, or the `map` of a process pool
             (each node is independent; results come back in node order).
+        only: simulate just these nodes (each one's figures are exact; the job's egress is
+            then estimated from their mean).
     """
     if spec.epochs < 1:
         raise PlanError(f"epochs must be at least 1, got {spec.epochs}")
+    node_ids = _node_ids(spec.world.num_nodes, only)
     config = fit_plan(spec.config, spec.world, spec.footprint, spec.cache_limit).config
-    nodes = tuple(map_nodes(partial(simulate_node, spec, config), range(spec.world.num_nodes)))
+    nodes = tuple(map_nodes(partial(simulate_node, spec, config), node_ids))
     duplicated = []
     for e in range(spec.epochs):
         fetched = np.concatenate([node[e].fetched for node in nodes])
         _, counts = np.unique(fetched, return_counts=True)
         duplicated.append(int((counts > 1).sum()))
     return Forecast(spec, config, nodes, tuple(duplicated),
-                    _batches_per_epoch(config, spec.world))
+                    _batches_per_epoch(config, spec.world), node_ids)
+
+
+def _node_ids(num_nodes: int, only: Sequence[int] | None) -> tuple[int, ...]:
+    if only is None:
+        return tuple(range(num_nodes))
+    ids = tuple(sorted({int(n) for n in only}))
+    if not ids:
+        raise PlanError("no node to simulate was given")
+    wrong = [n for n in ids if not 0 <= n < num_nodes]
+    if wrong:
+        raise PlanError(f"node(s) {', '.join(map(str, wrong))} not in this job: its nodes are "
+                        f"0 to {num_nodes - 1}")
+    return ids
 
 
 def simulate_node(spec: RunSpec, config: PlanConfig, node: int) -> tuple[SimulatedEpoch, ...]:
@@ -175,10 +208,11 @@ def predict_restart(forecast: Forecast, step: int, map_nodes: NodeMap = map) -> 
                         "global batches")
     point = RestartPoint(step, *divmod(step, per_epoch))
     nodes = list(map_nodes(partial(restart_node, spec, forecast.config, point),
-                           range(spec.world.num_nodes)))
-    without = tuple(sum(e.bytes_downloaded for e in forecast.nodes[n]) - nodes[n].before
-                    for n in range(len(nodes)))
-    return Restart(step, point.epoch, tuple(n.after for n in nodes), without)
+                           forecast.node_ids))
+    without = tuple(sum(e.bytes_downloaded for e in forecast.nodes[i]) - nodes[i].before
+                    for i in range(len(nodes)))
+    return Restart(step, point.epoch, tuple(n.after for n in nodes), without,
+                   spec.world.num_nodes if forecast.sampled else None)
 
 
 def restart_node(spec: RunSpec, config: PlanConfig, point: RestartPoint, node: int

@@ -135,3 +135,27 @@ def test_the_nodes_run_in_a_pool_only_when_the_run_is_large():
     assert plan_jobs(None, nodes=128, samples=POOL_FROM_SAMPLES) == min(usable_cores(), 128)
     assert plan_jobs(None, nodes=1, samples=10**9) == 1
     assert plan_jobs(8, nodes=2, samples=10) == 2  # never more processes than nodes
+
+
+def test_some_nodes_alone_give_their_own_figures_and_an_estimate_for_the_job(cli, dataset,
+                                                                            tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(CONFIG.format(remote=dataset).replace("remote:", "local:", 1)
+                      .replace(", local: cache", ""))
+    options = ["--epochs", "2", "--cache-limit", str(int(read_index(dataset).raw_bytes.sum()) // 4),
+               "--restart-step", "60"]
+    whole = _plan(cli, config, *options)
+    alone = _plan(cli, config, *options, "--nodes", "1")
+    assert [n["node"] for n in alone["nodes"]] == alone["simulated_nodes"] == [1]
+    assert alone["egress_estimated"] and "simulated_nodes" not in whole
+
+    def figures(node: dict) -> list[tuple]:  # shards shared with other nodes need them all
+        return [(e["downloads"], e["bytes_downloaded"], e["evictions"], e["peak_cache_bytes"])
+                for e in node["epochs"]]
+
+    assert figures(alone["nodes"][0]) == figures(whole["nodes"][1])
+    assert alone["egress_bytes"] == 2 * whole["nodes"][1]["bytes_downloaded"]
+    assert alone["restart"]["bytes_after"] == whole["restart"]["bytes_after"][1:]
+    ran = cli("plan", config, "--json", "--nodes", "1,5-6")
+    assert ran.code != 0 and "5, 6 not in this job" in ran.err and "0 to 1" in ran.err
+    assert "list of nodes" in cli("plan", config, "--json", "--nodes", "x").err
