@@ -4,12 +4,17 @@ a picture of which stream fills each slot of the first global batches."""
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from streaming.cli._common import UserError, add_command, human_bytes
 from streaming.cli.plan_setup import Setup, load_setup
+
+if TYPE_CHECKING:
+    from streaming.plan import PlanConfig, World
 
 EXAMPLES = """
   streaming plan mix.yaml                      # numbers, and mix.png with the first batches
@@ -45,39 +50,59 @@ def min_cache_bytes(setup: Setup, epoch: int) -> tuple[int, int]:
     At step k every DataLoader worker of every rank on a node holds its k-th batch; the shards
     those batches touch must all be cached at once (raw file plus its compressed copy, both
     present while a shard is being decompressed). The maximum over steps and nodes is the
-    smallest cache_limit under which the plan can run without a shard evicted mid-use.
+    smallest cache_limit under which the plan can run without a shard evicted mid-use. The
+    nodes are planned in a pool of processes for a large run (`node_pool`).
     """
-    from streaming.plan import plan_node
+    from streaming.cli.node_pool import node_map, plan_jobs
 
     cost = np.concatenate([np.asarray(ix.raw_bytes, np.int64) + np.asarray(ix.zip_bytes,
                                                                           np.int64)
                            for ix in setup.indexes])
-    offsets = setup.cfg.shard_offsets
-    best, best_node = 0, 0
-    for node in range(setup.world.num_nodes):
-        plan = plan_node(setup.cfg, setup.world.with_position(node), epoch)
-        ranks, workers, n = plan.ids.shape
-        batch = plan.batch_size
-        if n == 0:
-            continue
-        steps = plan.ids.reshape(ranks * workers, n // batch, batch).transpose(1, 0, 2)
-        steps = steps.reshape(n // batch, -1)
-        shards = np.searchsorted(offsets, steps, side="right") - 1
-        shards = np.sort(np.where(steps >= 0, shards, -1), axis=1)
-        fresh = np.ones_like(shards, dtype=bool)
-        fresh[:, 1:] = shards[:, 1:] != shards[:, :-1]
-        fresh &= shards >= 0
-        per_step = np.where(fresh, cost[np.maximum(shards, 0)], 0).sum(axis=1)
-        if per_step.max() > best:
-            best, best_node = int(per_step.max()), node
-    return best, best_node
+    nodes = setup.world.num_nodes
+    with node_map(plan_jobs(None, nodes, int(setup.cfg.epoch_size))) as map_nodes:
+        needs = list(map_nodes(partial(node_min_cache, setup.cfg, setup.world, cost, epoch),
+                               range(nodes)))
+    node = int(np.argmax(needs)) if needs else 0
+    return (int(needs[node]) if needs else 0), node
 
 
-def batch_streams(setup: Setup, epoch: int, batches: int) -> np.ndarray:
-    """[batches, global batch size] stream index of each slot of the first global batches."""
-    from streaming.plan import global_order
+def node_min_cache(cfg: PlanConfig, world: World, cost: np.ndarray, epoch: int,
+                   node: int) -> int:
+    """The most bytes of shards `node`'s readers read at one step (see `min_cache_bytes`).
 
-    ids = np.asarray(global_order(setup.cfg, epoch, setup.world))
+    Args:
+        cfg: the plan config.
+        world: the job's topology.
+        cost: cache bytes of each shard while it is prepared (raw plus compressed).
+        epoch: the epoch planned.
+        node: the node.
+    """
+    from streaming.plan import plan_node
+
+    plan = plan_node(cfg, world.with_position(node), epoch)
+    ranks, workers, n = plan.ids.shape
+    batch = plan.batch_size
+    if n == 0:
+        return 0
+    steps = plan.ids.reshape(ranks * workers, n // batch, batch).transpose(1, 0, 2)
+    steps = steps.reshape(n // batch, -1)
+    shards = np.searchsorted(cfg.shard_offsets, steps, side="right") - 1
+    shards = np.sort(np.where(steps >= 0, shards, -1), axis=1)
+    fresh = np.ones_like(shards, dtype=bool)
+    fresh[:, 1:] = shards[:, 1:] != shards[:, :-1]
+    fresh &= shards >= 0
+    return int(np.where(fresh, cost[np.maximum(shards, 0)], 0).sum(axis=1).max())
+
+
+def batch_streams(setup: Setup, order: np.ndarray, batches: int) -> np.ndarray:
+    """[batches, global batch size] stream index of each slot of the first global batches.
+
+    Args:
+        setup: the config.
+        order: the epoch's global order of sample ids (`global_order`).
+        batches: global batches wanted.
+    """
+    ids = np.asarray(order)
     size = setup.cfg.device_batch() * setup.world.data_parallel_ranks
     count = min(batches, len(ids) // size)
     if count == 0:
@@ -93,7 +118,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         return print_json(args, setup, config)
-    _print_plan(args, setup)
+    from streaming.plan import global_order
+
+    order = global_order(setup.cfg, args.epoch, setup.world)  # stratified may serve fewer
+    _print_plan(args, setup, len(order))
     need, node = min_cache_bytes(setup, args.epoch)
     print(f"min cache size    {need} bytes ({human_bytes(need)}) per node (largest at node "
           f"{node}): shards all workers of a node read at one step")
@@ -104,19 +132,16 @@ def run(args: argparse.Namespace) -> int:
     from streaming.cli.plan_plot import draw_batches
 
     png = Path(args.png) if args.png else config.with_suffix(".png")
-    draw_batches(batch_streams(setup, args.epoch, args.batches), setup.names, png,
+    draw_batches(batch_streams(setup, order, args.batches), setup.names, png,
                  title=f"{setup.cfg.batching_method} batching, epoch {args.epoch}")
     print(f"batch picture     {png}")
     return 0
 
 
-def _print_plan(args: argparse.Namespace, setup: Setup) -> None:
+def _print_plan(args: argparse.Namespace, setup: Setup, served: int) -> None:
     cfg, world = setup.cfg, setup.world
     global_batch = cfg.device_batch() * world.data_parallel_ranks
     print(f"streams           {len(setup.names)}  ({int(cfg.shards_per_stream.sum())} shards)")
-    from streaming.plan import global_order
-
-    served = len(global_order(cfg, args.epoch, world))  # stratified/per_stream may stop early
     print(f"epoch size        {cfg.epoch_size} samples, {-(-served // global_batch)} "
           f"global batches of {global_batch}")
     print(f"topology          {world.num_nodes} nodes x {world.ranks_per_node} ranks x "

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from streaming.observe.forecast import Forecast, Restart, RunSpec
 
 GIB = 1 << 30  # egress prices are per GB as cloud bills count it (2^30 bytes)
+PICTURED_NODES = 16  # nodes drawn in the occupancy picture at most
 
 
 def add_cost_arguments(p: argparse.ArgumentParser) -> None:
@@ -227,14 +228,20 @@ def print_cost(args: argparse.Namespace, setup: Setup, config: Path) -> None:
 
 
 def _draw(forecast: Forecast, png: Path) -> None:
+    """The occupancy picture: every node, or PICTURED_NODES of them evenly spread."""
     from streaming.cli.plan_plot import draw_occupancy
 
+    count = len(forecast.nodes)
+    shown = sorted(set(np.linspace(0, count - 1, min(count, PICTURED_NODES)).round()
+                       .astype(int).tolist())) if count else []
     traces = []
-    for epochs in forecast.nodes:
+    for i in shown:
         offset, parts = 0, []
-        for cache in epochs:
+        for cache in forecast.nodes[i]:
             steps = cache.occupancy[:, 0] + offset
             parts.append(np.stack([steps, cache.occupancy[:, 1]], axis=1))
             offset += cache.steps
+        parts.append(np.array([[offset, parts[-1][-1, 1]]]))  # held to the run's end
         traces.append(np.concatenate(parts))
-    draw_occupancy(traces, png, limit=forecast.spec.cache_limit, names=forecast.node_ids)
+    draw_occupancy(traces, png, limit=forecast.spec.cache_limit,
+                   names=[forecast.node_ids[i] for i in shown])

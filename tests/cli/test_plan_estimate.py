@@ -43,6 +43,8 @@ def test_min_cache_matches_a_plain_recount(setup):
 
 
 def test_batch_streams_shape_and_mix(setup):
-    streams = batch_streams(setup, 0, 10)
+    from streaming.plan import global_order
+
+    streams = batch_streams(setup, global_order(setup.cfg, 0, setup.world), 10)
     assert streams.shape == (10, 3 * 4)
     assert set(np.unique(streams)) <= {0, 1}
