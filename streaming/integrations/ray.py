@@ -145,14 +145,21 @@ def mds_datasource(path_or_url: str | os.PathLike) -> Any:
     return MDSDatasource()
 
 
-def read_mds(path_or_url: str | os.PathLike, *, override_num_blocks: int | None = None) -> Any:
+def read_mds(path_or_url: str | os.PathLike, *, override_num_blocks: int | None = None,
+             preserve_order: bool = True) -> Any:
     """The MDS dataset at `path_or_url` as a `ray.data.Dataset`, in index order.
 
     Args:
         path_or_url: the dataset folder (holding index.json) or its URL (s3://, gs://, ...).
         override_num_blocks: read tasks to use (Ray picks when None); at most one per shard.
+        preserve_order: keep the blocks in index order through this dataset's pipeline (Ray's
+            `execution_options.preserve_order`, set on this dataset's own context only); False
+            lets Ray hand blocks on as its tasks finish, in any order.
     """
     import ray.data
 
-    return ray.data.read_datasource(mds_datasource(path_or_url),
-                                    override_num_blocks=override_num_blocks)
+    ds = ray.data.read_datasource(mds_datasource(path_or_url),
+                                  override_num_blocks=override_num_blocks)
+    if preserve_order:
+        ds.context.execution_options.preserve_order = True
+    return ds

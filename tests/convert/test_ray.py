@@ -123,6 +123,27 @@ def test_read_mds_maps_types_and_gives_bytes_otherwise(cluster, tmp_path: Path):
     assert merged.column("s").to_pylist() == [f"s{i}" for i in range(20)]
 
 
+def test_read_mds_keeps_index_order_on_its_own_context_only(cluster, tmp_path: Path):
+    """Ray hands blocks on as its tasks finish unless told otherwise: read_mds tells its own
+    dataset (and those derived from it), never the process's DataContext."""
+    from ray.data import DataContext
+
+    from streaming.integrations.ray import read_mds
+    from writers.mds import MDSWriter
+
+    with MDSWriter(out=tmp_path / "ds", columns={"i": "int"}, size_limit=128) as writer:
+        for i in range(200):
+            writer.write({"i": i})
+    ordered = read_mds(tmp_path / "ds", override_num_blocks=8)
+    assert ordered.context.execution_options.preserve_order
+    assert not DataContext.get_current().execution_options.preserve_order
+    doubled = ordered.map_batches(lambda b: {"i": b["i"] * 2}, batch_format="numpy")
+    assert [int(r["i"]) for r in doubled.take_all()] == list(range(0, 400, 2))
+    free = read_mds(tmp_path / "ds", preserve_order=False)
+    assert not free.context.execution_options.preserve_order
+    assert sorted(int(r["i"]) for r in free.take_all()) == list(range(200))
+
+
 def _train_loop(config: dict) -> None:
     """Runs in each TorchTrainer worker: a StreamingDataset built with no world arguments."""
     from streaming import StreamingDataset
