@@ -3,8 +3,9 @@ downloads, with and without a cache limit that evicts, in one process and in a p
 
 A synthetic index.json of 64 MiB shards (40 MiB zstd) of 50,000 samples each stands in for the
 dataset (`streaming plan` reads only the index). Each case runs the command once per `--jobs`
-value and prints its wall time, the node-samples simulated per second, the speed-up over one
-process (ideal: the number of processes) and whether every run printed the same figures.
+value and prints its wall time, the samples simulated per second, the speed-up over one
+process (ideal: the number of processes) and whether every run printed the same figures; then
+one node alone (`--nodes`), its time and how its estimate of the job's egress compares.
 Never asserts.
 
     .venv/bin/python benchmarks/plan_cost.py [--jobs 1 2] [--scale 1]
@@ -39,11 +40,11 @@ def write_index(folder: Path, shards: int) -> None:
     (folder / "index.json").write_text(json.dumps({"version": 2, "shards": entries}))
 
 
-def time_plan(config: Path, limit: str, jobs: int) -> tuple[float, str]:
+def time_plan(config: Path, limit: str, jobs: int, *extra: str) -> tuple[float, str]:
     """Seconds `streaming plan --json` took, and what it printed."""
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "streaming.cli", "plan", str(config), "--json",
-                           "--cache-limit", limit, "--jobs", str(jobs)],
+                           "--cache-limit", limit, "--jobs", str(jobs), *extra],
                           capture_output=True, text=True, cwd=ROOT, check=True)
     return time.perf_counter() - started, proc.stdout
 
@@ -73,6 +74,12 @@ def main() -> None:
                       f"--jobs {jobs}: {seconds:7.1f} s, {samples / seconds / 1e6:5.2f}M "
                       f"samples/s, x{one / seconds:4.2f} of --jobs {min(runs)}")
             print(f"  {'':12} same figures for every --jobs: {same}")
+            node = nodes // 2
+            seconds, out = time_plan(config, limit, 1, "--nodes", str(node))
+            whole = json.loads(runs[min(runs)][1])["egress_bytes"]
+            print(f"  {'':12} --nodes {node} --jobs 1: {seconds:7.1f} s (x{one / seconds:4.2f}), "
+                  f"its egress estimate x{json.loads(out)['egress_bytes'] / whole:.3f} of "
+                  "the whole prediction's")
 
 
 if __name__ == "__main__":

@@ -48,9 +48,9 @@ class NodeWindows:
         self.start = np.concatenate(joined + [r.start for r in self.readers])
         # Each reader's entry runs (`ReaderRuns.entries`), joined and keyed the same way.
         entries = [r.entries for r in self.readers]
-        stride = int(count.max(initial=0)) + 2
+        # Run indices are keyed reader * stride + run (stride exceeds any reader's runs).
+        self.stride = stride = int(count.max(initial=0)) + 2
         self.entry_keys = np.concatenate(joined + [e + i * stride for i, e in enumerate(entries)])
-        self.entry_stride = stride
         self.entry_run = np.concatenate(joined + entries)
         self.entry_stop = np.cumsum([len(e) for e in entries]).astype(np.int64)
         self.previous = np.concatenate(joined + [r.previous for r in self.readers])
@@ -59,7 +59,6 @@ class NodeWindows:
         self.node_shards = np.unique(self.shard)
         compact = np.searchsorted(self.node_shards, self.shard)
         owner = np.repeat(np.arange(len(self.readers), dtype=np.int64), count)
-        self.run_stride = stride
         self.occurrence = np.sort((owner * len(self.node_shards) + compact) * stride
                                   + (np.arange(len(self.shard)) - self.base[owner]))
         self.lo = np.full(len(self.readers), -1, np.int64)
@@ -87,7 +86,7 @@ class NodeWindows:
         end = hi.copy()
         if self.ahead <= 0:
             return end
-        first = np.searchsorted(self.entry_keys, moved * self.entry_stride
+        first = np.searchsorted(self.entry_keys, moved * self.stride
                                 + np.maximum(lo + 1, hi), side="left")
         at = first[:, None] + np.arange(FIRST_SCAN, dtype=np.int64)
         inside = at < self.entry_stop[moved][:, None]
@@ -150,11 +149,11 @@ class NodeWindows:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty
         pair = live[:, None] * len(self.node_shards) + want[None, :]
-        at = np.searchsorted(self.occurrence, pair * self.run_stride
+        at = np.searchsorted(self.occurrence, pair * self.stride
                              + self.lo[live][:, None], side="left")
         key = self.occurrence[np.minimum(at, len(self.occurrence) - 1)]
-        run = key % self.run_stride
-        inside = ((at < len(self.occurrence)) & (key // self.run_stride == pair)
+        run = key % self.stride
+        inside = ((at < len(self.occurrence)) & (key // self.stride == pair)
                   & (run < self.end[live][:, None]))
         run = np.where(inside, run, NONE)
         first = run.min(axis=1)

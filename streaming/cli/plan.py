@@ -44,7 +44,7 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def min_cache_bytes(setup: Setup, epoch: int) -> tuple[int, int]:
+def min_cache_bytes(setup: Setup, epoch: int, jobs: int | None = None) -> tuple[int, int]:
     """(bytes, node) of the largest set of shards one node reads at the same step.
 
     At step k every DataLoader worker of every rank on a node holds its k-th batch; the shards
@@ -52,6 +52,11 @@ def min_cache_bytes(setup: Setup, epoch: int) -> tuple[int, int]:
     present while a shard is being decompressed). The maximum over steps and nodes is the
     smallest cache_limit under which the plan can run without a shard evicted mid-use. The
     nodes are planned in a pool of processes for a large run (`node_pool`).
+
+    Args:
+        setup: the config.
+        epoch: the epoch planned.
+        jobs: processes that plan the nodes (`--jobs`; None: `node_pool.plan_jobs` decides).
     """
     from streaming.cli.node_pool import node_map, plan_jobs
 
@@ -59,7 +64,7 @@ def min_cache_bytes(setup: Setup, epoch: int) -> tuple[int, int]:
                                                                           np.int64)
                            for ix in setup.indexes])
     nodes = setup.world.num_nodes
-    with node_map(plan_jobs(None, nodes, int(setup.cfg.epoch_size))) as map_nodes:
+    with node_map(plan_jobs(jobs, nodes, int(setup.cfg.epoch_size))) as map_nodes:
         needs = list(map_nodes(partial(node_min_cache, setup.cfg, setup.world, cost, epoch),
                                range(nodes)))
     node = int(np.argmax(needs)) if needs else 0
@@ -122,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
     order = global_order(setup.cfg, args.epoch, setup.world)  # stratified may serve fewer
     _print_plan(args, setup, len(order))
-    need, node = min_cache_bytes(setup, args.epoch)
+    need, node = min_cache_bytes(setup, args.epoch, args.jobs)
     print(f"min cache size    {need} bytes ({human_bytes(need)}) per node (largest at node "
           f"{node}): shards all workers of a node read at one step")
     if wants_cost(args, setup):

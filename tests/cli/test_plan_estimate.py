@@ -38,8 +38,9 @@ def test_min_cache_matches_a_plain_recount(setup):
             chunk = ids[:, :, step * batch:(step + 1) * batch].ravel()
             shards = {int(np.searchsorted(offsets, i, side="right") - 1) for i in chunk if i >= 0}
             expected = max(expected, int(sum(cost[s] for s in shards)))
-    got, _ = min_cache_bytes(setup, 0)
+    got, node = min_cache_bytes(setup, 0)
     assert got == expected > 0
+    assert min_cache_bytes(setup, 0, jobs=2) == (got, node)  # the nodes planned in a pool
 
 
 def test_batch_streams_shape_and_mix(setup):
