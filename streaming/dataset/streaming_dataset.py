@@ -27,6 +27,7 @@ from streaming.dataset.session import Iteration, Session
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
+from streaming.plan.world import replication_factor
 from streaming.read.sizing import FIRST_READ, ReadSize
 from streaming.stream import Stream
 
@@ -138,7 +139,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self.cache_limit, self.batch_size = cache_limit, batch_size
         self.shuffle, self.shuffle_seed = shuffle, shuffle_seed
         self.allow_unsafe_types = allow_unsafe_types
-        self.replication = replication or 1
+        self.replication = replication_factor(replication)
         self.world = world or detect_world(workers_per_rank=1, replication=self.replication)
         self.catalog = Catalog.open(_copied_to_cache(streams, cache_limit is not None),
                                     allow_unsafe_types=allow_unsafe_types)

@@ -77,3 +77,18 @@ class World:
         """The same topology seen from another (node, rank, worker)."""
         return World(self.num_nodes, self.ranks_per_node, self.workers_per_rank,
                      node, rank_in_node, worker, self.replication)
+
+
+def replication_factor(value: int | None) -> int:
+    """The `replication` a dataset was given, checked: None means 1; anything but a positive
+    int is a PlanError naming it (0 is refused, never taken to mean 1).
+
+    Args:
+        value: consecutive ranks that receive identical samples, or None.
+    """
+    if value is None:
+        return 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise PlanError(f"replication={value!r}: the number of consecutive ranks that receive "
+                        "the same samples must be a positive int (None means 1)")
+    return value

@@ -60,6 +60,9 @@ def test_errors_at_construction(tmp_path: Path, two_dirs) -> None:
         StreamingDataset(local=a, predownload=-1)
     with pytest.raises(PlanError, match="stream_name"):
         StreamingDataset(local=a, stream_name="missing")
+    for replication in (0, -2, 1.5):  # 0 is refused, as by the reference, not taken for 1
+        with pytest.raises(PlanError, match=f"replication={replication}"):
+            StreamingDataset(local=a, replication=replication)
     with pytest.raises(FileNotFoundError):
         StreamingDataset(local=tmp_path / "nothing-here")
 
