@@ -27,7 +27,7 @@ from streaming.cache.landings import Landings
 from streaming.cache.limit import Footprint, MinimumLimit, minimum_limit
 from streaming.cache.lookahead import ReaderRuns, horizon_runs, prefetch_window
 from streaming.cache.prepare import ShardPreparer, zipless_shards
-from streaming.cache.process_tables import drop_table, shared_table
+from streaming.cache.process_tables import drop_table
 from streaming.cache.shard_files import ShardFiles
 from streaming.cache.slot import ReaderSlot
 from streaming.cache.space import BringOutcome, CacheSpace
@@ -150,10 +150,9 @@ class CacheEngine:
         if self._pid != os.getpid():
             self._reset_runtime()
         if self._space is None:
-            table = shared_table(self.token, len(self.cached), self.files.scan)
-            reader = ReaderSlot.claim(table, limit=self.limit or 0,
-                                      downloads=self.max_downloads or 0,
-                                      on_dead_owner=lambda shard: self.files.recover(table, shard))
+            reader = ReaderSlot.join(self.token, len(self.cached), self.files.scan,
+                                     limit=self.limit or 0, downloads=self.max_downloads or 0,
+                                     on_dead_owner=self.files.recover)
             self._space = CacheSpace(self.files, self.footprint, reader)
         return self._space
 

@@ -51,3 +51,20 @@ def drop_table(token: str) -> None:
     table = _tables.pop((os.getpid(), token), None)
     if table is not None:
         table.close()
+
+
+def forget_table(token: str, table: CacheTable) -> None:
+    """Unmap `table`, this process's mapping of `token`, found removed from the node (the
+    next `shared_table` maps the node's table again); a mapping already replaced is left to
+    whoever replaced it.
+
+    Args:
+        token: the table's name.
+        table: the mapping found removed.
+    """
+    with _tables_lock:
+        key = (os.getpid(), token)
+        if _tables.get(key) is not table:
+            return
+        del _tables[key]
+    table.close()

@@ -4,6 +4,7 @@ only the reader owning it writes the row, so none of these needs the table's loc
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,8 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from streaming.cache import horizon
+from streaming.cache.process_tables import forget_table, shared_table
 from streaming.cache.table import CacheTable
 from streaming.errors import CoordinationError
+
+JOIN_TRIES = 10  # a table removed this often while joining it is a fault, not a race
 
 
 @dataclass(frozen=True)
@@ -30,22 +34,36 @@ class ReaderSlot:
                                       compare=False)  # the reader's threads share its counters
 
     @classmethod
-    def claim(cls, table: CacheTable, *, limit: int, downloads: int,
-              on_dead_owner: Callable[[int], None]) -> ReaderSlot:
-        """Take a free slot and record the reader's cache_limit and download concurrency
-        (0: no wish); `on_dead_owner(shard)` is called, under the table's lock, for each shard a
-        dead former holder of the slot left mid-preparation.
+    def join(cls, token: str, num_shards: int, init: Callable[[CacheTable], None], *,
+             limit: int, downloads: int,
+             on_dead_owner: Callable[[CacheTable, int], None]) -> ReaderSlot:
+        """Take a free slot of the node table `token` (mapped once per process, created and
+        filled by `init` when the node has none) and record the reader's cache_limit and
+        download concurrency (0: no wish); `on_dead_owner(table, shard)` is called, under the
+        table's lock, for each shard a dead former holder of the slot left mid-preparation.
+
+        The last reader of a table removes it when it closes. A table mapped just before that
+        is found removed here, under the lock, and the node's table is mapped again: every
+        reader of a node shares one table.
 
         Args:
-            table: the node table.
+            token: the table's name (see `CacheTable.open`).
+            num_shards: the shards the table describes.
+            init: fills a table this call creates (from what is on disk).
             limit: the cache_limit this reader asks for, in bytes (0: none).
             downloads: the preparations at once this reader asks for (0: any number).
             on_dead_owner: resets a shard a dead reader was preparing.
         """
-        with table.locked():
-            index = table.claim_slot(on_dead_owner)
-            table.ask(index, limit, downloads)
-        return cls(table, index)
+        for _ in range(JOIN_TRIES):
+            table = shared_table(token, num_shards, init)
+            with table.locked():
+                if not table.removed():
+                    index = table.claim_slot(functools.partial(on_dead_owner, table))
+                    table.ask(index, limit, downloads)
+                    return cls(table, index)
+            forget_table(token, table)
+        raise CoordinationError(f"the node cache table {token!r} was removed {JOIN_TRIES} times "
+                                "while this reader joined it")
 
     def count(self, column: int, amount: int = 1) -> None:
         """Add to one of the slot's counters.

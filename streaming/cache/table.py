@@ -201,6 +201,12 @@ class CacheTable:
         """Add to one of the slot's counters (only the slot's owner writes its row)."""
         self.slots[slot, column] += amount
 
+    def removed(self) -> bool:
+        """Whether the node no longer holds this table: the last reader closed it and its
+        creator removed it (a process that mapped it just before must map the node's table
+        again; see `ReaderSlot.join`)."""
+        return not self.segment.linked()
+
     def close(self) -> None:
         self.segment.close()
 

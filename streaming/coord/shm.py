@@ -89,6 +89,10 @@ def _reserve(fd: int, size: int, path: Path) -> None:
         os.ftruncate(fd, size)
 
 
+def _file_id(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
 def _release_owned(fd: int, path: Path, creator: int) -> None:
     """Finalizer of an owned segment: unlink it, then drop the flock (only in the creator)."""
     if os.getpid() != creator:
@@ -131,10 +135,11 @@ class SharedArray:
 
     def __init__(
         self, name: str, path: Path, mm: mmap.mmap, array: np.ndarray, owner: ProcessId,
-        created_ns: int, finalizer: weakref.finalize | None,
+        created_ns: int, finalizer: weakref.finalize | None, file_id: tuple[int, int],
     ) -> None:
         self.name = name
         self.path = path
+        self.file_id = file_id  # (st_dev, st_ino) of the mapped file
         self.owner = owner
         self.created_ns = created_ns
         self.array = array
@@ -179,7 +184,7 @@ class SharedArray:
         array = np.ndarray(shp, dt, buffer=mm, offset=HEADER_SIZE)
         if fill:
             array.fill(fill)
-        self = cls(name, path, mm, array, owner, created, None)
+        self = cls(name, path, mm, array, owner, created, None, _file_id(os.fstat(fd)))
         self._finalizer = weakref.finalize(self, _release_owned, fd, path, owner.pid)
         # A multiprocessing child (a DataLoader worker) ends in os._exit, which skips the atexit
         # hook of weakref.finalize; multiprocessing's own exit finalizers do run there.
@@ -252,10 +257,19 @@ class SharedArray:
                 raise CoordinationError(f"shared array {path} is truncated")
             prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
             mm = mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
+            file_id = _file_id(os.fstat(fd))
         finally:
             os.close(fd)  # the mapping outlives the descriptor
         array = np.ndarray(shp, dt, buffer=mm, offset=HEADER_SIZE)
-        return cls(name, path, mm, array, owner, created, None)
+        return cls(name, path, mm, array, owner, created, None, file_id)
+
+    def linked(self) -> bool:
+        """Whether the segment's name still names this mapping's file (its creator removes the
+        name when it closes it; a later `create` may reuse the name for another file)."""
+        try:
+            return _file_id(os.stat(self.path)) == self.file_id
+        except FileNotFoundError:
+            return False
 
     def owner_alive(self) -> bool:
         """Whether the creating process still runs."""

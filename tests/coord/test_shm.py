@@ -76,6 +76,18 @@ def test_close_removes_the_name_but_not_existing_mappings():
     assert (view == 7).all()
 
 
+def test_a_mapping_knows_when_its_name_is_gone_or_names_another_segment():
+    owner = SharedArray.create(unique(), 4, np.int64)
+    reader = SharedArray.attach(owner.name)
+    assert owner.linked() and reader.linked()
+    owner.close()
+    assert not reader.linked()
+    with SharedArray.create(owner.name, 4, np.int64) as again:  # the same name, a new file
+        assert again.linked() and not reader.linked()
+        assert SharedArray.attach(again.name).linked()
+    reader.close()
+
+
 def test_garbage_collected_owner_removes_its_segment():
     name = unique()
     SharedArray.create(name, 4, np.int64)  # dropped at once

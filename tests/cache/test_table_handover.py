@@ -1,0 +1,79 @@
+"""A reader that attaches to the node's cache table just as the last reader closes it (and with
+it removes the table) still joins the table every later reader sees: real processes, the race
+window held open on purpose."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streaming.cache.engine import CacheEngine
+from tests.cache._data import engine_source, open_dataset, read_in_order
+
+SAMPLES = 200
+DEADLINE = 60
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    return engine_source(tmp_path_factory, SAMPLES)
+
+
+def _late_reader(source: str, cache: str, attached, closed, done, finished) -> None:
+    """Attach to the table, wait while the last other reader closes it, then claim a slot and
+    read: the race window a slow process would see, made wide."""
+    from streaming.cache.table import CacheTable
+
+    original = CacheTable.open.__func__
+    held = []
+
+    def attach_then_wait(cls, *args, **kwargs):
+        table = original(cls, *args, **kwargs)
+        if not held:  # only the first mapping waits
+            held.append(table)
+            attached.set()
+            if not closed.wait(DEADLINE):
+                raise TimeoutError("the other reader never closed")
+        return table
+
+    CacheTable.open = classmethod(attach_then_wait)
+    handle = open_dataset(source, cache)
+    engine = CacheEngine(handle.preparer, cache_limit=None)
+    read_in_order(handle, engine, np.arange(SAMPLES))
+    done.set()
+    finished.wait(DEADLINE)
+    engine.close()
+
+
+def test_a_reader_attaching_while_the_last_one_closes_joins_the_live_table(source, tmp_path):
+    cache = tmp_path / "cache"
+    first = CacheEngine(open_dataset(str(source), str(cache)).preparer, cache_limit=None)
+    first.attach()  # this process creates the table, and removes it when its last reader goes
+    ctx = multiprocessing.get_context("spawn")
+    attached, closed, done, finished = (ctx.Event() for _ in range(4))
+    late = ctx.Process(target=_late_reader,
+                       args=(str(source), str(cache), attached, closed, done, finished))
+    late.start()
+    try:
+        assert attached.wait(DEADLINE), "the late reader never attached"
+        first.close()  # the last reader of the table: it goes
+        closed.set()
+        assert done.wait(DEADLINE), "the late reader never finished reading"
+        third = CacheEngine(open_dataset(str(source), str(cache)).preparer, cache_limit=None)
+        third.attach()
+        alive = third.table.live_slots()
+        # The late reader's slot is in the table this later reader joined: one table per node.
+        assert int(alive.sum()) == 2
+        # ... and what it downloaded counts in the node's figures.
+        shards = len(open_dataset(str(source), str(cache)).facts.raw_bytes)
+        assert third.stats().downloads == shards
+        third.close()
+    finally:
+        finished.set()
+        late.join(DEADLINE)
+        if late.is_alive():
+            late.kill()
+    assert late.exitcode == 0
