@@ -125,7 +125,7 @@ class CacheSpace:
             if farther_than > 0 and limit is not None:
                 if self._prefetches_full(cost, limit):
                     return BringOutcome.AT_LIMIT
-                alive = table.live_slots()
+                alive = table.live_slots(recent=True)
                 if not self._worth_bringing(shard, cost, farther_than, limit, alive):
                     return BringOutcome.AT_LIMIT
             if not self._make_room(cost, farther_than, alive):
@@ -237,7 +237,7 @@ class CacheSpace:
         free = limit - table.used()
         if free >= cost:
             return True
-        alive = table.live_slots() if alive is None else alive
+        alive = table.live_slots(recent=True) if alive is None else alive
         distance = self._distances(alive)
         evictable = self.files.cached & (table.state == tb.PRESENT) & ~table.pinned(alive)
         victims = choose_victims(cost, free, sizes=table.disk, evictable=evictable,
@@ -286,14 +286,14 @@ class CacheSpace:
         with table.locked():
             if not self.files.cached[shard] or table.state[shard] != tb.PRESENT:
                 return False
-            return self._evict_unpinned(shard, table.live_slots())
+            return self._evict_unpinned(shard, table.live_slots(recent=True))
 
     def evict_coldest(self) -> int | None:
         """Evict the cached shard eviction would pick first (next use farthest away, or never);
         its id, or None when no shard can be evicted now."""
         table = self.table
         with table.locked():
-            alive = table.live_slots()
+            alive = table.live_slots(recent=True)
             distance = self._distances(alive)
             evictable = np.flatnonzero(self.files.cached & (table.state == tb.PRESENT)
                                        & ~table.pinned(alive))
@@ -349,7 +349,7 @@ class CacheSpace:
         state = tb.STATE_NAMES[int(table.state[shard])]
         if state != "absent" or self.node_limit is None:
             return f"state {state}"
-        pinned = int(table.disk[table.pinned(table.live_slots())].sum())
+        pinned = int(table.disk[table.pinned(table.live_slots(recent=True))].sum())
         return (f"waiting for room: it needs {self.footprint.download_cost(shard)} bytes, "
                 f"cache_limit {self.node_limit}, in use {table.used()}, pinned by readers {pinned}")
 

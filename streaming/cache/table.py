@@ -7,13 +7,15 @@ reserved for an in-flight preparation, failed attempts), then one row per reader
 identity, counters, pinned shards, and two buffers for its horizon: the reader's step, the next
 shards it will need and the steps at which it starts and stops reading each; `cache.horizon`
 publishes and reads them). A slot row is written only by the reader owning it, so pins and
-horizons cost no lock; everything else changes under the lock.
+horizons cost no lock; everything else changes under the lock, including the one word of a row
+any process writes: when it last saw the row's holder running (`live_slots`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -30,12 +32,15 @@ ABSENT, PREPARING, PRESENT, EVICTING = 0, 1, 2, 3
 STATE_NAMES = ("absent", "preparing", "present", "evicting")
 
 LOCK_TIMEOUT = 30.0  # the lock is only ever held for bookkeeping and unlinks
-MAGIC = 0x53444343_00000003  # "SDCC" v3
+SEEN_ALIVE_NS = 500_000_000  # a holder seen running this recently counts as running (live_slots)
+MAGIC = 0x53444343_00000004  # "SDCC" v4
 _GLOBALS = 8  # magic, shards, slots, pins, horizon, then the three words below
 OTHER_BYTES, NODE_LIMIT, NODE_DOWNLOADS = 5, 6, 7  # global words written after creation
 _COLUMNS = 5  # state, owner, disk, reserved, fails
-_IDENTITY = 6  # pid, start, pidns, horizon version, the slot's cache_limit and max_downloads
-VERSION, ASKED_LIMIT, ASKED_DOWNLOADS = 3, 4, 5  # identity words a slot's owner writes
+# pid, start, pidns, horizon version, the slot's cache_limit and max_downloads, and when a
+# process last saw the holder running (CLOCK_MONOTONIC ns)
+_IDENTITY = 7
+VERSION, ASKED_LIMIT, ASKED_DOWNLOADS, SEEN_ALIVE = 3, 4, 5, 6
 # Slot columns of the counters, in COUNTERS order.
 HITS, MISSES, DOWNLOADS, BYTES, EVICTIONS, WAIT = (_IDENTITY + i for i in range(len(COUNTERS)))
 
@@ -137,12 +142,23 @@ class CacheTable:
         pid, start, pidns = (int(v) for v in self.slots[slot, :3])
         return pid != 0 and ProcessId(pid, start, pidns).alive()
 
-    def live_slots(self) -> np.ndarray:
-        """Mask of slots held by running processes."""
+    def live_slots(self, *, recent: bool = False) -> np.ndarray:
+        """Mask of slots held by running processes.
+
+        Looking costs tens of microseconds per holder (a signal and a read of /proc), and
+        eviction and prefetch decisions ask many times a second under the lock. With `recent`,
+        a holder that any process of the node saw running less than `SEEN_ALIVE_NS` ago counts
+        as running without a new look. One that died that recently keeps its pins and horizon
+        a moment longer; nothing is reclaimed on such an answer (`claim_slot` and the checks
+        of a shard's preparer always look)."""
         held = self.slots[:, 0] != 0
-        alive = np.zeros(self.num_slots, bool)
-        for slot in np.flatnonzero(held):
-            alive[slot] = self.slot_alive(int(slot))
+        now = time.monotonic_ns()
+        age = now - self.slots[:, SEEN_ALIVE]
+        alive = held & (age >= 0) & (age < SEEN_ALIVE_NS) if recent else np.zeros_like(held)
+        for slot in np.flatnonzero(held & ~alive).tolist():
+            if self.slot_alive(slot):
+                alive[slot] = True
+                self.slots[slot, SEEN_ALIVE] = now
         return alive
 
     def claim_slot(self, on_dead_owner: Callable[[int], None]) -> int:
@@ -154,7 +170,8 @@ class CacheTable:
                 continue
             for shard in np.flatnonzero((self.owner == slot + 1) & (self.state == PREPARING)):
                 on_dead_owner(int(shard))
-            self.slots[slot, :6] = (me.pid, me.start, me.pidns, 0, 0, 0)
+            self.slots[slot, :_IDENTITY] = (me.pid, me.start, me.pidns, 0, 0, 0,
+                                            time.monotonic_ns())
             self.pins[slot] = -1
             self._clear_horizon(slot)
             return slot
@@ -168,6 +185,7 @@ class CacheTable:
         self.pins[slot] = -1
         self._clear_horizon(slot)
         self.slots[slot, :3] = 0
+        self.slots[slot, SEEN_ALIVE] = 0
         self.slots[slot, ASKED_LIMIT:ASKED_DOWNLOADS + 1] = 0
         self._settle_asks()
 
