@@ -124,6 +124,28 @@ def test_simulated_ranks_each_see_their_own_batches(two_streams) -> None:
         assert here == solo and read_here == 2 * BATCH
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_pin_memory_gives_the_same_batches_and_resumes(two_streams, workers) -> None:
+    """`pin_memory=True` (workers then send tensors through the pipe, not numpy through the
+    ring; on a machine without an accelerator torch pins nothing and warns)."""
+    solo, _ = epochs(two_streams, 0, shuffle=True)
+    got, states = [], []
+    for passes, stop in ((2, None), (1, 3)):
+        ds = dataset(two_streams, shuffle=True)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch: no accelerator to pin for
+                loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers,
+                                             pin_memory=True)
+                got += [batches(loader, stop) for _ in range(passes)]
+            states.append(loader.state_dict())
+        finally:
+            ds.close()
+    assert got == [*solo, solo[0][:3]]
+    resumed, _ = epochs(two_streams, workers, state=states[1], count=1, shuffle=True)
+    assert resumed == [solo[0][3:]]
+
+
 def _init_worker(worker: int) -> None:
     del worker
 
