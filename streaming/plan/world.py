@@ -89,6 +89,7 @@ def replication_factor(value: int | None) -> int:
     if value is None:
         return 1
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise PlanError(f"replication={value!r}: the number of consecutive ranks that receive "
-                        "the same samples must be a positive int (None means 1)")
+        raise PlanError(f"Replication factor must be positive: replication={value!r} (the "
+                        "consecutive ranks that receive the same samples: a positive int, or "
+                        "None for 1)")
     return value
