@@ -14,7 +14,7 @@ from tests.cache._data import upload_dir, write_dataset
 from tests.dataset.harness import ForkedJob
 
 RANK = Path(__file__).with_name("_cost_rank.py")
-SAMPLES = 6000
+SAMPLES = 18000
 CONFIG = ("streams:\n  - {{remote: '{remote}', local: cache}}\nbatch_size: 8\npredownload: 64\n"
           "shuffle: true\nshuffle_seed: 7\n"
           "topology: {{nodes: 2, ranks_per_node: 2, workers_per_rank: 2}}\n")
@@ -23,7 +23,7 @@ CONFIG = ("streams:\n  - {{remote: '{remote}', local: cache}}\nbatch_size: 8\npr
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("cost") / "big"
-    write_dataset(folder, SAMPLES, size_limit=32_000)  # zstd, ~85 samples in each of ~71 shards
+    write_dataset(folder, SAMPLES, size_limit=32_000)  # zstd, ~85 samples in each of ~213 shards
     return folder
 
 
