@@ -128,11 +128,7 @@ def cost_report(forecast: Forecast, restart: Restart | None,
                 price: float | None) -> dict[str, Any]:
     """The prediction as plain JSON data."""
     spec = forecast.spec
-    # per epoch, how many nodes fetch each shard (each node's `fetched` holds a shard once)
-    fetchers = [np.bincount(np.concatenate([node[e].fetched for node in forecast.nodes]
-                                           + [np.zeros(0, np.int64)]),
-                            minlength=len(spec.fetch_bytes))
-                for e in range(spec.epochs)]
+    fetchers = [forecast.fetchers(e) for e in range(spec.epochs)]
     nodes = []
     for n, epochs in zip(forecast.node_ids, forecast.nodes):
         nodes.append({"node": n, "bytes_downloaded": sum(c.bytes_downloaded for c in epochs),
@@ -152,7 +148,7 @@ def cost_report(forecast: Forecast, restart: Restart | None,
         "batches_per_epoch": forecast.batches_per_epoch,
         "nodes": nodes, "egress_bytes": forecast.egress_bytes,
         "egress_bytes_per_epoch": forecast.egress_per_epoch(),
-        "duplicated_shards_per_epoch": list(forecast.duplicated),
+        "duplicated_shards_per_epoch": [int((f > 1).sum()) for f in fetchers],
     }
     if forecast.sampled:
         report["simulated_nodes"] = list(forecast.node_ids)

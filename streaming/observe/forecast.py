@@ -65,21 +65,34 @@ class Restart:
         extra = sum(self.bytes_after) - sum(self.bytes_without)
         if self.job_nodes is None:
             return extra
-        return round(extra * self.job_nodes / max(len(self.bytes_after), 1))
+        return _as_job(extra, len(self.bytes_after), self.job_nodes)
 
 
 @dataclass(frozen=True)
 class Forecast:
     """The prediction: `nodes[i][e]` is the cache of node `node_ids[i]` in epoch e (every node
-    of the job, or the ones asked for); `duplicated[e]` the shards more than one of them
-    downloads in epoch e; `batches_per_epoch` global batches."""
+    of the job, or the ones asked for); `batches_per_epoch` global batches."""
 
     spec: RunSpec
     config: PlanConfig
     nodes: tuple[tuple[SimulatedEpoch, ...], ...]
-    duplicated: tuple[int, ...]
     batches_per_epoch: int
     node_ids: tuple[int, ...]
+
+    def fetchers(self, epoch: int) -> np.ndarray:
+        """Per shard, how many of the simulated nodes download it in `epoch`.
+
+        Args:
+            epoch: the epoch (0-based).
+        """
+        fetched = [node[epoch].fetched for node in self.nodes]  # each node's holds a shard once
+        return np.bincount(np.concatenate([*fetched, np.zeros(0, np.int64)]),
+                           minlength=len(self.spec.fetch_bytes))
+
+    @property
+    def duplicated(self) -> tuple[int, ...]:
+        """Per epoch, the shards more than one simulated node downloads."""
+        return tuple(int((self.fetchers(e) > 1).sum()) for e in range(self.spec.epochs))
 
     @property
     def sampled(self) -> bool:
@@ -93,12 +106,17 @@ class Forecast:
                 for e in range(self.spec.epochs)]
         if not self.sampled:
             return sums
-        return [round(b * self.spec.world.num_nodes / max(len(self.nodes), 1)) for b in sums]
+        return [_as_job(b, len(self.nodes), self.spec.world.num_nodes) for b in sums]
 
     @property
     def egress_bytes(self) -> int:
         """Bytes the whole job downloads over all its epochs."""
         return sum(self.egress_per_epoch())
+
+
+def _as_job(total: int, simulated: int, job_nodes: int) -> int:
+    """A total over `simulated` nodes as the job's estimate: their mean times its nodes."""
+    return round(total * job_nodes / max(simulated, 1))
 
 
 def reader_sequences(config: PlanConfig, world: World, node: int, epoch: int,
@@ -140,13 +158,7 @@ def predict(spec: RunSpec, map_nodes: NodeMap = map,
     node_ids = _node_ids(spec.world.num_nodes, only)
     config = fit_plan(spec.config, spec.world, spec.footprint, spec.cache_limit).config
     nodes = tuple(map_nodes(partial(simulate_node, spec, config), node_ids))
-    duplicated = []
-    for e in range(spec.epochs):
-        fetched = np.concatenate([node[e].fetched for node in nodes])
-        _, counts = np.unique(fetched, return_counts=True)
-        duplicated.append(int((counts > 1).sum()))
-    return Forecast(spec, config, nodes, tuple(duplicated),
-                    _batches_per_epoch(config, spec.world), node_ids)
+    return Forecast(spec, config, nodes, _batches_per_epoch(config, spec.world), node_ids)
 
 
 def _node_ids(num_nodes: int, only: Sequence[int] | None) -> tuple[int, ...]:
