@@ -150,7 +150,11 @@ class CacheTable:
         a holder that any process of the node saw running less than `SEEN_ALIVE_NS` ago counts
         as running without a new look. One that died that recently keeps its pins and horizon
         a moment longer; nothing is reclaimed on such an answer (`claim_slot` and the checks
-        of a shard's preparer always look)."""
+        of a shard's preparer always look).
+
+        Args:
+            recent: trust a look any process of the node took within `SEEN_ALIVE_NS`.
+        """
         held = self.slots[:, 0] != 0
         now = time.monotonic_ns()
         age = now - self.slots[:, SEEN_ALIVE]

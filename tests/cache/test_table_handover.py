@@ -77,3 +77,24 @@ def test_a_reader_attaching_while_the_last_one_closes_joins_the_live_table(sourc
         if late.is_alive():
             late.kill()
     assert late.exitcode == 0
+
+
+def test_a_table_that_keeps_being_removed_is_a_coordination_error(monkeypatch, tmp_path):
+    from streaming.cache import table as tb
+    from streaming.cache.slot import JOIN_TRIES, ReaderSlot
+    from streaming.errors import CoordinationError
+
+    mapped = []
+    original = tb.CacheTable.open.__func__
+
+    def open_counted(cls, *args, **kwargs):
+        mapped.append(1)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(tb.CacheTable, "open", classmethod(open_counted))
+    monkeypatch.setattr(tb.CacheTable, "removed", lambda self: True)
+    token = f"t{tmp_path.name[-8:]}"
+    with pytest.raises(CoordinationError, match=f"{token!r} was removed {JOIN_TRIES} times"):
+        ReaderSlot.join(token, 4, lambda table: None, limit=0, downloads=0,
+                        on_dead_owner=lambda table, shard: None)
+    assert len(mapped) == JOIN_TRIES  # each try forgot the removed mapping and mapped again
