@@ -28,6 +28,8 @@ from numpy.typing import DTypeLike
 from streaming.coord.proc import ProcessId
 from streaming.coord.shm_files import (
     PREFIX,
+    file_id,
+    names_file,
     names_inode,
     our_files,
     reclaim_if_free,
@@ -87,10 +89,6 @@ def _reserve(fd: int, size: int, path: Path) -> None:
         if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
             raise
         os.ftruncate(fd, size)
-
-
-def _file_id(st: os.stat_result) -> tuple[int, int]:
-    return st.st_dev, st.st_ino
 
 
 def _release_owned(fd: int, path: Path, creator: int) -> None:
@@ -184,7 +182,7 @@ class SharedArray:
         array = np.ndarray(shp, dt, buffer=mm, offset=HEADER_SIZE)
         if fill:
             array.fill(fill)
-        self = cls(name, path, mm, array, owner, created, None, _file_id(os.fstat(fd)))
+        self = cls(name, path, mm, array, owner, created, None, file_id(os.fstat(fd)))
         self._finalizer = weakref.finalize(self, _release_owned, fd, path, owner.pid)
         # A multiprocessing child (a DataLoader worker) ends in os._exit, which skips the atexit
         # hook of weakref.finalize; multiprocessing's own exit finalizers do run there.
@@ -257,19 +255,16 @@ class SharedArray:
                 raise CoordinationError(f"shared array {path} is truncated")
             prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
             mm = mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
-            file_id = _file_id(os.fstat(fd))
+            mapped = file_id(os.fstat(fd))
         finally:
             os.close(fd)  # the mapping outlives the descriptor
         array = np.ndarray(shp, dt, buffer=mm, offset=HEADER_SIZE)
-        return cls(name, path, mm, array, owner, created, None, file_id)
+        return cls(name, path, mm, array, owner, created, None, mapped)
 
     def linked(self) -> bool:
         """Whether the segment's name still names this mapping's file (its creator removes the
         name when it closes it; a later `create` may reuse the name for another file)."""
-        try:
-            return _file_id(os.stat(self.path)) == self.file_id
-        except FileNotFoundError:
-            return False
+        return names_file(self.path, self.file_id)
 
     def owner_alive(self) -> bool:
         """Whether the creating process still runs."""

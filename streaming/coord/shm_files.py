@@ -52,14 +52,32 @@ def try_flock(fd: int, *, shared: bool = False) -> bool:
     return True
 
 
-def names_inode(path: Path, fd: int) -> bool:
-    """Whether `path` still names the file open as `fd` (a reclaimer may have replaced it)."""
+def file_id(st: os.stat_result) -> tuple[int, int]:
+    """(device, inode): what tells one file from another whatever its name.
+
+    Args:
+        st: the file's stat.
+    """
+    return st.st_dev, st.st_ino
+
+
+def names_file(path: Path, wanted: tuple[int, int]) -> bool:
+    """Whether `path` names the file `wanted` (`file_id`): False once the name is removed, or
+    given to another file.
+
+    Args:
+        path: the name.
+        wanted: the file's (device, inode).
+    """
     try:
-        st = os.stat(path)
+        return file_id(os.stat(path)) == wanted
     except FileNotFoundError:
         return False
-    own = os.fstat(fd)
-    return (st.st_ino, st.st_dev) == (own.st_ino, own.st_dev)
+
+
+def names_inode(path: Path, fd: int) -> bool:
+    """Whether `path` still names the file open as `fd` (a reclaimer may have replaced it)."""
+    return names_file(path, file_id(os.fstat(fd)))
 
 
 def reclaim_if_free(path: Path) -> bool:
