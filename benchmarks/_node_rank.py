@@ -60,7 +60,9 @@ def main() -> int:
                 time.sleep(0.05)
     stats = ds.cache_stats()
     Path(args.out).write_text(json.dumps({"samples": seen, "downloads": stats.downloads,
-                                          "evictions": stats.evictions}))
+                                          "evictions": stats.evictions,
+                                          "needed": stats.needed_evictions, "misses": stats.misses,
+                                          "wait": stats.wait_seconds}))
     ds.close()
     return 0
 

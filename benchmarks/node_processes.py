@@ -183,7 +183,11 @@ def limited_epoch(work: Path, remote: str, ranks: int, workers: int, cache: str,
     outs = [json.loads((work / f"out{r}").read_text()) for r in range(ranks)]
     return {"seconds": seconds, "cpu": cpu, "samples": sum(o["samples"] for o in outs),
             "downloads": max(o["downloads"] for o in outs),
-            "evictions": max(o["evictions"] for o in outs)}
+            "evictions": max(o["evictions"] for o in outs),
+            "needed": max(o["needed"] for o in outs),
+            "misses": max(o["misses"] for o in outs), "wait": max(o["wait"] for o in outs),
+            "warned": float(any("still needed" in (work / f"err{r}").read_text()
+                                for r in range(ranks)))}
 
 
 def limited(ranks: int, workers: int, samples: int, rounds: int, share: float,
@@ -215,7 +219,10 @@ def limited(ranks: int, workers: int, samples: int, rounds: int, share: float,
     for label, m in med.items():
         print(f"  {label:<9} {m['seconds']:7.2f} s  CPU {m['cpu']:7.1f} s  "
               f"{m['samples']:,.0f} samples  "
-              f"{m['downloads']:,.0f} downloads  {m['evictions']:,.0f} evictions")
+              f"{m['downloads']:,.0f} downloads  {m['evictions']:,.0f} evictions "
+              f"({m['needed']:,.0f} still needed)  {m['misses']:,.0f} waits for a shard  "
+              f"{m['wait']:,.1f} s waiting"
+              f"{'  (the node warned that its limit is too small)' if m['warned'] else ''}")
     print(f"  limited / unlimited: x{med['limited']['seconds'] / med['unlimited']['seconds']:.2f}"
           f" wall, x{med['limited']['cpu'] / med['unlimited']['cpu']:.2f} CPU (the whole node's, "
           "start-up included)")

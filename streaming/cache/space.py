@@ -17,7 +17,7 @@ import numpy as np
 
 from streaming.cache import disk, horizon
 from streaming.cache import table as tb
-from streaming.cache.evict import choose_victims, worth_bringing
+from streaming.cache.evict import NEVER, choose_victims, worth_bringing
 from streaming.cache.limit import Footprint, MinimumLimit, check_limit, minimum_limit
 from streaming.cache.shard_files import ShardFiles
 from streaming.cache.slot import ReaderSlot
@@ -30,6 +30,8 @@ log = logging.getLogger("streaming.cache.engine")  # one logger for all the engi
 # prefetches under a tight limit crowd out the shards readers are reading, which are then evicted
 # and fetched again.
 PREFETCH_SHARE = 0.5
+# Evictions of shards still needed on a node before their share of its evictions can warn.
+THRASHING_EVICTIONS = 32
 
 
 class BringOutcome(enum.Enum):
@@ -249,20 +251,44 @@ class CacheSpace:
         # so a reader that slipped in between is seen here, or sees EVICTING itself.
         taken = table.pinned(alive)[victims]
         table.state[victims[taken]] = tb.PRESENT
-        for victim in victims[~taken].tolist():
-            self._remove(victim)
+        gone = victims[~taken]
+        needed = distance[gone] != NEVER
+        for victim, still_needed in zip(gone.tolist(), needed.tolist()):
+            self._remove(victim, needed=still_needed)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("cache: evicted %s (next use in %s steps)", self.files.describe(victim),
-                          "no known" if distance[victim] == np.iinfo(np.int64).max
-                          else distance[victim])
+                          distance[victim] if still_needed else "no known")
+        if needed.any():
+            self._warn_if_thrashing()
         return limit - table.used() >= cost
 
-    def _remove(self, shard: int) -> None:
-        """Delete an evicting shard's files and mark it absent (caller holds the lock)."""
+    def _warn_if_thrashing(self) -> None:
+        """Warn, once per node, when most of the node's evictions remove shards a running
+        reader still needs: the limit holds less than the readers use at once, and each of those
+        shards is downloaded again (caller holds the lock)."""
+        stats = self.table.node_stats()
+        if (stats.needed_evictions < THRASHING_EVICTIONS
+                or 2 * stats.needed_evictions <= stats.evictions
+                or not self.table.first_warning(tb.THRASHING)):
+            return
+        log.warning(
+            "cache: %d of the node's %d evictions so far removed a shard a running reader still "
+            "needed, and each is downloaded again: cache_limit=%d holds less than the node's "
+            "readers use at once. Readers that drift apart (ranks that do not synchronise every "
+            "step, DataLoader workers far apart) need more room: raise cache_limit toward the "
+            "node's share of the data (`streaming plan --cache-limit` predicts the downloads) "
+            "or keep the ranks in step", stats.needed_evictions, stats.evictions,
+            self.node_limit)
+
+    def _remove(self, shard: int, *, needed: bool = False) -> None:
+        """Delete an evicting shard's files and mark it absent (caller holds the lock;
+        `needed`: a running reader still needs it)."""
         self.files.preparer.remove_files(shard)
         self.table.disk[shard] = 0
         self.table.state[shard] = tb.ABSENT
         self.reader.count(tb.EVICTIONS)
+        if needed:
+            self.reader.count(tb.NEEDED_EVICTIONS)
 
     def _evict_unpinned(self, shard: int, alive: np.ndarray) -> bool:
         """Evict present `shard` unless a reader pins it (caller holds the lock)."""

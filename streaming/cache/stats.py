@@ -7,7 +7,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 # Column order of the per-reader counter rows in the shared table.
-COUNTERS = ("hits", "misses", "downloads", "bytes_downloaded", "evictions", "wait_ns")
+COUNTERS = ("hits", "misses", "downloads", "bytes_downloaded", "evictions", "wait_ns",
+            "needed_evictions")
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,8 @@ class CacheStats:
     hits: shard requests a reader found ready; misses: requests that had to wait.
     downloads / bytes_downloaded: shards fetched and the bytes that came over the network.
     evictions: shards removed to stay under cache_limit.
+    needed_evictions: those of them a running reader was still going to read (each is
+        downloaded again); many of these say the limit holds less than the readers use at once.
     wait_seconds: time readers spent blocked waiting for data (what a user's step loses).
     """
 
@@ -26,6 +29,7 @@ class CacheStats:
     bytes_downloaded: int = 0
     evictions: int = 0
     wait_seconds: float = 0.0
+    needed_evictions: int = 0
 
     @classmethod
     def from_counters(cls, rows: np.ndarray) -> CacheStats:
@@ -48,4 +52,5 @@ class CacheStats:
     def __str__(self) -> str:
         return (f"cache: {self.hits} hits, {self.misses} misses ({self.hit_rate:.1%} hit rate), "
                 f"{self.downloads} downloads ({self.bytes_downloaded / 2**20:.1f} MiB), "
-                f"{self.evictions} evictions, {self.wait_seconds:.3f} s waiting")
+                f"{self.evictions} evictions ({self.needed_evictions} still needed), "
+                f"{self.wait_seconds:.3f} s waiting")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from streaming.cache.stats import COUNTERS
+from streaming.cache.stats import COUNTERS, CacheStats
 from streaming.coord.lock import FileLock
 from streaming.coord.names import Namespace
 from streaming.coord.proc import ProcessId
@@ -33,16 +33,19 @@ STATE_NAMES = ("absent", "preparing", "present", "evicting")
 
 LOCK_TIMEOUT = 30.0  # the lock is only ever held for bookkeeping and unlinks
 SEEN_ALIVE_NS = 500_000_000  # a holder seen running this recently counts as running (live_slots)
-MAGIC = 0x53444343_00000004  # "SDCC" v4
-_GLOBALS = 8  # magic, shards, slots, pins, horizon, then the three words below
-OTHER_BYTES, NODE_LIMIT, NODE_DOWNLOADS = 5, 6, 7  # global words written after creation
+MAGIC = 0x53444343_00000005  # "SDCC" v5
+_GLOBALS = 9  # magic, shards, slots, pins, horizon, then the four words below
+# global words written after creation; WARNED holds one bit per warning given on the node
+OTHER_BYTES, NODE_LIMIT, NODE_DOWNLOADS, WARNED = 5, 6, 7, 8
+THRASHING = 1  # the WARNED bit of the warning that evictions remove shards still needed
 _COLUMNS = 5  # state, owner, disk, reserved, fails
 # pid, start, pidns, horizon version, the slot's cache_limit and max_downloads, and when a
 # process last saw the holder running (CLOCK_MONOTONIC ns)
 _IDENTITY = 7
 VERSION, ASKED_LIMIT, ASKED_DOWNLOADS, SEEN_ALIVE = 3, 4, 5, 6
 # Slot columns of the counters, in COUNTERS order.
-HITS, MISSES, DOWNLOADS, BYTES, EVICTIONS, WAIT = (_IDENTITY + i for i in range(len(COUNTERS)))
+HITS, MISSES, DOWNLOADS, BYTES, EVICTIONS, WAIT, NEEDED_EVICTIONS = (
+    _IDENTITY + i for i in range(len(COUNTERS)))
 
 
 class CacheTable:
@@ -126,6 +129,21 @@ class CacheTable:
         """Preparations the node runs at once: the fewest a live reader asked for (None: any)."""
         value = int(self._globals[NODE_DOWNLOADS])
         return value if value > 0 else None
+
+    def first_warning(self, bit: int) -> bool:
+        """Whether the node's warning `bit` (a WARNED bit) is still to be given; marks it
+        given, so one process of the node gives it (caller holds the lock).
+
+        Args:
+            bit: the warning's bit, e.g. THRASHING.
+        """
+        given = int(self._globals[WARNED])
+        self._globals[WARNED] = given | bit
+        return not given & bit
+
+    def node_stats(self) -> CacheStats:
+        """The counters of every reader slot of the node, summed."""
+        return CacheStats.from_counters(self.counters)
 
     def used(self) -> int:
         """Bytes the cache folders hold or have promised to in-flight preparations."""

@@ -193,7 +193,9 @@ def cache_metrics(dataset: Any) -> dict[str, float]:
     return {"cache/hits": float(s.hits), "cache/misses": float(s.misses),
             "cache/hit_rate": float(s.hit_rate), "cache/downloads": float(s.downloads),
             "cache/bytes_downloaded": float(s.bytes_downloaded),
-            "cache/evictions": float(s.evictions), "cache/wait_s": float(s.wait_seconds)}
+            "cache/evictions": float(s.evictions),
+            "cache/needed_evictions": float(s.needed_evictions),
+            "cache/wait_s": float(s.wait_seconds)}
 
 
 def disk_metrics(dataset: Any) -> dict[str, float]:

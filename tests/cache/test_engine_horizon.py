@@ -126,3 +126,45 @@ def test_a_forked_reader_whose_first_call_is_follow_publishes_its_horizon(source
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0 and list(got) == [0, 1, 2]
     engine.close()
+
+
+def test_evicting_a_shard_a_reader_still_needs_is_counted_and_warned_about_once(
+        source, tmp_path, monkeypatch, caplog):
+    import logging
+
+    from streaming.cache import space as space_module
+    from streaming.cache.space import BringOutcome
+
+    handle = _open(source, tmp_path / "c")
+    probe = CacheEngine(handle.preparer)
+    fp, other = probe.space.footprint, probe.table.other_bytes
+    probe.close()
+    limit = 3 * int(fp.resident[:6].max()) + int(fp.transient[:6].max()) + other
+    assert 4 * int(fp.resident[:6].min()) + other > limit  # any three shards fit, four do not
+    engine = CacheEngine(handle.preparer, cache_limit=limit, prefetch_threads=1)
+    second = CacheEngine(handle.preparer, cache_limit=limit, prefetch_threads=1)
+    space = engine.space
+    monkeypatch.setattr(space_module, "THRASHING_EVICTIONS", 2)
+    # The reader reads shard 0 now, then 1, 2 and 3; nobody needs shard 4 or 5.
+    shards, starts = np.array([0, 1, 2, 3]), np.array([0, 10, 20, 30])
+    engine.slot.publish(shards, starts, starts + 10, 0)
+    with caplog.at_level(logging.WARNING, logger="streaming.cache"):
+        for shard in (0, 1, 4, 2):  # 2 evicts 4, which nobody needs
+            assert space.bring(shard, -1) == BringOutcome.PRESENT
+        assert (engine.stats().evictions, engine.stats().needed_evictions) == (1, 0)
+        assert space.bring(3, -1) == BringOutcome.PRESENT  # evicts 2, needed at step 20
+        assert (engine.stats().evictions, engine.stats().needed_evictions) == (2, 1)
+        assert space.bring(2, -1) == BringOutcome.PRESENT  # evicts 3, needed at step 30
+        stats = engine.stats()
+        assert (stats.evictions, stats.needed_evictions) == (3, 2)
+        assert "needed_evictions" in stats.as_dict() and "2 still needed" in str(stats)
+        warned = [r.getMessage() for r in caplog.records if "still needed" in r.getMessage()]
+        assert len(warned) == 1  # 2 of 3 evictions: more than half, and the threshold reached
+        assert "2 of the node's 3 evictions" in warned[0] and f"cache_limit={limit}" in warned[0]
+        # Once per node: neither this reader nor another of the node warns again.
+        assert second.space.bring(5, -1) == BringOutcome.PRESENT  # evicts 2, still needed
+        assert second.space.bring(3, -1) == BringOutcome.PRESENT
+        assert second.stats().needed_evictions >= 3
+        assert len([r for r in caplog.records if "still needed" in r.getMessage()]) == 1
+    second.close()
+    engine.close()
