@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from streaming.errors import CoordinationError, OutputExistsError
 from tests.convert._util import read_samples
-from writers.convert import api, convert
+from writers.convert import api, convert, parallel
 from writers.convert.parallel import DONE_FILE
 
 
@@ -132,3 +133,41 @@ def test_deadline_stops_workers_promptly(tmp_path: Path, small_parts):
         convert(src, tmp_path / "out", workers=2, transform=slow, timeout=0.5, progress=False)
     assert time.monotonic() - started < 10
     assert not (tmp_path / "out" / "index.json").exists()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_reporting_progress_fails_the_conversion_without_a_hang(
+        tmp_path: Path, small_parts, monkeypatch):
+    src = make_jsonl(tmp_path / "in.jsonl")
+    convert(src, tmp_path / "clean", workers=2, progress=False)
+    flag = tmp_path / "die"
+    flag.touch()
+    report = parallel.report_progress
+
+    def dying(progress, slot, units, samples):  # in a forked worker: the first report kills it
+        try:
+            flag.unlink()
+        except FileNotFoundError:
+            return report(progress, slot, units, samples)
+        progress[2 * slot] += units
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(parallel, "REPORT_EVERY", 50)
+    monkeypatch.setattr(parallel, "report_progress", dying)
+    out = tmp_path / "out"
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            convert(src, out, workers=2, progress=True)
+        except BaseException as exc:  # handed to the test thread
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive(), "the conversion hung after a worker died while reporting"
+    assert len(raised) == 1 and isinstance(raised[0], CoordinationError), raised
+    monkeypatch.setattr(parallel, "report_progress", report)
+    convert(src, out, workers=2, progress=False)
+    assert read_samples(out) == read_samples(tmp_path / "clean")

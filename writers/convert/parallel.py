@@ -48,7 +48,7 @@ class Job:
     columns: dict[str, str]
     transform: Transform | None
     writer_args: dict[str, Any]
-    counters: Any = None  # shared [units, samples] array in pool mode
+    progress: Any = None  # pool mode: shared int64 (units, samples) per piece (report_progress)
     coerce: dict[str, Callable] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -186,16 +186,36 @@ def _install(job: Job) -> None:
     _JOB = job
 
 
-def _report_shared(units: int, samples: int) -> None:
-    counters = _JOB.counters
-    with counters.get_lock():
-        counters[0] += units
-        counters[1] += samples
+def report_progress(progress: Any, slot: int, units: int, samples: int) -> None:
+    """Add to the units and samples of piece `slot` in a pool's shared `progress` array.
+
+    Only the worker converting that piece writes its two words, so no lock is taken: a worker
+    that dies while reporting (its own failure, or the pool ending it after another's) leaves
+    nothing behind that the parent or another worker could wait on.
+
+    Args:
+        progress: the pool's shared int64 array, two words per piece.
+        slot: the piece's row.
+        units / samples: what the worker converted since its last report.
+    """
+    progress[2 * slot] += units
+    progress[2 * slot + 1] += samples
 
 
-def _pool_task(piece: Piece) -> tuple[int, int]:
+def _progress_totals(progress: Any) -> list[int]:
+    """Units and samples of every piece's row, summed."""
+    words = progress[:]
+    return [sum(words[0::2]), sum(words[1::2])]
+
+
+def _pool_task(piece: Piece, slot: int) -> tuple[int, int]:
     assert _JOB is not None
-    return piece.index, convert_piece(_JOB, piece, _report_shared)
+    progress = _JOB.progress
+
+    def report(units: int, samples: int) -> None:
+        report_progress(progress, slot, units, samples)
+
+    return piece.index, convert_piece(_JOB, piece, report)
 
 
 def _context() -> mp.context.BaseContext:
@@ -227,19 +247,19 @@ def run_parts(job: Job, pieces: list[Piece], workers: int, bar: Any,
 
         return {p.index: convert_piece(job, p, report) for p in pieces}
     ctx = _context()
-    job.counters = ctx.Array("q", 2)
+    job.progress = ctx.RawArray("q", 2 * len(pieces))
     deadline = None if timeout is None else time.monotonic() + timeout
     done: dict[int, int] = {}
     pool = ProcessPoolExecutor(min(workers, len(pieces)), mp_context=ctx,
                                initializer=_install, initargs=(job,))
-    pending = {pool.submit(_pool_task, p) for p in pieces}
+    pending = {pool.submit(_pool_task, p, slot) for slot, p in enumerate(pieces)}
     seen = [0, 0]
     try:
         while pending:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"conversion to {job.out} passed its {timeout}s deadline")
             finished, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-            now = list(job.counters[:])
+            now = _progress_totals(job.progress)
             bar.update(now[0] - seen[0], now[1] - seen[1])
             seen = now
             for future in finished:
