@@ -229,9 +229,11 @@ class CacheSpace:
         """Steps until each shard's next use by a live reader (int64 max: none known)."""
         return horizon.snapshot(self.table, alive).next_use(self.table.num_shards)
 
-    def _make_room(self, cost: int, farther_than: int, alive: np.ndarray | None = None) -> bool:
+    def _make_room(self, cost: int, farther_than: int, alive: np.ndarray | None = None, *,
+                   trimming: bool = False) -> bool:
         """Evict until `cost` more bytes fit under the limit (caller holds the lock; `alive`:
-        the live readers when the caller has just looked them up)."""
+        the live readers when the caller has just looked them up; `trimming`: a cache left
+        over the limit by an earlier run, whose evictions say nothing of this run's limit)."""
         limit = self.node_limit
         if limit is None:
             return True
@@ -252,7 +254,7 @@ class CacheSpace:
         taken = table.pinned(alive)[victims]
         table.state[victims[taken]] = tb.PRESENT
         gone = victims[~taken]
-        needed = distance[gone] != NEVER
+        needed = (distance[gone] != NEVER) & (not trimming)
         for victim, still_needed in zip(gone.tolist(), needed.tolist()):
             self._remove(victim, needed=still_needed)
             if log.isEnabledFor(logging.DEBUG):
@@ -331,7 +333,7 @@ class CacheSpace:
     def trim(self) -> None:
         """Bring a cache that is over the limit (left by an earlier, larger run) under it."""
         with self.table.locked():
-            self._make_room(0, -1)
+            self._make_room(0, -1, trimming=True)
 
     def recover_if_orphaned(self, shard: int) -> None:
         """Reset a shard whose preparer died mid-way (its slot's process is gone).
