@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from ctypes import Array, c_longlong
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ class Job:
     columns: dict[str, str]
     transform: Transform | None
     writer_args: dict[str, Any]
-    progress: Any = None  # pool mode: shared int64 (units, samples) per piece (report_progress)
+    progress: Array[c_longlong] | None = None  # pool mode: (units, samples) per piece
     coerce: dict[str, Callable] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -186,7 +187,7 @@ def _install(job: Job) -> None:
     _JOB = job
 
 
-def report_progress(progress: Any, slot: int, units: int, samples: int) -> None:
+def report_progress(progress: Array[c_longlong], slot: int, units: int, samples: int) -> None:
     """Add to the units and samples of piece `slot` in a pool's shared `progress` array.
 
     Only the worker converting that piece writes its two words, so no lock is taken: a worker
@@ -202,14 +203,14 @@ def report_progress(progress: Any, slot: int, units: int, samples: int) -> None:
     progress[2 * slot + 1] += samples
 
 
-def _progress_totals(progress: Any) -> list[int]:
+def _progress_totals(progress: Array[c_longlong]) -> list[int]:
     """Units and samples of every piece's row, summed."""
     words = progress[:]
     return [sum(words[0::2]), sum(words[1::2])]
 
 
 def _pool_task(piece: Piece, slot: int) -> tuple[int, int]:
-    assert _JOB is not None
+    assert _JOB is not None and _JOB.progress is not None
     progress = _JOB.progress
 
     def report(units: int, samples: int) -> None:
@@ -247,7 +248,7 @@ def run_parts(job: Job, pieces: list[Piece], workers: int, bar: Any,
 
         return {p.index: convert_piece(job, p, report) for p in pieces}
     ctx = _context()
-    job.progress = ctx.RawArray("q", 2 * len(pieces))
+    job.progress = progress = ctx.RawArray("q", 2 * len(pieces))
     deadline = None if timeout is None else time.monotonic() + timeout
     done: dict[int, int] = {}
     pool = ProcessPoolExecutor(min(workers, len(pieces)), mp_context=ctx,
@@ -259,7 +260,7 @@ def run_parts(job: Job, pieces: list[Piece], workers: int, bar: Any,
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"conversion to {job.out} passed its {timeout}s deadline")
             finished, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-            now = _progress_totals(job.progress)
+            now = _progress_totals(progress)
             bar.update(now[0] - seen[0], now[1] - seen[1])
             seen = now
             for future in finished:
