@@ -423,8 +423,9 @@ class CacheEngine:
         if self._space is None and self._closed is not None and self._pid == os.getpid():
             return self._closed[0 if node else 1]
         reader = self.slot
-        rows = reader.table.counters if node else reader.table.counters[reader.index]
-        return CacheStats.from_counters(rows)
+        if node:
+            return reader.table.node_stats()
+        return CacheStats.from_counters(reader.table.counters[reader.index])
 
     def close(self) -> None:
         """Stop prefetching, unpin everything and give the reader slot back."""

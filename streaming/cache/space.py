@@ -268,11 +268,14 @@ class CacheSpace:
         """Warn, once per node, when most of the node's evictions remove shards a running
         reader still needs: the limit holds less than the readers use at once, and each of those
         shards is downloaded again (caller holds the lock)."""
-        stats = self.table.node_stats()
-        if (stats.needed_evictions < THRASHING_EVICTIONS
-                or 2 * stats.needed_evictions <= stats.evictions
-                or not self.table.first_warning(tb.THRASHING)):
+        table = self.table
+        if table.warning_given(tb.THRASHING):
             return
+        stats = table.node_stats()
+        if (stats.needed_evictions < THRASHING_EVICTIONS
+                or 2 * stats.needed_evictions <= stats.evictions):
+            return
+        table.mark_warning_given(tb.THRASHING)
         log.warning(
             "cache: %d of the node's %d evictions so far removed a shard a running reader still "
             "needed, and each is downloaded again: cache_limit=%d holds less than the node's "

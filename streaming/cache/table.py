@@ -130,16 +130,22 @@ class CacheTable:
         value = int(self._globals[NODE_DOWNLOADS])
         return value if value > 0 else None
 
-    def first_warning(self, bit: int) -> bool:
-        """Whether the node's warning `bit` (a WARNED bit) is still to be given; marks it
-        given, so one process of the node gives it (caller holds the lock).
+    def warning_given(self, bit: int) -> bool:
+        """Whether a process of the node already gave the warning `bit` (a WARNED bit).
 
         Args:
             bit: the warning's bit, e.g. THRASHING.
         """
-        given = int(self._globals[WARNED])
-        self._globals[WARNED] = given | bit
-        return not given & bit
+        return bool(int(self._globals[WARNED]) & bit)
+
+    def mark_warning_given(self, bit: int) -> None:
+        """Record that the warning `bit` was given, so no other process of the node gives it
+        (caller holds the lock).
+
+        Args:
+            bit: the warning's bit, e.g. THRASHING.
+        """
+        self._globals[WARNED] = int(self._globals[WARNED]) | bit
 
     def node_stats(self) -> CacheStats:
         """The counters of every reader slot of the node, summed."""
