@@ -40,9 +40,9 @@ def shared_table(token: str, num_shards: int,
 
 
 def drop_table(token: str) -> None:
-    """Unmap this process's table `token` (and remove it from shared memory if this process
-    created it); the next reader creates it again from what is on disk. Called under the
-    table's file lock.
+    """Unmap this process's table `token`, and remove it from shared memory when no other
+    process maps it (the next reader then creates it again from what is on disk). Called
+    under the table's file lock.
 
     Args:
         token: the table's name.

@@ -84,13 +84,14 @@ class CacheTable:
     @classmethod
     def open(cls, token: str, num_shards: int, *, slots: int = 256, pins: int = 4,
              horizon: int = 64, init: Callable[[CacheTable], None] | None = None) -> CacheTable:
-        """Attach the node's table named by `token`, or create it (then `init` fills it)."""
+        """Attach the node's table named by `token`, or create it (then `init` fills it). It
+        lives while any process maps it: the last to close it removes it."""
         ns = Namespace(token)
         lock = FileLock(shm_dir() / ns.name("cache.lock"), timeout=LOCK_TIMEOUT)
         name = ns.name("cache")
         with lock:
             try:
-                seg = SharedArray.attach(name, writable=True)
+                seg = SharedArray.attach(name, writable=True, held=True)
                 table = cls(seg, lock, created=False)
                 if (table.num_shards, table.num_slots) != (num_shards, slots):
                     raise CoordinationError(
@@ -99,7 +100,8 @@ class CacheTable:
                 return table
             except SegmentMissingError:
                 pass
-            seg = SharedArray.create(name, cls.size(num_shards, slots, pins, horizon), np.int64)
+            seg = SharedArray.create(name, cls.size(num_shards, slots, pins, horizon), np.int64,
+                                     held=True)
             seg.array[:5] = (MAGIC, num_shards, slots, pins, horizon)
             table = cls(seg, lock, created=True)
             table.pins[:] = -1
@@ -248,9 +250,9 @@ class CacheTable:
         self.slots[slot, column] += amount
 
     def removed(self) -> bool:
-        """Whether the node no longer holds this table: the last reader closed it and its
-        creator removed it (a process that mapped it just before must map the node's table
-        again; see `ReaderSlot.join`)."""
+        """Whether the node no longer holds this table: the last reader closed it and no
+        other process mapped it, so it was removed (a process that mapped it just before must
+        map the node's table again; see `ReaderSlot.join`)."""
         return not self.segment.linked()
 
     def close(self) -> None:

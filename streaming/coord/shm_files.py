@@ -5,8 +5,9 @@ Segments are plain files on a RAM file system (/dev/shm on Linux) mapped with mm
 resource tracker that unlinks the segment when the *attaching* process exits, which breaks
 unrelated processes sharing it. Plain files let us own the lifetime explicitly:
 
-* every live file is held under an flock by its owner (segments: exclusive for their lifetime;
-  lock files: while held). The kernel drops the flock when the owner dies, however it dies.
+* every live file is held under an flock by its owner (segments: exclusive for their lifetime,
+  or shared by every process mapping a held one; lock files: while held). The kernel drops the
+  flock when the owner dies, however it dies.
 * so a file of ours whose flock can be taken is stale, and whoever takes the flock may unlink it.
 * whoever acquires an flock re-checks that the path still names the inode it locked, because a
   reclaimer may have unlinked it in between.

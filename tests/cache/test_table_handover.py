@@ -98,3 +98,56 @@ def test_a_table_that_keeps_being_removed_is_a_coordination_error(monkeypatch, t
         ReaderSlot.join(token, 4, lambda table: None, limit=0, downloads=0,
                         on_dead_owner=lambda table, shard: None)
     assert len(mapped) == JOIN_TRIES  # each try forgot the removed mapping and mapped again
+
+
+def _first_reader(source: str, cache: str, attached, leave) -> None:
+    """Create the node's table, read nothing, and exit once told (closing its dataset first,
+    as a finished evaluation job would)."""
+    engine = CacheEngine(open_dataset(source, cache).preparer, cache_limit=None)
+    engine.attach()
+    attached.set()
+    leave.wait(DEADLINE)
+    engine.close()
+
+
+def _later_reader(source: str, cache: str, joined) -> None:
+    """Join the node's table after its creator exited, read every sample, and report the live
+    readers it sees and the node's downloads."""
+    handle = open_dataset(source, cache)
+    engine = CacheEngine(handle.preparer, cache_limit=None)
+    engine.attach()
+    read_in_order(handle, engine, np.arange(SAMPLES))
+    joined.put((int(engine.table.live_slots().sum()), engine.stats().downloads))
+    engine.close()
+
+
+def test_a_table_outlives_its_creator_while_another_process_reads_it(source, tmp_path):
+    cache = tmp_path / "cache"
+    ctx = multiprocessing.get_context("spawn")
+    attached, leave = ctx.Event(), ctx.Event()
+    creator = ctx.Process(target=_first_reader, args=(str(source), str(cache), attached, leave))
+    creator.start()
+    assert attached.wait(DEADLINE), "the first reader never created the table"
+    handle = open_dataset(str(source), str(cache))
+    staying = CacheEngine(handle.preparer, cache_limit=None)
+    staying.attach()  # joins the creator's table
+    read_in_order(handle, staying, np.arange(SAMPLES // 2))
+    leave.set()
+    creator.join(DEADLINE)
+    assert creator.exitcode == 0
+    assert not staying.table.removed()  # the creator's exit left the table to its readers
+    joined = ctx.Queue()
+    later = ctx.Process(target=_later_reader, args=(str(source), str(cache), joined))
+    later.start()
+    try:
+        live, downloads = joined.get(timeout=DEADLINE)
+    finally:
+        later.join(DEADLINE)
+        if later.is_alive():
+            later.kill()
+    shards = len(handle.facts.raw_bytes)
+    # One table per node: the later process sees the staying reader, and every shard was
+    # downloaded once by one of the two, as the node's figures say.
+    assert live == 2
+    assert downloads == staying.stats().downloads == shards
+    staying.close()

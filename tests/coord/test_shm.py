@@ -183,3 +183,32 @@ def test_forked_child_closing_an_inherited_handle_keeps_the_segment():
         child.join(timeout=10)
         assert child.exitcode == 0
         assert (SharedArray.attach(owner.name).array == 3).all()
+
+
+def test_a_held_segment_outlives_its_creator_and_goes_with_its_last_holder(tmp_path):
+    name, leave = unique(), CTX.Event()
+    creator = start(workers.hold_shared_segment, name, str(tmp_path), True, leave)
+    other = SharedArray.attach(name, directory=tmp_path, writable=True, held=True)
+    assert "held" in repr(other) and not other.owned
+    leave.set()
+    creator.join(timeout=10)
+    assert creator.exitcode == 0
+    assert other.linked() and (other.array == 7).all()  # the creator left it to its holder
+    assert clean_stale_shared_memory(tmp_path) == 0  # held, so not a leftover
+    late = SharedArray.attach(name, directory=tmp_path, held=True)  # joins the same segment
+    other.close()
+    assert late.linked()  # another mapping (an open file of its own) still holds it
+    late.close()
+    assert not (tmp_path / name).exists()  # the last holder removed it
+
+
+@pytest.mark.slow
+def test_a_held_segment_nobody_holds_any_more_is_a_leftover(tmp_path):
+    name = unique()
+    kill(start(workers.hold_shared_segment, name, str(tmp_path), True, CTX.Event()))
+    assert (tmp_path / name).exists()  # left behind by its only holder, killed
+    with pytest.raises(SegmentMissingError, match="left by processes that died"):
+        SharedArray.attach(name, directory=tmp_path, held=True)
+    assert not (tmp_path / name).exists()
+    with SharedArray.create(name, 4, np.int64, directory=tmp_path, held=True) as fresh:
+        assert (fresh.array == 0).all()

@@ -27,6 +27,18 @@ def hold_segment(name: str, directory: str, ready) -> None:
     time.sleep(600)
 
 
+def hold_shared_segment(name: str, directory: str, create: bool, leave, ready) -> None:
+    """Create (or attach) a held segment, announce it, and close it when told to leave."""
+    where = Path(directory)
+    if create:
+        seg = SharedArray.create(name, (4,), np.int64, directory=where, fill=7, held=True)
+    else:
+        seg = SharedArray.attach(name, directory=where, held=True)
+    ready.set()
+    leave.wait(60)
+    seg.close()
+
+
 def hold_segment_and_fork(name: str, directory: str, pids, ready) -> None:
     """Create a segment, fork a child that inherits its handle, announce both, live until killed."""
     seg = SharedArray.create(name, (4,), np.int64, directory=Path(directory))
