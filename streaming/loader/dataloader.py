@@ -265,29 +265,36 @@ class StreamingDataLoader(DataLoader):
         elif self._own_collate and self.batch_sampler is not None:
             self.collate_fn = collate_numpy if numpy else collate
         meter = self._meter if self.collect_metrics else None
-        clock = time.perf_counter_ns if meter is not None else None
         handed = self._handed
         handed.timed = meter is not None
         if meter is not None:
             meter.start()
         self._count_worker_reads()
-        asked = time.perf_counter_ns()
+        unsized = int(self.batch_size or 1)  # counted for a batch whose length is not found
+        clock = time.perf_counter_ns
+        asked = clock()
         first: list[Any] = []
         try:
             first = self._first_batch()
-            received = self._received(len(first), receiver, numpy)
-            for batch in itertools.chain(pinned(first, self.pin_memory), received):
+            source = itertools.chain(pinned(first, self.pin_memory),
+                                     self._received(len(first), receiver, numpy))
+            if meter is None:
+                for batch in source:
+                    size = batch_length(batch)
+                    handed.batches += 1
+                    handed.samples += size if size is not None else unsized
+                    yield batch
+                return
+            for batch in source:
+                now = clock()
                 size = batch_length(batch)
                 handed.batches += 1
-                handed.samples += size if size is not None else int(self.batch_size or 1)
-                if clock is not None:
-                    now = clock()
-                    handed.wait_ns += now - asked
-                    if handed.batches >= handed.due:
-                        self._tell_meter(now)
+                handed.samples += size if size is not None else unsized
+                handed.wait_ns += now - asked
+                if handed.batches >= handed.due:
+                    self._tell_meter(now)
                 yield batch
-                if clock is not None:
-                    asked = clock()
+                asked = clock()
         finally:
             if meter is not None:
                 self._tell_meter(time.perf_counter_ns())
