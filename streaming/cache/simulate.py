@@ -151,11 +151,12 @@ class _Epoch:
             [np.zeros(1, np.int64)] + [np.maximum(r.start - pre, 0) for r in self.readers]
             + [r.start for r in self.readers]))
         windows = self.windows
-        for t in ticks.tolist():
+        for t in windows.walk(ticks):
             self.step = t
-            windows.at(t)
             self.current = windows.current()
-            for shard in self.current[self.current >= 0].tolist():
+            reading = self.current[self.current >= 0]
+            absent = ~self.cache.present[reading] & self.cache.cached[reading]
+            for shard in reading[absent].tolist():
                 if not self._bring(shard, -1):
                     raise CacheLimitError(
                         f"the simulated cache cannot hold shard {shard} beside the shards the "

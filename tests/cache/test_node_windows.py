@@ -73,3 +73,30 @@ def test_a_window_whose_next_new_shards_are_far_away_still_reaches_them():
             if t < r.length:
                 lo, hi = prefetch_window(r.start, r.entries, r.previous, t, 1, AHEAD)
                 assert (int(windows.lo[i]), int(windows.end[i])) == (lo, hi), (t, i)
+
+
+@settings(max_examples=150, deadline=None)
+@given(readers(), st.data(), st.sampled_from([1, 7, 1 << 14]))
+def test_walking_through_steps_places_the_readers_as_placing_them_one_step_at_a_time(
+        case, data, placements):
+    """`walk` computes many steps' placements at once (`placements` of them per chunk here,
+    so that chunks end mid-way); each must be what `at` gives at that step."""
+    from streaming.cache import node_windows
+
+    seqs, _, predownload = case
+    runs = [ReaderRuns.of(s, predownload) for s in seqs]
+    longest = max(len(s) for s in seqs)
+    steps = np.array(sorted(set(data.draw(st.lists(st.integers(0, longest + 3), max_size=40)))),
+                     np.int64)
+    one_by_one = NodeWindows(runs, predownload, AHEAD)
+    together = NodeWindows(runs, predownload, AHEAD)
+    before = node_windows.PLACEMENTS
+    node_windows.PLACEMENTS = placements * len(runs)
+    try:
+        for t in together.walk(steps):
+            one_by_one.at(t)
+            for name in ("active", "lo", "hi", "end"):
+                assert getattr(together, name).tolist() == getattr(one_by_one, name).tolist(), \
+                    (t, name)
+    finally:
+        node_windows.PLACEMENTS = before
