@@ -7,6 +7,7 @@ elsewhere we fall back to `kill(pid, 0)`.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -35,6 +36,13 @@ def _pid_namespace() -> int:
         return 0
 
 
+@functools.lru_cache(maxsize=1)
+def _identity(pid: int) -> tuple[int, int]:
+    """(start time, pid namespace) of this process, whose pid is `pid`: read from /proc once
+    (a forked child, with a pid of its own, reads it again)."""
+    return _start_time(pid), _pid_namespace()
+
+
 @dataclass(frozen=True)
 class ProcessId:
     """A process as seen by the kernel; `start` and `pidns` are 0 where the OS cannot tell."""
@@ -47,7 +55,7 @@ class ProcessId:
     def current(cls) -> ProcessId:
         """The calling process."""
         pid = os.getpid()
-        return cls(pid, _start_time(pid), _pid_namespace())
+        return cls(pid, *_identity(pid))
 
     def alive(self) -> bool:
         """Whether this very process still runs (a zombie or a recycled pid counts as dead).

@@ -18,6 +18,25 @@ def test_current_process_is_alive():
     assert me.alive()
 
 
+def test_a_forked_child_is_itself_not_the_parent_it_was_copied_from():
+    """The identity is read once per process: a forked child, which inherits the parent's
+    memory, must still report its own pid and start time."""
+    parent = ProcessId.current()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        me = ProcessId.current()
+        fresh = _start_time(os.getpid())  # read from /proc now, for comparison
+        os.write(write, f"{me.pid} {me.start} {fresh}".encode())
+        os._exit(0)
+    os.close(write)
+    pid, start, fresh = (int(v) for v in os.read(read, 200).split())
+    os.waitpid(child, 0)
+    os.close(read)
+    assert pid == child and start == fresh and fresh != 0
+    assert ProcessId.current() == parent
+
+
 def test_killed_child_is_dead_even_before_it_is_reaped():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
