@@ -93,6 +93,28 @@ def test_a_dead_preparers_shard_is_recovered(source, tmp_path):
     engine.close()
 
 
+def test_a_table_left_by_processes_that_all_died_is_built_again_from_disk(source, tmp_path):
+    """The only process of the node dies mid-preparation without any clean-up: its table is
+    held by nobody, so the next process removes it and builds the node's table from what is on
+    disk instead of trusting what the dead one left in it."""
+    cache = tmp_path / "c"
+    child = multiprocessing.get_context("spawn").Process(
+        target=die_while_preparing, args=(str(source), str(cache), 2))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0 and list(cache.glob(".*.dead.tmp"))
+    handle = _open(source, cache)
+    engine = CacheEngine(handle.preparer, cache_limit="1gb")
+    assert engine.table.created
+    assert engine.table.state[2] == tb.ABSENT and engine.table.reserved.sum() == 0
+    path = engine.acquire(2)
+    assert path.stat().st_size == handle.facts.raw_bytes[2]
+    assert not list(cache.glob(".*.dead.tmp"))
+    engine.release(2)
+    assert engine.stats(node=True).downloads == 1
+    engine.close()
+
+
 def test_existing_files_are_adopted_and_an_oversized_cache_is_trimmed(source, tmp_path):
     cache = tmp_path / "c"
     first = _open(source, cache)
