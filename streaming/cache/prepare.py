@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from streaming.stream import Stream
 
 LOCK_TIMEOUT = 600.0  # seconds another process may hold a shard's preparation lock
+RAW_PATHS = 4096  # raw paths a preparer keeps at once (one Path each, so memory stays bounded)
 
 
 class ShardPreparer:
@@ -69,6 +70,7 @@ class ShardPreparer:
         state = self.__dict__.copy()
         state.pop("_mutex")
         state.pop("_locks")
+        state.pop("_raw_paths")  # rebuilt as asked for, by each process
         state["_ready"] = np.zeros_like(self._ready)  # each process checks the disk itself
         return state
 
@@ -80,10 +82,16 @@ class ShardPreparer:
         self._mutex = threading.Lock()  # guards `_locks` only
         self._locks: dict[int, threading.Lock] = {}
         self._dirs: dict[int, Path] = {}
+        self._raw_paths: dict[int, Path] = {}
 
     def raw_path(self, shard: int) -> Path:
         """Where the shard's raw file lives (or will live) on this node."""
-        return self._folder(shard) / self.facts.basenames[shard]
+        path = self._raw_paths.get(shard)
+        if path is None:  # joining a Path costs microseconds, and a read asks for it often
+            if len(self._raw_paths) >= RAW_PATHS:
+                self._raw_paths.clear()
+            path = self._raw_paths[shard] = self._folder(shard) / self.facts.basenames[shard]
+        return path
 
     def root(self, shard: int) -> Path:
         """The local folder of the shard's stream: index names are relative to it, and every
