@@ -57,7 +57,14 @@ if lib == "litdata":
     loader = litdata.StreamingDataLoader(ds, batch_size=64, num_workers=workers,
                                          collate_fn=plain)
 else:
-    from streaming import StreamingDataset
+    if lib == "reference":  # without its top-level package file, which imports torchvision
+        import os, sysconfig, types
+        package = types.ModuleType("streaming")
+        package.__path__ = [os.path.join(sysconfig.get_paths()["purelib"], "streaming")]
+        sys.modules["streaming"] = package
+        from streaming.base import StreamingDataset
+    else:
+        from streaming import StreamingDataset
     t0 = time.perf_counter()
     ds = StreamingDataset(remote=a["remote"], local=a["local"], batch_size=64, shuffle=True)
     if lib == "ours":
