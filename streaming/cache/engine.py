@@ -330,7 +330,7 @@ class CacheEngine:
         pause = 0.001
         while True:
             landed = self._landings.seen()
-            if self.flag is not None and (
+            if self.flag is not None and self.flag.reason() is not None and (
                     failed := self.flag.error(f"stopped waiting for {self.files.describe(shard)}")):
                 raise failed
             state = int(space.table.state[shard])

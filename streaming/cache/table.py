@@ -165,8 +165,9 @@ class CacheTable:
 
     # ----- reader slots ------------------------------------------------------------------
     def slot_alive(self, slot: int) -> bool:
-        pid, start, pidns = (int(v) for v in self.slots[slot, :3])
-        return pid != 0 and ProcessId(pid, start, pidns).alive()
+        holder = ProcessId(*(int(v) for v in self.slots[slot, :3]))
+        # This process's own slots need no look at /proc.
+        return holder.pid != 0 and (holder == ProcessId.current() or holder.alive())
 
     def live_slots(self, *, recent: bool = False) -> np.ndarray:
         """Mask of slots held by running processes.
