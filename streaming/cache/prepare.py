@@ -16,6 +16,7 @@ import numpy as np
 from streaming.cache.disk import listing, sweep_orphans
 from streaming.cache.facts import ShardFacts
 from streaming.cache.marker import mark_cache
+from streaming.cache.unpack import unpack_zstd
 from streaming.cache.verified import is_verified, mark_verified
 from streaming.errors import (
     DecompressionError,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from streaming.stream import Stream
 
 LOCK_TIMEOUT = 600.0  # seconds another process may hold a shard's preparation lock
+UNPACK_FROM = 8 << 20  # raw bytes from which a zstd shard is decoded and written on two threads
 RAW_PATHS = 4096  # raw paths a preparer keeps at once (one Path each, so memory stays bounded)
 
 
@@ -268,9 +270,13 @@ class ShardPreparer:
                 fetched = True
         if algo and not fetched:
             _verify(zipped, _pick(facts.zip_hashes[shard], algo))
-        with _CORES, naming_full_disk(raw, int(facts.raw_bytes[shard])):
-            decompress_file(zipped, raw, facts.compression[shard],
-                            expected_size=int(facts.raw_bytes[shard]), durable=False)
+        size = int(facts.raw_bytes[shard])
+        with _CORES, naming_full_disk(raw, size):
+            if size >= UNPACK_FROM and extension(facts.compression[shard]) == "zstd":
+                unpack_zstd(zipped, raw, size)
+            else:
+                decompress_file(zipped, raw, facts.compression[shard], expected_size=size,
+                                durable=False)
         if not has_size(raw, int(facts.raw_bytes[shard])):
             raise ShardCorruptError(
                 f"{zipped}: decompressed to {raw.stat().st_size} bytes, index says "
