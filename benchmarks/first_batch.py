@@ -57,12 +57,9 @@ if lib == "litdata":
     loader = litdata.StreamingDataLoader(ds, batch_size=64, num_workers=workers,
                                          collate_fn=plain)
 else:
-    if lib == "reference":  # without its top-level package file, which imports torchvision
-        import os, sysconfig, types
-        package = types.ModuleType("streaming")
-        package.__path__ = [os.path.join(sysconfig.get_paths()["purelib"], "streaming")]
-        sys.modules["streaming"] = package
-        from streaming.base import StreamingDataset
+    if lib == "reference":
+        from reference_import import reference_streaming_dataset
+        StreamingDataset = reference_streaming_dataset()
     else:
         from streaming import StreamingDataset
     t0 = time.perf_counter()
@@ -133,6 +130,8 @@ def child(lib: str, args: dict, env: dict) -> float | None:
     environ["OMP_NUM_THREADS"] = "1"
     if lib == "ours":
         environ["PYTHONPATH"] = str(REPO)
+    elif lib == "reference":
+        environ["PYTHONPATH"] = str(REPO / "benchmarks" / "peers")
     try:
         out = subprocess.run([str(python), "-c", CHILD, json.dumps({"lib": lib, **args})],
                              capture_output=True, text=True, env=environ, cwd="/tmp",

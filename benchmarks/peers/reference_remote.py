@@ -19,29 +19,15 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from reference_import import reference_streaming_dataset  # noqa: E402
 from remote_epoch import args, count_list, timed_epoch  # noqa: E402
-
-
-def reference_dataset() -> type:
-    """The reference's StreamingDataset, loaded without its top-level package file, which also
-    imports its vision extras (torchvision, whose wheel may not match a CPU-only torch)."""
-    import os
-    import sysconfig
-    import types
-
-    package = types.ModuleType("streaming")
-    package.__path__ = [os.path.join(sysconfig.get_paths()["purelib"], "streaming")]
-    sys.modules["streaming"] = package
-    from streaming.base import StreamingDataset
-
-    return StreamingDataset
 
 
 def main() -> None:
     a = args()
     import torch
 
-    StreamingDataset = reference_dataset()
+    StreamingDataset = reference_streaming_dataset()
     ds = StreamingDataset(remote=a["remote"], local=a["local"], shuffle=True,
                           batch_size=a["batch"], cache_limit=a["limit"])
     loader = torch.utils.data.DataLoader(ds, batch_size=a["batch"], num_workers=a["workers"],
