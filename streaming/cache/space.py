@@ -254,12 +254,13 @@ class CacheSpace:
         taken = table.pinned(alive)[victims]
         table.state[victims[taken]] = tb.PRESENT
         gone = victims[~taken]
-        needed = (distance[gone] != NEVER) & (not trimming)
-        for victim, still_needed in zip(gone.tolist(), needed.tolist()):
+        known = distance[gone] != NEVER
+        needed = known & (not trimming)
+        for victim, still_needed, use in zip(gone.tolist(), needed.tolist(), known.tolist()):
             self._remove(victim, needed=still_needed)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("cache: evicted %s (next use in %s steps)", self.files.describe(victim),
-                          distance[victim] if still_needed else "no known")
+                          distance[victim] if use else "no known")
         if needed.any():
             self._warn_if_thrashing()
         return limit - table.used() >= cost
