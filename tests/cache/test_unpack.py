@@ -92,3 +92,20 @@ def test_a_cache_filled_through_the_two_threads_reads_every_sample(tmp_path_fact
     assert read_in_order(handle, engine, np.arange(300)) == 300
     assert sorted(used) == sorted(handle.facts.zip_basenames)
     engine.close()
+
+
+def test_a_decoder_that_never_delivers_is_an_error_after_the_deadline(tmp_path, monkeypatch):
+    """A read that never returns (a hung file system) is a DecompressionError naming the file
+    once `DECODE_TIMEOUT` passes without a decoded piece, not a wait without end."""
+    src = _packed(tmp_path, zstandard.ZstdCompressor().compress(RAW))
+
+    def stuck(src, pieces, done):
+        done.wait(30)  # hands nothing until the writer gives up
+
+    monkeypatch.setattr(unpack, "DECODE_TIMEOUT", 0.2)
+    monkeypatch.setattr(unpack, "_decode", stuck)
+    with pytest.raises(DecompressionError, match=r"nothing decoded for 0\.2 s") as info:
+        unpack.unpack_zstd(src, tmp_path / "out.mds", len(RAW))
+    assert str(src) in str(info.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["shard.mds.zstd"]
+    assert _no_decoder_left()

@@ -212,3 +212,16 @@ def test_a_held_segment_nobody_holds_any_more_is_a_leftover(tmp_path):
     assert not (tmp_path / name).exists()
     with SharedArray.create(name, 4, np.int64, directory=tmp_path, held=True) as fresh:
         assert (fresh.array == 0).all()
+
+
+def test_a_held_segment_locked_exclusively_too_long_is_named(tmp_path, monkeypatch):
+    """An exclusive flock is only ever taken on a held segment for a moment (its last holder
+    removing it); one kept longer than `HOLD_TIMEOUT` (here: a segment created without `held`,
+    whose creator keeps it exclusively) is a CoordinationError, not a hang."""
+    from streaming.coord import shm
+
+    monkeypatch.setattr(shm, "HOLD_TIMEOUT", 0.2)
+    with SharedArray.create(unique(), 4, np.int64, directory=tmp_path) as owned:
+        with pytest.raises(CoordinationError, match=r"stayed locked for 0\.2 s"):
+            SharedArray.attach(owned.name, directory=tmp_path, held=True)
+        assert owned.linked()
