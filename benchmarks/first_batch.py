@@ -9,18 +9,22 @@ and into a warm cache; zstd shards from S3 (a loopback moto server) into a fresh
 warm cache; each with 0 and 2 DataLoader workers, batch 64, shuffled. A warm cache is the one a
 previous process filled (the same first shards, as the seed is the same). Each system runs in
 its own process and venv (benchmarks/peers/setup.sh; PEERS_DIR names where they are), imports
-done before the clock starts; the median of --rounds runs is shown (the systems take turns
-in each round), each round in fresh cache folders. LitData reads its own copy of the samples
-(litdata.optimize, chunks of the MDS shard size, zstd for the remote rows); it reads a local
-folder in place, so it has no fresh-cache local row. A fresh-cache row also prints a floor:
-the time to bring the compressed shards the first batch reads and decompress them in memory,
-one thread each, with no library at all (`floor` below); no reader can start sooner. Prints
-only; nothing is asserted (timings vary on shared machines).
+done before the clock starts, our package compiled to bytecode first as an installed one is;
+the median of --rounds runs is shown (the systems take turns in each round), each round in
+fresh cache folders. `ours / best peer` is the median over the rounds of our time over the
+faster peer's in the same round, with a 95% bootstrap interval of that median: the run's
+resolution, on a machine whose speed drifts between rounds. LitData reads its own copy of
+the samples (litdata.optimize, chunks of the MDS shard size, zstd for the remote rows); it
+reads a local folder in place, so it has no fresh-cache local row. A fresh-cache row also
+prints a floor: the time to bring the compressed shards the first batch reads and decompress
+them in memory, one thread each, with no library at all (`floor` below); no reader can start
+sooner. Prints only; nothing is asserted (timings vary on shared machines).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -32,6 +36,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "benchmarks"), str(REPO)]
+
+from _stats import median_interval  # noqa: E402
+
 VENVS = Path(os.environ.get("PEERS_DIR", REPO / ".bench-venvs"))
 TIMEOUT = 300  # seconds per run
 
@@ -219,6 +226,9 @@ def main() -> None:
     from _targets import S3Target
 
     paths = prepare(args.samples)
+    # Installed packages (the peers') come with compiled bytecode; a checkout run where
+    # PYTHONDONTWRITEBYTECODE is set would compile our lazily imported modules in every run.
+    compileall.compile_dir(str(REPO / "streaming"), quiet=1)
     target = S3Target()
     try:
         urls = {"mds": upload(target, paths["zstd"], "mds")}
@@ -239,44 +249,56 @@ def run_rows(rows: list[tuple[str, dict]], rounds: int, env: dict, s3: dict,
              zstd: Path) -> dict:
     libs = ("ours", "reference", "litdata")
     print(f"median of {rounds} runs, seconds from constructing the dataset to the first batch; "
-          "floor: bringing and decompressing the shards the first batch reads, no library")
+          "ours / best peer: the median over the rounds of ours over the faster peer in the "
+          "same round [95% bootstrap interval]; floor: bringing and decompressing the shards "
+          "the first batch reads, no library")
     print(f"{'':32} {'workers':>7} " + " ".join(f"{lib:>10}" for lib in libs)
-          + f" {'ours / best peer':>17} {'floor':>8} {'ours / floor':>13}")
+          + f" {'ours / best peer':>22} {'floor':>8} {'ours / floor':>13}")
     report = {}
     for name, specs in rows:
         for workers in (0, 2):
-            medians = _row_medians(specs, rounds, workers, env, s3, zstd, "fresh" in name)
-            peers = [v for k, v in medians.items() if k in libs[1:] and v is not None]
-            ratio = (medians["ours"] / min(peers)) if peers and medians["ours"] else None
+            runs = _row_runs(specs, rounds, workers, env, s3, zstd, "fresh" in name)
+            medians = {lib: statistics.median(done) if (done := [t for t in took if t])
+                       else None for lib, took in runs.items()}
+            paired = _paired_ratios(runs, libs[1:])
+            ratio = median_interval(paired) if paired else None
             low = medians.get("floor")
             cells = " ".join(f"{medians[lib]:>10.3f}" if medians.get(lib) is not None
                              else f"{'-':>10}" for lib in libs)
             print(f"{name:32} {workers:>7} {cells} "
-                  + (f"{ratio:>17.2f}" if ratio is not None else f"{'-':>17}")
+                  + (f"{ratio[0]:>8.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}]"
+                     if ratio is not None else f"{'-':>22}")
                   + (f" {low:>8.3f} {medians['ours'] / low:>13.2f}" if low and medians["ours"]
                      else f" {'-':>8} {'-':>13}"), flush=True)
-            report[f"{name} | {workers} workers"] = {**medians, "ratio": ratio}
+            report[f"{name} | {workers} workers"] = {
+                **medians, "ratio": ratio[0] if ratio else None,
+                "ratio_interval": list(ratio[1:]) if ratio else None, "runs": runs}
     return report
 
 
-def _row_medians(specs: dict, rounds: int, workers: int, env: dict, s3: dict, zstd: Path,
-                 fresh: bool) -> dict[str, float | None]:
-    """Median seconds of each system (and of the floor, for a fresh-cache row) over `rounds`
-    rounds in which they take turns, so a slow phase of the machine hits all."""
+def _paired_ratios(runs: dict[str, list[float | None]], peers: tuple[str, ...]) -> list[float]:
+    """Per round, ours over the fastest peer of that round (rounds where ours or every peer
+    failed are left out)."""
+    ratios = []
+    for k, ours in enumerate(runs["ours"]):
+        theirs = [runs[p][k] for p in peers if p in runs and runs[p][k]]
+        if ours and theirs:
+            ratios.append(ours / min(theirs))
+    return ratios
+
+
+def _row_runs(specs: dict, rounds: int, workers: int, env: dict, s3: dict, zstd: Path,
+              fresh: bool) -> dict[str, list[float | None]]:
+    """Seconds of each system (and of the floor, for a fresh-cache row) in each of `rounds`
+    rounds in which they take turns, so a slow phase of the machine hits all (None: failed)."""
     present = {lib: spec for lib, spec in specs.items()
                if lib == "ours" or (VENVS / lib / "bin" / "python").exists()}
-    runs: dict[str, list[float]] = {lib: [] for lib in [*present, "floor"]}
+    runs: dict[str, list[float | None]] = {lib: [] for lib in [*present, "floor"]}
     for _ in range(rounds):
         for lib, spec in present.items():
-            took = measure(lib, spec, workers, env, s3)
-            if took is not None:
-                runs[lib].append(took)
-        if fresh:
-            took = floor(specs["ours"][0], zstd, env, s3)
-            if took is not None:
-                runs["floor"].append(took)
-    return {lib: statistics.median(done) if done else None for lib, done in runs.items()}
-
+            runs[lib].append(measure(lib, spec, workers, env, s3))
+        runs["floor"].append(floor(specs["ours"][0], zstd, env, s3) if fresh else None)
+    return runs
 
 if __name__ == "__main__":
     main()

@@ -25,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO)]
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+
+from _stats import median_interval  # noqa: E402
 
 
 def write(folder: Path, samples: int) -> None:
@@ -47,15 +47,6 @@ def epoch(loader, metrics: bool) -> tuple[float, float]:
     for batch in loader:
         n += len(batch["id"])
     return n / (time.perf_counter() - start), n / (time.process_time() - cpu)
-
-
-def median_interval(ratios: list[float], draws: int = 4000) -> tuple[float, float, float]:
-    """The median of `ratios` and a 95% bootstrap interval of it."""
-    values = np.asarray(ratios)
-    rng = np.random.default_rng(0)
-    medians = np.median(rng.choice(values, (draws, len(values))), axis=1)
-    low, high = np.quantile(medians, [0.025, 0.975])
-    return float(np.median(values)), float(low), float(high)
 
 
 def run(folder: Path, workers: int, rounds: int, batch: int) -> None:
