@@ -5,6 +5,7 @@ workers get a copy instead of reading the indexes again."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
 from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream, stream_class
+
+INDEX_FETCHES = 16  # remote streams whose index.json is fetched and read at once
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:
@@ -54,8 +57,7 @@ class Catalog:
     def open(cls, streams: list[Stream], *, allow_unsafe_types: bool = False) -> Catalog:
         """Read every stream's index (and text shards' metadata); shards read in place are
         checked now, since nothing could fetch a bad one again later."""
-        indexes = [load_index(stream.index_file()) for stream in streams]
-        return cls.of(streams, indexes, allow_unsafe_types=allow_unsafe_types)
+        return cls.of(streams, read_indexes(streams), allow_unsafe_types=allow_unsafe_types)
 
     @classmethod
     def of(cls, streams: list[Stream], indexes: list[DatasetIndex], *,
@@ -151,6 +153,35 @@ def _streams(streams: Sequence[Stream] | None, remote: str | None, local: str | 
                     "StreamingDataset needs `streams`, `remote` or `local`")
     cls = stream_class(stream_name)
     return [cls(remote=remote, local=local, split=split, **(stream_config or {}))]
+
+
+def read_indexes(streams: Sequence[Stream], at_once: int | None = None) -> list[DatasetIndex]:
+    """Each stream's index, in order: fetched first for a stream with a remote (into its cache
+    folder, see `Stream.index_file`), on up to `at_once` threads when several streams have
+    one, so that a dataset of many remote streams waits about one round trip per `at_once`
+    streams instead of one per stream. On a failure, fetches not yet begun are dropped and the
+    failure of the first stream in order is raised once the others under way have ended.
+
+    Args:
+        streams: the dataset's streams.
+        at_once: fetches in flight at most (None: INDEX_FETCHES).
+    """
+    at_once = INDEX_FETCHES if at_once is None else at_once
+    remote = sum(stream.remote_dir is not None for stream in streams)
+    if remote < 2 or at_once < 2:
+        return [_read_index(stream) for stream in streams]
+    with ThreadPoolExecutor(min(at_once, remote), thread_name_prefix="streaming-index") as pool:
+        reads = [pool.submit(_read_index, stream) for stream in streams]
+        try:
+            return [read.result() for read in reads]
+        except BaseException:
+            for read in reads:
+                read.cancel()
+            raise
+
+
+def _read_index(stream: Stream) -> DatasetIndex:
+    return load_index(stream.index_file())
 
 
 def load_index(path: Path) -> DatasetIndex:

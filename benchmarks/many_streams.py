@@ -1,0 +1,99 @@
+"""Start-up of a dataset of many remote streams: seconds to construct a StreamingDataset over N
+S3 streams (fresh cache folders), their index.json files fetched at once (the default, up to
+`streaming.dataset.catalog.INDEX_FETCHES` in flight) against one after the other, in the same
+run.
+
+    .venv/bin/python benchmarks/many_streams.py [--streams 8 32 128] [--delay 0.05] [--rounds 3]
+
+The streams live on a loopback moto S3 server behind the test suite's fault proxy, which
+answers every request after `--delay` seconds (a store's time to first byte, which loopback
+does not have). Each stream is a small MDS dataset (100 samples, one shard). Each construction
+runs in a fresh process (imports done before the clock starts); the two ways take turns in each
+round and the medians and their ratio are printed. Prints only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO)]
+
+CHILD = r"""
+import sys, tempfile, time
+from streaming import Stream, StreamingDataset
+from streaming.dataset import catalog
+streams, at_once = int(sys.argv[1]), int(sys.argv[2])
+if at_once:
+    catalog.INDEX_FETCHES = at_once
+root = tempfile.mkdtemp()
+t0 = time.perf_counter()
+ds = StreamingDataset(streams=[Stream(remote=f"s3://bench/s{k}", local=f"{root}/s{k}")
+                               for k in range(streams)], batch_size=4)
+print(time.perf_counter() - t0)
+"""
+
+
+def upload(client, streams: int, folder: Path) -> None:
+    from writers.mds import MDSWriter
+
+    for k in range(streams):
+        out = folder / f"s{k}"
+        with MDSWriter(columns={"id": "int"}, out=str(out)) as writer:
+            for i in range(100):
+                writer.write({"id": 1000 * k + i})
+        for path in out.iterdir():
+            client.upload_file(str(path), "bench", f"s{k}/{path.name}")
+
+
+def construct(env: dict, streams: int, at_once: int) -> float:
+    out = subprocess.run([sys.executable, "-c", CHILD, str(streams), str(at_once)], env=env,
+                         capture_output=True, text=True, timeout=600, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--streams", type=int, nargs="+", default=[8, 32, 128])
+    p.add_argument("--delay", type=float, default=0.05, help="seconds per request")
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    from streaming.dataset.catalog import INDEX_FETCHES
+    from tests.support.faultproxy import FaultProxy
+    from tests.support.s3server import start_s3_server
+
+    server = start_s3_server()
+    proxy = None
+    try:
+        client = server.client()
+        client.create_bucket(Bucket="bench")
+        with tempfile.TemporaryDirectory() as tmp:
+            upload(client, max(args.streams), Path(tmp))
+        proxy = FaultProxy(server.endpoint, delay=args.delay, lifetime=3600)
+        env = {**os.environ, **server.env(), "S3_ENDPOINT_URL": proxy.endpoint,
+               "PYTHONPATH": str(REPO)}
+        print(f"{args.delay * 1e3:.0f} ms per request; medians of {args.rounds} rounds, seconds "
+              f"to construct the dataset; at once: up to {INDEX_FETCHES} index fetches in flight")
+        print(f"{'streams':>7} {'one by one':>11} {'at once':>9} {'at once / one by one':>21}")
+        for streams in args.streams:
+            times: dict[int, list[float]] = {1: [], 0: []}
+            for r in range(args.rounds):
+                for at_once in ((1, 0) if r % 2 == 0 else (0, 1)):
+                    times[at_once].append(construct(env, streams, at_once))
+            alone, together = (statistics.median(times[k]) for k in (1, 0))
+            print(f"{streams:>7} {alone:>10.3f}s {together:>8.3f}s {together / alone:>21.2f}",
+                  flush=True)
+    finally:
+        if proxy is not None:
+            proxy.close()
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
