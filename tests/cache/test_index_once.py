@@ -1,6 +1,7 @@
 """A remote's index.json is fetched once per node and job run, not once per rank: several real
-rank processes of one node (launcher variables only) build their catalogs over one S3 remote
-(moto on loopback), and the server's request log counts the GETs of index.json."""
+rank processes of one node (launcher variables only) build their catalogs over one S3 remote,
+or over several whose indexes each rank fetches at once (moto on loopback), and the server's
+request log counts the GETs of index.json."""
 
 from __future__ import annotations
 
@@ -18,13 +19,17 @@ CHILD = """
 import sys
 from streaming.dataset.catalog import Catalog
 from streaming.stream import Stream
-catalog = Catalog.open([Stream(remote=sys.argv[1], local=sys.argv[2])])
+pairs = sys.argv[1:]  # remote, local, remote, local, ...
+catalog = Catalog.open([Stream(remote=r, local=l) for r, l in zip(pairs[::2], pairs[1::2])])
 print(catalog.num_samples)
 """
 
 
-def _node(remote: str, local: Path, env: dict[str, str]) -> list[str]:
-    """Run RANKS rank processes of one node of one job at once; their printed sample counts."""
+def _node(remote: str | list[str], local: Path | list[Path], env: dict[str, str]) -> list[str]:
+    """Run RANKS rank processes of one node of one job at once over the streams (remote,
+    local); their printed sample counts."""
+    remotes, locals_ = ([remote], [local]) if isinstance(remote, str) else (remote, local)
+    streams = [str(x) for pair in zip(remotes, locals_) for x in pair]
     port = str(free_port())
     procs = []
     for rank in range(RANKS):
@@ -32,7 +37,7 @@ def _node(remote: str, local: Path, env: dict[str, str]) -> list[str]:
                     "LOCAL_WORLD_SIZE": str(RANKS), "MASTER_ADDR": "127.0.0.1",
                     "MASTER_PORT": port}
         procs.append(subprocess.Popen(
-            [sys.executable, "-c", CHILD, remote, str(local)], stdout=subprocess.PIPE,
+            [sys.executable, "-c", CHILD, *streams], stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, cwd=ROOT,
             env={**env, **launcher, "PYTHONPATH": str(ROOT)}))
     out = []
@@ -43,8 +48,14 @@ def _node(remote: str, local: Path, env: dict[str, str]) -> list[str]:
     return out
 
 
-def _index_gets(s3_server, bucket: str) -> int:
-    return s3_server.log.read_text(errors="replace").count(f'"GET /{bucket}/ds/index.json ')
+def _index_gets(s3_server, bucket: str, prefix: str = "ds") -> int:
+    return s3_server.log.read_text(errors="replace").count(f'"GET /{bucket}/{prefix}/index.json ')
+
+
+def _launcher_free_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT",
+                         "MASTER_ADDR", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")}
 
 
 def test_one_get_of_the_index_per_node_and_job(s3_env, tmp_path):
@@ -52,14 +63,26 @@ def test_one_get_of_the_index_per_node_and_job(s3_env, tmp_path):
     write_dataset(src, 300, size_limit=8_000)
     bucket = s3_env.make_bucket()
     upload_dir(s3_env.client(), bucket, "ds", src)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT",
-                        "MASTER_ADDR", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")}
+    env = _launcher_free_env()
     remote, local = f"s3://{bucket}/ds", tmp_path / "cache"
     assert _node(remote, local, env) == ["300"] * RANKS
     assert _index_gets(s3_env, bucket) == 1
     assert _node(remote, local, env) == ["300"] * RANKS  # a new job run asks the remote again
     assert _index_gets(s3_env, bucket) == 2
+
+
+def test_one_get_per_stream_when_the_streams_indexes_come_at_once(s3_env, tmp_path):
+    """Every rank fetches its streams' indexes on several threads; the node still makes one
+    GET of each."""
+    bucket = s3_env.make_bucket()
+    prefixes = ["a", "b", "c"]
+    for k, prefix in enumerate(prefixes):
+        write_dataset(tmp_path / "src" / prefix, 100 * (k + 1), size_limit=8_000)
+        upload_dir(s3_env.client(), bucket, prefix, tmp_path / "src" / prefix)
+    remotes = [f"s3://{bucket}/{prefix}" for prefix in prefixes]
+    locals_ = [tmp_path / "cache" / prefix for prefix in prefixes]
+    assert _node(remotes, locals_, _launcher_free_env()) == ["600"] * RANKS
+    assert [_index_gets(s3_env, bucket, prefix) for prefix in prefixes] == [1, 1, 1]
 
 
 FORM_CHILD = """
