@@ -159,8 +159,9 @@ def read_indexes(streams: Sequence[Stream], at_once: int | None = None) -> list[
     """Each stream's index, in order: fetched first for a stream with a remote (into its cache
     folder, see `Stream.index_file`), on up to `at_once` threads when several streams have
     one, so that a dataset of many remote streams waits about one round trip per `at_once`
-    streams instead of one per stream. On a failure, fetches not yet begun are dropped and the
-    failure of the first stream in order is raised once the others under way have ended.
+    streams instead of one per stream. On a failure (or an interrupt), the fetches not begun
+    are dropped and the error of the first failing stream in order is raised without waiting
+    for those under way, which end within their own deadlines.
 
     Args:
         streams: the dataset's streams.
@@ -170,14 +171,15 @@ def read_indexes(streams: Sequence[Stream], at_once: int | None = None) -> list[
     remote = sum(stream.remote_dir is not None for stream in streams)
     if remote < 2 or at_once < 2:
         return [_read_index(stream) for stream in streams]
-    with ThreadPoolExecutor(min(at_once, remote), thread_name_prefix="streaming-index") as pool:
-        reads = [pool.submit(_read_index, stream) for stream in streams]
-        try:
-            return [read.result() for read in reads]
-        except BaseException:
-            for read in reads:
-                read.cancel()
-            raise
+    pool = ThreadPoolExecutor(min(at_once, remote), thread_name_prefix="streaming-index")
+    reads = [pool.submit(_read_index, stream) for stream in streams]
+    try:
+        indexes = [read.result() for read in reads]
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()  # no thread left behind for a fork (DataLoader workers) to copy
+    return indexes
 
 
 def _read_index(stream: Stream) -> DatasetIndex:

@@ -4,6 +4,7 @@ a bounded number of threads, and still raises the failure of the first stream in
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +75,18 @@ def test_the_first_failing_stream_in_order_is_raised(s3_env, bucket, tmp_path) -
     prefixes = ["s0", "missing-a", "s1", "missing-b", "s2"]
     with pytest.raises(ObjectNotFoundError, match=r"missing-a/index\.json"):
         StreamingDataset(streams=_streams(bucket, tmp_path, prefixes), batch_size=4)
+
+
+def test_a_failure_is_raised_without_waiting_for_a_stalled_fetch(s3_env, bucket, fault_proxy,
+                                                                tmp_path, monkeypatch) -> None:
+    proxy = fault_proxy(fail_keys=[f"/{bucket}/s0/index.json"], fail_with="stall",
+                        stall_seconds=20.0)
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    started = time.monotonic()
+    with pytest.raises(ObjectNotFoundError, match=r"missing-a/index\.json"):
+        StreamingDataset(streams=_streams(bucket, tmp_path, ["missing-a", "s0"]), batch_size=4)
+    assert time.monotonic() - started < 10.0
+    assert proxy.count("GET", f"/{bucket}/s0/index.json") == 1  # under way when it was raised
 
 
 def test_one_at_a_time_reads_the_same_indexes(s3_env, bucket, tmp_path) -> None:
