@@ -57,6 +57,10 @@ __all__ = [
 ]
 
 INDEX_NAME = "index.json"
+# Bytes of index text from which the vectorised scan is the faster reading: it costs a fixed
+# ~0.7 ms in numpy calls, the `json` path about 30 us per KB (a 1-shard index: 0.7 ms against
+# 0.08 ms; they meet at some 40 KB, about a hundred shards).
+SCAN_FROM = 32 << 10
 LENGTHS_SUFFIX = ".lengths"
 LENGTHS_DTYPE = "<u4"
 
@@ -66,9 +70,9 @@ def parse_index(
 ) -> DatasetIndex:
     """Validate an index.json document (text or already-parsed) into a DatasetIndex.
 
-    Text whose shard entries share one layout is read by a vectorised scan (no object per
-    shard); any other document, and any document the scan finds a fault in, goes through the
-    checked `json` path, which names the fault.
+    Text of SCAN_FROM bytes or more whose shard entries share one layout is read by a
+    vectorised scan (no object per shard); any other document, and any document the scan finds
+    a fault in, goes through the checked `json` path, which names the fault.
 
     Args:
         data: the document's bytes or text, or the parsed document.
@@ -77,7 +81,7 @@ def parse_index(
     """
     if isinstance(data, str):
         data = data.encode() if data.isascii() else data
-    if isinstance(data, bytes):
+    if isinstance(data, bytes) and len(data) >= SCAN_FROM:
         found = fast_index(data, source=source, root=root)
         if found is not None:
             return found

@@ -8,8 +8,15 @@ import json
 import pytest
 
 from streaming.cache.index_diff import file_entries, stale_files
+from streaming.format import index
 from streaming.format.index import parse_index
 from streaming.format.index_columns import TemplateEntries
+
+
+@pytest.fixture(autouse=True)
+def _scan_small_indexes(monkeypatch) -> None:
+    """These indexes are small; read them by the vectorised scan, whose columns are compared."""
+    monkeypatch.setattr(index, "SCAN_FROM", 0)
 
 
 def _entry(i: int, digest: str = "d", zipped: bool = False, samples: int = 3) -> dict:

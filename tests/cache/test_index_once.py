@@ -96,6 +96,8 @@ from streaming.dataset.catalog import Catalog
 from streaming.stream import Stream
 local = Path(sys.argv[2])
 index_form.MIN_INDEX_BYTES = 0  # a small index gets a form too
+import streaming.format.index as index_module
+index_module.SCAN_FROM = 0  # and is read by the vectorised scan, whose columns a form keeps
 catalog = Catalog.open([Stream(remote=sys.argv[1], local=str(local))])
 form = load_form(local, Origin.read(local).index)
 print(catalog.num_samples, isinstance(form.shards, TemplateEntries), form.num_samples)

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from streaming.cli.inspect import summarize
+from streaming.format import index
 from streaming.format.index import parse_index
 from streaming.format.index_columns import TemplateEntries
+
+
+@pytest.fixture(autouse=True)
+def _scan_small_indexes(monkeypatch) -> None:
+    """These indexes are small; read them by the vectorised scan too."""
+    monkeypatch.setattr(index, "SCAN_FROM", 0)
 
 
 def _entry(i: int, part: str, zipped: bool) -> dict:
