@@ -89,7 +89,7 @@ class ShardPreparer:
     def raw_path(self, shard: int) -> Path:
         """Where the shard's raw file lives (or will live) on this node."""
         path = self._raw_paths.get(shard)
-        if path is None:  # joining a Path costs microseconds, and a read asks for it often
+        if path is None:  # a read asks for it several times per shard; joining is not free
             if len(self._raw_paths) >= RAW_PATHS:
                 self._raw_paths.clear()
             path = self._raw_paths[shard] = self._folder(shard) / self.facts.basenames[shard]

@@ -57,9 +57,9 @@ __all__ = [
 ]
 
 INDEX_NAME = "index.json"
-# Bytes of index text from which the vectorised scan is the faster reading: it costs a fixed
-# ~0.7 ms in numpy calls, the `json` path about 30 us per KB (a 1-shard index: 0.7 ms against
-# 0.08 ms; they meet at some 40 KB, about a hundred shards).
+# Bytes of index text from which the vectorised scan is the faster reading: its numpy calls
+# cost the same whatever the size, while the `json` path grows with the text and only catches
+# up at a few tens of KB, about a hundred shards (docs/distributed.md, "Parsing").
 SCAN_FROM = 32 << 10
 LENGTHS_SUFFIX = ".lengths"
 LENGTHS_DTYPE = "<u4"

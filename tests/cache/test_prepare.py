@@ -114,3 +114,19 @@ def test_an_overridden_fetch_sees_every_transfer(source, tmp_path, monkeypatch):
     handle = open_dataset(str(source), str(tmp_path / "cache"))
     handle.preparer.prepare(0)
     assert seen["calls"] == 1
+
+
+def test_raw_paths_stay_right_once_the_kept_paths_are_dropped(source, tmp_path, monkeypatch):
+    """The preparer keeps at most RAW_PATHS joined paths; past that it starts afresh, and every
+    path it gives is still the shard's own file."""
+    from streaming.cache import prepare
+
+    monkeypatch.setattr(prepare, "RAW_PATHS", 3)
+    handle = open_dataset(str(source), str(tmp_path / "cache"))
+    preparer, shards = handle.preparer, len(handle.facts.basenames)
+    assert shards > 3
+    for _ in range(2):
+        for shard in range(shards):
+            path = preparer.raw_path(shard)
+            assert path == preparer.root(shard) / handle.facts.basenames[shard]
+            assert len(preparer._raw_paths) <= 3
