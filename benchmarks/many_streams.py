@@ -1,15 +1,17 @@
 """Start-up of a dataset of many remote streams: seconds to construct a StreamingDataset over N
 S3 streams (fresh cache folders), their index.json files fetched at once (the default, up to
-`streaming.dataset.catalog.INDEX_FETCHES` in flight) against one after the other, in the same
-run.
+`streaming.dataset.catalog.INDEX_FETCHES` in flight) against one after the other, and at once
+with every index read by the vectorised scan (`streaming.format.index.SCAN_FROM` = 0; by
+default small indexes are read by `json`), in the same run.
 
     .venv/bin/python benchmarks/many_streams.py [--streams 8 32 128] [--delay 0.05] [--rounds 3]
 
 The streams live on a loopback moto S3 server behind the test suite's fault proxy, which
 answers every request after `--delay` seconds (a store's time to first byte, which loopback
 does not have). Each stream is a small MDS dataset (100 samples, one shard). Each construction
-runs in a fresh process (imports done before the clock starts); the two ways take turns in each
-round and the medians and their ratio are printed. Prints only; nothing is asserted.
+runs in a fresh process (imports done before the clock starts); the three ways take turns in
+each round and the medians and their ratios to one by one are printed. Prints only; nothing is
+asserted.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ CHILD = r"""
 import sys, tempfile, time
 from streaming import Stream, StreamingDataset
 from streaming.dataset import catalog
-streams, at_once = int(sys.argv[1]), int(sys.argv[2])
+from streaming.format import index
+streams, at_once, scanned = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
 if at_once:
     catalog.INDEX_FETCHES = at_once
+if scanned:
+    index.SCAN_FROM = 0
 root = tempfile.mkdtemp()
 t0 = time.perf_counter()
 ds = StreamingDataset(streams=[Stream(remote=f"s3://bench/s{k}", local=f"{root}/s{k}")
@@ -52,9 +57,14 @@ def upload(client, streams: int, folder: Path) -> None:
             client.upload_file(str(path), "bench", f"s{k}/{path.name}")
 
 
-def construct(env: dict, streams: int, at_once: int) -> float:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(streams), str(at_once)], env=env,
-                         capture_output=True, text=True, timeout=600, check=True)
+WAYS = {"one by one": (1, False), "at once": (0, False), "at once, scanned": (0, True)}
+
+
+def construct(env: dict, streams: int, way: str) -> float:
+    at_once, scanned = WAYS[way]
+    out = subprocess.run([sys.executable, "-c", CHILD, str(streams), str(at_once),
+                          "1" if scanned else "0"], env=env, capture_output=True, text=True,
+                         timeout=600, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -80,15 +90,17 @@ def main() -> None:
                "PYTHONPATH": str(REPO)}
         print(f"{args.delay * 1e3:.0f} ms per request; medians of {args.rounds} rounds, seconds "
               f"to construct the dataset; at once: up to {INDEX_FETCHES} index fetches in flight")
-        print(f"{'streams':>7} {'one by one':>11} {'at once':>9} {'at once / one by one':>21}")
+        print(f"{'streams':>7}" + "".join(f" {way:>18}" for way in WAYS)
+              + "  (x of one by one)")
         for streams in args.streams:
-            times: dict[int, list[float]] = {1: [], 0: []}
+            times: dict[str, list[float]] = {way: [] for way in WAYS}
             for r in range(args.rounds):
-                for at_once in ((1, 0) if r % 2 == 0 else (0, 1)):
-                    times[at_once].append(construct(env, streams, at_once))
-            alone, together = (statistics.median(times[k]) for k in (1, 0))
-            print(f"{streams:>7} {alone:>10.3f}s {together:>8.3f}s {together / alone:>21.2f}",
-                  flush=True)
+                for way in (list(WAYS) if r % 2 == 0 else list(WAYS)[::-1]):
+                    times[way].append(construct(env, streams, way))
+            medians = {way: statistics.median(t) for way, t in times.items()}
+            alone = medians["one by one"]
+            print(f"{streams:>7}" + "".join(
+                f" {m:>8.3f}s (x{m / alone:.2f})" for m in medians.values()), flush=True)
     finally:
         if proxy is not None:
             proxy.close()
