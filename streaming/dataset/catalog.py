@@ -5,7 +5,6 @@ workers get a copy instead of reading the indexes again."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
 from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream, stream_class
+from streaming.util.at_once import map_at_once
 
 INDEX_FETCHES = 16  # remote streams whose index.json is fetched and read at once
 
@@ -169,17 +169,7 @@ def read_indexes(streams: Sequence[Stream], at_once: int | None = None) -> list[
     """
     at_once = INDEX_FETCHES if at_once is None else at_once
     remote = sum(stream.remote_dir is not None for stream in streams)
-    if remote < 2 or at_once < 2:
-        return [_read_index(stream) for stream in streams]
-    pool = ThreadPoolExecutor(min(at_once, remote), thread_name_prefix="streaming-index")
-    reads = [pool.submit(_read_index, stream) for stream in streams]
-    try:
-        indexes = [read.result() for read in reads]
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()  # no thread left behind for a fork (DataLoader workers) to copy
-    return indexes
+    return map_at_once(_read_index, streams, min(at_once, remote), name="streaming-index")
 
 
 def _read_index(stream: Stream) -> DatasetIndex:

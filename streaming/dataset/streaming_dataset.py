@@ -19,7 +19,7 @@ from torch.utils.data import IterableDataset
 from streaming.cache.limit import check_cache_limit
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.coord.world_detect import detect_world
-from streaming.dataset.catalog import Catalog, build_streams
+from streaming.dataset.catalog import Catalog, build_streams, read_indexes
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.resolve import fit_plan
 from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
@@ -130,9 +130,9 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                                 validate_hash=validate_hash, keep_zip=keep_zip)
         self.lengths_column = lengths_column
         if mix_unit != "samples":  # proportions are token shares: see docs/packing.md
-            from streaming.packing.token_mix import mix_by_tokens
+            from streaming.packing.token_mix import check_mix_unit
 
-            streams, epoch_size = mix_by_tokens(streams, mix_unit, lengths_column, epoch_size)
+            check_mix_unit(streams, mix_unit)  # before anything is fetched
         self.predownload = samples_ahead(predownload, batch_size)
         if cache_limit is not None:
             check_cache_limit(cache_limit)
@@ -141,8 +141,13 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self.allow_unsafe_types = allow_unsafe_types
         self.replication = replication_factor(replication)
         self.world = world or detect_world(workers_per_rank=1, replication=self.replication)
-        self.catalog = Catalog.open(_copied_to_cache(streams, cache_limit is not None),
-                                    allow_unsafe_types=allow_unsafe_types)
+        streams = _copied_to_cache(streams, cache_limit is not None)
+        indexes = read_indexes(streams)
+        if mix_unit == "tokens":
+            from streaming.packing.token_mix import mix_by_tokens
+
+            streams, epoch_size = mix_by_tokens(streams, indexes, lengths_column, epoch_size)
+        self.catalog = Catalog.of(streams, indexes, allow_unsafe_types=allow_unsafe_types)
 
         # An unweighted stream beside weighted ones counts as repeat=1 (docs/mixing.md).
         weighted = any(s.weighted for s in streams)

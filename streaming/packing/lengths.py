@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,14 @@ from streaming.format.encodings.ndarray import parse_ndarray_name
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
 from streaming.format.shard import ShardReader
 from streaming.format.value_length import value_length
+from streaming.util.at_once import map_at_once
 from streaming.util.atomic import atomic_write_bytes
 from streaming.util.confine import confine
 from streaming.util.files import has_size
 
 LengthFn = Callable[[Mapping[str, Any]], int]
 _DECODE_CHUNK = 4096
+SIDE_FETCHES = 16  # side files fetched at once
 
 
 def _scalar_dtype(encoding: str) -> np.dtype | None:
@@ -164,13 +166,62 @@ def recorded_spec(index: DatasetIndex) -> dict[str, Any] | None:
 def _recorded(source: LengthSource, spec: dict[str, Any]) -> np.ndarray:
     parts = []
     for entry, count in zip(spec["files"], source.index.samples_per_shard.tolist()):
-        path = source.root.joinpath(*str(entry["basename"]).split("/"))
+        path = _side_path(source, entry)
         if not has_size(path, 4 * count) and source.fetch is not None:
             source.fetch(entry, path)
         if not has_size(path, 4 * count):
             raise ShardCorruptError(f"{path}: lengths file missing or not {4 * count} bytes")
         parts.append(np.fromfile(path, LENGTHS_DTYPE))
     return _concat(parts)
+
+
+def _side_path(source: LengthSource, entry: dict[str, Any]) -> Path:
+    return source.root.joinpath(*str(entry["basename"]).split("/"))
+
+
+@dataclass(frozen=True)
+class SideFile:
+    """A recorded side file a stream has not got locally yet, and how to fetch it."""
+
+    fetch: Callable[[dict[str, Any], Path], None]
+    entry: dict[str, Any]
+    path: Path
+
+    def fetched(self) -> None:
+        """Fetch it to `path`."""
+        self.fetch(self.entry, self.path)
+
+
+def fetch_side_files(sources: Sequence[LengthSource], column: str | None = None,
+                     fn: LengthFn | None = None) -> None:
+    """Fetch, up to SIDE_FETCHES at once, the side files `stream_lengths(source, column, fn)`
+    will read that are not local yet (one per shard of a stream with recorded lengths), so a
+    remote dataset of many shards waits about one round trip per SIDE_FETCHES of them.
+
+    Args:
+        sources: the streams.
+        column: as `stream_lengths`.
+        fn: as `stream_lengths`.
+    """
+    missing = []
+    for source in sources:
+        spec = _used_spec(source, column, fn)
+        if spec is None or source.fetch is None:
+            continue
+        for entry, count in zip(spec["files"], source.index.samples_per_shard.tolist()):
+            path = _side_path(source, entry)
+            if not has_size(path, 4 * count):
+                missing.append(SideFile(source.fetch, entry, path))
+    map_at_once(SideFile.fetched, missing, SIDE_FETCHES, name="streaming-lengths")
+
+
+def _used_spec(source: LengthSource, column: str | None,
+               fn: LengthFn | None) -> dict[str, Any] | None:
+    """The recorded lengths `stream_lengths` reads for `column` (None: it computes them)."""
+    spec = recorded_spec(source.index)
+    if fn is None and spec is not None and (column is None or spec.get("column") == column):
+        return spec
+    return None
 
 
 def _computed(source: LengthSource, column: str | None, fn: LengthFn | None) -> np.ndarray:
@@ -191,8 +242,8 @@ def _computed(source: LengthSource, column: str | None, fn: LengthFn | None) -> 
 def stream_lengths(source: LengthSource, column: str | None = None,
                    fn: LengthFn | None = None) -> np.ndarray:
     """int64 lengths of one stream's samples, from side files, the cache, or a scan."""
-    spec = recorded_spec(source.index)
-    if fn is None and spec is not None and (column is None or spec.get("column") == column):
+    spec = _used_spec(source, column, fn)
+    if spec is not None:
         return _recorded(source, spec)
     if fn is not None:
         return _computed(source, None, fn)
@@ -297,5 +348,17 @@ def load_lengths(dataset: Any, column: str | None = None, *,
             the writer recorded, whatever their column.
         fn: A function of the decoded sample giving its length, instead of `column`.
     """
-    sources = sources_of(dataset)
-    return _concat([stream_lengths(src, column, fn) for src in sources])
+    return _concat(per_stream_lengths(sources_of(dataset), column, fn))
+
+
+def per_stream_lengths(sources: Sequence[LengthSource], column: str | None = None,
+                       fn: LengthFn | None = None) -> list[np.ndarray]:
+    """Each stream's `stream_lengths`, the side files not local yet fetched first, at once.
+
+    Args:
+        sources: the streams.
+        column: as `stream_lengths`.
+        fn: as `stream_lengths`.
+    """
+    fetch_side_files(sources, column, fn)
+    return [stream_lengths(source, column, fn) for source in sources]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import PlanError
+from streaming.format.index import DatasetIndex
 
 MIX_UNITS = ("samples", "tokens")
 
@@ -125,26 +126,40 @@ def measured_token_shares(stream_ids: Any, lengths: Any, num_streams: int) -> np
     return mass / total if total > 0 else mass
 
 
-def mix_by_tokens(streams: Sequence[Any], mix_unit: str, column: str,
-                  epoch_size: int | str | None) -> tuple[list[Any], int | str | None]:
-    """(streams, epoch_size) for the planner: unchanged for "samples"; for "tokens", copies of
-    the streams with `choose` counts whose expected tokens split as their proportions, and
-    epoch_size None (the counts sum to the requested number of samples)."""
+def check_mix_unit(streams: Sequence[Any], mix_unit: str) -> None:
+    """A PlanError for an unknown `mix_unit`, or for "tokens" without a proportion on every
+    stream.
+
+    Args:
+        streams: the dataset's streams.
+        mix_unit: "samples" or "tokens".
+    """
     if mix_unit not in MIX_UNITS:
         raise PlanError(f"mix_unit={mix_unit!r} is unknown; choose one of {list(MIX_UNITS)}")
-    if mix_unit == "samples":
-        return list(streams), epoch_size
-    if not all(s.proportion is not None for s in streams):
+    if mix_unit == "tokens" and not all(s.proportion is not None for s in streams):
         raise PlanError('mix_unit="tokens" needs a proportion on every stream')
-    from streaming.format.index import read_index
-    from streaming.packing.lengths import stream_lengths, stream_source
+
+
+def mix_by_tokens(streams: Sequence[Any], indexes: Sequence[DatasetIndex], column: str,
+                  epoch_size: int | str | None) -> tuple[list[Any], int | str | None]:
+    """(streams, epoch_size) for the planner under `mix_unit="tokens"`: copies of the streams with
+    `choose` counts whose expected tokens split as their proportions, and epoch_size None (the
+    counts sum to the requested number of samples). The streams' sample lengths come from
+    their side files (fetched at once where not local yet) or a scan of their shards.
+
+    Args:
+        streams: the dataset's streams, each with a proportion.
+        indexes: each stream's index, read already.
+        column: the token column whose lengths count.
+        epoch_size: the samples asked for an epoch (None: every stream's samples).
+    """
+    from streaming.packing.lengths import per_stream_lengths, stream_source
     from streaming.plan.mixing import parse_epoch_size
 
-    tokens, samples = [], []
-    for stream in streams:
-        lengths = stream_lengths(stream_source(stream, read_index(stream.index_file())), column)
-        tokens.append(int(lengths.sum()))
-        samples.append(lengths.size)
+    lengths = per_stream_lengths([stream_source(stream, index)
+                                  for stream, index in zip(streams, indexes)], column)
+    tokens = [int(one.sum()) for one in lengths]
+    samples = [one.size for one in lengths]
     size = parse_epoch_size(epoch_size)
     total = int(sum(samples)) if size is None else size
     counts = token_mix_counts(tokens, samples, [s.proportion for s in streams],
