@@ -1,0 +1,70 @@
+"""map_at_once: results in the items' order, calls overlapping up to the bound, the first
+failure in order raised without waiting for calls under way, and no thread left behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from streaming.util.at_once import map_at_once
+
+
+def test_results_keep_the_items_order_while_the_calls_overlap() -> None:
+    started: list[float] = []
+
+    def call(item: int) -> int:
+        started.append(time.monotonic())
+        time.sleep(0.3 if item == 0 else 0.0)
+        return item * 10
+
+    assert map_at_once(call, list(range(6)), 8) == [0, 10, 20, 30, 40, 50]
+    assert max(started) - min(started) < 0.3  # the others did not wait for item 0
+
+
+def test_in_flight_is_bounded() -> None:
+    lock, now, most = threading.Lock(), [0], [0]
+
+    def call(item: int) -> int:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)
+        with lock:
+            now[0] -= 1
+        return item
+
+    assert map_at_once(call, list(range(12)), 3) == list(range(12))
+    assert most[0] == 3
+
+
+def test_below_two_the_calls_run_in_the_calling_thread() -> None:
+    threads = map_at_once(lambda _: threading.current_thread(), [1, 2, 3], 1)
+    assert threads == [threading.current_thread()] * 3
+
+
+def test_the_first_failure_in_order_is_raised_without_waiting() -> None:
+    release = threading.Event()
+
+    def call(item: int) -> int:
+        if item == 1:
+            raise KeyError("one")
+        if item == 2:
+            raise ValueError("two")
+        if item == 3:
+            release.wait(30)
+        return item
+
+    started = time.monotonic()
+    with pytest.raises(KeyError, match="one"):
+        map_at_once(call, [0, 1, 2, 3, 4], 4)
+    assert time.monotonic() - started < 10
+    release.set()
+
+
+def test_no_thread_is_left_after_success() -> None:
+    before = {t.ident for t in threading.enumerate()}
+    map_at_once(lambda item: item, list(range(20)), 4, name="at-once-test")
+    assert not [t for t in threading.enumerate()
+                if t.ident not in before and t.name.startswith("at-once-test")]
