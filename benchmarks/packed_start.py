@@ -10,6 +10,9 @@ run.
 Rows:
 - `packed, N shards`: `StreamingDataset(remote=..., packing=True)` over one stream of N
   shards, each with its side file (`MDSWriter(lengths="tokens")`);
+- `packed, N shards, scanned`: the same samples written without side files (as the reference
+  writes them), so every shard is downloaded and scanned; then, once, the time `streaming
+  lengths` takes to record them in place (4 shards at once, its default);
 - `token mix, K streams`: `StreamingDataset(streams=..., mix_unit="tokens")` over K streams of
   4 shards each, with proportions.
 
@@ -44,8 +47,8 @@ if one_by_one:
     catalog.INDEX_FETCHES = lengths.SIDE_FETCHES = 1
 root = tempfile.mkdtemp()
 t0 = time.perf_counter()
-if kind == "packed":
-    ds = StreamingDataset(remote=f"s3://bench/packed{count}", local=f"{root}/p", batch_size=4,
+if kind in ("packed", "plain"):
+    ds = StreamingDataset(remote=f"s3://bench/{kind}{count}", local=f"{root}/p", batch_size=4,
                           packing=True, packing_length=256)
 else:
     ds = StreamingDataset(streams=[Stream(remote=f"s3://bench/mix/s{k}", local=f"{root}/s{k}",
@@ -58,13 +61,13 @@ WAYS = ("one by one", "at once")
 SAMPLES_PER_SHARD = 20
 
 
-def write(folder: Path, shards: int, start: int) -> None:
+def write(folder: Path, shards: int, start: int, lengths: str | None = "tokens") -> None:
     import numpy as np
 
     from writers.mds import MDSWriter
 
     rng = np.random.default_rng(start)
-    with MDSWriter(columns={"tokens": "ndarray:int32"}, out=str(folder), lengths="tokens",
+    with MDSWriter(columns={"tokens": "ndarray:int32"}, out=str(folder), lengths=lengths,
                    size_limit=SAMPLES_PER_SHARD * 410) as writer:
         for _ in range(shards * SAMPLES_PER_SHARD):
             writer.write({"tokens": np.zeros(int(rng.integers(90, 100)), np.int32)})
@@ -79,6 +82,21 @@ def construct(env: dict, kind: str, count: int, way: str) -> float:
     out = subprocess.run([sys.executable, "-c", CHILD, kind, str(count),
                           "1" if way == "one by one" else "0"], env=env, capture_output=True,
                          text=True, timeout=1200, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+RECORD = r"""
+import sys, time
+from writers.record_lengths import record_lengths
+t0 = time.perf_counter()
+record_lengths(f"s3://bench/plain{sys.argv[1]}", "tokens")
+print(time.perf_counter() - t0)
+"""
+
+
+def record(env: dict, shards: int) -> float:
+    out = subprocess.run([sys.executable, "-c", RECORD, str(shards)], env=env,
+                         capture_output=True, text=True, timeout=1200, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -103,6 +121,8 @@ def main() -> None:
             for shards in args.shards:
                 write(Path(tmp) / f"packed{shards}", shards, shards)
                 upload(client, f"packed{shards}", Path(tmp) / f"packed{shards}")
+                write(Path(tmp) / f"plain{shards}", shards, shards, lengths=None)
+                upload(client, f"plain{shards}", Path(tmp) / f"plain{shards}")
             for k in range(max(args.streams, default=0)):
                 write(Path(tmp) / f"s{k}", 4, 1000 + k)
                 upload(client, f"mix/s{k}", Path(tmp) / f"s{k}")
@@ -112,9 +132,10 @@ def main() -> None:
         print(f"{args.delay * 1e3:.0f} ms per request; medians of {args.rounds} rounds, seconds "
               f"to construct the dataset; at once: up to {SIDE_FETCHES} side files and "
               f"{INDEX_FETCHES} indexes in flight")
-        print(f"{'dataset':<22}" + "".join(f" {way:>11}" for way in WAYS)
+        print(f"{'dataset':<28}" + "".join(f" {way:>11}" for way in WAYS)
               + "  at once / one by one")
         rows = [("packed", n, f"packed, {n} shards") for n in args.shards]
+        rows += [("plain", n, f"packed, {n} shards, scanned") for n in args.shards]
         rows += [("mix", n, f"token mix, {n} streams") for n in args.streams]
         for kind, count, label in rows:
             times: dict[str, list[float]] = {way: [] for way in WAYS}
@@ -122,8 +143,11 @@ def main() -> None:
                 for way in (WAYS if r % 2 == 0 else WAYS[::-1]):
                     times[way].append(construct(env, kind, count, way))
             alone, together = (statistics.median(times[way]) for way in WAYS)
-            print(f"{label:<22} {alone:>10.3f}s {together:>10.3f}s  x{together / alone:.2f}",
+            print(f"{label:<28} {alone:>10.3f}s {together:>10.3f}s  x{together / alone:.2f}",
                   flush=True)
+        for shards in args.shards:  # last: it changes the scanned rows' datasets
+            took = record(env, shards)
+            print(f"streaming lengths over the {shards} shards (once): {took:.3f}s", flush=True)
     finally:
         if proxy is not None:
             proxy.close()

@@ -1,1 +1,1 @@
-"""The `streaming` command line: convert, inspect, validate, merge-index, cache, plan."""
+"""The `streaming` command line: convert, inspect, validate, merge-index, lengths, cache, plan."""

@@ -17,6 +17,7 @@ COMMANDS = {
     "inspect": "inspect",
     "validate": "validate",
     "merge-index": "merge",
+    "lengths": "add_lengths",
     "cache": "cache",
     "plan": "plan",
 }
