@@ -87,7 +87,7 @@ def construct(env: dict, kind: str, count: int, way: str) -> float:
 
 RECORD = r"""
 import sys, time
-from writers.record_lengths import record_lengths
+from streaming.packing.record_lengths import record_lengths
 t0 = time.perf_counter()
 record_lengths(f"s3://bench/plain{sys.argv[1]}", "tokens")
 print(time.perf_counter() - t0)

@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from writers.record_lengths import AT_ONCE, record_lengths
+    from streaming.packing.record_lengths import AT_ONCE, record_lengths
 
     done = record_lengths(args.dataset, args.column, force=args.force,
                           at_once=args.at_once or AT_ONCE)

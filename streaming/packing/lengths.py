@@ -11,6 +11,7 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from streaming.errors import FormatError, IndexFileError, PlanError, ShardCorrup
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
 from streaming.format.sample_lengths import LengthFn, shard_lengths
 from streaming.format.shard import ShardReader
+from streaming.packing.scratch_shards import RawShard, scratch_shards
+from streaming.stream import Stream
 from streaming.util.at_once import map_at_once
 from streaming.util.atomic import atomic_write_bytes
 from streaming.util.confine import confine
@@ -38,7 +41,7 @@ class LengthSource:
 
     index: DatasetIndex
     root: Path
-    shard_path: Callable[[int], Path]
+    raw_shard: RawShard
     fetch: Callable[[dict[str, Any], Path], None] | None = None
 
 
@@ -130,8 +133,9 @@ def _computed(source: LengthSource, column: str | None, fn: LengthFn | None) -> 
     for shard, count in enumerate(source.index.samples_per_shard.tolist()):
         if count == 0:
             continue
-        with ShardReader(source.shard_path(shard), codec, expected_samples=count,
-                         expected_bytes=int(source.index.raw_bytes[shard])) as reader:
+        with source.raw_shard(shard) as raw, ShardReader(
+                raw, codec, expected_samples=count,
+                expected_bytes=int(source.index.raw_bytes[shard])) as reader:
             parts.append(shard_lengths(reader, column, fn))
     return _concat(parts)
 
@@ -197,7 +201,9 @@ def sources_of(dataset: Any) -> list[LengthSource]:
         return [_stream_source(dataset, s) for s in range(len(dataset.streams))]
     if hasattr(dataset, "index") and hasattr(dataset, "root"):
         # LocalDataset: its row reader decompresses a zipped shard once when needed.
-        return [LengthSource(dataset.index, dataset.root, dataset.rows.prepare)]
+        prepare = dataset.rows.prepare
+        return [LengthSource(dataset.index, dataset.root, lambda shard: nullcontext(
+            prepare(shard)))]
     raise PlanError(f"cannot read sample lengths from {type(dataset).__name__}: pass a dataset "
                     "directory, a LocalDataset or a StreamingDataset")
 
@@ -205,21 +211,19 @@ def sources_of(dataset: Any) -> list[LengthSource]:
 def _stream_source(dataset: Any, s: int) -> LengthSource:
     from streaming.format.index import read_index
 
-    offset = int(dataset.shard_offset_per_stream[s])
     stream = dataset.streams[s]
-    return stream_source(stream, read_index(stream.local_dir / "index.json"),
-                         lambda shard: dataset.preparer.prepare(offset + shard))
+    return stream_source(stream, read_index(stream.local_dir / "index.json"))
 
 
-def stream_source(stream: Any, index: DatasetIndex,
-                  prepare: Callable[[int], Path] | None = None) -> LengthSource:
-    """The LengthSource of a Stream whose index is read; `prepare(shard)` makes a raw shard
-    ready (default: a preparer of its own, which downloads from the stream's remote)."""
-    if prepare is None:
-        from streaming.cache.facts import ShardFacts
-        from streaming.cache.prepare import ShardPreparer
+def stream_source(stream: Stream, index: DatasetIndex) -> LengthSource:
+    """The LengthSource of a Stream whose index is read: its side files fetched into its
+    folder, its shards read in place or from scratch copies (`scratch_shards`), never through
+    the node's shard cache.
 
-        prepare = ShardPreparer([stream], ShardFacts.from_indexes([index])).prepare
+    Args:
+        stream: the stream.
+        index: its index.
+    """
 
     def fetch(entry: dict[str, Any], dest: Path) -> None:
         if stream.remote_dir is not None:
@@ -228,7 +232,7 @@ def stream_source(stream: Any, index: DatasetIndex,
             stream.fetch(entry["basename"], dest, expected_size=entry.get("bytes"),
                          expected_hashes=entry.get("hashes") or None)
 
-    return LengthSource(index, stream.local_dir, prepare, fetch)
+    return LengthSource(index, stream.local_dir, scratch_shards(stream, index), fetch)
 
 
 def load_lengths(dataset: Any, column: str | None = None, *,

@@ -5,6 +5,7 @@ each stream's index once, and a missing side file is a typed error that names it
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -125,3 +126,8 @@ def test_a_missing_side_file_is_named_without_waiting_for_a_stalled_one(
     assert time.monotonic() - started < 10.0
     assert proxy.count("GET", f"/{name}/gone/shard.00002.mds.lengths") == 1  # under way
     assert not list((tmp_path / "c").glob("shard.00001.mds.lengths*"))
+    proxy.close()  # the stalled fetch fails now: no thread of this test outlives it
+    for thread in threading.enumerate():
+        if thread.name.startswith("streaming-lengths"):
+            thread.join(60)
+            assert not thread.is_alive()

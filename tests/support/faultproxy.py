@@ -61,6 +61,12 @@ class Storm:
         return start, start + self.seconds
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: more clients connecting at once than that
+    # lose their SYN and retry it a second later, which a store does not do to them.
+    request_queue_size = 128
+
+
 @dataclass(frozen=True)
 class Request:
     """One request as the proxy saw it."""
@@ -101,7 +107,7 @@ class FaultProxy:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._stopped = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

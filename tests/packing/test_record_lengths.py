@@ -20,10 +20,10 @@ from streaming.cli.main import main
 from streaming.errors import ArgumentError, FormatError, ShardCorruptError
 from streaming.format.index import LENGTHS_KEY, read_index
 from streaming.packing.lengths import load_lengths
+from streaming.packing.record_lengths import record_lengths
 from tests.packing.datasets import write_tokens
 from tests.packing.test_lengths import reference_style_read
 from tests.parity.test_reference_parity import reference_python, without_reference
-from writers.record_lengths import record_lengths
 
 EXPECTED = "expected.json"
 
