@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -18,11 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import FormatError, IndexFileError, PlanError, ShardCorruptError
+from streaming.errors import (
+    DownloadTimeoutError,
+    FormatError,
+    IndexFileError,
+    PlanError,
+    ShardCorruptError,
+)
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
 from streaming.format.sample_lengths import LengthFn, shard_lengths
 from streaming.format.shard import ShardReader
 from streaming.packing.scratch_shards import RawShard, scratch_shards
+from streaming.storage.singleflight import single_flight
 from streaming.stream import Stream
 from streaming.util.at_once import map_at_once
 from streaming.util.atomic import atomic_write_bytes
@@ -30,6 +38,7 @@ from streaming.util.confine import confine
 from streaming.util.files import has_size
 
 SIDE_FETCHES = 16  # side files fetched at once
+SCAN_WAIT = 6 * 3600.0  # seconds a process waits for another one's scan of the same lengths
 
 
 # ---- one stream (an index plus how to reach its files) -------------------------------------
@@ -155,10 +164,20 @@ def stream_lengths(source: LengthSource, column: str | None = None,
     count = source.index.num_samples
     if has_size(cache, 4 * count):
         return np.fromfile(cache, LENGTHS_DTYPE).astype(np.int64)
-    lengths = _computed(source, column, None)
-    if lengths.size and (lengths.min() < 0 or lengths.max() >= 1 << 32):
-        raise FormatError(f"{source.index.source}: column {column!r} lengths do not fit uint32")
-    _write_cache(cache, lengths)
+    try:  # one process of the node scans (and downloads); the others wait for its result
+        with single_flight(cache, deadline=time.monotonic() + SCAN_WAIT):
+            if has_size(cache, 4 * count):
+                return np.fromfile(cache, LENGTHS_DTYPE).astype(np.int64)
+            lengths = _computed(source, column, None)
+            if lengths.size and (lengths.min() < 0 or lengths.max() >= 1 << 32):
+                raise FormatError(f"{source.index.source}: column {column!r} lengths do not "
+                                  "fit uint32")
+            _write_cache(cache, lengths)
+    except DownloadTimeoutError:
+        raise DownloadTimeoutError(
+            f"{source.index.source}: another process of this node has scanned the lengths of "
+            f"{column!r} for over {SCAN_WAIT:g} s ({cache}); record them once with "
+            "`streaming lengths` instead") from None
     return lengths
 
 
