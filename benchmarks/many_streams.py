@@ -17,7 +17,6 @@ asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -25,7 +24,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO)]
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+
+from _delayed_s3 import delayed_s3  # noqa: E402
 
 CHILD = r"""
 import sys, tempfile, time
@@ -75,19 +76,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     from streaming.dataset.catalog import INDEX_FETCHES
-    from tests.support.faultproxy import FaultProxy
-    from tests.support.s3server import start_s3_server
 
-    server = start_s3_server()
-    proxy = None
-    try:
-        client = server.client()
-        client.create_bucket(Bucket="bench")
+    with delayed_s3(args.delay) as (client, env):
         with tempfile.TemporaryDirectory() as tmp:
             upload(client, max(args.streams), Path(tmp))
-        proxy = FaultProxy(server.endpoint, delay=args.delay, lifetime=3600)
-        env = {**os.environ, **server.env(), "S3_ENDPOINT_URL": proxy.endpoint,
-               "PYTHONPATH": str(REPO)}
         print(f"{args.delay * 1e3:.0f} ms per request; medians of {args.rounds} rounds, seconds "
               f"to construct the dataset; at once: up to {INDEX_FETCHES} index fetches in flight")
         print(f"{'streams':>7}" + "".join(f" {way:>18}" for way in WAYS)
@@ -101,10 +93,6 @@ def main() -> None:
             alone = medians["one by one"]
             print(f"{streams:>7}" + "".join(
                 f" {m:>8.3f}s (x{m / alone:.2f})" for m in medians.values()), flush=True)
-    finally:
-        if proxy is not None:
-            proxy.close()
-        server.stop()
 
 
 if __name__ == "__main__":

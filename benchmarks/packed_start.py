@@ -27,7 +27,6 @@ asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO)]
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+
+from _delayed_s3 import delayed_s3  # noqa: E402
 
 CHILD = r"""
 import sys, tempfile, time
@@ -109,14 +110,8 @@ def main() -> None:
     args = p.parse_args()
     from streaming.dataset.catalog import INDEX_FETCHES
     from streaming.packing.lengths import SIDE_FETCHES
-    from tests.support.faultproxy import FaultProxy
-    from tests.support.s3server import start_s3_server
 
-    server = start_s3_server()
-    proxy = None
-    try:
-        client = server.client()
-        client.create_bucket(Bucket="bench")
+    with delayed_s3(args.delay) as (client, env):
         with tempfile.TemporaryDirectory() as tmp:
             for shards in args.shards:
                 write(Path(tmp) / f"packed{shards}", shards, shards)
@@ -126,9 +121,6 @@ def main() -> None:
             for k in range(max(args.streams, default=0)):
                 write(Path(tmp) / f"s{k}", 4, 1000 + k)
                 upload(client, f"mix/s{k}", Path(tmp) / f"s{k}")
-        proxy = FaultProxy(server.endpoint, delay=args.delay, lifetime=7200)
-        env = {**os.environ, **server.env(), "S3_ENDPOINT_URL": proxy.endpoint,
-               "PYTHONPATH": str(REPO)}
         print(f"{args.delay * 1e3:.0f} ms per request; medians of {args.rounds} rounds, seconds "
               f"to construct the dataset; at once: up to {SIDE_FETCHES} side files and "
               f"{INDEX_FETCHES} indexes in flight")
@@ -148,10 +140,6 @@ def main() -> None:
         for shards in args.shards:  # last: it changes the scanned rows' datasets
             took = record(env, shards)
             print(f"streaming lengths over the {shards} shards (once): {took:.3f}s", flush=True)
-    finally:
-        if proxy is not None:
-            proxy.close()
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.cache._data import upload_dir, write_dataset
-from tests.support.processes import free_port
+from tests.support.node_ranks import run_node_ranks
 
 RANKS = 3
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,32 +30,11 @@ def _node(remote: str | list[str], local: Path | list[Path], env: dict[str, str]
     local); their printed sample counts."""
     remotes, locals_ = ([remote], [local]) if isinstance(remote, str) else (remote, local)
     streams = [str(x) for pair in zip(remotes, locals_) for x in pair]
-    port = str(free_port())
-    procs = []
-    for rank in range(RANKS):
-        launcher = {"RANK": str(rank), "WORLD_SIZE": str(RANKS), "LOCAL_RANK": str(rank),
-                    "LOCAL_WORLD_SIZE": str(RANKS), "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": port}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", CHILD, *streams], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, cwd=ROOT,
-            env={**env, **launcher, "PYTHONPATH": str(ROOT)}))
-    out = []
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 0, stderr[-2000:]
-        out.append(stdout.strip())
-    return out
+    return run_node_ranks(["-c", CHILD, *streams], RANKS, env, timeout=120)
 
 
 def _index_gets(s3_server, bucket: str, prefix: str = "ds") -> int:
     return s3_server.log.read_text(errors="replace").count(f'"GET /{bucket}/{prefix}/index.json ')
-
-
-def _launcher_free_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT",
-                         "MASTER_ADDR", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")}
 
 
 def test_one_get_of_the_index_per_node_and_job(s3_env, tmp_path):
@@ -63,7 +42,7 @@ def test_one_get_of_the_index_per_node_and_job(s3_env, tmp_path):
     write_dataset(src, 300, size_limit=8_000)
     bucket = s3_env.make_bucket()
     upload_dir(s3_env.client(), bucket, "ds", src)
-    env = _launcher_free_env()
+    env = dict(os.environ)
     remote, local = f"s3://{bucket}/ds", tmp_path / "cache"
     assert _node(remote, local, env) == ["300"] * RANKS
     assert _index_gets(s3_env, bucket) == 1
@@ -81,7 +60,7 @@ def test_one_get_per_stream_when_the_streams_indexes_come_at_once(s3_env, tmp_pa
         upload_dir(s3_env.client(), bucket, prefix, tmp_path / "src" / prefix)
     remotes = [f"s3://{bucket}/{prefix}" for prefix in prefixes]
     locals_ = [tmp_path / "cache" / prefix for prefix in prefixes]
-    assert _node(remotes, locals_, _launcher_free_env()) == ["600"] * RANKS
+    assert _node(remotes, locals_, dict(os.environ)) == ["600"] * RANKS
     assert [_index_gets(s3_env, bucket, prefix) for prefix in prefixes] == [1, 1, 1]
 
 
