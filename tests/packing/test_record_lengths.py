@@ -24,6 +24,7 @@ from streaming.packing.record_lengths import record_lengths
 from tests.packing.datasets import write_tokens
 from tests.packing.test_lengths import reference_style_read
 from tests.parity.test_reference_parity import reference_python, without_reference
+from writers.text_writers import JSONWriter
 
 EXPECTED = "expected.json"
 
@@ -152,3 +153,7 @@ def test_bad_input_is_named_and_publishes_nothing(reference_fixtures, tmp_path) 
         record_lengths(out, "tokens")
     assert (out / "index.json").read_bytes() == index
     assert main(["lengths", str(tmp_path / "nowhere"), "--column", "tokens"]) == 2
+    with JSONWriter(columns={"text": "str"}, out=str(tmp_path / "json")) as writer:
+        writer.write({"text": "a line"})
+    with pytest.raises(FormatError, match=r"MDS shards, not 'json'"):
+        record_lengths(tmp_path / "json", "text")
