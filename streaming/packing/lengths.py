@@ -38,6 +38,7 @@ from streaming.util.confine import confine
 from streaming.util.files import has_size
 
 SIDE_FETCHES = 16  # side files fetched at once
+SCAN_AT_ONCE = 4  # shards of a stream a scan of lengths not recorded reads at once
 SCAN_WAIT = 6 * 3600.0  # seconds a process waits for another one's scan of the same lengths
 
 
@@ -52,6 +53,7 @@ class LengthSource:
     root: Path
     raw_shard: RawShard
     fetch: Callable[[dict[str, Any], Path], None] | None = None
+    scan_at_once: int = 1  # shards a header scan reads at once (each raw copy takes room)
 
 
 def recorded_spec(index: DatasetIndex) -> dict[str, Any] | None:
@@ -138,15 +140,17 @@ def _computed(source: LengthSource, column: str | None, fn: LengthFn | None) -> 
     if column is not None and column not in codec.column_names:
         raise PlanError(f"{source.index.source}: no column {column!r} to measure "
                         f"(columns: {codec.column_names})")
-    parts = []
-    for shard, count in enumerate(source.index.samples_per_shard.tolist()):
-        if count == 0:
-            continue
+    counts = source.index.samples_per_shard
+
+    def one(shard: int) -> np.ndarray:
         with source.raw_shard(shard) as raw, ShardReader(
-                raw, codec, expected_samples=count,
+                raw, codec, expected_samples=int(counts[shard]),
                 expected_bytes=int(source.index.raw_bytes[shard])) as reader:
-            parts.append(shard_lengths(reader, column, fn))
-    return _concat(parts)
+            return shard_lengths(reader, column, fn)
+
+    at_once = source.scan_at_once if fn is None else 1  # a user's function may not be reentrant
+    return _concat(map_at_once(one, np.flatnonzero(counts).tolist(), at_once,
+                               name="streaming-scan"))
 
 
 def stream_lengths(source: LengthSource, column: str | None = None,
@@ -251,7 +255,8 @@ def stream_source(stream: Stream, index: DatasetIndex) -> LengthSource:
             stream.fetch(entry["basename"], dest, expected_size=entry.get("bytes"),
                          expected_hashes=entry.get("hashes") or None)
 
-    return LengthSource(index, stream.local_dir, scratch_shards(stream, index), fetch)
+    return LengthSource(index, stream.local_dir, scratch_shards(stream, index), fetch,
+                        SCAN_AT_ONCE)
 
 
 def load_lengths(dataset: Any, column: str | None = None, *,

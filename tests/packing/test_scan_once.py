@@ -1,7 +1,7 @@
-"""Lengths not recorded are scanned once per node: several real rank processes of one node
-(launcher variables only) start a packed dataset over one S3 remote (moto on loopback) at
-once; one of them downloads and scans the shards, the others read its result, and the
-server's request log counts one GET per shard."""
+"""Lengths not recorded are scanned once per node, a few shards at a time: several real rank
+processes of one node (launcher variables only) start a packed dataset over one S3 remote (moto
+on loopback, behind a proxy that answers after a delay) at once; one of them downloads and
+scans the shards, the others read its result, and the proxy counts one GET per shard."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
+from streaming import StreamingDataset
 from streaming.format.index import read_index
+from streaming.packing.lengths import SCAN_AT_ONCE, load_lengths
 from tests.cache._data import upload_dir
 from tests.packing.datasets import write_tokens
 from tests.support.node_ranks import run_node_ranks
 
 RANKS = 3
+DELAY = 0.5  # seconds the proxy waits before answering each request
 CHILD = """
 import sys
 from streaming import StreamingDataset
@@ -38,3 +41,21 @@ def test_one_rank_of_the_node_downloads_and_scans(s3_env, fault_proxy, tmp_path)
     shards = [Path(name).name for name in read_index(src).zip_basenames]
     assert len(shards) > 3
     assert [proxy.count("GET", f"/{bucket}/ds/{name}") for name in shards] == [1] * len(shards)
+
+
+def test_a_scan_reads_a_few_shards_at_once(s3_env, fault_proxy, tmp_path, monkeypatch) -> None:
+    src = tmp_path / "src"
+    sizes = write_tokens(src, 120, lengths=None, compression="zstd", size_limit=1 << 13)
+    bucket = s3_env.make_bucket()
+    upload_dir(s3_env.client(), bucket, "ds", src)
+    proxy = fault_proxy(delay=DELAY)
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    ds = StreamingDataset(remote=f"s3://{bucket}/ds", local=str(tmp_path / "cache"),
+                          batch_size=4)
+    np.testing.assert_array_equal(load_lengths(ds, "tokens"), sizes)
+    shards = [f"/{bucket}/ds/{Path(name).name}" for name in read_index(src).zip_basenames]
+    arrivals = sorted(r.at for r in proxy.log if r.method == "GET" and r.path in shards)
+    assert len(arrivals) == len(shards) > SCAN_AT_ONCE
+    # SCAN_AT_ONCE at a time: one after the other they would arrive DELAY apart.
+    assert arrivals[SCAN_AT_ONCE - 1] - arrivals[0] < DELAY, arrivals
+    assert arrivals[SCAN_AT_ONCE] - arrivals[0] >= DELAY * 0.9, arrivals
