@@ -11,8 +11,9 @@ Rows:
 - `packed, N shards`: `StreamingDataset(remote=..., packing=True)` over one stream of N
   shards, each with its side file (`MDSWriter(lengths="tokens")`);
 - `packed, N shards, scanned`: the same samples written without side files (as the reference
-  writes them), so every shard is downloaded and scanned; then, once, the time `streaming
-  lengths` takes to record them in place (4 shards at once, its default);
+  writes them), so every shard is downloaded and scanned (`SCAN_AT_ONCE` of them at once, or
+  one by one); then, once, the time `streaming lengths` takes to record them in place (4
+  shards at once, its default);
 - `token mix, K streams`: `StreamingDataset(streams=..., mix_unit="tokens")` over K streams of
   4 shards each, with proportions.
 
@@ -45,7 +46,7 @@ from streaming.dataset import catalog
 from streaming.packing import lengths
 kind, count, one_by_one = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 if one_by_one:
-    catalog.INDEX_FETCHES = lengths.SIDE_FETCHES = 1
+    catalog.INDEX_FETCHES = lengths.SIDE_FETCHES = lengths.SCAN_AT_ONCE = 1
 root = tempfile.mkdtemp()
 t0 = time.perf_counter()
 if kind in ("packed", "plain"):
