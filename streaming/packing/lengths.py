@@ -12,7 +12,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,20 +168,21 @@ def stream_lengths(source: LengthSource, column: str | None = None,
     count = source.index.num_samples
     if has_size(cache, 4 * count):
         return np.fromfile(cache, LENGTHS_DTYPE).astype(np.int64)
-    try:  # one process of the node scans (and downloads); the others wait for its result
-        with single_flight(cache, deadline=time.monotonic() + SCAN_WAIT):
-            if has_size(cache, 4 * count):
-                return np.fromfile(cache, LENGTHS_DTYPE).astype(np.int64)
-            lengths = _computed(source, column, None)
-            if lengths.size and (lengths.min() < 0 or lengths.max() >= 1 << 32):
-                raise FormatError(f"{source.index.source}: column {column!r} lengths do not "
-                                  "fit uint32")
-            _write_cache(cache, lengths)
-    except DownloadTimeoutError:
-        raise DownloadTimeoutError(
-            f"{source.index.source}: another process of this node has scanned the lengths of "
-            f"{column!r} for over {SCAN_WAIT:g} s ({cache}); record them once with "
-            "`streaming lengths` instead") from None
+    with ExitStack() as held:
+        try:  # one process of the node scans (and downloads); the others wait for its result
+            held.enter_context(single_flight(cache, deadline=time.monotonic() + SCAN_WAIT))
+        except DownloadTimeoutError:
+            raise DownloadTimeoutError(
+                f"{source.index.source}: another process of this node has scanned the lengths "
+                f"of {column!r} for over {SCAN_WAIT:g} s ({cache}); record them once with "
+                "`streaming lengths` instead") from None
+        if has_size(cache, 4 * count):
+            return np.fromfile(cache, LENGTHS_DTYPE).astype(np.int64)
+        lengths = _computed(source, column, None)
+        if lengths.size and (lengths.min() < 0 or lengths.max() >= 1 << 32):
+            raise FormatError(f"{source.index.source}: column {column!r} lengths do not fit "
+                              "uint32")
+        _write_cache(cache, lengths)
     return lengths
 
 

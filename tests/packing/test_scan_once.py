@@ -6,13 +6,18 @@ scans the shards, the others read its result, and the proxy counts one GET per s
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from streaming import StreamingDataset
+from streaming.errors import DownloadTimeoutError
 from streaming.format.index import read_index
+from streaming.packing import lengths as lengths_module
 from streaming.packing.lengths import SCAN_AT_ONCE, load_lengths
+from streaming.storage.singleflight import single_flight
 from tests.cache._data import upload_dir
 from tests.packing.datasets import write_tokens
 from tests.support.node_ranks import run_node_ranks
@@ -59,3 +64,17 @@ def test_a_scan_reads_a_few_shards_at_once(s3_env, fault_proxy, tmp_path, monkey
     # SCAN_AT_ONCE at a time: one after the other they would arrive DELAY apart.
     assert arrivals[SCAN_AT_ONCE - 1] - arrivals[0] < DELAY, arrivals
     assert arrivals[SCAN_AT_ONCE] - arrivals[0] >= DELAY * 0.9, arrivals
+
+
+def test_waiting_for_another_scanner_has_a_deadline(tmp_path, monkeypatch) -> None:
+    folder = tmp_path / "ds"
+    sizes = write_tokens(folder, 50, lengths=None)
+    np.testing.assert_array_equal(load_lengths(str(folder), "tokens"), sizes)
+    (cache,) = folder.glob(".lengths.*.u32")
+    cache.unlink()
+    monkeypatch.setattr(lengths_module, "SCAN_WAIT", 0.3)
+    waited = pytest.raises(DownloadTimeoutError,
+                           match=r"another process of this node .*'tokens'.*streaming lengths")
+    with single_flight(cache, deadline=time.monotonic() + 10), waited:  # another's scan
+        load_lengths(str(folder), "tokens")
+    np.testing.assert_array_equal(load_lengths(str(folder), "tokens"), sizes)
