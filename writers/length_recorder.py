@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import EncodeError, FormatError
-from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, LENGTHS_SUFFIX
+from streaming.format.index import LENGTHS_DTYPE, LENGTHS_SUFFIX, lengths_key
 from streaming.format.value_length import value_length
 from writers.shard_publish import file_info, write_file_atomic
 
@@ -78,8 +78,4 @@ class LengthRecorder:
     def index_extra(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
         """The top-level index key for `entries` (the shards in index order)."""
         files = [self._files[e["raw_data"]["basename"]] for e in entries]
-        spec: dict[str, Any] = {"column": self.column, "dtype": LENGTHS_DTYPE,
-                                "suffix": LENGTHS_SUFFIX, "files": files}
-        if self.function is not None:
-            spec["function"] = self.function
-        return {LENGTHS_KEY: spec}
+        return lengths_key(self.column, files, self.function)

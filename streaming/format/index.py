@@ -49,6 +49,7 @@ __all__ = [
     "SUPPORTED_FORMATS",
     "DatasetIndex",
     "index_bytes",
+    "lengths_key",
     "max_samples",
     "merge_index",
     "parse_index",
@@ -63,6 +64,22 @@ INDEX_NAME = "index.json"
 SCAN_FROM = 32 << 10
 LENGTHS_SUFFIX = ".lengths"
 LENGTHS_DTYPE = "<u4"
+
+
+def lengths_key(column: str | None, files: Sequence[dict[str, Any]],
+                function: str | None = None) -> dict[str, Any]:
+    """The top-level index key that records sample lengths: one side file per shard.
+
+    Args:
+        column: the column whose lengths the files hold (None: a function's).
+        files: each shard's side-file entry (basename, bytes, hashes), in index order.
+        function: the qualified name of the function that measured them, if any.
+    """
+    spec: dict[str, Any] = {"column": column, "dtype": LENGTHS_DTYPE, "suffix": LENGTHS_SUFFIX,
+                            "files": list(files)}
+    if function is not None:
+        spec["function"] = function
+    return {LENGTHS_KEY: spec}
 
 
 def parse_index(

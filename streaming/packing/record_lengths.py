@@ -28,6 +28,7 @@ from streaming.format.index import (
     LENGTHS_SUFFIX,
     DatasetIndex,
     index_bytes,
+    lengths_key,
     parse_index,
 )
 from streaming.format.sample_lengths import shard_lengths
@@ -95,10 +96,9 @@ def record_lengths(dataset: str | os.PathLike, column: str, *, force: bool = Fal
         files = map_at_once(
             lambda shard: _side_file(location, raw_shard, index, shard, column, hashes),
             range(index.num_shards), at_once, name="mds-lengths")
-        spec = {"column": column, "dtype": LENGTHS_DTYPE, "suffix": LENGTHS_SUFFIX,
-                "files": [info for info, _ in files]}
         new_index = Path(tmp, INDEX_NAME)
-        new_index.write_bytes(index_bytes(index.shards, {**index.extra, LENGTHS_KEY: spec}))
+        new_index.write_bytes(index_bytes(index.shards, {
+            **index.extra, **lengths_key(column, [info for info, _ in files])}))
         upload(new_index, join(location, INDEX_NAME))
     return RecordedLengths(join(location, INDEX_NAME), column, index.num_shards,
                            index.num_samples, sum(total for _, total in files))

@@ -24,6 +24,7 @@ from streaming.packing.record_lengths import record_lengths
 from tests.packing.datasets import write_tokens
 from tests.packing.test_lengths import reference_style_read
 from tests.parity.test_reference_parity import reference_python, without_reference
+from writers.mds import MDSWriter
 from writers.text_writers import JSONWriter
 
 EXPECTED = "expected.json"
@@ -153,6 +154,13 @@ def test_bad_input_is_named_and_publishes_nothing(reference_fixtures, tmp_path) 
         record_lengths(out, "tokens")
     assert (out / "index.json").read_bytes() == index
     assert main(["lengths", str(tmp_path / "nowhere"), "--column", "tokens"]) == 2
+    with MDSWriter(columns={"id": "int"}, out=str(tmp_path / "big")) as writer:
+        for i in range(20):
+            writer.write({"id": (1 << 33) + i})  # a length beyond uint32
+    big_index = (tmp_path / "big" / "index.json").read_bytes()
+    with pytest.raises(FormatError, match=r"'id' has lengths that do not fit uint32"):
+        record_lengths(tmp_path / "big", "id")
+    assert (tmp_path / "big" / "index.json").read_bytes() == big_index
     with JSONWriter(columns={"text": "str"}, out=str(tmp_path / "json")) as writer:
         writer.write({"text": "a line"})
     with pytest.raises(FormatError, match=r"MDS shards, not 'json'"):
