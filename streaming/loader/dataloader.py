@@ -5,19 +5,24 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import sys
 import time
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from streaming.coord.proc import ProcessId
 from streaming.coord.world_detect import worker_slot
 from streaming.loader import worker_ring as transport
 from streaming.loader.checks import check_batch_size, check_resumable
-from streaming.loader.default_collate import Ragged, collate, collate_numpy, convert, tensors
+from streaming.loader.default_collate import (
+    batch_length,
+    collate,
+    collate_numpy,
+    convert,
+    tensors,
+)
 from streaming.loader.first_batch import first_batch_here, handing_over, pinned, taken_over
 from streaming.loader.unannotated_next import unannotated
 from streaming.loader.worker_stop import stop_workers
@@ -35,23 +40,6 @@ from streaming.util.exit_close import closed_at_exit
 
 if TYPE_CHECKING:
     from streaming.packing.pack_stats import PackCounts
-
-
-def batch_length(batch: Any) -> int | None:
-    """Number of samples in a collated batch: the leading size of its first array-like leaf."""
-    if isinstance(batch, Ragged):
-        return len(batch)
-    if isinstance(batch, torch.Tensor | np.ndarray):
-        return int(batch.shape[0]) if batch.ndim else None
-    if isinstance(batch, dict):
-        for value in batch.values():
-            return batch_length(value)
-        return None
-    if isinstance(batch, list | tuple):
-        if batch and isinstance(batch[0], torch.Tensor | np.ndarray | dict | list | tuple):
-            return batch_length(batch[0])
-        return len(batch)
-    return None
 
 
 def _batches_supported(dataset: Any) -> bool:
@@ -121,10 +109,10 @@ class BatchStream(IterableDataset):
 
 class _Handed:
     """What the running iteration has handed to the loop, and the part of it the meter has
-    not been told yet (it is told every few batches, when it wants a snapshot, and whenever
-    metrics are asked). A plain slotted object, because setting an attribute of a DataLoader
-    runs torch's `DataLoader.__setattr__` (a Python call, about a microsecond), too slow for
-    counts bumped on every batch."""
+    not been told yet (it is told at the first batch, whenever metrics are asked or a summary
+    is due to be logged, and when the iteration ends). A plain slotted object, because
+    setting an attribute of a DataLoader runs torch's `DataLoader.__setattr__` (a Python call,
+    about a microsecond), too slow for counts bumped on every batch."""
 
     __slots__ = ("batches", "due", "samples", "timed", "told_batches", "told_samples", "wait_ns")
 
@@ -310,23 +298,23 @@ class StreamingDataLoader(DataLoader):
     def _tell_meter(self, now_ns: int) -> None:
         """Hand the meter the batches of a timed iteration it has not counted yet (at its
         first batch, point the per-stream counts at it), log a summary when one is due, and
-        set the batch at which the meter is told next."""
+        set the batch at which the loop tells the meter next (the next summary's, if any)."""
         handed, meter = self._handed, self._meter
         if not handed.timed or handed.batches <= handed.told_batches:
             return
         if not handed.told_batches:
             self._begin_streams()
-        ahead = meter.add(handed.batches - handed.told_batches,
-                          max(handed.samples - handed.told_samples, 0), handed.wait_ns, now_ns)
+        meter.add(handed.batches - handed.told_batches,
+                  max(handed.samples - handed.told_samples, 0), handed.wait_ns, now_ns)
         handed.told_batches, handed.told_samples, handed.wait_ns = \
             handed.batches, handed.samples, 0
         every = self.metrics_every
+        handed.due = sys.maxsize
         if every:
             since = meter.steps % every
             if not since:
                 log.info("loader: %s", summary(self.metrics()))
-            ahead = min(ahead, every - since)
-        handed.due = handed.batches + ahead
+            handed.due = handed.batches + every - since
 
     def _first_batch(self) -> list[Any]:
         """The iteration's first batch when this process reads it, the workers starting only

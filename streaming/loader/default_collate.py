@@ -21,7 +21,8 @@ from torch.utils.data import default_convert
 
 from streaming.coord.world_detect import in_worker
 
-__all__ = ["Ragged", "collate", "collate_column", "collate_numpy", "convert", "tensors"]
+__all__ = ["Ragged", "batch_length", "collate", "collate_column", "collate_numpy", "convert",
+           "tensors"]
 
 _TORCH_DTYPES: dict[np.dtype, torch.dtype] = {}
 
@@ -188,3 +189,29 @@ def _empty(shape: tuple[int, ...], dtype: np.dtype, numpy: bool
     else:
         out = torch.empty(shape, dtype=tdtype)
     return out, out.numpy()
+
+
+_ARRAYS = (torch.Tensor, np.ndarray)
+_NESTED = (torch.Tensor, np.ndarray, dict, list, tuple)
+
+
+def batch_length(batch: Any) -> int | None:
+    """Number of samples in a collated batch: the leading size of its first array-like leaf."""
+    if isinstance(batch, dict):
+        for value in batch.values():
+            batch = value
+            break
+        else:
+            return None
+    if isinstance(batch, _ARRAYS):
+        shape = batch.shape
+        return int(shape[0]) if shape else None
+    if isinstance(batch, Ragged):
+        return len(batch)
+    if isinstance(batch, dict):
+        return batch_length(batch)
+    if isinstance(batch, list | tuple):
+        if batch and isinstance(batch[0], _NESTED):
+            return batch_length(batch[0])
+        return len(batch)
+    return None

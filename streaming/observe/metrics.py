@@ -23,7 +23,7 @@ from streaming.errors import ArgumentError
 
 log = logging.getLogger("streaming.metrics")
 
-WINDOW = 64  # steps between snapshots of the "recent" figures
+RECENT_S = 5.0  # the least span of the "recent" figures, in seconds
 EVERY_ENV = "STREAMING_METRICS_EVERY"
 
 
@@ -44,54 +44,52 @@ class Meter:
     training loop spent blocked waiting for them, since the first `start()`.
 
     A step is counted by `step`, or several at once by `add` (a loop that counts its steps
-    itself and hands them over when the meter wants them). Every `window` steps it keeps a
-    snapshot; the recent figures run from the snapshot before the last one to now (between
-    `window` and twice as many steps).
+    itself and hands them over when metrics are read). The recent figures run from a snapshot
+    to now: the meter keeps one whenever it is told something at least `recent_s` after the
+    previous one, and the recent figures start at the newest snapshot at least `recent_s` old
+    (at the start before then). So they span `recent_s` to twice that when the meter is told
+    often, and the time since the reading before when it is told less often.
 
     Args:
-        window: steps between snapshots of the recent figures.
+        recent_s: the least span of the recent figures, in seconds.
     """
 
-    def __init__(self, window: int = WINDOW) -> None:
-        self.window = max(int(window), 1)
+    def __init__(self, recent_s: float = RECENT_S) -> None:
+        self.recent_ns = max(int(recent_s * 1e9), 1)
         self.started_ns = 0
         self.first_ns = 0
         self.steps = 0
         self.samples = 0
         self.wait_ns = 0
-        self._mark_at = 1
         self._marks: list[tuple[int, int, int, int]] = []  # (time, steps, samples, wait)
 
     def start(self) -> None:
         """Mark the start of iteration (only the first call counts)."""
         if not self.started_ns:
             self.started_ns = time.perf_counter_ns()
+            self._marks = [(self.started_ns, 0, 0, 0)]
 
     def step(self, wait_ns: int, samples: int, now_ns: int) -> None:
         """Record one step that kept the loop waiting `wait_ns` and delivered `samples` at
         `now_ns` (time.perf_counter_ns)."""
         self.add(1, samples, wait_ns, now_ns)
 
-    def add(self, steps: int, samples: int, wait_ns: int, now_ns: int) -> int:
+    def add(self, steps: int, samples: int, wait_ns: int, now_ns: int) -> None:
         """Record `steps` steps that delivered `samples` and kept the loop waiting `wait_ns`
-        in all, the last of them at `now_ns`; returns how many more steps can be counted
-        elsewhere before the meter wants the next call (its next snapshot)."""
+        in all, the last of them at `now_ns`."""
+        if not self.started_ns:
+            self.start()
+        if not self.first_ns and steps:
+            self.first_ns = now_ns
         self.steps += steps
         self.samples += samples
         self.wait_ns += wait_ns
-        if self.steps >= self._mark_at:
-            self._mark(now_ns)
-        return self._mark_at - self.steps
+        if now_ns - self._marks[-1][0] >= self.recent_ns:
+            self._marks = [self._marks[-1], (now_ns, self.steps, self.samples, self.wait_ns)]
 
-    def _mark(self, now_ns: int) -> None:
-        if not self.first_ns:
-            self.first_ns = now_ns
-            self._marks = [(self.started_ns, 0, 0, 0)]
-        self._marks = [*self._marks[-1:], (now_ns, self.steps, self.samples, self.wait_ns)]
-        self._mark_at = self.steps + self.window
-
-    def as_dict(self) -> dict[str, float]:
-        """The meter's figures (zeros before the first step)."""
+    def as_dict(self, now_ns: int | None = None) -> dict[str, float]:
+        """The meter's figures at `now_ns` (time.perf_counter_ns; now by default), zeros
+        before the first step."""
         out = {"first_batch_s": 0.0, "batches": float(self.steps), "samples": float(self.samples),
                "elapsed_s": 0.0, "batches_per_s": 0.0, "samples_per_s": 0.0,
                "recent_batches_per_s": 0.0, "recent_samples_per_s": 0.0,
@@ -99,14 +97,15 @@ class Meter:
                "data_wait_fraction": 0.0}
         if not self.steps:
             return out
-        now = time.perf_counter_ns()
+        now = time.perf_counter_ns() if now_ns is None else now_ns
         elapsed = max(now - self.started_ns, 1) / 1e9
         out["first_batch_s"] = (self.first_ns - self.started_ns) / 1e9
         out["elapsed_s"] = elapsed
         out["batches_per_s"] = self.steps / elapsed
         out["samples_per_s"] = self.samples / elapsed
         out["data_wait_fraction"] = min(self.wait_ns / 1e9 / elapsed, 1.0)
-        then, steps, samples, wait = self._marks[0]
+        old_enough = [m for m in self._marks if now - m[0] >= self.recent_ns]
+        then, steps, samples, wait = old_enough[-1] if old_enough else self._marks[0]
         span = max(now - then, 1) / 1e9
         if self.steps > steps:
             out["recent_batches_per_s"] = (self.steps - steps) / span

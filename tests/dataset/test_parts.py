@@ -22,7 +22,7 @@ from streaming.errors import (
     StateMismatchError,
 )
 from streaming.format.index import read_index
-from streaming.loader.dataloader import batch_length
+from streaming.loader.default_collate import batch_length
 from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream, register_stream, stream_class
 from tests.dataset.conftest import write_ids
