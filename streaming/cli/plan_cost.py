@@ -18,6 +18,7 @@ from streaming.errors import PlanError
 if TYPE_CHECKING:
     from streaming.cli.plan_setup import Setup
     from streaming.observe.forecast import Forecast, Restart, RunSpec
+    from streaming.packing.lengths_traffic import LengthsTraffic
 
 GIB = 1 << 30  # egress prices are per GB as cloud bills count it (2^30 bytes)
 PICTURED_NODES = 16  # nodes drawn in the occupancy picture at most
@@ -75,8 +76,9 @@ def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
                 or "cache_limit" in setup.run)
 
 
-def run_spec(args: argparse.Namespace, setup: Setup) -> RunSpec:
-    """The run to predict from the config and the options."""
+def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[LengthsTraffic]]:
+    """The run to predict from the config and the options, with each stream's sample-lengths
+    traffic (none unless the config packs)."""
     from streaming.cache.limit import check_cache_limit
     from streaming.dataset.row_reader import samples_ahead
     from streaming.observe.forecast import RunSpec
@@ -93,8 +95,35 @@ def run_spec(args: argparse.Namespace, setup: Setup) -> RunSpec:
     except PlanError as exc:
         raise UserError(str(exc)) from None
     footprint, fetch = _footprint(setup)
-    return RunSpec(setup.cfg, setup.world, footprint, fetch, limit, ahead, epochs,
-                   other_bytes=_other_bytes(setup))
+    traffic = lengths_traffic(setup, fetch)
+    spec = RunSpec(setup.cfg, setup.world, footprint, fetch, limit, ahead, epochs,
+                   other_bytes=_other_bytes(setup) + sum(t.kept_bytes for t in traffic),
+                   lengths_bytes=sum(t.fetched_bytes for t in traffic))
+    return spec, traffic
+
+
+def lengths_traffic(setup: Setup, fetch: np.ndarray) -> list[LengthsTraffic]:
+    """Each stream's one-off sample-lengths traffic on a node when the config packs
+    (`packing: true`, the lengths of `packing_column`, "tokens" by default); none otherwise.
+
+    Args:
+        setup: the config.
+        fetch: bytes a download of each shard moves (all streams, in order).
+    """
+    from streaming.packing.lengths_traffic import lengths_traffic as stream_traffic
+
+    packing = setup.run.get("packing", False)
+    if not isinstance(packing, bool):
+        raise UserError(f"packing must be true or false, got {packing!r}")
+    column = setup.run.get("packing_column", "tokens")
+    if not isinstance(column, str) or not column:
+        raise UserError(f"packing_column must name a column, got {column!r}")
+    if not packing:
+        return []
+    assumed = not any(setup.remotes)
+    bounds = np.cumsum([0] + [ix.num_shards for ix in setup.indexes])
+    return [stream_traffic(ix, column, fetch[bounds[i]:bounds[i + 1]], bool(remote or assumed))
+            for i, (ix, remote) in enumerate(zip(setup.indexes, setup.remotes))]
 
 
 def _other_bytes(setup: Setup) -> int:
@@ -124,14 +153,16 @@ def _footprint(setup: Setup) -> tuple[Any, np.ndarray]:
     return shard_footprint(facts, streams), fetch
 
 
-def cost_report(forecast: Forecast, restart: Restart | None,
-                price: float | None) -> dict[str, Any]:
-    """The prediction as plain JSON data."""
+def cost_report(forecast: Forecast, restart: Restart | None, price: float | None,
+                lengths: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The prediction as plain JSON data (`lengths`: what `lengths_report` says of a packed
+    run's sample lengths)."""
     spec = forecast.spec
     fetchers = [forecast.fetchers(e) for e in range(spec.epochs)]
     nodes = []
     for n, epochs in zip(forecast.node_ids, forecast.nodes):
         nodes.append({"node": n, "bytes_downloaded": sum(c.bytes_downloaded for c in epochs),
+                      "lengths_bytes": spec.lengths_bytes,
                       "epochs": [{"epoch": e, "downloads": c.downloads,
                                   "bytes_downloaded": c.bytes_downloaded,
                                   "evictions": c.evictions,
@@ -150,6 +181,9 @@ def cost_report(forecast: Forecast, restart: Restart | None,
         "egress_bytes_per_epoch": forecast.egress_per_epoch(),
         "duplicated_shards_per_epoch": [int((f > 1).sum()) for f in fetchers],
     }
+    if lengths is not None:
+        report["lengths"] = {**lengths, "bytes_per_node": spec.lengths_bytes,
+                             "egress_bytes": forecast.lengths_egress}
     if forecast.sampled:
         report["simulated_nodes"] = list(forecast.node_ids)
         report["egress_estimated"] = True
@@ -168,7 +202,7 @@ def _predict(args: argparse.Namespace, setup: Setup) -> tuple[Forecast, dict[str
     from streaming.cli.node_pool import node_map, plan_jobs
     from streaming.observe.forecast import predict, predict_restart
 
-    spec = run_spec(args, setup)
+    spec, traffic = run_spec(args, setup)
     simulated = spec.world.num_nodes if args.nodes is None else len(set(args.nodes))
     jobs = plan_jobs(args.jobs, simulated,
                      int(setup.cfg.epoch_size) * spec.epochs * simulated // spec.world.num_nodes)
@@ -179,7 +213,22 @@ def _predict(args: argparse.Namespace, setup: Setup) -> tuple[Forecast, dict[str
                        else predict_restart(forecast, int(args.restart_step), map_nodes))
     except PlanError as exc:
         raise UserError(str(exc)) from None
-    return forecast, cost_report(forecast, restart, args.egress_price)
+    return forecast, cost_report(forecast, restart, args.egress_price,
+                                 lengths_report(setup, traffic))
+
+
+def lengths_report(setup: Setup, traffic: list[LengthsTraffic]) -> dict[str, Any] | None:
+    """The column a packed run reads the lengths of and the streams whose shards are scanned
+    for them (None when the config does not pack).
+
+    Args:
+        setup: the config.
+        traffic: each stream's lengths traffic (`lengths_traffic`).
+    """
+    if not traffic:
+        return None
+    return {"column": setup.run.get("packing_column", "tokens"),
+            "scanned_streams": [name for name, t in zip(setup.names, traffic) if t.scanned]}
 
 
 def print_json(args: argparse.Namespace, setup: Setup, config: Path) -> int:
@@ -208,10 +257,18 @@ def print_cost(args: argparse.Namespace, setup: Setup, config: Path) -> None:
                   + ("" if len(report["nodes"]) < 2 else
                      f", {e['duplicated_shards']} shards also downloaded by {other}"))
     per_epoch = ", ".join(human_bytes(b) for b in report["egress_bytes_per_epoch"])
+    if "lengths" in report:
+        per_epoch += f"; sample lengths {human_bytes(report['lengths']['egress_bytes'])}"
     sample = report.get("simulated_nodes")
     print(f"egress            {human_bytes(report['egress_bytes'])} in total ({per_epoch})"
           + ("" if sample is None else f", estimated from {len(sample)} of "
              f"{report['topology']['nodes']} nodes"))
+    if "lengths" in report:
+        lengths, scanned = report["lengths"], report["lengths"]["scanned_streams"]
+        print(f"sample lengths    {human_bytes(lengths['bytes_per_node'])} per node before its "
+              f"first batch ({lengths['column']!r}; "
+              + (f"no side files: {', '.join(scanned)} scanned whole, `streaming lengths` "
+                 "records them" if scanned else "side files") + "), in the egress")
     if "egress_cost" in report:
         print(f"egress cost       {report['egress_cost']:.2f} at {args.egress_price} per GB")
     if "restart" in report:

@@ -21,7 +21,8 @@ _PLAN_KEYS = {"batch_size", "batching_method", "epoch_size", "shuffle", "shuffle
               "shuffle_seed", "shuffle_block_size", "num_canonical_nodes", "partition_algo",
               "sampling_method", "sampling_granularity"}
 _TOPOLOGY_KEYS = {"nodes", "ranks_per_node", "workers_per_rank", "replication"}
-_RUN_KEYS = {"cache_limit", "predownload"}  # what a cost prediction needs beyond the plan
+# what a cost prediction needs beyond the plan (packing: the sample lengths read at start-up)
+_RUN_KEYS = {"cache_limit", "predownload", "packing", "packing_column"}
 
 
 @dataclass

@@ -33,8 +33,11 @@ class RunSpec:
         predownload: samples each reader prepares ahead.
         epochs: epochs to run.
         other_bytes: bytes of the other files a node's cache folders hold (each cached
-            stream's index.json and the cache's bookkeeping files), which count against the
-            limit as the engine counts them.
+            stream's index.json, the cache's bookkeeping files and any sample-length files),
+            which count against the limit as the engine counts them.
+        lengths_bytes: bytes each node downloads once, before its first batch, to learn the
+            sample lengths of a packed run (side files, or the shards a scan reads); fresh
+            disks download them again.
     """
 
     config: PlanConfig
@@ -45,12 +48,14 @@ class RunSpec:
     predownload: int
     epochs: int = 1
     other_bytes: int = 0
+    lengths_bytes: int = 0
 
 
 @dataclass(frozen=True)
 class Restart:
     """A restart on fresh local disks at global batch `step`: what each node downloads from
-    there to the end of the run, against the same stretch without the restart."""
+    there to the end of the run (sample lengths again included), against the same stretch
+    without the restart."""
 
     step: int
     epoch: int
@@ -109,9 +114,15 @@ class Forecast:
         return [_as_job(b, len(self.nodes), self.spec.world.num_nodes) for b in sums]
 
     @property
+    def lengths_egress(self) -> int:
+        """Bytes the whole job downloads for sample lengths: every node reads every stream's,
+        once."""
+        return self.spec.lengths_bytes * self.spec.world.num_nodes
+
+    @property
     def egress_bytes(self) -> int:
-        """Bytes the whole job downloads over all its epochs."""
-        return sum(self.egress_per_epoch())
+        """Bytes the whole job downloads: its epochs' shards and the lengths read at start."""
+        return sum(self.egress_per_epoch()) + self.lengths_egress
 
 
 def _as_job(total: int, simulated: int, job_nodes: int) -> int:
@@ -251,7 +262,8 @@ def restart_node(spec: RunSpec, config: PlanConfig, point: RestartPoint, node: i
     resumed = [reader_sequences(config, world, node, point.epoch, sample)]
     resumed += [reader_sequences(config, world, node, e)
                 for e in range(point.epoch + 1, spec.epochs)]
-    return NodeRestart(before, sum(cache.run_epoch(seqs).bytes_downloaded for seqs in resumed))
+    after = sum(cache.run_epoch(seqs).bytes_downloaded for seqs in resumed)
+    return NodeRestart(before, after + spec.lengths_bytes)  # fresh disks: lengths again
 
 
 def _node_cache(spec: RunSpec) -> SimulatedCache:
