@@ -103,8 +103,10 @@ def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[Leng
 
 
 def lengths_traffic(setup: Setup, fetch: np.ndarray) -> list[LengthsTraffic]:
-    """Each stream's one-off sample-lengths traffic on a node when the config packs
-    (`packing: true`, the lengths of `packing_column`, "tokens" by default); none otherwise.
+    """Each stream's one-off sample-lengths traffic on a node, for every column the run reads
+    the lengths of before its first batch: `packing_column` ("tokens" by default) with
+    `packing: true`, `lengths_column` ("tokens") with `mix_unit: tokens` (one column read once
+    when they agree); none otherwise.
 
     Args:
         setup: the config.
@@ -112,18 +114,31 @@ def lengths_traffic(setup: Setup, fetch: np.ndarray) -> list[LengthsTraffic]:
     """
     from streaming.packing.lengths_traffic import lengths_traffic as stream_traffic
 
-    packing = setup.run.get("packing", False)
-    if not isinstance(packing, bool):
-        raise UserError(f"packing must be true or false, got {packing!r}")
-    column = setup.run.get("packing_column", "tokens")
-    if not isinstance(column, str) or not column:
-        raise UserError(f"packing_column must name a column, got {column!r}")
-    if not packing:
-        return []
     assumed = not any(setup.remotes)
     bounds = np.cumsum([0] + [ix.num_shards for ix in setup.indexes])
     return [stream_traffic(ix, column, fetch[bounds[i]:bounds[i + 1]], bool(remote or assumed))
+            for column in lengths_columns(setup)
             for i, (ix, remote) in enumerate(zip(setup.indexes, setup.remotes))]
+
+
+def lengths_columns(setup: Setup) -> list[str]:
+    """The columns whose sample lengths the run reads before its first batch.
+
+    Args:
+        setup: the config.
+    """
+    packing = setup.run.get("packing", False)
+    if not isinstance(packing, bool):
+        raise UserError(f"packing must be true or false, got {packing!r}")
+    columns = []
+    for key, wanted in (("packing_column", packing),
+                        ("lengths_column", setup.run.get("mix_unit") == "tokens")):
+        column = setup.run.get(key, "tokens")
+        if not isinstance(column, str) or not column:
+            raise UserError(f"{key} must name a column, got {column!r}")
+        if wanted and column not in columns:
+            columns.append(column)
+    return columns
 
 
 def _other_bytes(setup: Setup) -> int:
@@ -227,8 +242,9 @@ def lengths_report(setup: Setup, traffic: list[LengthsTraffic]) -> dict[str, Any
     """
     if not traffic:
         return None
-    return {"column": setup.run.get("packing_column", "tokens"),
-            "scanned_streams": [name for name, t in zip(setup.names, traffic) if t.scanned]}
+    names = setup.names * (len(traffic) // max(len(setup.names), 1))
+    return {"columns": lengths_columns(setup),
+            "scanned_streams": list(dict.fromkeys(n for n, t in zip(names, traffic) if t.scanned))}
 
 
 def print_json(args: argparse.Namespace, setup: Setup, config: Path) -> int:
@@ -266,7 +282,7 @@ def print_cost(args: argparse.Namespace, setup: Setup, config: Path) -> None:
     if "lengths" in report:
         lengths, scanned = report["lengths"], report["lengths"]["scanned_streams"]
         print(f"sample lengths    {human_bytes(lengths['bytes_per_node'])} per node before its "
-              f"first batch ({lengths['column']!r}; "
+              f"first batch ({', '.join(map(repr, lengths['columns']))}; "
               + (f"no side files: {', '.join(scanned)} scanned whole, `streaming lengths` "
                  "records them" if scanned else "side files") + "), in the egress")
     if "egress_cost" in report:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streaming.cli._common import UserError
+from streaming.cli.plan_tokens import ConfigStream, token_weights
 from streaming.errors import require
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ _STREAM_KEYS = {"local", "path", "remote", "name", "proportion", "repeat", "choo
 _PLAN_KEYS = {"batch_size", "batching_method", "epoch_size", "shuffle", "shuffle_algo",
               "shuffle_seed", "shuffle_block_size", "num_canonical_nodes", "partition_algo",
               "sampling_method", "sampling_granularity"}
+_MIX_KEYS = {"mix_unit", "lengths_column"}  # proportions as token shares (plan_tokens)
 _TOPOLOGY_KEYS = {"nodes", "ranks_per_node", "workers_per_rank", "replication"}
 # what a cost prediction needs beyond the plan (packing: the sample lengths read at start-up)
 _RUN_KEYS = {"cache_limit", "predownload", "packing", "packing_column"}
@@ -59,11 +61,11 @@ def load_setup(path: Path) -> Setup:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML: {exc}") from exc
-    config = _mapping(raw, str(path), _PLAN_KEYS | _RUN_KEYS | {"streams", "topology"})
+    config = _mapping(raw, str(path), _PLAN_KEYS | _RUN_KEYS | _MIX_KEYS | {"streams", "topology"})
     streams = config.get("streams")
     if not isinstance(streams, list) or not streams:
         raise UserError(f"{path}: 'streams' must be a non-empty list")
-    names, indexes, weights, remotes, index_bytes = [], [], [], [], []
+    names, indexes, weights, remotes, index_bytes, mixed = [], [], [], [], [], []
     for i, stream in enumerate(streams):
         stream = _mapping(stream, f"{path}: streams[{i}]", _STREAM_KEYS)
         local, remote = stream.get("local", stream.get("path")), stream.get("remote")
@@ -83,20 +85,29 @@ def load_setup(path: Path) -> Setup:
         remotes.append(None if remote is None else str(remote))
         weights.append(StreamWeights(**{k: stream[k] for k in ("proportion", "repeat", "choose")
                                         if stream.get(k) is not None}))
+        mixed.append(ConfigStream(names[-1], None if remote else folder, remotes[-1], split,
+                                  stream.get("proportion")))
     topology = _mapping(config.get("topology") or {}, f"{path}: topology", _TOPOLOGY_KEYS)
     world = World(num_nodes=int(topology.get("nodes", 1)),
                   ranks_per_node=int(topology.get("ranks_per_node", 1)),
                   workers_per_rank=int(topology.get("workers_per_rank", 1)),
                   replication=int(topology.get("replication", 1)))
+    plan_keys = {k: config[k] for k in _PLAN_KEYS if k in config}
+    unit = config.get("mix_unit", "samples")
+    if unit not in ("samples", "tokens"):
+        raise UserError(f"{path}: mix_unit must be samples or tokens, got {unit!r}")
+    if unit == "tokens":
+        weights = token_weights(mixed, indexes, str(config.get("lengths_column", "tokens")),
+                                plan_keys.pop("epoch_size", None))
     weighted = any(w != StreamWeights() for w in weights)
     cfg = PlanConfig(
         samples_per_shard=np.concatenate([ix.samples_per_shard for ix in indexes]),
         shards_per_stream=np.array([ix.num_shards for ix in indexes], np.int64),
         weights=tuple(weights) if weighted else (),
-        **{k: config[k] for k in _PLAN_KEYS if k in config},
+        **plan_keys,
     )
-    return Setup(names, indexes, cfg, world, remotes,
-                 {k: config[k] for k in _RUN_KEYS if k in config}, index_bytes)
+    run = {k: config[k] for k in _RUN_KEYS | _MIX_KEYS if k in config}
+    return Setup(names, indexes, cfg, world, remotes, run, index_bytes)
 
 
 def remote_index_json(remote: str, split: str) -> bytes:

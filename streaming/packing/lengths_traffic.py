@@ -43,12 +43,23 @@ def lengths_traffic(index: DatasetIndex, column: str, shard_fetch_bytes: np.ndar
             nothing kept in a cache folder).
     """
     spec = recorded_spec(index)
-    scanned = spec is None or spec.get("column") != column
+    scanned = not records_lengths(index, column)
     if not downloaded:
         return LengthsTraffic(0, 0, scanned)
     kept = LENGTH_BYTES * int(index.num_samples)
     if scanned:
         fetched = int(np.asarray(shard_fetch_bytes, np.int64)[index.samples_per_shard > 0].sum())
     else:
-        fetched = sum(int(entry["bytes"]) for entry in spec["files"])
+        fetched = sum(int(entry["bytes"]) for entry in spec["files"])  # type: ignore[index]
     return LengthsTraffic(fetched, kept, scanned)
+
+
+def records_lengths(index: DatasetIndex, column: str) -> bool:
+    """Whether `index` lists side files holding the lengths of `column` (else they are scanned).
+
+    Args:
+        index: a stream's index.
+        column: the column whose lengths are wanted.
+    """
+    spec = recorded_spec(index)
+    return spec is not None and spec.get("column") == column

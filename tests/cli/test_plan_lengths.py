@@ -57,7 +57,7 @@ def test_lengths_are_side_files_or_whole_shards_for_every_node(cli, folders, tmp
     packed = _plan(cli, _config(tmp_path, streams, "packing: true\n"), "--restart-step", "10")
     per_node = _side_bytes(folders / "sides") + _shard_bytes(folders / "bare")
     assert _side_bytes(folders / "sides") == 4 * 300
-    assert packed["lengths"] == {"column": "tokens", "scanned_streams": [str(folders / "bare")],
+    assert packed["lengths"] == {"columns": ["tokens"], "scanned_streams": [str(folders / "bare")],
                                  "bytes_per_node": per_node, "egress_bytes": 3 * per_node}
     assert [n["lengths_bytes"] for n in packed["nodes"]] == [per_node] * 3
     assert packed["egress_bytes_per_epoch"] == plain["egress_bytes_per_epoch"]
