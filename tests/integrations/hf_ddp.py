@@ -3,6 +3,7 @@ steps saving at 4, then resume from step 4 in a second trainer; write what the m
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -26,7 +27,11 @@ def run(data: Path, out: Path, resume: str | None) -> tuple[list, object]:
     return [c["input_ids"].tolist() for c in calls], trainer
 
 
+STACKS_AFTER = 180  # seconds: a rank still running then prints every thread's stack and exits
+
+
 def main(data: str, out: str, record: str) -> None:
+    faulthandler.dump_traceback_later(STACKS_AFTER, exit=True)  # a hang shows where it waits
     full, trainer = run(Path(data), Path(out), None)
     state = trainer.train_batches.state_dict()
     resumed, _ = run(Path(data), Path(out) / "resumed", str(Path(out) / "checkpoint-4"))

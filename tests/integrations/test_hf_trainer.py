@@ -258,7 +258,7 @@ def test_two_ranks_read_their_own_batches_and_resume_exactly(data, tmp_path) -> 
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                     "--master-addr", "127.0.0.1", "--master-port", str(port),
                     "-m", "tests.integrations.hf_ddp", str(data), str(tmp_path / "out"),
-                    str(record)], cwd=REPO, env=env, check=True, timeout=300)
+                    str(record)], cwd=REPO, env=env, check=True, timeout=240)
     ranks = [json.loads(Path(f"{record}.{r}").read_text()) for r in (0, 1)]
     checkpoint = tmp_path / "out" / "checkpoint-4"
     assert {p.name for p in checkpoint.glob("streaming_loader_rank*.json")} == {
