@@ -11,10 +11,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
-import os
 import re
 import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +27,10 @@ from streaming.errors import (
     UnsupportedFeatureError,
 )
 from streaming.storage.backend import CHUNK, Backend
+from streaming.storage.keep_alive import STALE, pool, reusable, tls_context
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
-_IDLE_PER_HOST = 32  # kept-alive connections per process and server
 
 
 def _from_url(scheme: str, netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
@@ -51,32 +49,6 @@ def from_https_url(netloc: str, path: str, options: dict[str, Any]) -> tuple[Bac
     return _from_url("https", netloc, path, options)
 
 
-class _Pool:
-    """Idle keep-alive connections per (scheme, host, timeouts), for this process only."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.idle: dict[tuple, list[http.client.HTTPConnection]] = {}
-        self.lock = threading.Lock()
-
-    def take(self, key: tuple) -> http.client.HTTPConnection | None:
-        with self.lock:
-            if self.pid != os.getpid():  # forked: the parent's sockets are not ours
-                self.idle.clear()
-                self.pid = os.getpid()
-            free = self.idle.get(key)
-            return free.pop() if free else None
-
-    def give(self, key: tuple, conn: http.client.HTTPConnection) -> None:
-        with self.lock:
-            free = self.idle.setdefault(key, [])
-            if self.pid == os.getpid() and len(free) < _IDLE_PER_HOST:
-                free.append(conn)
-                return
-        conn.close()
-
-
-_pool = _Pool()
 
 
 @dataclass(frozen=True)
@@ -101,8 +73,11 @@ class HTTPBackend(Backend):
         return (self.scheme, self.host, self.connect_timeout, self.read_timeout)
 
     def _connect(self) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        conn = cls(self.host, timeout=self.connect_timeout)
+        if self.scheme == "https":
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self.host, timeout=self.connect_timeout, context=tls_context(None))
+        else:
+            conn = http.client.HTTPConnection(self.host, timeout=self.connect_timeout)
         conn.connect()
         conn.sock.settimeout(self.read_timeout)
         return conn
@@ -124,12 +99,12 @@ class HTTPBackend(Backend):
         key = self._key()
         conn = None
         try:
-            reused = _pool.take(key)
+            reused = pool.take(key)
             conn = reused or self._connect()
             try:
                 conn.request(method, path, headers=self._headers(headers))
                 response = conn.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            except STALE:
                 if reused is None:
                     raise
                 conn.close()  # the server dropped an idle kept-alive connection: one fresh try
@@ -137,8 +112,8 @@ class HTTPBackend(Backend):
                 conn.request(method, path, headers=self._headers(headers))
                 response = conn.getresponse()
             yield response
-            if response.isclosed() and not response.will_close and response.length == 0:
-                _pool.give(key, conn)  # read to its announced end: the connection is clean
+            if reusable(response):
+                pool.give(key, conn)  # read to its announced end: the connection is clean
                 conn = None
         except StorageError:
             raise

@@ -21,7 +21,6 @@ import hmac
 import http.client
 import os
 import re
-import ssl
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 from streaming.errors import DownloadTimeoutError, StorageError
+from streaming.storage.keep_alive import STALE, pool, reusable, tls_context
 from streaming.storage.retry import status_error
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -128,9 +128,34 @@ def _proxied(target: Target) -> bool:
 def _connection(target: Target, timeout: float) -> http.client.HTTPConnection:
     if target.scheme == "http":
         return http.client.HTTPConnection(target.host, target.port, timeout=timeout)
-    context = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None)
     return http.client.HTTPSConnection(target.host, target.port, timeout=timeout,
-                                       context=context)
+                                       context=tls_context(os.environ.get("AWS_CA_BUNDLE")))
+
+
+def _answer(target: Target, headers: dict[str, str], timeout: float
+            ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, tuple]:
+    """(connection, response, pool key) of one GET whose headers arrived, on a kept-alive
+    connection to the same server when there is one (a fresh one when the server dropped it
+    while it was idle)."""
+    key = (target.scheme, target.host, target.port, timeout, os.environ.get("AWS_CA_BUNDLE"))
+    reused = pool.take(key)
+    conn = reused or _connection(target, timeout)
+    try:
+        if reused is not None and reused.sock is not None:
+            reused.sock.settimeout(timeout)
+        try:
+            conn.request("GET", target.path, headers=headers)
+            return conn, conn.getresponse(), key
+        except STALE:
+            if reused is None:
+                raise
+            conn.close()
+            conn = _connection(target, timeout)
+            conn.request("GET", target.path, headers=headers)
+            return conn, conn.getresponse(), key
+    except BaseException:
+        conn.close()
+        raise
 
 
 def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None, *,
@@ -159,15 +184,12 @@ def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None
     ranged = start is not None or end is not None
     if ranged:
         headers["range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
-    conn = _connection(target, connect_timeout)
     try:
-        conn.request("GET", target.path, headers=headers)
-        response = conn.getresponse()
-        if conn.sock is not None:
-            conn.sock.settimeout(read_timeout)
+        conn, response, pool_key = _answer(target, headers, connect_timeout)
     except (OSError, http.client.HTTPException, ValueError):
-        conn.close()
         return None
+    if conn.sock is not None:
+        conn.sock.settimeout(read_timeout)
     url, status = f"s3://{bucket}/{key}", response.status
     length = response.getheader("content-length")
     if status != (206 if ranged else 200) or not length or not length.isdigit():
@@ -176,11 +198,11 @@ def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None
             raise status_error(f"{url}: S3 error {status}: {response.reason}", status,
                                response.getheader("retry-after"))
         return None
-    return _body(conn, response, int(length), chunk, url)
+    return _body(conn, response, int(length), chunk, url, pool_key)
 
 
-def _body(conn: http.client.HTTPConnection, response: http.client.HTTPResponse, length: int,
-          chunk: int, url: str) -> Iterator[bytes]:
+def _body(conn: http.client.HTTPConnection | None, response: http.client.HTTPResponse,
+          length: int, chunk: int, url: str, pool_key: tuple) -> Iterator[bytes]:
     got = 0
     try:
         while piece := response.read(chunk):
@@ -188,6 +210,9 @@ def _body(conn: http.client.HTTPConnection, response: http.client.HTTPResponse, 
             yield piece
         if got != length:
             raise StorageError(f"{url}: the transfer broke off after {got} of {length} bytes")
+        if reusable(response) and conn is not None:
+            pool.give(pool_key, conn)  # read to its end: the next GET to this server may use it
+            conn = None
     except TimeoutError as exc:
         raise DownloadTimeoutError(f"{url}: timed out reading the object: {exc}") from exc
     except StorageError:
@@ -195,5 +220,6 @@ def _body(conn: http.client.HTTPConnection, response: http.client.HTTPResponse, 
     except (OSError, http.client.HTTPException) as exc:
         raise StorageError(f"{url}: the transfer broke off: {exc!r}") from exc
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
 

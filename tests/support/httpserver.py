@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import ssl
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -23,13 +24,31 @@ _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
 
 class HTTPFileServer:
-    """Serves `root` on 127.0.0.1; `.endpoint` is its base URL."""
+    """Serves `root` on 127.0.0.1; `.endpoint` is its base URL, `.connections` how many
+    connections it accepted.
 
-    def __init__(self, root: Path, port: int = 0) -> None:
+    Args:
+        root: the folder served (an S3 client with this endpoint reads `root/bucket/key`).
+        port: the port (0: any free one).
+        tls: (certificate file, key file) to serve HTTPS.
+        drop_idle: close each connection after its response while announcing keep-alive, as
+            a store does with a connection left idle past its timeout.
+    """
+
+    def __init__(self, root: Path, port: int = 0, *, tls: tuple[Path, Path] | None = None,
+                 drop_idle: bool = False) -> None:
         self.root = root
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(root))
+        self.connections = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(root, self))
         self._server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.drop_idle = drop_idle
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            scheme = "https"
+        self.endpoint = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -41,20 +60,26 @@ class HTTPFileServer:
         self._server.server_close()
 
 
-def _handler_for(root: Path) -> type[BaseHTTPRequestHandler]:
+def _handler_for(root: Path, server: HTTPFileServer) -> type[BaseHTTPRequestHandler]:
     class Handler(_FileHandler):
         pass
 
-    Handler.root = root
+    Handler.root, Handler.server_state = root, server
     return Handler
 
 
 class _FileHandler(BaseHTTPRequestHandler):
     root: Path
+    server_state: HTTPFileServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no delayed-ACK wait
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.server_state.connections += 1
 
     def _send(self, status: int, headers: dict[str, str], body: bytes = b"",
               length: int | None = None) -> None:
@@ -68,6 +93,8 @@ class _FileHandler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):  # the client needed no more
                 self.close_connection = True
+        if self.server_state.drop_idle:
+            self.close_connection = True
 
     def do_GET(self) -> None:
         relative = unquote(urlsplit(self.path).path).lstrip("/")
@@ -112,10 +139,12 @@ def http_server() -> Iterator[HTTPFileServer]:
 
 
 def main() -> None:
-    """`python -m tests.support.httpserver ROOT PORT`: serve ROOT until killed (benchmarks)."""
+    """`python -m tests.support.httpserver ROOT PORT [CERT KEY]`: serve ROOT (over HTTPS with
+    a certificate) until killed (benchmarks)."""
     import sys
 
-    server = HTTPFileServer(Path(sys.argv[1]), port=int(sys.argv[2]))
+    tls = (Path(sys.argv[3]), Path(sys.argv[4])) if len(sys.argv) > 4 else None
+    server = HTTPFileServer(Path(sys.argv[1]), port=int(sys.argv[2]), tls=tls)
     try:
         server.wait()
     finally:

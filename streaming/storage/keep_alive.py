@@ -1,0 +1,83 @@
+"""Connections kept alive between requests to the same server, and the TLS settings they
+share, for this process's plain-`http.client` transports (`http` and the boto3-free S3 GETs).
+
+A new HTTPS connection costs a TCP and a TLS handshake (round trips and milliseconds of CPU),
+and a new TLS context costs loading the system's certificates (tens of milliseconds): a remote
+of many small objects (side files, indexes) would pay them on every GET. A connection goes back
+to the pool only after its response was read to its announced end; a forked process never uses
+its parent's sockets.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import os
+import ssl
+import threading
+from collections.abc import Hashable
+
+IDLE_PER_SERVER = 32  # kept-alive connections per process and server
+STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)  # idle and dropped
+
+
+class ConnectionPool:
+    """Idle keep-alive connections by key (scheme, host, port and timeouts), for this process
+    only."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.idle: dict[Hashable, list[http.client.HTTPConnection]] = {}
+        self.lock = threading.Lock()
+
+    def take(self, key: Hashable) -> http.client.HTTPConnection | None:
+        """An idle connection for `key`, or None.
+
+        Args:
+            key: what the connection must match.
+        """
+        with self.lock:
+            if self.pid != os.getpid():  # forked: the parent's sockets are not ours
+                self.idle.clear()
+                self.pid = os.getpid()
+            free = self.idle.get(key)
+            return free.pop() if free else None
+
+    def give(self, key: Hashable, conn: http.client.HTTPConnection) -> None:
+        """Keep `conn`, whose last response was read to its end, for the next request to
+        `key` (closed instead when IDLE_PER_SERVER are kept already).
+
+        Args:
+            key: what the connection matches.
+            conn: the connection.
+        """
+        with self.lock:
+            free = self.idle.setdefault(key, [])
+            if self.pid == os.getpid() and len(free) < IDLE_PER_SERVER:
+                free.append(conn)
+                return
+        conn.close()
+
+
+def reusable(response: http.client.HTTPResponse) -> bool:
+    """Whether the connection of `response` can carry another request: the response was read
+    to its announced end and the server did not ask to close.
+
+    Args:
+        response: a response read by the caller.
+    """
+    return response.isclosed() and not response.will_close and response.length == 0
+
+
+@functools.lru_cache(maxsize=4)
+def tls_context(cafile: str | None) -> ssl.SSLContext:
+    """The TLS settings of every HTTPS connection that trusts `cafile` (None or "": the
+    system's certificates), made once per process. A context is safe to share between threads.
+
+    Args:
+        cafile: a certificate bundle (`AWS_CA_BUNDLE`), if any.
+    """
+    return ssl.create_default_context(cafile=cafile or None)
+
+
+pool = ConnectionPool()

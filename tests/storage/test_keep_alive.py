@@ -1,0 +1,139 @@
+"""Boto3-free S3 GETs keep their connection alive between requests to one server, over HTTP
+and HTTPS (a loopback server with a certificate made for the test): one connection and one TLS
+context for many GETs, a connection the server dropped while idle replaced without an error, a
+response not read to its end never reused, and a forked process never uses its parent's."""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streaming.storage import keep_alive, s3_quick
+from streaming.storage.schemes import backend_for
+from tests.support.httpserver import HTTPFileServer
+
+OBJECTS = {f"k{i}": bytes([i]) * (1000 + i) for i in range(4)}
+
+
+@pytest.fixture
+def bucket_root(tmp_path) -> Path:
+    root = tmp_path / "root"
+    (root / "bkt").mkdir(parents=True)
+    for name, data in OBJECTS.items():
+        (root / "bkt" / name).write_bytes(data)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def fresh_pool(monkeypatch) -> Iterator[None]:
+    monkeypatch.setattr(keep_alive, "pool", keep_alive.ConnectionPool())
+    monkeypatch.setattr(s3_quick, "pool", keep_alive.pool)
+    keep_alive.tls_context.cache_clear()
+    yield
+    keep_alive.tls_context.cache_clear()
+
+
+def _serve(monkeypatch, root: Path, **options) -> HTTPFileServer:
+    server = HTTPFileServer(root, **options)
+    monkeypatch.setenv("S3_ENDPOINT_URL", server.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+                 "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    return server
+
+
+def _get(name: str) -> bytes:
+    backend, path = backend_for(f"s3://bkt/{name}")
+    return backend.get(path)
+
+
+def test_many_gets_share_one_connection(monkeypatch, bucket_root):
+    server = _serve(monkeypatch, bucket_root)
+    try:
+        for _ in range(3):
+            assert {name: _get(name) for name in OBJECTS} == OBJECTS
+        assert server.connections == 1
+    finally:
+        server.close()
+
+
+def test_a_connection_dropped_while_idle_is_replaced(monkeypatch, bucket_root):
+    server = _serve(monkeypatch, bucket_root, drop_idle=True)
+    try:
+        assert {name: _get(name) for name in OBJECTS} == OBJECTS
+        assert server.connections == len(OBJECTS)  # each kept one was found dropped
+    finally:
+        server.close()
+
+
+def test_a_response_not_read_to_its_end_is_not_reused(monkeypatch, bucket_root):
+    server = _serve(monkeypatch, bucket_root)
+    try:
+        stream = s3_quick.quick_stream("bkt", "k1", server.endpoint, None, connect_timeout=5,
+                                       read_timeout=5, chunk=100)
+        assert stream is not None
+        assert next(stream) == OBJECTS["k1"][:100]
+        stream.close()
+        assert _get("k2") == OBJECTS["k2"]
+        assert server.connections == 2
+    finally:
+        server.close()
+
+
+def _take_in_child(key: tuple, out: multiprocessing.Queue) -> None:
+    out.put(keep_alive.pool.take(key) is None)
+
+
+def test_a_forked_process_never_takes_its_parents_connection(monkeypatch, bucket_root):
+    server = _serve(monkeypatch, bucket_root)
+    try:
+        assert _get("k0") == OBJECTS["k0"]
+        key = next(iter(keep_alive.pool.idle))
+        context = multiprocessing.get_context("fork")
+        out = context.Queue()
+        child = context.Process(target=_take_in_child, args=(key, out))
+        child.start()
+        assert out.get(timeout=30) is True
+        child.join(timeout=30)
+        assert keep_alive.pool.take(key) is not None  # still the parent's
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def certificate(tmp_path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+                   timeout=60)
+    return cert, key
+
+
+def test_https_gets_share_one_connection_and_one_tls_context(monkeypatch, bucket_root,
+                                                             certificate):
+    server = _serve(monkeypatch, bucket_root, tls=certificate)
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(certificate[0]))
+    made = []
+    real = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context",
+                        lambda *a, **k: made.append(k.get("cafile")) or real(*a, **k))
+    try:
+        assert server.endpoint.startswith("https://")
+        for _ in range(3):
+            assert {name: _get(name) for name in OBJECTS} == OBJECTS
+        assert server.connections == 1
+        assert made == [str(certificate[0])]
+    finally:
+        server.close()
