@@ -56,7 +56,7 @@ def _get(name: str) -> bytes:
     return backend.get(path)
 
 
-def test_many_gets_share_one_connection(monkeypatch, bucket_root):
+def test_many_gets_share_one_connection(monkeypatch, bucket_root, no_boto3):
     server = _serve(monkeypatch, bucket_root)
     try:
         for _ in range(3):
@@ -66,7 +66,7 @@ def test_many_gets_share_one_connection(monkeypatch, bucket_root):
         server.close()
 
 
-def test_a_connection_dropped_while_idle_is_replaced(monkeypatch, bucket_root):
+def test_a_connection_dropped_while_idle_is_replaced(monkeypatch, bucket_root, no_boto3):
     server = _serve(monkeypatch, bucket_root, drop_idle=True)
     try:
         assert {name: _get(name) for name in OBJECTS} == OBJECTS
@@ -121,9 +121,21 @@ def certificate(tmp_path) -> tuple[Path, Path]:
     return cert, key
 
 
+@pytest.fixture
+def no_boto3(monkeypatch) -> None:
+    """Every GET must take the boto3-free path: asking for a boto3 client fails the test."""
+    from streaming.storage.s3 import S3Backend
+
+    def refuse(self):
+        raise AssertionError("the GET fell back to boto3")
+
+    monkeypatch.setattr(S3Backend, "client", property(refuse))
+
+
+@pytest.mark.parametrize("drop_idle", [False, True])
 def test_https_gets_share_one_connection_and_one_tls_context(monkeypatch, bucket_root,
-                                                             certificate):
-    server = _serve(monkeypatch, bucket_root, tls=certificate)
+                                                             certificate, no_boto3, drop_idle):
+    server = _serve(monkeypatch, bucket_root, tls=certificate, drop_idle=drop_idle)
     monkeypatch.setenv("AWS_CA_BUNDLE", str(certificate[0]))
     made = []
     real = ssl.create_default_context
@@ -133,7 +145,7 @@ def test_https_gets_share_one_connection_and_one_tls_context(monkeypatch, bucket
         assert server.endpoint.startswith("https://")
         for _ in range(3):
             assert {name: _get(name) for name in OBJECTS} == OBJECTS
-        assert server.connections == 1
+        assert server.connections == (3 * len(OBJECTS) if drop_idle else 1)
         assert made == [str(certificate[0])]
     finally:
         server.close()
