@@ -78,7 +78,7 @@ def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
 
 def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[LengthsTraffic]]:
     """The run to predict from the config and the options, with each stream's sample-lengths
-    traffic (none unless the config packs)."""
+    traffic (none unless the config packs or mixes by tokens)."""
     from streaming.cache.limit import check_cache_limit
     from streaming.dataset.row_reader import samples_ahead
     from streaming.observe.forecast import RunSpec
@@ -170,8 +170,8 @@ def _footprint(setup: Setup) -> tuple[Any, np.ndarray]:
 
 def cost_report(forecast: Forecast, restart: Restart | None, price: float | None,
                 lengths: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The prediction as plain JSON data (`lengths`: what `lengths_report` says of a packed
-    run's sample lengths)."""
+    """The prediction as plain JSON data (`lengths`: what `lengths_report` says of the sample
+    lengths a packed or token-mixed run reads)."""
     spec = forecast.spec
     fetchers = [forecast.fetchers(e) for e in range(spec.epochs)]
     nodes = []
@@ -233,8 +233,8 @@ def _predict(args: argparse.Namespace, setup: Setup) -> tuple[Forecast, dict[str
 
 
 def lengths_report(setup: Setup, traffic: list[LengthsTraffic]) -> dict[str, Any] | None:
-    """The column a packed run reads the lengths of and the streams whose shards are scanned
-    for them (None when the config does not pack).
+    """The columns whose lengths the run reads and the streams whose shards are scanned for
+    them (None when the config neither packs nor mixes by tokens).
 
     Args:
         setup: the config.
