@@ -49,8 +49,6 @@ def from_https_url(netloc: str, path: str, options: dict[str, Any]) -> tuple[Bac
     return _from_url("https", netloc, path, options)
 
 
-
-
 @dataclass(frozen=True)
 class HTTPBackend(Backend):
     """One origin (scheme + host); paths are URL paths. Picklable: holds settings only."""
