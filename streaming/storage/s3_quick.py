@@ -11,7 +11,8 @@ other than the expected 200 or 206, an error before the body starts) returns Non
 takes the boto3 path, which owns error reporting; but a server error or throttling answer
 (5xx, 408, 429) is raised as the StorageError the boto3 path would raise, so a struggling store
 gets one request per attempt, not two. Once the body has started, a failure is a StorageError
-(DownloadTimeoutError for a timeout) that the caller's retries handle.
+(DownloadTimeoutError for a timeout) that the caller's retries handle. Connections are kept
+alive between GETs to one server, and HTTPS ones share one TLS context (`keep_alive`).
 """
 
 from __future__ import annotations
