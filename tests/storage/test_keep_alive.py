@@ -1,7 +1,8 @@
-"""Boto3-free S3 GETs keep their connection alive between requests to one server, over HTTP
-and HTTPS (a loopback server with a certificate made for the test): one connection and one TLS
-context for many GETs, a connection the server dropped while idle replaced without an error, a
-response not read to its end never reused, and a forked process never uses its parent's."""
+"""Boto3-free S3 GETs (and the `https://` backend) keep their connection alive between
+requests to one server, over HTTP and HTTPS (a loopback server with a certificate made for the
+test): one connection and one TLS context for many GETs, a connection the server dropped while
+idle replaced without an error, a response not read to its end never reused, and a forked
+process never uses its parent's."""
 
 from __future__ import annotations
 
@@ -147,5 +148,18 @@ def test_https_gets_share_one_connection_and_one_tls_context(monkeypatch, bucket
             assert {name: _get(name) for name in OBJECTS} == OBJECTS
         assert server.connections == (3 * len(OBJECTS) if drop_idle else 1)
         assert made == [str(certificate[0])]
+    finally:
+        server.close()
+
+
+def test_the_https_backend_shares_one_connection_too(monkeypatch, bucket_root, certificate):
+    server = HTTPFileServer(bucket_root, tls=certificate)
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))  # the system's trust, for this test
+    try:
+        backend, _ = backend_for(f"{server.endpoint}/bkt/k0")
+        for _ in range(3):
+            assert {name: backend.get(f"/bkt/{name}") for name in OBJECTS} == OBJECTS
+            assert b"".join(backend.iter_chunks("/bkt/k3", 10, 20)) == OBJECTS["k3"][10:20]
+        assert server.connections == 1
     finally:
         server.close()
