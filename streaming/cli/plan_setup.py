@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streaming.cli._common import UserError
-from streaming.cli.plan_tokens import ConfigStream, token_weights
+from streaming.cli.plan_tokens import ConfigStream, mix_weights
 from streaming.errors import require
 
 if TYPE_CHECKING:
@@ -93,12 +93,7 @@ def load_setup(path: Path) -> Setup:
                   workers_per_rank=int(topology.get("workers_per_rank", 1)),
                   replication=int(topology.get("replication", 1)))
     plan_keys = {k: config[k] for k in _PLAN_KEYS if k in config}
-    unit = config.get("mix_unit", "samples")
-    if unit not in ("samples", "tokens"):
-        raise UserError(f"{path}: mix_unit must be samples or tokens, got {unit!r}")
-    if unit == "tokens":
-        weights = token_weights(mixed, indexes, str(config.get("lengths_column", "tokens")),
-                                plan_keys.pop("epoch_size", None))
+    weights = mix_weights(config, path, mixed, indexes, weights, plan_keys)
     weighted = any(w != StreamWeights() for w in weights)
     cfg = PlanConfig(
         samples_per_shard=np.concatenate([ix.samples_per_shard for ix in indexes]),

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streaming.cli._common import UserError
 from streaming.errors import PlanError
@@ -37,6 +37,32 @@ class ConfigStream:
     remote: str | None
     split: str
     proportion: float | None
+
+
+def mix_weights(config: dict[str, Any], where: Path, streams: Sequence[ConfigStream],
+                indexes: Sequence[DatasetIndex], weights: list[StreamWeights],
+                plan_keys: dict[str, Any]) -> list[StreamWeights]:
+    """The streams' weights under the config's `mix_unit`: `weights` as the streams give them
+    for "samples", each stream's `choose` for "tokens" (`token_weights`; the epoch size then
+    moves out of `plan_keys` into the counts).
+
+    Args:
+        config: the parsed config.
+        where: the config file, for messages.
+        streams: the config's streams.
+        indexes: each stream's index.
+        weights: the weights the streams give.
+        plan_keys: the PlanConfig keywords of the config.
+    """
+    unit = config.get("mix_unit", "samples")
+    if unit not in ("samples", "tokens"):
+        raise UserError(f"{where}: mix_unit must be samples or tokens, got {unit!r}")
+    column = config.get("lengths_column", "tokens")
+    if not isinstance(column, str) or not column:
+        raise UserError(f"{where}: lengths_column must name a column, got {column!r}")
+    if unit == "samples":
+        return weights
+    return token_weights(streams, indexes, column, plan_keys.pop("epoch_size", None))
 
 
 def token_weights(streams: Sequence[ConfigStream], indexes: Sequence[DatasetIndex],

@@ -37,21 +37,20 @@ def lengths_traffic(index: DatasetIndex, column: str, shard_fetch_bytes: np.ndar
 
     Args:
         index: the stream's index.
-        column: the column whose lengths the run reads (`packing_column`).
+        column: the column whose lengths the run reads (`packing_column`, `lengths_column`).
         shard_fetch_bytes: bytes a download of each of its shards moves.
         downloaded: whether the stream is read from a remote (else in place: nothing fetched,
             nothing kept in a cache folder).
     """
-    spec = recorded_spec(index)
-    scanned = not records_lengths(index, column)
+    spec = _spec_for(index, column)
     if not downloaded:
-        return LengthsTraffic(0, 0, scanned)
+        return LengthsTraffic(0, 0, spec is None)
     kept = LENGTH_BYTES * int(index.num_samples)
-    if scanned:
+    if spec is None:
         fetched = int(np.asarray(shard_fetch_bytes, np.int64)[index.samples_per_shard > 0].sum())
     else:
-        fetched = sum(int(entry["bytes"]) for entry in spec["files"])  # type: ignore[index]
-    return LengthsTraffic(fetched, kept, scanned)
+        fetched = sum(int(entry["bytes"]) for entry in spec["files"])
+    return LengthsTraffic(fetched, kept, spec is None)
 
 
 def records_lengths(index: DatasetIndex, column: str) -> bool:
@@ -61,5 +60,10 @@ def records_lengths(index: DatasetIndex, column: str) -> bool:
         index: a stream's index.
         column: the column whose lengths are wanted.
     """
+    return _spec_for(index, column) is not None
+
+
+def _spec_for(index: DatasetIndex, column: str) -> dict | None:
+    """The index's recorded lengths (validated) when they are those of `column`."""
     spec = recorded_spec(index)
-    return spec is not None and spec.get("column") == column
+    return spec if spec is not None and spec.get("column") == column else None

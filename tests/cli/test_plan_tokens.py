@@ -105,3 +105,6 @@ def test_bad_token_mixes_are_refused(folders, tmp_path, cli):
                       .replace(", proportion: 0.75", ""))
     ran = cli("plan", config, "--json")
     assert ran.code != 0 and "proportion on every stream" in ran.err
+    config.write_text(config.read_text() + "lengths_column: 3\n")
+    ran = cli("plan", config, "--json")
+    assert ran.code != 0 and "lengths_column must name a column" in ran.err

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.storage import keep_alive, s3_quick
+from streaming.storage import http, keep_alive, s3_quick
 from streaming.storage.schemes import backend_for
 from tests.support.httpserver import HTTPFileServer
 
@@ -35,6 +35,7 @@ def bucket_root(tmp_path) -> Path:
 def fresh_pool(monkeypatch) -> Iterator[None]:
     monkeypatch.setattr(keep_alive, "pool", keep_alive.ConnectionPool())
     monkeypatch.setattr(s3_quick, "pool", keep_alive.pool)
+    monkeypatch.setattr(http, "pool", keep_alive.pool)
     keep_alive.tls_context.cache_clear()
     yield
     keep_alive.tls_context.cache_clear()
