@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streaming.format.index import DatasetIndex
+from streaming.format.index import LENGTHS_DTYPE, DatasetIndex
 from streaming.packing.lengths import recorded_spec
 
-LENGTH_BYTES = 4  # one uint32 per sample, in a side file or in a scan's result
+LENGTH_BYTES = np.dtype(LENGTHS_DTYPE).itemsize  # per sample, in a side file or a scan's result
 
 
 @dataclass(frozen=True)
