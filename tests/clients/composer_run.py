@@ -14,7 +14,9 @@ rank, with torch.distributed's launcher variables, for the two-rank runs (gloo).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -98,6 +100,7 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--load", action="append", default=[])
     args = parser.parse_args()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's deadline: show stacks
     rank = dist.get_global_rank()
     if not args.load:
         memory = InMemoryLogger()

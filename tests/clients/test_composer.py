@@ -46,8 +46,9 @@ def rows(path: Path) -> list[dict]:
 
 def launch(argv: list[str], logs: Path, timeout: float, ranks: int = 1) -> None:
     """Run `python argv...` as `ranks` processes with torch.distributed's launcher variables,
-    each in its own process group writing to `logs`/rank<R>.log; all are killed at the shared
-    deadline."""
+    each in its own process group writing to `logs`/rank<R>.log. The first rank to fail ends
+    the run with its log (its peers would otherwise wait for it in a collective until
+    Composer's own timeout); all are killed at the shared deadline."""
     port = str(free_port())
     procs = []
     for rank in range(ranks):
@@ -60,23 +61,36 @@ def launch(argv: list[str], logs: Path, timeout: float, ranks: int = 1) -> None:
                                           stderr=subprocess.STDOUT, start_new_session=True))
     deadline = time.monotonic() + timeout
     try:
-        for rank, proc in enumerate(procs):
-            try:
-                code = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
-            except subprocess.TimeoutExpired:
-                code = f"nothing: it did not finish in {timeout}s"
-            tail = (logs / f"rank{rank}.log").read_text(errors="replace")[-4000:]
-            assert code == 0, f"{argv} rank {rank} exited {code}:\n{tail}"
+        while any(proc.poll() is None for proc in procs) and time.monotonic() < deadline:
+            if any(proc.returncode not in (None, 0) for proc in procs):
+                break
+            time.sleep(0.1)
+        codes = [proc.poll() for proc in procs]
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop(procs)
+    for rank in sorted(range(ranks), key=lambda r: codes[r] in (None, 0)):  # failed ones first
+        code = codes[rank] if codes[rank] is not None else f"nothing after {timeout}s"
+        tail = (logs / f"rank{rank}.log").read_text(errors="replace")[-6000:]
+        assert code == 0, f"{argv} rank {rank} exited {code}:\n{tail}"
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    """Kill the process groups still running, after asking each of their processes (the
+    DataLoader workers too) to print every thread's stack into the log (composer_run.py
+    registers SIGUSR1 with faulthandler)."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
+        os.killpg(proc.pid, signal.SIGUSR1)
+    if running:
+        time.sleep(2.0)
+    for proc in running:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def run(data: Path, out: Path, ranks: int, load: list[str]) -> None:
     args = [str(data), str(out)] + [a for ckpt in load for a in ("--load", ckpt)]
-    launch([str(SCRIPT), *args], out, timeout=300, ranks=ranks)
+    launch([str(SCRIPT), *args], out, timeout=130, ranks=ranks)
 
 
 @pytest.fixture(scope="module")
