@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from streaming.coord.names import job_identity
 from streaming.util.atomic import staged_file
+from streaming.util.fork_safe_lock import ForkSafeLock
 
 FETCH_FILE = ".streaming-index-fetch.json"
 
 _opened: Counter[str] = Counter()
-_opened_lock = threading.Lock()
+_opened_lock = ForkSafeLock()
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ import fcntl
 import json
 import os
 import socket
-import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,9 +28,10 @@ from streaming.coord.names import job_identity, node_rank
 from streaming.errors import CacheFolderError
 from streaming.util.atomic import staged_file
 from streaming.util.confine import confine
+from streaming.util.fork_safe_lock import ForkSafeLock
 
 _held: dict[str, int] = {}  # folder -> descriptor holding this process's shared lock
-_held_lock = threading.Lock()
+_held_lock = ForkSafeLock()
 
 
 @dataclass(frozen=True)

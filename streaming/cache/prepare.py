@@ -38,6 +38,7 @@ from streaming.util.atomic import staged_file
 from streaming.util.confine import confine, remove
 from streaming.util.disk_full import naming_full_disk
 from streaming.util.files import has_size
+from streaming.util.fork_safe_lock import ForkSafeLock
 from streaming.util.pagewrite import write_sliced
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class ShardPreparer:
         state = self.__dict__.copy()
         state.pop("_mutex")
         state.pop("_locks")
+        state.pop("_locks_pid")
         state.pop("_raw_paths")  # rebuilt as asked for, by each process
         state["_ready"] = np.zeros_like(self._ready)  # each process checks the disk itself
         return state
@@ -81,8 +83,9 @@ class ShardPreparer:
         self._reset_locks()
 
     def _reset_locks(self) -> None:
-        self._mutex = threading.Lock()  # guards `_locks` only
-        self._locks: dict[int, threading.Lock] = {}
+        self._mutex = ForkSafeLock()  # guards `_locks` only
+        self._locks: dict[int, threading.Lock] = {}  # this process's (`_locks_pid`) per shard
+        self._locks_pid = os.getpid()
         self._dirs: dict[int, Path] = {}
         self._raw_paths: dict[int, Path] = {}
 
@@ -228,6 +231,8 @@ class ShardPreparer:
         from streaming.cache.locks import folder_lock
 
         with self._mutex:
+            if self._locks_pid != os.getpid():  # forked: a parent's thread may hold them
+                self._locks, self._locks_pid = {}, os.getpid()
             lock = self._locks.setdefault(shard, threading.Lock())
         if node and raw.parent.is_dir() and not os.access(raw.parent, os.W_OK):
             node = False  # a read-only dataset: nothing is written there, nor a lock file

@@ -4,21 +4,13 @@ process's threads (a forked child maps the table again under its own pid)."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 
 from streaming.cache.table import CacheTable
+from streaming.util.fork_safe_lock import ForkSafeLock
 
 _tables: dict[tuple[int, str], CacheTable] = {}
-_tables_lock = threading.Lock()
-
-
-def _after_fork() -> None:
-    global _tables_lock
-    _tables_lock = threading.Lock()  # another thread may have held it at the fork
-
-
-os.register_at_fork(after_in_child=_after_fork)
+_tables_lock = ForkSafeLock()
 
 
 def shared_table(token: str, num_shards: int,

@@ -20,9 +20,11 @@ import stat
 import threading
 from pathlib import Path
 
+from streaming.util.fork_safe_lock import ForkSafeLock
+
 COMPACT_FACTOR = 4  # a log is rewritten when it holds this many lines per distinct name
 
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _logs: dict[Path, tuple[tuple[int, int], dict[str, str], int]] = {}  # log -> (stamp, names, lines)
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from streaming.coord.shm_files import PREFIX
 from streaming.errors import ArgumentError
+from streaming.util.fork_safe_lock import ForkSafeLock
 
 TOKEN_CHARS = 12
 MAX_SUFFIX = 14  # keeps every name within the 31 characters macOS allows for POSIX shm
@@ -36,7 +36,7 @@ _JOB_VARS = (
 _LAUNCHER_VARS = ("TORCHELASTIC_RUN_ID", "MASTER_PORT", "SLURM_JOB_ID")
 
 _instances: Counter[str] = Counter()
-_instances_lock = threading.Lock()
+_instances_lock = ForkSafeLock()
 
 
 def node_rank(env: Mapping[str, str]) -> str | None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import errno
 import resource
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from streaming.errors import TooManyOpenFilesError
 from streaming.format.shard import ShardReader
+from streaming.util.fork_safe_lock import ForkSafeLock
 
 FDS_PER_READER = 2  # the mapping's descriptor and the one positional reads use
 RESERVED_FDS = 128  # left for everything else the process opens (sockets, pipes, libraries)
@@ -50,7 +50,7 @@ class OpenShards:
         self._open_reader = open_reader
         self.capacity = max(int(capacity or default_capacity()), 1)
         self._readers: OrderedDict[int, ShardReader] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
 
     def get(self, shard: int) -> ShardReader:
         """The open reader of `shard` (opened by `open_reader` on a miss)."""
@@ -109,4 +109,4 @@ class OpenShards:
         self._open_reader = state["_open_reader"]
         self.capacity = state["capacity"]
         self._readers = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()

@@ -10,12 +10,14 @@ its parent's sockets.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import http.client
 import os
 import ssl
-import threading
 from collections.abc import Hashable
+
+from streaming.util.fork_safe_lock import ForkSafeLock
 
 IDLE_PER_SERVER = 32  # kept-alive connections per process and server
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)  # idle and dropped
@@ -28,7 +30,7 @@ class ConnectionPool:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.idle: dict[Hashable, list[http.client.HTTPConnection]] = {}
-        self.lock = threading.Lock()
+        self.lock = ForkSafeLock()  # a child forked while a thread here held it can take it
 
     def take(self, key: Hashable) -> http.client.HTTPConnection | None:
         """An idle connection for `key`, or None.
@@ -58,6 +60,15 @@ class ConnectionPool:
                 return
         conn.close()
 
+    def close_all(self) -> None:
+        """Close every idle connection of this process (at interpreter exit)."""
+        with self.lock:
+            idle, self.idle = self.idle, {}
+        if self.pid == os.getpid():
+            for conns in idle.values():
+                for conn in conns:
+                    conn.close()
+
 
 def reusable(response: http.client.HTTPResponse) -> bool:
     """Whether the connection of `response` can carry another request: the response was read
@@ -81,3 +92,4 @@ def tls_context(cafile: str | None) -> ssl.SSLContext:
 
 
 pool = ConnectionPool()
+atexit.register(pool.close_all)

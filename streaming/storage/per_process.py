@@ -5,9 +5,10 @@ made and builds its own on first use."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
+
+from streaming.util.fork_safe_lock import ForkSafeLock
 
 V = TypeVar("V")
 
@@ -19,7 +20,7 @@ class PerProcess(Generic[V]):
     def __init__(self) -> None:
         self.pid = os.getpid()
         self._items: dict[Hashable, V] = {}
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
 
     def get(self, key: Hashable, make: Callable[[], V]) -> V:
         with self._lock:

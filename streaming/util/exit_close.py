@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import atexit
 import logging
-import threading
 import weakref
 from collections.abc import Generator
 from typing import Any, TypeVar
+
+from streaming.util.fork_safe_lock import ForkSafeLock
 
 log = logging.getLogger(__name__)
 
 G = TypeVar("G", bound=Generator[Any, Any, Any])
 
 _open: weakref.WeakSet[Generator[Any, Any, Any]] = weakref.WeakSet()
-_lock = threading.Lock()
+_lock = ForkSafeLock()
 _hooked = [False]
 
 

@@ -2,7 +2,7 @@
 requests to one server, over HTTP and HTTPS (a loopback server with a certificate made for the
 test): one connection and one TLS context for many GETs, a connection the server dropped while
 idle replaced without an error, a response not read to its end never reused, and a forked
-process never uses its parent's."""
+process never uses its parent's connections nor waits for a lock held at the fork."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import multiprocessing
 import shutil
 import ssl
 import subprocess
+import threading
 from collections.abc import Iterator
+from http.client import HTTPConnection
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,34 @@ def test_a_forked_process_never_takes_its_parents_connection(monkeypatch, bucket
         assert keep_alive.pool.take(key) is not None  # still the parent's
     finally:
         server.close()
+
+
+def test_a_process_forked_while_another_thread_holds_the_pool_uses_it_at_once():
+    """A DataLoader worker forked while a prefetch thread of the training process held the
+    pool's lock must not wait for a lock nobody in the child will ever release."""
+    pool = keep_alive.pool
+    pool.give(("http", "127.0.0.1", 1, None), HTTPConnection("127.0.0.1", 1))
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pool.lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert held.wait(10)
+    try:
+        context = multiprocessing.get_context("fork")
+        out = context.Queue()
+        child = context.Process(target=_take_in_child, args=(("http", "127.0.0.1", 1, None), out))
+        child.start()
+        assert out.get(timeout=30) is True
+        child.join(timeout=30)
+        assert child.exitcode == 0
+    finally:
+        release.set()
+        holder.join(10)
 
 
 @pytest.fixture
