@@ -24,6 +24,7 @@ from streaming.loader.default_collate import (
     tensors,
 )
 from streaming.loader.first_batch import first_batch_here, handing_over, pinned, taken_over
+from streaming.loader.stall_watch import StallWatch, Waiting, after_from_env
 from streaming.loader.unannotated_next import unannotated
 from streaming.loader.worker_stop import stop_workers
 from streaming.observe.metrics import (
@@ -64,6 +65,9 @@ def _pack_counts(dataset: Any) -> PackCounts | None:
 
 def _unwrap(batch: Any) -> Any:
     return batch
+
+
+_END = object()  # the end of the workers' batches
 
 
 class BatchSource(Protocol):
@@ -198,6 +202,7 @@ class StreamingDataLoader(DataLoader):
         self.collect_metrics = True  # False: no timing at all (the overhead benchmark's baseline)
         # False: the workers read every batch (see streaming.loader.first_batch)
         self.first_batch_in_process = True
+        self.stall_report_s = after_from_env()  # see streaming.loader.stall_watch (0: off)
 
     __init__.__signature__ = inspect.signature(DataLoader.__init__)  # type: ignore[attr-defined]
 
@@ -333,10 +338,19 @@ class StreamingDataLoader(DataLoader):
         batches this process read (a failed iteration's workers stop at once)."""
         with handing_over(self.dataset, self.num_workers, read_here):
             torch_iter = super().__iter__()
+        loop = Waiting()
+        watch = StallWatch(loop, self.stall_report_s, self.num_workers) if (
+            self.num_workers and self.stall_report_s > 0) else None
         try:
             workers = taken_over(unannotated(torch_iter), self.dataset, self.num_workers,
                                  read_here)
-            for batch in workers:
+            while True:
+                loop.waiting = True
+                batch = next(workers, _END)
+                loop.waiting = False
+                if batch is _END:
+                    return
+                loop.batches += 1
                 if receiver is not None:
                     batch = receiver.unpack(batch)
                 yield tensors(batch) if numpy else batch
@@ -344,6 +358,9 @@ class StreamingDataLoader(DataLoader):
             if not self.persistent_workers:
                 stop_workers(torch_iter)
             raise
+        finally:
+            if watch is not None:
+                watch.stop()
 
     def _begin_streams(self) -> None:
         """Point the per-stream counts (or a packed dataset's pack fill) at the rank's planned
@@ -404,10 +421,6 @@ class StreamingDataLoader(DataLoader):
             self._receiver = transport.Receiver(self._batch_stream.ring[0])
         return self._receiver
 
-    def _data_parallel_ranks(self) -> int:
-        ranks = getattr(self.dataset, "data_parallel_ranks", None)
-        return int(ranks) if ranks else 1
-
     def state_dict(self) -> dict[str, Any] | None:
         """The dataset's resumption state after the samples this rank's loop has consumed.
 
@@ -418,7 +431,8 @@ class StreamingDataLoader(DataLoader):
         """
         if not hasattr(self.dataset, "state_dict"):
             return None
-        consumed = 0 if self._finished else self.num_samples_yielded * self._data_parallel_ranks()
+        ranks = int(getattr(self.dataset, "data_parallel_ranks", None) or 1)
+        consumed = 0 if self._finished else self.num_samples_yielded * ranks
         state = self.dataset.state_dict(consumed, False)
         at_end = self._running_len is not None and self._handed.batches >= self._running_len
         if at_end and isinstance(state, dict) and state.get("sample_in_epoch", 0) > 0:

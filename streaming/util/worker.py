@@ -9,6 +9,7 @@
   environment variable STREAMING_GC_FREEZE=0 leaves the worker's collector alone.
 - Let its allocator reuse freed buffers (`streaming.util.malloc`).
 - End it within a second of its training process dying (`streaming.util.orphan`).
+- Let its training process ask where its threads are (`streaming.util.worker_stacks`).
 
 The training process itself is left alone: there, freezing would keep the user's future garbage
 cycles from ever being collected, and its allocator is the user's to tune.
@@ -21,6 +22,7 @@ import os
 
 from streaming.util.malloc import keep_buffers_in_heap
 from streaming.util.orphan import watch_parent
+from streaming.util.worker_stacks import arm_worker
 
 GC_FREEZE_ENV = "STREAMING_GC_FREEZE"  # "0" (or "false", "no", "off"): no gc.freeze()
 
@@ -44,6 +46,7 @@ def settle_worker() -> bool:
         return False
     _settled_pid = os.getpid()
     watch_parent()
+    arm_worker()
     if freeze_enabled():
         gc.freeze()
     keep_buffers_in_heap()

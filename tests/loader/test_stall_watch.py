@@ -1,0 +1,140 @@
+"""Stall reports: when the training loop has waited for its workers' next batch longer than
+`stall_report_s`, the loader logs every live worker's stacks (real DataLoader workers, one of
+them stuck in a function of this file), and the run goes on to the same batches; a loop that is
+slow itself while its workers are ready gets no report; the stacks files of ended workers are
+removed; a process that is not our child is never signalled."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streaming import Stream, StreamingDataLoader, StreamingDataset
+from streaming.loader import stall_watch
+from streaming.util import worker_stacks
+from tests.dataset.conftest import write_ids
+
+BATCH = 4
+pytestmark = pytest.mark.skipif(worker_stacks.STACKS_SIGNAL is None,
+                                reason="no real-time signal on this platform")
+
+
+def stuck_reading_here(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+class StallingDataset(StreamingDataset):
+    """Worker 1 stops for `stall_s` seconds before its second batch."""
+
+    stall_s = 0.0
+
+    def iter_batches(self, *args, **kwargs) -> Iterator[dict]:
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        for k, batch in enumerate(super().iter_batches(*args, **kwargs)):
+            if info is not None and info.id == 1 and k == 1:
+                stuck_reading_here(self.stall_s)
+            yield batch
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return write_ids(tmp_path_factory.mktemp("stall") / "ids", 64, size_limit=400)
+
+
+def loader(folder: Path, stall_s: float, after: float) -> StreamingDataLoader:
+    ds = StallingDataset(streams=[Stream(local=str(folder))], batch_size=BATCH, shuffle=False)
+    ds.stall_s = stall_s
+    out = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2)
+    out.first_batch_in_process = False
+    out.stall_report_s = after
+    return out
+
+
+def ids(batches) -> list[list[int]]:
+    return [batch["id"].tolist() for batch in batches]
+
+
+def reports(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "has waited" in r.getMessage()]
+
+
+def my_stacks_files() -> list[Path]:
+    return list(worker_stacks.stacks_folder().glob(f"{os.getpid()}.*{worker_stacks.SUFFIX}"))
+
+
+def test_a_stuck_worker_is_reported_with_its_stack_and_the_run_goes_on(folder, caplog):
+    caplog.set_level(logging.WARNING, logger="streaming.loader")
+    expected = ids(loader(folder, 0.0, 0.0))
+    stalled = loader(folder, 4.0, 0.8)
+    assert ids(stalled) == expected
+    found = reports(caplog)
+    assert found, "no stall report"
+    assert "stuck_reading_here" in found[0]
+    assert "--- worker pid" in found[0]
+    assert "from its 2 worker(s)" in found[0]
+    assert not my_stacks_files()  # the ended workers' files are gone
+
+
+def test_a_loop_slow_by_itself_gets_no_report(folder, caplog):
+    caplog.set_level(logging.WARNING, logger="streaming.loader")
+    seen = []
+    for k, batch in enumerate(loader(folder, 0.0, 0.5)):
+        seen.append(batch["id"].tolist())
+        if k < 2:
+            time.sleep(1.5)  # the loop's own work; the workers' batches are ready
+    assert len(seen) == 64 // BATCH
+    assert not reports(caplog)
+
+
+def test_reports_can_be_turned_off(folder, caplog, monkeypatch):
+    caplog.set_level(logging.WARNING, logger="streaming.loader")
+    monkeypatch.setenv(stall_watch.STALL_ENV, "0")
+    off = loader(folder, 2.0, stall_watch.after_from_env())
+    assert off.stall_report_s == 0
+    assert len(ids(off)) == 64 // BATCH
+    assert not reports(caplog)
+    monkeypatch.setenv(stall_watch.STALL_ENV, "soon")
+    assert stall_watch.after_from_env() == stall_watch.DEFAULT_AFTER_S
+
+
+def _armed_child(ready, stop) -> None:
+    worker_stacks.arm_worker()
+    ready.set()
+    stop.wait(30)
+
+
+def test_only_our_armed_children_are_signalled_and_files_of_gone_parents_are_swept():
+    context = multiprocessing.get_context("fork")
+    ready, stop = context.Event(), context.Event()
+    child = context.Process(target=_armed_child, args=(ready, stop))
+    child.start()
+    try:
+        assert ready.wait(30)
+        folder = worker_stacks.stacks_folder()
+        impostor = folder / f"{os.getpid()}.1{worker_stacks.SUFFIX}"  # pid 1: not our child
+        impostor.write_bytes(b"")
+        orphan = folder / f"999999999.{child.pid}{worker_stacks.SUFFIX}"  # its parent is gone
+        orphan.write_bytes(b"")
+        stacks = worker_stacks.worker_stacks(wait_s=1.0)
+        assert [s.pid for s in stacks] == [child.pid]
+        assert "_armed_child" in stacks[0].text
+        impostor.unlink()
+        worker_stacks._sweep(folder)
+        assert not orphan.exists()
+        ended = folder / f"{os.getppid()}.999999999{worker_stacks.SUFFIX}"  # a sibling gone
+        ended.write_bytes(b"")
+        worker_stacks._sweep(folder)
+        assert not ended.exists()
+    finally:
+        stop.set()
+        child.join(30)
+    worker_stacks.forget_gone_workers()
+    assert not my_stacks_files()
