@@ -77,6 +77,13 @@ class DownloadTimeoutError(StorageError, TimeoutError):
     """A transfer did not complete before its deadline (after every retry)."""
 
 
+class UntrustedCertificateError(StorageError):
+    """The store's TLS certificate is not signed by an authority this process trusts; the
+    message names the server and the setting that adds one. Retrying cannot help."""
+
+    retryable = False
+
+
 class CacheLimitError(StreamingError, ValueError):
     """`cache_limit` is too small for the plan; the message states the minimum that works."""
 

@@ -29,6 +29,7 @@ from streaming.errors import (
 from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
+from streaming.storage.tls_trust import REQUESTS_SETTING, untrusted, untrusted_error
 
 CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 # The second names of each pair are those the reference implementation and LitData read.
@@ -229,6 +230,8 @@ class AzureBackend(Backend):
             )
         if isinstance(exc, ax.ClientAuthenticationError):  # a credential could not get a token
             return AccessDeniedError(f"{url}: {_HOW_TO_AUTH} ({exc})")
+        if (bad := untrusted(exc)) is not None:
+            return untrusted_error(url, where, bad, REQUESTS_SETTING)
         if _unreachable(exc):
             return StorageError(f"{url}: cannot reach the Azure endpoint {where}: {exc}")
         if _timed_out(exc):

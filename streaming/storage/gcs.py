@@ -29,6 +29,7 @@ from streaming.errors import (
 from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
+from streaming.storage.tls_trust import REQUESTS_SETTING, untrusted, untrusted_error
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 _DEFAULT_ENDPOINT = "https://storage.googleapis.com"
@@ -136,6 +137,8 @@ class GCSBackend(Backend):
                                       headers.get("Retry-After"))
         if isinstance(exc, (DefaultCredentialsError, RefreshError)):
             return AccessDeniedError(f"{url}: cannot obtain Google credentials: {exc}")
+        if (bad := untrusted(exc)) is not None:
+            return untrusted_error(url, where, bad, REQUESTS_SETTING)
         inner = exc.args[0] if isinstance(exc, requests.ConnectionError) and exc.args else None
         reason = getattr(inner, "reason", inner)  # urllib3's MaxRetryError wraps the cause
         if isinstance(reason, urllib3.exceptions.NewConnectionError):  # before timeouts: is one

@@ -13,6 +13,7 @@ import contextlib
 import http.client
 import re
 import socket
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from streaming.errors import (
 from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.keep_alive import STALE, pool, reusable, tls_context
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
+from streaming.storage.tls_trust import HTTPS_SETTING, untrusted_error
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
@@ -121,6 +123,9 @@ class HTTPBackend(Backend):
             raise StorageError(f"{url}: cannot reach {self.scheme}://{self.host}: {exc}") from exc
         except socket.gaierror as exc:
             raise StorageError(f"{url}: cannot resolve {self.host}: {exc}") from exc
+        except ssl.SSLCertVerificationError as exc:
+            raise untrusted_error(url, f"{self.scheme}://{self.host}", exc,
+                                  HTTPS_SETTING) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise StorageError(f"{url}: transfer failed: {exc!r}") from exc
         finally:

@@ -22,6 +22,7 @@ from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 from streaming.storage.s3_quick import quick_stream
+from streaming.storage.tls_trust import S3_SETTING, untrusted, untrusted_error
 
 ENDPOINT_ENV = "S3_ENDPOINT_URL"
 # Env settings that change which credentials a new client picks up (part of the client cache key).
@@ -110,6 +111,8 @@ class S3Backend(Backend):
         url = self.url(path)
         where = self.endpoint_url or "the AWS S3 endpoint"
         cause = exc.__context__ if type(exc).__name__ == "S3UploadFailedError" else exc
+        if (bad := untrusted(exc)) is not None:
+            return untrusted_error(url, where, bad, S3_SETTING)
         if isinstance(cause, bx.ClientError):
             err = cause.response.get("Error", {})
             code = str(err.get("Code", ""))

@@ -10,9 +10,11 @@ with `http.client`. Anything else (other credential sources, a proxy in the way,
 other than the expected 200 or 206, an error before the body starts) returns None and the caller
 takes the boto3 path, which owns error reporting; but a server error or throttling answer
 (5xx, 408, 429) is raised as the StorageError the boto3 path would raise, so a struggling store
-gets one request per attempt, not two. Once the body has started, a failure is a StorageError
-(DownloadTimeoutError for a timeout) that the caller's retries handle. Connections are kept
-alive between GETs to one server, and HTTPS ones share one TLS context (`keep_alive`).
+gets one request per attempt, not two, and a certificate this process does not trust is an
+UntrustedCertificateError at once (boto3 trusts the same authorities: `AWS_CA_BUNDLE`). Once
+the body has started, a failure is a StorageError (DownloadTimeoutError for a timeout) that the
+caller's retries handle. Connections are kept alive between GETs to one server, and HTTPS ones
+share one TLS context (`keep_alive`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import hmac
 import http.client
 import os
 import re
+import ssl
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -31,6 +34,7 @@ from urllib.parse import quote, urlsplit
 from streaming.errors import DownloadTimeoutError, StorageError
 from streaming.storage.keep_alive import STALE, pool, reusable, tls_context
 from streaming.storage.retry import status_error
+from streaming.storage.tls_trust import S3_SETTING, untrusted_error
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 # botocore settings that change the endpoint or the transport: leave those requests to it.
@@ -187,6 +191,9 @@ def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None
         headers["range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
     try:
         conn, response, pool_key = _answer(target, headers, connect_timeout)
+    except ssl.SSLCertVerificationError as exc:  # boto3 would trust the same authorities
+        raise untrusted_error(f"s3://{bucket}/{key}", endpoint or f"https://{target.host}",
+                              exc, S3_SETTING) from exc
     except (OSError, http.client.HTTPException, ValueError):
         return None
     if conn.sock is not None:

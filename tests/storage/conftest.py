@@ -1,6 +1,9 @@
 """Storage tests talk to a real moto server process, optionally through the fault proxy."""
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +26,15 @@ def random_objects(s3_env):  # noqa: F811 (the fixture imported above)
         return bucket, blobs
 
     return make
+
+
+@pytest.fixture
+def certificate(tmp_path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+                   timeout=60)
+    return cert, key

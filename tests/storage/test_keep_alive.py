@@ -7,9 +7,7 @@ process never uses its parent's connections nor waits for a lock held at the for
 from __future__ import annotations
 
 import multiprocessing
-import shutil
 import ssl
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.client import HTTPConnection
@@ -139,18 +137,6 @@ def test_a_process_forked_while_another_thread_holds_the_pool_uses_it_at_once():
     finally:
         release.set()
         holder.join(10)
-
-
-@pytest.fixture
-def certificate(tmp_path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
-                   timeout=60)
-    return cert, key
 
 
 @pytest.fixture

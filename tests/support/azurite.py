@@ -66,8 +66,10 @@ def _listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def start_azurite(timeout: float = START_TIMEOUT) -> AzuriteServer:
-    """Start Azurite's blob service in memory on a free loopback port; wait until it listens."""
+def start_azurite(timeout: float = START_TIMEOUT,
+                  tls: tuple[Path, Path] | None = None) -> AzuriteServer:
+    """Start Azurite's blob service in memory on a free loopback port; wait until it listens.
+    With `tls` (a PEM certificate and its key), it serves HTTPS."""
     if not AZURITE.exists():
         raise RuntimeError(f"{AZURITE} is missing: run `make azurite` (part of `make test`)")
     last = ""
@@ -79,11 +81,13 @@ def start_azurite(timeout: float = START_TIMEOUT) -> AzuriteServer:
             process = subprocess.Popen(
                 [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port),
                  "--inMemoryPersistence", "--skipApiVersionCheck", "--loose",
-                 "--disableTelemetry"],
+                 "--disableTelemetry",
+                 *(["--cert", str(tls[0]), "--key", str(tls[1])] if tls else [])],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=folder,
                 preexec_fn=die_with_parent,
             )
-        server = AzuriteServer(process, f"http://127.0.0.1:{port}", log, folder)
+        scheme = "https" if tls else "http"
+        server = AzuriteServer(process, f"{scheme}://127.0.0.1:{port}", log, folder)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and process.poll() is None and not _listening(port):
             time.sleep(0.1)
