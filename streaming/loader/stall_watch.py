@@ -7,7 +7,7 @@ While a StreamingDataLoader iteration with workers runs, a daemon thread looks a
 and then; once the loop has waited in `next()` for `after` seconds without a new batch, it logs
 a warning with every live worker's threads (`streaming.util.worker_stacks`), and again after
 twice, four times... as long, until a batch arrives. Nothing is interrupted: a slow but healthy
-read goes on. The loop's side costs two attribute writes per batch (`Waiting`).
+read goes on. The loop's side is three attribute writes per batch (`Waiting`).
 """
 
 from __future__ import annotations

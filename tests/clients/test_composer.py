@@ -52,10 +52,11 @@ def launch(argv: list[str], logs: Path, timeout: float, ranks: int = 1) -> None:
     port = str(free_port())
     procs = []
     for rank in range(ranks):
-        env = child_env() if ranks == 1 else child_env(
+        launcher = {} if ranks == 1 else dict(
             RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
             LOCAL_WORLD_SIZE=str(ranks), NODE_RANK="0", MASTER_ADDR="127.0.0.1",
             MASTER_PORT=port)
+        env = child_env(STREAMING_STALL_REPORT_S="30", **launcher)  # a stuck worker shows
         with (logs / f"rank{rank}.log").open("w") as log:
             procs.append(subprocess.Popen([sys.executable, *argv], env=env, stdout=log,
                                           stderr=subprocess.STDOUT, start_new_session=True))
