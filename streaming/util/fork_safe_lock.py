@@ -11,7 +11,6 @@ owners of these locks do) what of the parent's state it keeps.
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import weakref
@@ -20,9 +19,11 @@ import weakref
 class ForkSafeLock:
     """A mutual-exclusion lock for `with` blocks, free again in every forked child."""
 
+    __slots__ = ("__weakref__", "_lock")
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=functools.partial(_renew, weakref.ref(self)))
+        _live.add(self)
 
     def __enter__(self) -> ForkSafeLock:
         self._lock.acquire()
@@ -35,8 +36,17 @@ class ForkSafeLock:
         """Whether some thread of this process holds the lock."""
         return self._lock.locked()
 
+    def renew(self) -> None:
+        """Replace the lock with a free one (in a forked child, where no other thread runs)."""
+        self._lock = threading.Lock()
 
-def _renew(ref: weakref.ref[ForkSafeLock]) -> None:
-    lock = ref()
-    if lock is not None:
-        lock._lock = threading.Lock()
+
+_live: weakref.WeakSet[ForkSafeLock] = weakref.WeakSet()
+
+
+def _renew_all() -> None:
+    for lock in list(_live):
+        lock.renew()
+
+
+os.register_at_fork(after_in_child=_renew_all)
