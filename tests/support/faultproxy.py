@@ -196,6 +196,7 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 class _ProxyHandler(BaseHTTPRequestHandler):
     proxy: FaultProxy
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no delayed-ACK wait
 
     def log_message(self, format: str, *args: object) -> None:  # quiet test output
         pass
