@@ -89,22 +89,32 @@ class Stream:
     @property
     def local_dir(self) -> Path:
         """Directory holding this stream's index.json and raw shards on this node."""
-        base = Path(self.local).expanduser().resolve()
-        return base / self.split if self.split else base
+        return self._resolved()[1]
 
     @property
     def remote_dir(self) -> str | None:
         """Source URL or path of this stream's files, or None when `local` is the only copy."""
-        if self.remote is None:
-            return None
+        return self._resolved()[2]
+
+    def _resolved(self) -> tuple[tuple, Path, str | None]:
+        """(remote, local, split), and the local and remote directories they resolve to:
+        resolved once per value of the three (a start asks several times per stream, and each
+        resolve walks the path's components with a system call apiece)."""
+        key = (self.remote, self.local, self.split)
+        memo = self.__dict__.get("_dirs")
+        if memo is not None and memo[0] == key:
+            return memo
+        base = Path(self.local).expanduser().resolve()
+        local = base / self.split if self.split else base
         remote = self.remote
-        if not _is_url(remote):
+        if remote is not None and not _is_url(remote):
             remote = os.fspath(Path(remote).expanduser().resolve())
-            if remote == os.fspath(Path(self.local).expanduser().resolve()):
-                return None  # remote == local: read in place
-        if not self.split:
-            return remote
-        return remote.rstrip("/") + "/" + self.split
+            if remote == os.fspath(base):
+                remote = None  # remote == local: read in place
+        if remote is not None and self.split:
+            remote = remote.rstrip("/") + "/" + self.split
+        self.__dict__["_dirs"] = memo = (key, local, remote)
+        return memo
 
     def copy_to_cache(self, limited: bool) -> None:
         """Read a local-only stream of compressed shards through a cache folder when its shards

@@ -157,19 +157,30 @@ def _streams(streams: Sequence[Stream] | None, remote: str | None, local: str | 
 
 def read_indexes(streams: Sequence[Stream], at_once: int | None = None) -> list[DatasetIndex]:
     """Each stream's index, in order: fetched first for a stream with a remote (into its cache
-    folder, see `Stream.index_file`), on up to `at_once` threads when several streams have
-    one, so that a dataset of many remote streams waits about one round trip per `at_once`
-    streams instead of one per stream. On a failure (or an interrupt), the fetches not begun
-    are dropped and the error of the first failing stream in order is raised without waiting
-    for those under way, which end within their own deadlines.
+    folder, see `Stream.index_file`), on up to `at_once` threads when several streams fetch
+    theirs over the network, so that a dataset of many remote streams waits about one round
+    trip per `at_once` streams instead of one per stream. On a failure (or an interrupt), the
+    fetches not begun are dropped and the error of the first failing stream in order is
+    raised without waiting for those under way, which end within their own deadlines.
 
     Args:
         streams: the dataset's streams.
         at_once: fetches in flight at most (None: INDEX_FETCHES).
     """
     at_once = INDEX_FETCHES if at_once is None else at_once
-    remote = sum(stream.remote_dir is not None for stream in streams)
-    return map_at_once(_read_index, streams, min(at_once, remote), name="streaming-index")
+    fetched = sum(map(over_network, streams))
+    return map_at_once(_read_index, streams, min(at_once, fetched), name="streaming-index")
+
+
+def over_network(stream: Stream) -> bool:
+    """Whether the stream's index comes over the network: what threads overlap. An index
+    copied from a local folder is work for the CPU alone, which threads only slow down.
+
+    Args:
+        stream: one of the dataset's streams.
+    """
+    remote = stream.remote_dir
+    return remote is not None and "://" in remote and not remote.startswith("file://")
 
 
 def _read_index(stream: Stream) -> DatasetIndex:
