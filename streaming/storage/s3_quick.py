@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 from streaming.errors import DownloadTimeoutError, StorageError
-from streaming.storage.keep_alive import STALE, pool, reusable, tls_context
+from streaming.storage.keep_alive import STALE, exchange, pool, reusable, tls_context
 from streaming.storage.retry import status_error
 from streaming.storage.tls_trust import S3_SETTING, untrusted_error
 
@@ -149,15 +149,13 @@ def _answer(target: Target, headers: dict[str, str], timeout: float
         if reused is not None and reused.sock is not None:
             reused.sock.settimeout(timeout)
         try:
-            conn.request("GET", target.path, headers=headers)
-            return conn, conn.getresponse(), key
+            return conn, exchange(conn, "GET", target.path, headers), key
         except STALE:
             if reused is None:
                 raise
             conn.close()
             conn = _connection(target, timeout)
-            conn.request("GET", target.path, headers=headers)
-            return conn, conn.getresponse(), key
+            return conn, exchange(conn, "GET", target.path, headers), key
     except BaseException:
         conn.close()
         raise

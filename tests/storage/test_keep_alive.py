@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from http.client import HTTPConnection
 from pathlib import Path
@@ -64,6 +65,26 @@ def test_many_gets_share_one_connection(monkeypatch, bucket_root, no_boto3):
         for _ in range(3):
             assert {name: _get(name) for name in OBJECTS} == OBJECTS
         assert server.connections == 1
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("scheme", ["s3", "http"])
+def test_a_server_with_nagles_algorithm_on_answers_kept_alive_gets_at_once(
+        monkeypatch, bucket_root, scheme):
+    """Python's http.server writes headers and body apart with Nagle's algorithm on: on a
+    kept-alive connection each GET waited 40 ms for the client's delayed ACK."""
+    server = _serve(monkeypatch, bucket_root, nagle=True)
+    try:
+        backend, path = backend_for(f"{server.endpoint}/bkt/k0" if scheme == "http"
+                                    else "s3://bkt/k0")
+        assert backend.get(path) == OBJECTS["k0"]
+        started = time.perf_counter()
+        for _ in range(10):
+            assert backend.get(path) == OBJECTS["k0"]
+        per_get = (time.perf_counter() - started) / 10
+        assert server.connections == 1
+        assert per_get < 0.02, f"{per_get * 1e3:.1f} ms a GET: delayed ACKs waited for"
     finally:
         server.close()
 

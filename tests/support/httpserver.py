@@ -36,10 +36,12 @@ class HTTPFileServer:
     """
 
     def __init__(self, root: Path, port: int = 0, *, tls: tuple[Path, Path] | None = None,
-                 drop_idle: bool = False) -> None:
+                 drop_idle: bool = False, nagle: bool = False) -> None:
         self.root = root
         self.connections = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(root, self))
+        handler = _handler_for(root, self)
+        handler.disable_nagle_algorithm = not nagle  # nagle=True: as Python's http.server does
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self.drop_idle = drop_idle
         scheme = "http"
