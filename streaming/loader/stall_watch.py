@@ -93,9 +93,8 @@ class StallWatch:
         self.reports += 1
         stacks = worker_stacks()
         shown = "\n".join(f"--- worker pid {s.pid} ---\n{s.text}" for s in stacks) or (
-            "(no worker's stacks could be read: none has begun reading yet, they are not this "
-            "process's children (a fork server started them), or this platform has no signal "
-            "for it)")
+            "(no worker's stacks could be read: none has begun reading yet, or this platform "
+            "has no signal for it)")
         log.warning(
             "StreamingDataLoader: the training loop has waited %.0f s for batch %d from its %d "
             "worker(s) and is still waiting (stall report %d; %s=0 turns these off). Every "

@@ -1,12 +1,13 @@
 """Where a DataLoader worker's threads are, asked for by its training process.
 
-A worker settling in (`streaming.util.worker`) opens a small file named after its training
-process and itself, `<training pid>.<worker pid>.stacks` in this user's stacks folder, and has
-Python's `faulthandler` write every thread's stack there on `STACKS_SIGNAL` (a real-time
-signal, so a user's handlers of SIGUSR1/SIGUSR2 are left alone). The training process finds its
-workers by those names, checks that each is alive and its own child, signals it and reads what
-it wrote (`worker_stacks`). Linux only: elsewhere there is no spare signal, and
-`worker_stacks` returns nothing.
+A worker settling in (`streaming.util.worker`) opens a small file named after its parent (the
+training process, or a fork server the training process started) and itself,
+`<parent pid>.<worker pid>.stacks` in this user's stacks folder, and has Python's `faulthandler`
+write every thread's stack there on `STACKS_SIGNAL` (a real-time signal, so a user's handlers
+of SIGUSR1/SIGUSR2 are left alone). The training process finds its workers by those names,
+checks that each is alive and the child of the process its name says (itself, or a child of
+its own), signals it and reads what it wrote (`worker_stacks`). Linux only: elsewhere there is
+no spare signal, and `worker_stacks` returns nothing.
 """
 
 from __future__ import annotations
@@ -77,8 +78,12 @@ def worker_stacks(wait_s: float = WRITE_WAIT_S) -> list[WorkerStacks]:
     """
     if STACKS_SIGNAL is None:
         return []
+    me = os.getpid()
     asked: list[tuple[int, Path, int]] = []
-    for pid, path in _workers_of(os.getpid()):
+    workers = [*_workers_of(me)]
+    for server in _children_of(me):  # a fork server's workers are its children, not ours
+        workers += _workers_of(server)
+    for pid, path in workers:
         try:
             before = path.stat().st_size
             os.kill(pid, STACKS_SIGNAL)
@@ -111,6 +116,16 @@ def _workers_of(parent: int) -> Iterator[tuple[int, Path]]:
             pid = _pids(path.name)[1]
             if pid > 0 and _parent_of(pid) == parent:
                 yield pid, path
+
+
+def _children_of(pid: int) -> list[int]:
+    """`pid`'s child processes, from /proc (empty where it cannot be read)."""
+    children: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                children += [int(c) for c in (task / "children").read_text().split()]
+    return children
 
 
 def _sweep(folder: Path) -> None:

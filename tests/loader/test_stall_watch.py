@@ -49,10 +49,12 @@ def folder(tmp_path_factory) -> Path:
     return write_ids(tmp_path_factory.mktemp("stall") / "ids", 64, size_limit=400)
 
 
-def loader(folder: Path, stall_s: float, after: float) -> StreamingDataLoader:
+def loader(folder: Path, stall_s: float, after: float,
+           context: str | None = None) -> StreamingDataLoader:
     ds = StallingDataset(streams=[Stream(local=str(folder))], batch_size=BATCH, shuffle=False)
     ds.stall_s = stall_s
-    out = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2)
+    out = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2,
+                              multiprocessing_context=context)
     out.first_batch_in_process = False
     out.stall_report_s = after
     return out
@@ -70,10 +72,11 @@ def my_stacks_files() -> list[Path]:
     return list(worker_stacks.stacks_folder().glob(f"{os.getpid()}.*{worker_stacks.SUFFIX}"))
 
 
-def test_a_stuck_worker_is_reported_with_its_stack_and_the_run_goes_on(folder, caplog):
+@pytest.mark.parametrize("context", [None, "forkserver"])  # forked, or a fork server's children
+def test_a_stuck_worker_is_reported_with_its_stack_and_the_run_goes_on(folder, caplog, context):
     caplog.set_level(logging.WARNING, logger="streaming.loader")
     expected = ids(loader(folder, 0.0, 0.0))
-    stalled = loader(folder, 4.0, 0.8)
+    stalled = loader(folder, 4.0, 0.8, context)
     assert ids(stalled) == expected
     stuck = [r for r in reports(caplog) if "stuck_reading_here" in r]  # (a slow start may
     assert stuck, reports(caplog)  # be reported too, while the workers begin)
