@@ -16,6 +16,7 @@ import contextlib
 import faulthandler
 import os
 import signal
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -44,9 +45,14 @@ class WorkerStacks:
 
 
 def stacks_folder() -> Path:
-    """This user's folder of workers' stacks files (created 0700)."""
+    """This user's folder of workers' stacks files (created 0700). OSError when the path is
+    not a folder of this user's that only this user can open: a planted file there could
+    name a process to signal."""
     folder = Path(tempfile.gettempdir()) / f"streaming-stacks-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise OSError(f"{folder} is not a private folder of this user's: no stall stacks")
     return folder
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,3 +147,18 @@ def test_only_our_armed_children_are_signalled_and_files_of_gone_parents_are_swe
         child.join(30)
     worker_stacks.forget_gone_workers()
     assert not my_stacks_files()
+
+
+def test_a_folder_others_can_open_is_never_used(tmp_path, monkeypatch):
+    """A planted file in a folder others can write could name a process to signal."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"streaming-stacks-{os.getuid()}"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    (folder / f"{os.getpid()}.{os.getpid()}{worker_stacks.SUFFIX}").write_bytes(b"")
+    with pytest.raises(OSError, match="not a private folder"):
+        worker_stacks.stacks_folder()
+    assert worker_stacks.worker_stacks(wait_s=0.0) == []
+    worker_stacks.forget_gone_workers()
+    folder.chmod(0o700)
+    assert worker_stacks.stacks_folder() == folder
