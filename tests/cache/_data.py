@@ -137,7 +137,8 @@ def peak_size(folder: Path, every: float = 0.002) -> Iterator[list[int]]:
 
     def poll() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], cache_bytes(folder))
+            with contextlib.suppress(FileNotFoundError):  # not made yet: nothing held
+                peak[0] = max(peak[0], cache_bytes(folder))
             time.sleep(every)
 
     poller = threading.Thread(target=poll, daemon=True)
