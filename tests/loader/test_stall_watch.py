@@ -88,16 +88,16 @@ def test_a_stuck_worker_is_reported_with_its_stack_and_the_run_goes_on(folder, c
 
 def test_only_a_wait_inside_next_without_a_new_batch_is_reported():
     loop = stall_watch.Waiting()
-    watch = stall_watch.StallWatch(loop, 0.4, 2)
+    watch = stall_watch.StallWatch(loop, 1.0, 2)
     try:
-        time.sleep(2.0)  # the loop busy with its own work (not inside next())
+        time.sleep(2.5)  # the loop busy with its own work (not inside next())
         assert watch.reports == 0
         loop.waiting = True
-        for _ in range(20):  # inside next(), but batches keep coming
+        for _ in range(25):  # inside next(), but batches keep coming
             loop.batches += 1
             time.sleep(0.1)
         assert watch.reports == 0
-        time.sleep(2.0)  # inside next(), no batch: reported (again after twice as long)
+        time.sleep(3.0)  # inside next(), no batch: reported
         assert watch.reports >= 1
     finally:
         watch.stop()
