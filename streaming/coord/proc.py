@@ -36,6 +36,16 @@ def _pid_namespace() -> int:
         return 0
 
 
+def parent_pid(pid: int) -> int:
+    """The parent of process `pid`; 0 when it is gone, a zombie, or /proc cannot tell.
+
+    Args:
+        pid: a process id.
+    """
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields and len(fields) > 1 and fields[0] not in ("Z", "X") else 0
+
+
 @functools.lru_cache(maxsize=1)
 def _identity(pid: int) -> tuple[int, int]:
     """(start time, pid namespace) of this process, whose pid is `pid`: read from /proc once

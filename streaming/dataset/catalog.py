@@ -23,6 +23,7 @@ from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
 from streaming.read.sample_locator import SampleLocator
+from streaming.storage.schemes import split_scheme
 from streaming.stream import Stream, stream_class
 from streaming.util.at_once import map_at_once
 
@@ -180,7 +181,7 @@ def over_network(stream: Stream) -> bool:
         stream: one of the dataset's streams.
     """
     remote = stream.remote_dir
-    return remote is not None and "://" in remote and not remote.startswith("file://")
+    return remote is not None and split_scheme(remote)[0] not in ("", "file")
 
 
 def _read_index(stream: Stream) -> DatasetIndex:

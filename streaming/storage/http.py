@@ -28,7 +28,7 @@ from streaming.errors import (
     UnsupportedFeatureError,
 )
 from streaming.storage.backend import CHUNK, Backend
-from streaming.storage.keep_alive import STALE, exchange, pool, reusable, tls_context
+from streaming.storage.keep_alive import ask, pool, reusable, tls_context
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 from streaming.storage.tls_trust import HTTPS_SETTING, untrusted_error
 
@@ -99,16 +99,8 @@ class HTTPBackend(Backend):
         key = self._key()
         conn = None
         try:
-            reused = pool.take(key)
-            conn = reused or self._connect()
-            try:
-                response = exchange(conn, method, path, self._headers(headers))
-            except STALE:
-                if reused is None:
-                    raise
-                conn.close()  # the server dropped an idle kept-alive connection: one fresh try
-                conn = self._connect()
-                response = exchange(conn, method, path, self._headers(headers))
+            conn, response = ask(key, self._connect, method, path, self._headers(headers),
+                                 self.read_timeout)
             yield response
             if reusable(response):
                 pool.give(key, conn)  # read to its announced end: the connection is clean

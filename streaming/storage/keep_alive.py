@@ -17,7 +17,7 @@ import http.client
 import os
 import socket
 import ssl
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from streaming.util.fork_safe_lock import ForkSafeLock
 
@@ -93,6 +93,41 @@ def exchange(conn: http.client.HTTPConnection, method: str, path: str,
         with contextlib.suppress(OSError):
             conn.sock.setsockopt(socket.IPPROTO_TCP, QUICK_ACK, 1)
     return conn.getresponse()
+
+
+def ask(key: Hashable, connect: Callable[[], http.client.HTTPConnection], method: str,
+        path: str, headers: dict[str, str], head_timeout: float
+        ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    """(connection, answer) of one request: on a kept-alive connection for `key` when the pool
+    has one (a fresh one from `connect` when the server dropped it while it sat idle), else on
+    a fresh one. The caller gives the connection back (`pool.give`) once the answer was read to
+    its end, or closes it; a connection is closed here when the request fails.
+
+    Args:
+        key: what a pooled connection must match.
+        connect: makes a new connection.
+        method: the HTTP method.
+        path: the request target.
+        headers: the request's headers.
+        head_timeout: seconds a kept-alive connection waits for the answer's headers (a new
+            one waits as `connect` set it up).
+    """
+    reused = pool.take(key)
+    conn = reused or connect()
+    try:
+        if reused is not None and reused.sock is not None:
+            reused.sock.settimeout(head_timeout)
+        try:
+            return conn, exchange(conn, method, path, headers)
+        except STALE:
+            if reused is None:
+                raise
+            conn.close()
+            conn = connect()
+            return conn, exchange(conn, method, path, headers)
+    except BaseException:
+        conn.close()
+        raise
 
 
 def reusable(response: http.client.HTTPResponse) -> bool:

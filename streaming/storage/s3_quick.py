@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 from streaming.errors import DownloadTimeoutError, StorageError
-from streaming.storage.keep_alive import STALE, exchange, pool, reusable, tls_context
+from streaming.storage.keep_alive import ask, pool, reusable, tls_context
 from streaming.storage.retry import status_error
 from streaming.storage.tls_trust import S3_SETTING, untrusted_error
 
@@ -139,26 +139,11 @@ def _connection(target: Target, timeout: float) -> http.client.HTTPConnection:
 
 def _answer(target: Target, headers: dict[str, str], timeout: float
             ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, tuple]:
-    """(connection, response, pool key) of one GET whose headers arrived, on a kept-alive
-    connection to the same server when there is one (a fresh one when the server dropped it
-    while it was idle)."""
+    """(connection, response, pool key) of one GET whose headers arrived (`keep_alive.ask`)."""
     key = (target.scheme, target.host, target.port, timeout, os.environ.get("AWS_CA_BUNDLE"))
-    reused = pool.take(key)
-    conn = reused or _connection(target, timeout)
-    try:
-        if reused is not None and reused.sock is not None:
-            reused.sock.settimeout(timeout)
-        try:
-            return conn, exchange(conn, "GET", target.path, headers), key
-        except STALE:
-            if reused is None:
-                raise
-            conn.close()
-            conn = _connection(target, timeout)
-            return conn, exchange(conn, "GET", target.path, headers), key
-    except BaseException:
-        conn.close()
-        raise
+    conn, response = ask(key, lambda: _connection(target, timeout), "GET", target.path, headers,
+                         timeout)
+    return conn, response, key
 
 
 def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None, *,

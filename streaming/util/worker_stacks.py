@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from streaming.coord.proc import ProcessId, parent_pid
+
 STACKS_SIGNAL: int | None = signal.SIGRTMAX - 6 if hasattr(signal, "SIGRTMAX") else None
 SUFFIX = ".stacks"
 WRITE_WAIT_S = 0.5  # seconds a signalled worker gets to write its stacks
@@ -120,7 +122,7 @@ def _workers_of(parent: int) -> Iterator[tuple[int, Path]]:
     with contextlib.suppress(OSError):
         for path in stacks_folder().glob(f"{parent}.*{SUFFIX}"):
             pid = _pids(path.name)[1]
-            if pid > 0 and _parent_of(pid) == parent:
+            if pid > 0 and parent_pid(pid) == parent:
                 yield pid, path
 
 
@@ -140,7 +142,8 @@ def _sweep(folder: Path) -> None:
     siblings_of = os.getppid()
     for path in folder.glob(f"*{SUFFIX}"):
         parent, pid = _pids(path.name)
-        if parent > 0 and (not _alive(parent) or (parent == siblings_of and not _alive(pid))):
+        if parent > 0 and (not ProcessId(parent).alive() or (
+                parent == siblings_of and not ProcessId(pid).alive())):
             path.unlink(missing_ok=True)
 
 
@@ -148,23 +151,3 @@ def _pids(name: str) -> tuple[int, int]:
     parent, _, rest = name.partition(".")
     pid = rest.removesuffix(SUFFIX)
     return (int(parent), int(pid)) if parent.isdigit() and pid.isdigit() else (0, 0)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _parent_of(pid: int) -> int:
-    """`pid`'s parent process (0 when it is gone or cannot be read)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces
-    return int(fields[1]) if len(fields) > 1 and fields[0] != "Z" else 0

@@ -66,3 +66,12 @@ def test_other_pid_namespace_is_never_declared_dead():
         pytest.skip("no /proc: pid namespaces are unknown on this OS")
     assert ProcessId(2**22 + 12345, 1, me.pidns + 1).alive()
     assert not ProcessId(0).alive()
+
+
+def test_parent_pid_names_the_parent_and_nothing_for_a_gone_process():
+    import os
+
+    from streaming.coord.proc import parent_pid
+
+    assert parent_pid(os.getpid()) == os.getppid()
+    assert parent_pid(999_999_999) == 0
