@@ -4,21 +4,21 @@ for us, mosaicml-streaming (the reference) and LitData on the same samples in th
     .venv/bin/python benchmarks/first_batch.py [--samples 20000] [--rounds 3] [--json F]
                                                [--only 'S3 zstd']
 
-Rows: the dataset read in place from local disk; zstd shards from a local folder into a fresh
-and into a warm cache; zstd shards from S3 (a loopback moto server) into a fresh and into a
-warm cache; each with 0 and 2 DataLoader workers, batch 64, shuffled. A warm cache is the one a
-previous process filled (the same first shards, as the seed is the same). Each system runs in
-its own process and venv (benchmarks/peers/setup.sh; PEERS_DIR names where they are), imports
-done before the clock starts, our package compiled to bytecode first as an installed one is;
-the median of --rounds runs is shown (the systems take turns in each round), each round in
-fresh cache folders. `ours / best peer` is the median over the rounds of our time over the
-faster peer's in the same round, with a 95% bootstrap interval of that median: the run's
-resolution, on a machine whose speed drifts between rounds. LitData reads its own copy of
-the samples (litdata.optimize, chunks of the MDS shard size, zstd for the remote rows); it
-reads a local folder in place, so it has no fresh-cache local row. A fresh-cache row also
-prints a floor: the time to bring the compressed shards the first batch reads and decompress
-them in memory, one thread each, with no library at all (`floor` below); no reader can start
-sooner. Prints only; nothing is asserted (timings vary on shared machines).
+Rows: the dataset read in place from local disk; zstd shards from a local folder into a fresh and
+into a warm cache; zstd shards from S3 (a loopback moto server) into a fresh and into a warm cache;
+each with 0 and 2 DataLoader workers, batch 64, shuffled. A warm cache is the one a previous
+process filled (the same first shards, as the seed is the same). Each system runs in its own
+process and venv (benchmarks/peers/setup.sh; PEERS_DIR names where they are), imports done before
+the clock starts, our package compiled to bytecode first as an installed one is; the median of
+--rounds runs is shown (the systems take turns in each round, in an order that rotates from round
+to round), each round in fresh cache folders. `ours / best peer` is the median over the rounds of
+our time over the faster peer's in the same round, with a 95% bootstrap interval of that median:
+the run's resolution, on a machine whose speed drifts between rounds. LitData reads its own copy of
+the samples (litdata.optimize, chunks of the MDS shard size, zstd for the remote rows); it reads a
+local folder in place, so it has no fresh-cache local row. A fresh-cache row also prints a floor:
+the time to bring the compressed shards the first batch reads and decompress them in memory, one
+thread each, with no library at all (`floor` below); no reader can start sooner. Prints only;
+nothing is asserted (timings vary on shared machines).
 """
 
 from __future__ import annotations
@@ -290,15 +290,21 @@ def _paired_ratios(runs: dict[str, list[float | None]], peers: tuple[str, ...]) 
 def _row_runs(specs: dict, rounds: int, workers: int, env: dict, s3: dict, zstd: Path,
               fresh: bool) -> dict[str, list[float | None]]:
     """Seconds of each system (and of the floor, for a fresh-cache row) in each of `rounds`
-    rounds in which they take turns, so a slow phase of the machine hits all (None: failed)."""
+    rounds in which they take turns, so a slow phase of the machine hits all (None: failed).
+    The turn order rotates from round to round, so that no system always runs first or right
+    after the same one (whose cache folder was just deleted, whose pages were just read)."""
     present = {lib: spec for lib, spec in specs.items()
                if lib == "ours" or (VENVS / lib / "bin" / "python").exists()}
-    runs: dict[str, list[float | None]] = {lib: [] for lib in [*present, "floor"]}
-    for _ in range(rounds):
-        for lib, spec in present.items():
-            runs[lib].append(measure(lib, spec, workers, env, s3))
-        runs["floor"].append(floor(specs["ours"][0], zstd, env, s3) if fresh else None)
+    turns = [*present, "floor"]
+    runs: dict[str, list[float | None]] = {lib: [] for lib in turns}
+    for k in range(rounds):
+        for lib in turns[k % len(turns):] + turns[:k % len(turns)]:
+            if lib != "floor":
+                runs[lib].append(measure(lib, present[lib], workers, env, s3))
+            else:
+                runs[lib].append(floor(specs["ours"][0], zstd, env, s3) if fresh else None)
     return runs
+
 
 if __name__ == "__main__":
     main()
