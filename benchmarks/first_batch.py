@@ -3,6 +3,7 @@ for us, mosaicml-streaming (the reference) and LitData on the same samples in th
 
     .venv/bin/python benchmarks/first_batch.py [--samples 20000] [--rounds 3] [--json F]
                                                [--only 'S3 zstd']
+    .venv/bin/python benchmarks/first_batch.py --pool F [F ...]   # rounds of saved runs pooled
 
 Rows: the dataset read in place from local disk; zstd shards from a local folder into a fresh and
 into a warm cache; zstd shards from S3 (a loopback moto server) into a fresh and into a warm cache;
@@ -222,7 +223,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", help="write the medians here")
     p.add_argument("--only", help="run only the rows whose name contains this")
+    p.add_argument("--pool", nargs="+", metavar="JSON",
+                   help="run nothing: pool the rounds of runs saved with --json")
     args = p.parse_args()
+    if args.pool:
+        pool([json.loads(Path(f).read_text()) for f in args.pool])
+        return
     from _targets import S3Target
 
     paths = prepare(args.samples)
@@ -274,6 +280,23 @@ def run_rows(rows: list[tuple[str, dict]], rounds: int, env: dict, s3: dict,
                 **medians, "ratio": ratio[0] if ratio else None,
                 "ratio_interval": list(ratio[1:]) if ratio else None, "runs": runs}
     return report
+
+
+def pool(reports: list[dict]) -> None:
+    """Print each row's `ours / best peer` over the rounds of every saved run that has it, with
+    the 95% bootstrap interval of the median (and, for a fresh-cache row, the rounds above its
+    goal of x0.33)."""
+    print("ours / best peer over the pooled rounds of each row [95% bootstrap interval]")
+    rows: dict[str, list[float]] = {}
+    for report in reports:
+        for name, row in report.items():
+            rows.setdefault(name, []).extend(_paired_ratios(row["runs"], ("reference", "litdata")))
+    for name, ratios in rows.items():
+        if ratios:
+            mid, low, high = median_interval(ratios)
+            above = (f"  above x0.33: {sum(r > 1 / 3 for r in ratios)}" if "fresh" in name
+                     else "")  # the goal of a fresh-cache row; the others' is x1
+            print(f"{name:40} rounds {len(ratios):>3}  x{mid:.2f} [{low:.2f}, {high:.2f}]{above}")
 
 
 def _paired_ratios(runs: dict[str, list[float | None]], peers: tuple[str, ...]) -> list[float]:

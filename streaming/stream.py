@@ -101,7 +101,7 @@ class Stream:
         resolved once per value of the three (a start asks several times per stream, and each
         resolve walks the path's components with a system call apiece)."""
         key = (self.remote, self.local, self.split)
-        memo = self.__dict__.get("_dirs")
+        memo = getattr(self, "_dirs", None)
         if memo is not None and memo[0] == key:
             return memo
         base = Path(self.local).expanduser().resolve()
@@ -113,7 +113,7 @@ class Stream:
                 remote = None  # remote == local: read in place
         if remote is not None and self.split:
             remote = remote.rstrip("/") + "/" + self.split
-        self.__dict__["_dirs"] = memo = (key, local, remote)
+        self._dirs = memo = (key, local, remote)
         return memo
 
     def copy_to_cache(self, limited: bool) -> None:
