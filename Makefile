@@ -2,6 +2,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+CORE_STAMP := $(VENV)/.core-stamp
 EXTRAS ?= test
 # The reference implementation (mosaicml-streaming) for tests/parity, in a venv of its own: its
 # import name `streaming` collides with ours. When it cannot be built the parity tests skip
@@ -17,7 +18,7 @@ CLIENTS_STAMP := $(VENV)/.clients-stamp
 TEST_WORKERS ?= 2
 XDIST := $(if $(TEST_WORKERS),-n $(TEST_WORKERS))
 
-.PHONY: demo test lint bench clean venv azurite reference-venv clients
+.PHONY: demo test lint bench clean venv azurite reference-venv clients lock
 
 # Azurite (the Azure Blob Storage emulator the tests start) lives in .node/, never globally.
 AZURITE_VERSION := 3.35.0
@@ -25,27 +26,39 @@ AZURITE_STAMP   := .node/.azurite-$(AZURITE_VERSION)
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Every install takes its versions from a lock file (pip constraints) that `make lock` writes, so a
+# new release of a dependency cannot change what a clone of yesterday's main installs. The
+# library's own ranges in pyproject.toml stay wide; the locks pin only what the repo installs.
+LOCK      := requirements/test.lock
+REF_LOCK  := requirements/reference.lock
+HOLDS     := requirements/holds.txt
+PIP       := $(PY) -m pip install -q --disable-pip-version-check
+
+$(CORE_STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	$(PIP) -c $(LOCK) --upgrade pip setuptools wheel
+	$(PIP) torch==2.13.0
+	$(PIP) -c $(LOCK) --no-build-isolation -e .
+	touch $(CORE_STAMP)
+
+$(STAMP): $(CORE_STAMP)
+	$(PIP) -c $(LOCK) --no-build-isolation -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 clients: $(CLIENTS_STAMP)
 
 $(CLIENTS_STAMP): $(STAMP) $(CLIENTS_REQ)
-	$(PY) -m pip install -q --no-deps -r $(CLIENTS_REQ)
-	$(PY) -m pip install -q opentelemetry-sdk torch==2.13.0
+	$(PIP) --no-deps -r $(CLIENTS_REQ)
+	$(PIP) -c $(LOCK) opentelemetry-sdk torch==2.13.0
 	@! $(PY) -m pip show -q mosaicml-streaming 2>/dev/null || \
 	  { echo "mosaicml-streaming is installed in $(VENV): it would shadow this project"; exit 1; }
 	touch $(CLIENTS_STAMP)
 
 reference-venv: $(REF_STAMP)
 
-$(REF_STAMP):
+$(REF_STAMP): $(REF_LOCK)
 	@( test -x $(REF_VENV)/bin/python || python3 -m venv $(REF_VENV) ) && \
-	  $(REF_VENV)/bin/python -m pip install -q torch==2.13.0 mosaicml-streaming==0.13.0 && \
+	  $(REF_VENV)/bin/python -m pip install -q -c $(REF_LOCK) torch==2.13.0 mosaicml-streaming==0.13.0 && \
 	  touch $(REF_STAMP) || \
 	  echo "reference venv $(REF_VENV) could not be built: tests/parity will be skipped"
 
@@ -74,5 +87,28 @@ bench: $(STAMP)
 	$(PY) benchmarks/packing.py
 	$(PY) benchmarks/convert.py
 
+# `make lock`: resolve the test extra (with Composer's and llm-foundry's runtime imports) and the
+# reference's venv afresh in scratch venvs, under the holds, and write both lock files. Run it on
+# purpose, then `make test`, and commit the locks with the change that needed them.
+LOCK_VENV := .venv-lock
+lock:
+	rm -rf $(LOCK_VENV) $(LOCK_VENV)-ref
+	python3 -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
+	$(LOCK_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(LOCK_VENV)/bin/python -m pip install -q -c $(HOLDS) -e '.[test]' torch==2.13.0
+	$(LOCK_VENV)/bin/python -m pip install -q --no-deps -r $(CLIENTS_REQ)
+	$(LOCK_VENV)/bin/python -m pip install -q -c $(HOLDS) opentelemetry-sdk torch==2.13.0
+	{ echo "# Written by \`make lock\` from pyproject.toml's test extra, $(CLIENTS_REQ) and $(HOLDS)."; \
+	  echo "# Do not edit by hand: change those, then run \`make lock\`."; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | sed 's/+cpu$$//'; } > $(LOCK)
+	python3 -m venv $(LOCK_VENV)-ref
+	$(LOCK_VENV)-ref/bin/python -m pip install -q --upgrade pip
+	$(LOCK_VENV)-ref/bin/python -m pip install -q torch==2.13.0 mosaicml-streaming==0.13.0
+	{ echo "# Written by \`make lock\`: the reference's venv (mosaicml-streaming 0.13.0) for tests/parity."; \
+	  echo "# Do not edit by hand: run \`make lock\`."; \
+	  $(LOCK_VENV)-ref/bin/python -m pip freeze --all | sed 's/+cpu$$//'; } > $(REF_LOCK)
+	rm -rf $(LOCK_VENV) $(LOCK_VENV)-ref
+
 clean:
-	rm -rf $(VENV) $(REF_VENV) build *.egg-info .node
+	rm -rf $(VENV) $(REF_VENV) $(LOCK_VENV) $(LOCK_VENV)-ref build *.egg-info .node
