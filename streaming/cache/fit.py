@@ -43,10 +43,43 @@ def shards_resident(limit: int, footprint: Footprint) -> int:
 
 
 def typical_samples(footprint: Footprint, samples_per_shard: np.ndarray) -> int:
-    """Median samples of the cached shards (of every shard when none is cached)."""
-    counts = np.asarray(samples_per_shard, np.int64)
-    cached = counts[footprint.resident > 0]
-    return max(int(np.median(cached if len(cached) else counts)), 1) if len(counts) else 1
+    """Mean samples of the cached shards that give any (of every such shard when none is
+    cached). With `samples_per_shard` the samples each shard gives the epoch, a stretch of B
+    positions of the order holds about B / typical shards, whatever the mix or subsample.
+
+    Args:
+        footprint: bytes per shard (which shards are cached).
+        samples_per_shard: samples each shard gives (stored, or this epoch's share).
+    """
+    counts = np.asarray(samples_per_shard, np.float64)
+    cached = counts[(footprint.resident > 0) & (counts > 0)]
+    picked = cached if len(cached) else counts[counts > 0]
+    return max(round(float(picked.mean())), 1) if len(picked) else 1
+
+
+def side_by_side(footprint: Footprint, samples_per_shard: np.ndarray,
+                 shards_per_stream: np.ndarray) -> tuple[int, int]:
+    """For batching that reads each stream as a sequence of its own (stratified, per_stream,
+    device_per_stream): the streams read side by side (those giving samples) and the typical
+    shard of one such sequence, the harmonic mean of the streams' typical shards, so that a
+    stretch of B positions in each holds as many shards in all as `streams` sequences of
+    that typical shard.
+
+    Args:
+        footprint: bytes per shard (which shards are cached).
+        samples_per_shard: samples each shard gives the epoch.
+        shards_per_stream: shards of each stream, in order.
+    """
+    counts = np.asarray(samples_per_shard, np.float64)
+    bounds = np.concatenate([[0], np.cumsum(shards_per_stream)]).astype(np.int64)
+    typical = []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if counts[a:b].sum() > 0:
+            part = Footprint(footprint.resident[a:b], footprint.transient[a:b])
+            typical.append(typical_samples(part, counts[a:b]))
+    if not typical:
+        return 1, 1
+    return max(round(len(typical) / sum(1.0 / t for t in typical)), 1), len(typical)
 
 
 # Peak shards a py1s/py2s plan wants at once per canonical node a node reads: each shuffle's
@@ -58,11 +91,12 @@ PER_CANONICAL = {name: a.shards_per_canonical for name, a in SHUFFLES.items()
 
 
 def canonical_for_limit(limit: int, footprint: Footprint, default: int, nodes: int,
-                        algo: str) -> int:
+                        algo: str, streams: int = 1) -> int:
     """The canonical node count to use under `limit` for a py1s/py2s plan: the default when the
     cache holds every shard or the shards its canonical nodes use at once, else the largest
-    multiple of `nodes` whose canonical nodes per node (each using PER_CANONICAL shards) stay
-    resident with SPARE left free; never under one per node."""
+    multiple of `nodes` whose canonical nodes per node (each using PER_CANONICAL shards in
+    each of the `streams` sequences it reads side by side) stay resident with SPARE left
+    free; never under one per node."""
     cached = footprint.resident > 0
     nodes = max(int(nodes), 1)
     if not cached.any() or algo not in PER_CANONICAL:
@@ -70,7 +104,7 @@ def canonical_for_limit(limit: int, footprint: Footprint, default: int, nodes: i
     room = shards_resident(limit, footprint) - SPARE
     if room >= int(cached.sum()):
         return int(default)
-    per_node = max(int((room - 1) / PER_CANONICAL[algo]), 1)
+    per_node = max(int((room - 1) / (PER_CANONICAL[algo] * max(int(streams), 1))), 1)
     return int(min(default, per_node * nodes))
 
 
@@ -80,15 +114,18 @@ def shards_in_use(block: int, typical: int, algo: str) -> int:
 
 
 def block_for_limit(limit: int, footprint: Footprint, samples_per_shard: np.ndarray,
-                    default_block: int, algo: str = "py1e", sequences: int = 1) -> int:
+                    default_block: int, algo: str = "py1e", sequences: int = 1,
+                    typical: int | None = None) -> int:
     """The shuffle block size (samples) to use under `limit`: the default when the cache holds
     every shard or the shards an `algo` plan uses at once with that block, else the largest
     block whose shards in use (`shards_in_use`) stay resident with SPARE left free; never under
-    one shard's worth. A node reading `sequences` canonical nodes at once splits the room."""
+    one shard's worth. A node reading `sequences` sequences at once (canonical nodes, streams
+    read side by side) splits the room; `typical` overrides `typical_samples`."""
     cached = footprint.resident > 0
     if not cached.any():
         return int(default_block)  # nothing is cached under the limit
-    typical = typical_samples(footprint, samples_per_shard)
+    if typical is None:
+        typical = typical_samples(footprint, samples_per_shard)
     room = shards_resident(limit, footprint) - SPARE
     if room >= int(cached.sum()):
         return int(default_block)

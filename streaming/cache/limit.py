@@ -51,11 +51,19 @@ class Footprint:
 
 @dataclass(frozen=True)
 class MinimumLimit:
-    """The smallest workable limit and the step and shards that set it."""
+    """The smallest workable limit and the step and shards that set it; `whole`, the bytes
+    that hold every shard the plan reads at once (with the largest one in preparation): from
+    there on nothing is evicted and each shard is downloaded once."""
 
     bytes: int
     step: int
     shards: tuple[int, ...]
+    whole: int = 0
+
+    def plus(self, other_bytes: int) -> MinimumLimit:
+        """The same with `other_bytes` of other files in the cache folders added."""
+        return MinimumLimit(self.bytes + other_bytes, self.step, self.shards,
+                            self.whole + other_bytes)
 
 
 def reader_shards(ids: np.ndarray, shard_starts: np.ndarray) -> np.ndarray:
@@ -79,10 +87,12 @@ def minimum_limit(shards: np.ndarray, footprint: Footprint,
     grid = arr.reshape(-1, arr.shape[-1])
     resident = np.append(footprint.resident, 0)  # index -1 -> the appended zero
     transient = np.append(footprint.transient, 0)
+    read = np.zeros(len(resident), bool)
     for start in range(0, grid.shape[1], CHUNK):
         block = grid[:, start:start + CHUNK]
         if shard_starts is not None:
             block = reader_shards(block, shard_starts)
+        read[block] = True
         block = np.sort(block.T, axis=1)  # [steps, readers]
         repeat = np.zeros_like(block, bool)
         repeat[:, 1:] = block[:, 1:] == block[:, :-1]
@@ -92,7 +102,9 @@ def minimum_limit(shards: np.ndarray, footprint: Footprint,
             t = int(need.argmax())
             ids = tuple(int(s) for s in kept[t] if s >= 0)
             best = MinimumLimit(int(need[t]), start + t, ids)
-    return best
+    read[-1] = False
+    whole = int(resident[read].sum()) + int(transient[read].max(initial=0))
+    return MinimumLimit(best.bytes, best.step, best.shards, max(whole, best.bytes))
 
 
 def check_cache_limit(value: int | str) -> int:
@@ -112,17 +124,28 @@ def check_cache_limit(value: int | str) -> int:
 
 def check_limit(limit: int, minimum: MinimumLimit, *, other_bytes: int = 0,
                 where: str = "the cache") -> None:
-    """Raise CacheLimitError when `limit` cannot hold the plan (the message gives the minimum)."""
-    needed = minimum.bytes + other_bytes
-    if limit >= needed:
+    """Raise CacheLimitError when `limit` cannot hold the plan: the message gives the minimum
+    and the limit under which each shard the plan reads is downloaded once.
+
+    Args:
+        limit: the cache_limit in bytes.
+        minimum: the plan's `minimum_limit` (without other files).
+        other_bytes: bytes of the other files the cache folders hold.
+        where: the cache folders, for the message.
+    """
+    need = minimum.plus(other_bytes)
+    if limit >= need.bytes:
         return
     raise CacheLimitError(
-        f"Minimum cache usage ({needed} bytes) is larger than the cache limit ({limit} bytes): "
-        f"cache_limit={limit} bytes ({_human(limit)}) is too small for this node's plan: it "
-        f"needs at least {needed} bytes ({_human(needed)}): {minimum.bytes} for the "
-        f"{len(minimum.shards)} shard(s) its readers use at once at step {minimum.step} "
-        f"(shards {list(minimum.shards)[:8]}), including one being decompressed, plus "
-        f"{other_bytes} bytes of other files already in {where}")
+        f"Minimum cache usage ({need.bytes} bytes) is larger than the cache limit ({limit} "
+        f"bytes): cache_limit={limit} bytes ({_human(limit)}) is too small for this "
+        f"node's plan: it needs at least {need.bytes} bytes ({_human(need.bytes)}): "
+        f"{minimum.bytes} for the {len(minimum.shards)} shard(s) its readers use at once at "
+        f"step {minimum.step} (shards {list(minimum.shards)[:8]}), including one being "
+        f"decompressed, plus {other_bytes} bytes of other files already in {where}. "
+        f"cache_limit={need.whole} ({_human(need.whole)}) holds every shard this node's "
+        "epoch reads, so each is downloaded once (`streaming plan --cache-limit` predicts the "
+        "downloads of any limit in between)")
 
 
 def _human(n: int) -> str:

@@ -4,17 +4,12 @@ a picture of which stream fills each slot of the first global batches."""
 from __future__ import annotations
 
 import argparse
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from streaming.cli._common import UserError, add_command, human_bytes
 from streaming.cli.plan_setup import Setup, load_setup
-
-if TYPE_CHECKING:
-    from streaming.plan import PlanConfig, World
 
 EXAMPLES = """
   streaming plan mix.yaml                      # numbers, and mix.png with the first batches
@@ -44,61 +39,6 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def min_cache_bytes(setup: Setup, epoch: int, jobs: int | None = None) -> tuple[int, int]:
-    """(bytes, node) of the largest set of shards one node reads at the same step.
-
-    At step k every DataLoader worker of every rank on a node holds its k-th batch; the shards
-    those batches touch must all be cached at once (raw file plus its compressed copy, both
-    present while a shard is being decompressed). The maximum over steps and nodes is the
-    smallest cache_limit under which the plan can run without a shard evicted mid-use. The
-    nodes are planned in a pool of processes for a large run (`node_pool`).
-
-    Args:
-        setup: the config.
-        epoch: the epoch planned.
-        jobs: processes that plan the nodes (`--jobs`; None: `node_pool.plan_jobs` decides).
-    """
-    from streaming.cli.node_pool import node_map, plan_jobs
-
-    cost = np.concatenate([np.asarray(ix.raw_bytes, np.int64) + np.asarray(ix.zip_bytes,
-                                                                          np.int64)
-                           for ix in setup.indexes])
-    nodes = setup.world.num_nodes
-    with node_map(plan_jobs(jobs, nodes, int(setup.cfg.epoch_size))) as map_nodes:
-        needs = list(map_nodes(partial(node_min_cache, setup.cfg, setup.world, cost, epoch),
-                               range(nodes)))
-    node = int(np.argmax(needs)) if needs else 0
-    return (int(needs[node]) if needs else 0), node
-
-
-def node_min_cache(cfg: PlanConfig, world: World, cost: np.ndarray, epoch: int,
-                   node: int) -> int:
-    """The most bytes of shards `node`'s readers read at one step (see `min_cache_bytes`).
-
-    Args:
-        cfg: the plan config.
-        world: the job's topology.
-        cost: cache bytes of each shard while it is prepared (raw plus compressed).
-        epoch: the epoch planned.
-        node: the node.
-    """
-    from streaming.plan import plan_node
-
-    plan = plan_node(cfg, world.with_position(node), epoch)
-    ranks, workers, n = plan.ids.shape
-    batch = plan.batch_size
-    if n == 0:
-        return 0
-    steps = plan.ids.reshape(ranks * workers, n // batch, batch).transpose(1, 0, 2)
-    steps = steps.reshape(n // batch, -1)
-    shards = np.searchsorted(cfg.shard_offsets, steps, side="right") - 1
-    shards = np.sort(np.where(steps >= 0, shards, -1), axis=1)
-    fresh = np.ones_like(shards, dtype=bool)
-    fresh[:, 1:] = shards[:, 1:] != shards[:, :-1]
-    fresh &= shards >= 0
-    return int(np.where(fresh, cost[np.maximum(shards, 0)], 0).sum(axis=1).max())
-
-
 def batch_streams(setup: Setup, order: np.ndarray, batches: int) -> np.ndarray:
     """[batches, global batch size] stream index of each slot of the first global batches.
 
@@ -119,7 +59,7 @@ def batch_streams(setup: Setup, order: np.ndarray, batches: int) -> np.ndarray:
 def run(args: argparse.Namespace) -> int:
     config = Path(args.config)
     setup = load_setup(config)
-    from streaming.cli.plan_cost import print_json, wants_cost
+    from streaming.cli.plan_cost import cache_minimum, print_json, wants_cost
 
     if args.json:
         return print_json(args, setup, config)
@@ -127,13 +67,16 @@ def run(args: argparse.Namespace) -> int:
 
     order = global_order(setup.cfg, args.epoch, setup.world)  # stratified may serve fewer
     _print_plan(args, setup, len(order))
-    need, node = min_cache_bytes(setup, args.epoch, args.jobs)
-    print(f"min cache size    {need} bytes ({human_bytes(need)}) per node (largest at node "
-          f"{node}): shards all workers of a node read at one step")
+    minimum = cache_minimum(args, setup)
+    print(f"min cache size    {minimum.bytes} bytes ({human_bytes(minimum.bytes)}) per node "
+          f"(largest at node {minimum.node}): the shards its readers use at once, one being "
+          "decompressed, and the cache's other files")
+    print(f"no-eviction size  {minimum.whole} bytes ({human_bytes(minimum.whole)}) per node: "
+          "holds every shard a node's epoch reads, each downloaded once")
     if wants_cost(args, setup):
         from streaming.cli.plan_cost import print_cost
 
-        print_cost(args, setup, config)
+        print_cost(args, setup, config, minimum)
     from streaming.cli.plan_plot import draw_batches
 
     png = Path(args.png) if args.png else config.with_suffix(".png")

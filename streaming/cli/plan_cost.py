@@ -17,7 +17,7 @@ from streaming.errors import PlanError
 
 if TYPE_CHECKING:
     from streaming.cli.plan_setup import Setup
-    from streaming.observe.forecast import Forecast, Restart, RunSpec
+    from streaming.observe.forecast import Forecast, JobMinimum, Restart, RunSpec
     from streaming.packing.lengths_traffic import LengthsTraffic
 
 GIB = 1 << 30  # egress prices are per GB as cloud bills count it (2^30 bytes)
@@ -213,23 +213,55 @@ def cost_report(forecast: Forecast, restart: Restart | None, price: float | None
     return report
 
 
-def _predict(args: argparse.Namespace, setup: Setup) -> tuple[Forecast, dict[str, Any]]:
-    from streaming.cli.node_pool import node_map, plan_jobs
+def _jobs(args: argparse.Namespace, spec: RunSpec) -> int:
+    """Processes to plan or simulate the nodes in (`--jobs`, else by the run's size)."""
+    from streaming.cli.node_pool import plan_jobs
+
+    simulated = spec.world.num_nodes if args.nodes is None else len(set(args.nodes))
+    return plan_jobs(args.jobs, simulated, int(spec.config.epoch_size) * spec.epochs
+                     * simulated // spec.world.num_nodes)
+
+
+def cache_minimum(args: argparse.Namespace, setup: Setup) -> JobMinimum:
+    """The job's minimum cache_limit, as every node's StreamingDataset computes it at start-up;
+    a UserError carrying the dataset's CacheLimitError message when the limit asked for (the
+    option or the config's) is under it.
+
+    Args:
+        args: the `plan` options.
+        setup: the config.
+    """
+    from streaming.cli.node_pool import node_map
+    from streaming.errors import CacheLimitError
+    from streaming.observe.forecast import job_minimum
+
+    spec, _ = run_spec(args, setup)
+    try:
+        with node_map(_jobs(args, spec)) as map_nodes:
+            minimum = job_minimum(spec, map_nodes, args.nodes)
+        minimum.check(spec.cache_limit)
+    except (PlanError, CacheLimitError) as exc:
+        raise UserError(str(exc)) from None
+    return minimum
+
+
+def _predict(args: argparse.Namespace, setup: Setup, minimum: JobMinimum | None = None
+             ) -> tuple[Forecast, dict[str, Any]]:
+    from streaming.cli.node_pool import node_map
     from streaming.observe.forecast import predict, predict_restart
 
+    minimum = minimum or cache_minimum(args, setup)
     spec, traffic = run_spec(args, setup)
-    simulated = spec.world.num_nodes if args.nodes is None else len(set(args.nodes))
-    jobs = plan_jobs(args.jobs, simulated,
-                     int(setup.cfg.epoch_size) * spec.epochs * simulated // spec.world.num_nodes)
     try:
-        with node_map(jobs) as map_nodes:
+        with node_map(_jobs(args, spec)) as map_nodes:
             forecast = predict(spec, map_nodes, args.nodes)
             restart = (None if args.restart_step is None
                        else predict_restart(forecast, int(args.restart_step), map_nodes))
     except PlanError as exc:
         raise UserError(str(exc)) from None
-    return forecast, cost_report(forecast, restart, args.egress_price,
-                                 lengths_report(setup, traffic))
+    report = cost_report(forecast, restart, args.egress_price, lengths_report(setup, traffic))
+    report["min_cache_bytes"], report["no_eviction_cache_bytes"] = minimum.bytes, minimum.whole
+    return forecast, report
 
 
 def lengths_report(setup: Setup, traffic: list[LengthsTraffic]) -> dict[str, Any] | None:
@@ -256,9 +288,11 @@ def print_json(args: argparse.Namespace, setup: Setup, config: Path) -> int:
     return 0
 
 
-def print_cost(args: argparse.Namespace, setup: Setup, config: Path) -> None:
-    """The prediction as lines after the plan's numbers, and the occupancy picture."""
-    forecast, report = _predict(args, setup)
+def print_cost(args: argparse.Namespace, setup: Setup, config: Path,
+               minimum: JobMinimum | None = None) -> None:
+    """The prediction as lines after the plan's numbers, and the occupancy picture (`minimum`:
+    the job's minimum cache_limit when already computed)."""
+    forecast, report = _predict(args, setup, minimum)
     limit = report["cache_limit"]
     print(f"cache prediction  {report['epochs']} epoch(s), cache_limit "
           f"{'none' if limit is None else human_bytes(limit)} per node, predownload "

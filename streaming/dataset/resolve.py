@@ -20,10 +20,12 @@ from streaming.cache.fit import (
     SHARD_SHUFFLES,
     block_for_limit,
     canonical_for_limit,
+    side_by_side,
     typical_samples,
 )
 from streaming.cache.limit import Footprint
 from streaming.plan import PlanConfig, World
+from streaming.plan.batching import BATCHINGS
 from streaming.util.quantities import parse_bytes
 
 
@@ -44,16 +46,20 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
     there is no limit)."""
     if cache_limit is None or footprint is None:
         return PlanFit(config)
-    typical = typical_samples(footprint, config.samples_per_shard)
+    per_shard = config.epoch_samples_per_shard
+    typical = typical_samples(footprint, per_shard)
     if not config.shuffle:
         return PlanFit(config, typical)  # shards in order: one or two in use at a time
     limit = parse_bytes(cache_limit)
+    sequence_shard, streams = typical, 1
+    if BATCHINGS[config.batching_method].stream_shaped:
+        sequence_shard, streams = side_by_side(footprint, per_shard, config.shards_per_stream)
     if config.shuffle_algo in BLOCK_SHUFFLES:
         canonical = config.canonical_nodes(world)
         default = config.block_size(canonical)
-        sequences = -(-canonical // world.num_groups)  # canonical nodes one node reads
-        fit = block_for_limit(limit, footprint, config.samples_per_shard, default,
-                              config.shuffle_algo, sequences)
+        sequences = -(-canonical // world.num_groups) * streams  # read by one node at once
+        fit = block_for_limit(limit, footprint, per_shard, default, config.shuffle_algo,
+                              sequences, typical=sequence_shard)
         return _keep_or_fit(
             config, "shuffle_block_size", fit, default, typical,
             too_big=f"shuffle_block_size={config.shuffle_block_size} is more than "
@@ -61,12 +67,15 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
                     "within a block are downloaded again, several times per epoch each; a "
                     f"block of at most {fit} samples, or no shuffle_block_size, avoids it",
             fitted=f"cache_limit={cache_limit} holds only part of a shuffle block: "
-                   f"shuffling over blocks of {fit} samples instead of {default}, so shards "
-                   "are not fetched again within a block (pass shuffle_block_size to choose)")
+                   f"shuffling over blocks of {fit} samples (about {_shards(fit, sequence_shard)}"
+                   f" shards of this epoch) instead of {default} (about "
+                   f"{_shards(default, sequence_shard)}), so shards are not fetched again "
+                   "within a block: a sample moves at most about one block from its shard's "
+                   "place (pass shuffle_block_size to choose)")
     if config.shuffle_algo in SHARD_SHUFFLES:
         default = config.canonical_nodes(world)
         fit = canonical_for_limit(limit, footprint, default, world.num_groups,
-                                  config.shuffle_algo)
+                                  config.shuffle_algo, streams)
         return _keep_or_fit(
             config, "num_canonical_nodes", fit, default, typical,
             too_big=f"num_canonical_nodes={config.num_canonical_nodes} with shuffle_algo="
@@ -92,3 +101,8 @@ def _keep_or_fit(config: PlanConfig, field: str, fit: int, default: int, typical
     if fit >= default:
         return PlanFit(config, typical)
     return PlanFit(dataclasses.replace(config, **{field: fit}), typical, (fitted,))
+
+
+def _shards(block: int, typical: int) -> str:
+    """How many shards of `typical` samples a block of `block` samples spans, as text."""
+    return f"{block / max(typical, 1):.1f}"

@@ -6,6 +6,7 @@ config, world, shard sizes and the limit in; figures out.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -13,7 +14,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from streaming.cache.limit import Footprint, reader_shards
+from streaming.cache.limit import Footprint, MinimumLimit, check_limit, minimum_limit, reader_shards
 from streaming.cache.simulate import SimulatedCache, SimulatedEpoch
 from streaming.dataset.resolve import fit_plan
 from streaming.errors import PlanError
@@ -170,6 +171,78 @@ def predict(spec: RunSpec, map_nodes: NodeMap = map,
     config = fit_plan(spec.config, spec.world, spec.footprint, spec.cache_limit).config
     nodes = tuple(map_nodes(partial(simulate_node, spec, config), node_ids))
     return Forecast(spec, config, nodes, _batches_per_epoch(config, spec.world), node_ids)
+
+
+@dataclass(frozen=True)
+class JobMinimum:
+    """The smallest cache_limit every node of a job accepts, for the plan fitted to the
+    smallest limit: the figure the dataset's start-up check computes for its own node.
+
+    Args:
+        shards: the largest node's `minimum_limit` (shard bytes, without other files).
+        other_bytes: the other files of a node's cache folders.
+        node: the node that sets it.
+        config: the plan config it was computed for.
+    """
+
+    shards: MinimumLimit
+    other_bytes: int
+    node: int
+    config: PlanConfig
+
+    @property
+    def bytes(self) -> int:
+        """The minimum cache_limit, other files included."""
+        return self.shards.plus(self.other_bytes).bytes
+
+    @property
+    def whole(self) -> int:
+        """The cache_limit that holds every shard a node's epoch reads (nothing evicted)."""
+        return self.shards.plus(self.other_bytes).whole
+
+    def check(self, limit: int | None) -> None:
+        """CacheLimitError, as the dataset raises it, for a `limit` under the minimum.
+
+        Args:
+            limit: the cache_limit in bytes (None: no limit, always accepted).
+        """
+        if limit is not None:
+            check_limit(limit, self.shards, other_bytes=self.other_bytes,
+                        where=f"node {self.node}'s cache folders")
+
+
+def job_minimum(spec: RunSpec, map_nodes: NodeMap = map,
+                only: Sequence[int] | None = None) -> JobMinimum:
+    """The minimum cache_limit of the job (or of the nodes in `only`): each node's epoch-0 plan,
+    fitted to the smallest limit (the smallest block the cache fitting picks, or the block the
+    config sets), through `limit.minimum_limit`, plus the run's other files.
+
+    Args:
+        spec: the run (its cache_limit is not used).
+        map_nodes: how the nodes' plans are computed (see `predict`).
+        only: just these nodes.
+    """
+    with warnings.catch_warnings():  # the user's own plan warns; this one is only measured
+        warnings.simplefilter("ignore")
+        config = fit_plan(spec.config, spec.world, spec.footprint, 1).config
+        nodes = _node_ids(spec.world.num_nodes, only)
+        needs = list(map_nodes(partial(node_minimum, spec, config), nodes))
+    worst = max(range(len(needs)), key=lambda i: needs[i].bytes)
+    top = needs[worst]
+    shards = MinimumLimit(top.bytes, top.step, top.shards, max(n.whole for n in needs))
+    return JobMinimum(shards, int(spec.other_bytes), nodes[worst], config)
+
+
+def node_minimum(spec: RunSpec, config: PlanConfig, node: int) -> MinimumLimit:
+    """Node `node`'s `minimum_limit` for its epoch-0 plan under `config` (other files apart).
+
+    Args:
+        spec: the run.
+        config: the plan config (fitted).
+        node: the node.
+    """
+    plan = plan_node(config, spec.world.with_position(node), 0)
+    return minimum_limit(plan.ids, spec.footprint, config.shard_offsets)
 
 
 def _node_ids(num_nodes: int, only: Sequence[int] | None) -> tuple[int, ...]:

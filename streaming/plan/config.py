@@ -133,6 +133,14 @@ class PlanConfig:
         return np.concatenate(([0], np.cumsum(self.samples_per_stream)))
 
     @property
+    def epoch_samples_per_shard(self) -> np.ndarray:
+        """Samples each shard gives this epoch on average (float64): its stored samples times
+        its stream's epoch share (under 1 for a subsample or a small proportion, above 1 when
+        the stream is repeated). A shuffle spreads a shard's picks, not its stored samples."""
+        share = self.samples_per_stream_epoch / np.maximum(self.samples_per_stream, 1)
+        return self.samples_per_shard * np.repeat(share, self.shards_per_stream)
+
+    @property
     def shuffle_algorithm(self) -> ShuffleAlgorithm | None:
         """The shuffle's record (streaming.plan.traits), None when not shuffling."""
         return SHUFFLES[self.shuffle_algo] if self.shuffle else None

@@ -75,12 +75,14 @@ class EpochOrder:
                 "size or lower num_canonical_nodes", stacklevel=4)
         algo = cfg.shuffle_algorithm
         if algo is not None and algo.centred_windows and len(cfg.samples_per_shard):
-            block, largest = cfg.block_size(num_canonical), int(cfg.samples_per_shard.max())
+            block = cfg.block_size(num_canonical)
+            largest = int(np.ceil(cfg.epoch_samples_per_shard.max()))  # its picks this epoch
             if block < largest:
                 warnings.warn(
                     "Shuffle block size was smaller than shard size for some shards: "
                     f"shuffle_block_size={block} is smaller than the largest shard ({largest} "
-                    f"samples): {algo.name} spreads such a shard only over its own length, so "
+                    f"samples in this epoch): {algo.name} spreads such a shard only over its "
+                    "own length, so "
                     "it mixes with its neighbours only; a block of at least one shard mixes "
                     "better",
                     stacklevel=4)

@@ -73,6 +73,8 @@ class BatchingMethod:
 
     needs_batch_size: the method cannot group an epoch without the per-device batch size.
     batch_aligned_resume: a resume position is rounded down to a global batch boundary.
+    stream_shaped: each stream's samples are read as a sequence of their own, side by side
+        (so a node reads one sequence per stream at once, not one mixed sequence).
     """
 
     name: str
@@ -80,6 +82,7 @@ class BatchingMethod:
     global_sequence: GlobalSequenceFn
     needs_batch_size: bool
     batch_aligned_resume: bool
+    stream_shaped: bool = False
 
 
 def registered(registry: Mapping[str, Record], option: str, name: str) -> Record:

@@ -178,4 +178,4 @@ def slot_method(name: str, build: SlotEpochFn) -> BatchingMethod:
         build: (order, world, per-device batch, resume position) -> SlotEpoch.
     """
     return BatchingMethod(name, partial(group_batches, build), partial(global_sequence, build),
-                          needs_batch_size=True, batch_aligned_resume=True)
+                          needs_batch_size=True, batch_aligned_resume=True, stream_shaped=True)

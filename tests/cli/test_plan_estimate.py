@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from streaming.cli.plan import batch_streams, load_setup, min_cache_bytes
+from streaming.cli.plan import batch_streams, load_setup
 from writers.convert import convert
 
 
@@ -25,22 +26,41 @@ def setup(tmp_path: Path):
     return load_setup(config)
 
 
-def test_min_cache_matches_a_plain_recount(setup):
+def _recount(ids: np.ndarray, offsets: np.ndarray, resident: np.ndarray,
+             transient: np.ndarray) -> int:
+    """The most bytes one step of lock-step readers needs: the distinct shards of every
+    reader's sample at that step, plus the largest of their transients."""
+    readers = ids.reshape(-1, ids.shape[-1])
+    worst = 0
+    for step in range(readers.shape[1]):
+        shards = {int(np.searchsorted(offsets, i, side="right") - 1) for i in readers[:, step]
+                  if i >= 0}
+        need = sum(int(resident[s]) for s in shards) + max(
+            (int(transient[s]) for s in shards), default=0)
+        worst = max(worst, need)
+    return worst
+
+
+def test_min_cache_is_the_lock_step_recount_of_the_plan_the_dataset_checks(setup, cli):
+    from streaming.cli.plan_cost import run_spec
+    from streaming.dataset.resolve import fit_plan
+    from streaming.observe.forecast import job_minimum
     from streaming.plan import plan_node
 
-    cost = np.concatenate([ix.raw_bytes + ix.zip_bytes for ix in setup.indexes])
-    offsets = setup.cfg.shard_offsets
-    expected = 0
-    for node in range(setup.world.num_nodes):
-        ids = plan_node(setup.cfg, setup.world.with_position(node), 0).ids
-        batch = setup.cfg.device_batch()
-        for step in range(ids.shape[2] // batch):
-            chunk = ids[:, :, step * batch:(step + 1) * batch].ravel()
-            shards = {int(np.searchsorted(offsets, i, side="right") - 1) for i in chunk if i >= 0}
-            expected = max(expected, int(sum(cost[s] for s in shards)))
-    got, node = min_cache_bytes(setup, 0)
-    assert got == expected > 0
-    assert min_cache_bytes(setup, 0, jobs=2) == (got, node)  # the nodes planned in a pool
+    args = argparse.Namespace(cache_limit=None, predownload=None, epochs=None, jobs=None,
+                              nodes=None)
+    spec, _ = run_spec(args, setup)
+    config = fit_plan(spec.config, spec.world, spec.footprint, 1).config  # the smallest limit
+    offsets = config.shard_offsets
+    expected = max(
+        _recount(plan_node(config, setup.world.with_position(node), 0).ids, offsets,
+                 spec.footprint.resident, spec.footprint.transient)
+        for node in range(setup.world.num_nodes))
+    found = job_minimum(spec)
+    assert found.bytes == expected + spec.other_bytes > spec.other_bytes
+    # never above what holds every shard a node reads, nor the whole data plus other files
+    assert found.bytes <= found.whole <= int(spec.footprint.resident.sum()
+                                              + spec.footprint.transient.max() + spec.other_bytes)
 
 
 def test_batch_streams_shape_and_mix(setup):
