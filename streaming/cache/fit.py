@@ -137,4 +137,6 @@ def block_for_limit(limit: int, footprint: Footprint, samples_per_shard: np.ndar
     if SHUFFLES[algo].centred_windows:
         # Windows over half a sequence overlap from both ends: every shard in use at once.
         fit = min(fit, int(np.asarray(samples_per_shard).sum()) // sequences // 2)
-    return int(min(default_block, max(fit, typical)))
+    counts = np.asarray(samples_per_shard, np.float64)[cached]
+    largest = int(np.ceil(counts.max())) if len(counts) else typical
+    return int(min(default_block, max(fit, typical, largest)))  # no shard over its own length

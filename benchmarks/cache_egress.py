@@ -1,0 +1,117 @@
+"""Bytes a node downloads under a cache_limit, against the floor (each shard its epoch reads,
+fetched once) and the Belady optimum for its plan, and epoch time against the same epoch
+without a limit, measured in the same run.
+
+    .venv/bin/python benchmarks/cache_egress.py            # 24k samples per stream
+    .venv/bin/python benchmarks/cache_egress.py --quick    # 6k samples per stream
+
+One process with 2 DataLoader workers, batch 16, py1e, zstd shards, a local-folder remote (the
+bytes a download moves are the same as from object storage; the time is not). Limits: 25% and
+50% of the raw data, and twice the minimum `streaming plan` states. Not measured here: several
+ranks and nodes (tests/cli/test_plan_cost.py runs those on loopback S3) and the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from streaming import Stream, StreamingDataLoader, StreamingDataset  # noqa: E402
+from streaming.cache.optimum import belady_egress, floor_egress  # noqa: E402
+from streaming.format.index import read_index  # noqa: E402
+from streaming.observe.forecast import RunSpec, job_minimum, reader_sequences  # noqa: E402
+from streaming.plan import World  # noqa: E402
+from tests.cache._data import write_dataset  # noqa: E402
+
+WORKERS = 2
+CONFIGS = {  # name: (streams, proportions, epoch_size as a share of the stored samples)
+    "full epoch": (1, None, None),
+    "epoch_size 30%": (1, None, 0.3),
+    "70/30 mix, epoch_size 50%": (2, (0.7, 0.3), 0.5),
+    "epoch_size 2x": (1, None, 2.0),
+}
+
+
+def _streams(sources: list[Path], local: Path, proportions) -> list[Stream]:
+    shutil.rmtree(local, ignore_errors=True)
+    return [Stream(remote=str(s), local=str(local / s.name),
+                   proportion=None if proportions is None else proportions[i])
+            for i, s in enumerate(sources)]
+
+
+def _epoch(streams: list[Stream], limit: int | None, epoch_size: int | None):
+    start = time.perf_counter()
+    ds = StreamingDataset(streams=streams, cache_limit=limit, batch_size=16, shuffle=True,
+                          epoch_size=epoch_size)
+    for _ in StreamingDataLoader(ds, batch_size=16, num_workers=WORKERS):
+        pass
+    seconds = time.perf_counter() - start
+    ds.close()
+    return ds, seconds
+
+
+def _fetch(sources: list[Path]) -> np.ndarray:
+    parts = []
+    for s in sources:
+        index = read_index(s)
+        parts.append(np.where(index.zip_bytes > 0, index.zip_bytes, index.raw_bytes))
+    return np.concatenate(parts).astype(np.int64)
+
+
+def run_config(name: str, sources: list[Path], local: Path, samples: int) -> list[str]:
+    count, proportions, share = CONFIGS[name]
+    used = sources[:count]
+    size = None if share is None else int(samples * count * share)
+    data = sum(int(read_index(s).raw_bytes.sum()) for s in used)
+    free, free_seconds = _epoch(_streams(used, local, proportions), None, size)
+    fetch = _fetch(used)
+    spec = RunSpec(free.config, World(workers_per_rank=WORKERS), free.catalog.footprint(),
+                   fetch, None, free.predownload)
+    minimum = job_minimum(spec).bytes
+    rows = []
+    for label, limit in (("25%", data // 4), ("50%", data // 2), ("2x min", 2 * minimum)):
+        if limit < minimum:
+            rows.append(f"| {name} | {label} | under the minimum ({minimum} B) | | | |")
+            continue
+        ds, seconds = _epoch(_streams(used, local, proportions), limit, size)
+        got = ds.cache_stats().bytes_downloaded
+        readers = reader_sequences(ds.config, World(workers_per_rank=WORKERS), 0, 0)
+        footprint = ds.catalog.footprint()
+        floor = floor_egress(readers, footprint, fetch).bytes
+        best = belady_egress(readers, footprint, fetch, limit).bytes
+        rows.append(f"| {name} | {label} ({limit / data:.0%}) | x{got / floor:.2f} | "
+                    f"x{got / best:.2f} | x{best / floor:.2f} | x{free_seconds / seconds:.2f} |")
+    return rows
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="6k samples per stream")
+    args = p.parse_args()
+    samples = 6_000 if args.quick else 24_000
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        sources = []
+        for name in ("a", "b"):
+            write_dataset(root / name, samples, size_limit=128 << 10)
+            sources.append(root / name)
+        print("| config | limit (of the raw data) | downloaded / floor | / Belady | Belady / "
+              "floor | speed vs no limit |")
+        print("|---|---|---|---|---|---|")
+        for name in CONFIGS:
+            for row in run_config(name, sources, root / "local", samples):
+                print(row, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
