@@ -195,23 +195,27 @@ class CacheEngine:
         its id, or None when no shard can be evicted now."""
         return self.space.evict_coldest()
 
-    def minimum_limit(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit:
+    def minimum_limit(self, node_ids: np.ndarray, shard_starts: np.ndarray,
+                      unit: int = 1) -> MinimumLimit:
         """Smallest cache_limit under which the node plan `node_ids` [ranks, workers, n] runs.
 
         Args:
             node_ids: the node plan's sample ids.
             shard_starts: the first sample id of each shard.
+            unit: samples a reader reads at a step (the plan's batch size).
         """
-        return minimum_limit(node_ids, self.footprint, shard_starts)
+        return minimum_limit(node_ids, self.footprint, shard_starts, unit)
 
-    def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit | None:
+    def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray,
+                   unit: int = 1) -> MinimumLimit | None:
         """Refuse (CacheLimitError with the number) a cache_limit the node plan cannot run in.
 
         Args:
             node_ids: the node plan's sample ids [ranks, workers, n].
             shard_starts: the first sample id of each shard.
+            unit: samples a reader reads at a step (the plan's batch size).
         """
-        return self.space.check_plan(node_ids, shard_starts)
+        return self.space.check_plan(node_ids, shard_starts, unit)
 
     # ----- the reader's plan -------------------------------------------------------------
     def follow(self, shards: np.ndarray) -> None:

@@ -74,8 +74,10 @@ def reader_shards(ids: np.ndarray, shard_starts: np.ndarray) -> np.ndarray:
 
 
 def minimum_limit(shards: np.ndarray, footprint: Footprint,
-                  shard_starts: np.ndarray | None = None) -> MinimumLimit:
-    """Minimum limit for readers reading `shards[..., reader, step]` (-1 = idle) in lock-step.
+                  shard_starts: np.ndarray | None = None, unit: int = 1) -> MinimumLimit:
+    """Minimum limit for readers reading `shards[..., reader, step]` (-1 = idle) in lock-step,
+    `unit` samples a step each (a reader's read is at least one batch, and the shards of a
+    read are wanted together: `unit` is the batch size for a node plan).
 
     With `shard_starts`, the array holds global sample ids instead (a NodePlan's `ids`); they
     are mapped to shards a block of steps at a time, so memory stays bounded for huge plans.
@@ -85,23 +87,30 @@ def minimum_limit(shards: np.ndarray, footprint: Footprint,
     if not arr.size:
         return best
     grid = arr.reshape(-1, arr.shape[-1])
+    unit = max(int(unit), 1)
+    if grid.shape[1] % unit:
+        pad = np.full((grid.shape[0], unit - grid.shape[1] % unit), -1, np.int64)
+        grid = np.concatenate([grid, pad], axis=1)
     resident = np.append(footprint.resident, 0)  # index -1 -> the appended zero
     transient = np.append(footprint.transient, 0)
     read = np.zeros(len(resident), bool)
-    for start in range(0, grid.shape[1], CHUNK):
-        block = grid[:, start:start + CHUNK]
+    span = max(CHUNK // unit, 1) * unit
+    for start in range(0, grid.shape[1], span):
+        block = grid[:, start:start + span]
         if shard_starts is not None:
             block = reader_shards(block, shard_starts)
         read[block] = True
-        block = np.sort(block.T, axis=1)  # [steps, readers]
-        repeat = np.zeros_like(block, bool)
-        repeat[:, 1:] = block[:, 1:] == block[:, :-1]
-        kept = np.where(repeat, -1, block)
+        readers, n = block.shape
+        steps = block.reshape(readers, n // unit, unit).transpose(1, 0, 2).reshape(n // unit, -1)
+        steps = np.sort(steps, axis=1)  # [steps, readers x unit]
+        repeat = np.zeros_like(steps, bool)
+        repeat[:, 1:] = steps[:, 1:] == steps[:, :-1]
+        kept = np.where(repeat, -1, steps)
         need = resident[kept].sum(axis=1) + transient[kept].max(axis=1, initial=0)
         if len(need) and int(need.max()) > best.bytes:
             t = int(need.argmax())
             ids = tuple(int(s) for s in kept[t] if s >= 0)
-            best = MinimumLimit(int(need[t]), start + t, ids)
+            best = MinimumLimit(int(need[t]), start // unit + t, ids)
     read[-1] = False
     whole = int(resident[read].sum()) + int(transient[read].max(initial=0))
     return MinimumLimit(best.bytes, best.step, best.shards, max(whole, best.bytes))

@@ -385,18 +385,20 @@ class CacheSpace:
         return (f"waiting for room: it needs {self.footprint.download_cost(shard)} bytes, "
                 f"cache_limit {self.node_limit}, in use {table.used()}, pinned by readers {pinned}")
 
-    def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray) -> MinimumLimit | None:
+    def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray,
+                   unit: int = 1) -> MinimumLimit | None:
         """Refuse (CacheLimitError with the number) a cache_limit the node plan cannot run in;
         the smallest workable limit, or None without a limit.
 
         Args:
             node_ids: the node plan's sample ids [ranks, workers, n].
             shard_starts: the first sample id of each shard.
+            unit: samples a reader reads at a step (the plan's batch size).
         """
         limit = self.node_limit
         if limit is None:
             return None
-        needed = minimum_limit(node_ids, self.footprint, shard_starts)
+        needed = minimum_limit(node_ids, self.footprint, shard_starts, unit)
         check_limit(limit, needed, other_bytes=self.table.other_bytes,
                     where=", ".join(self.files.dirs))
         return needed

@@ -175,7 +175,8 @@ def start_cache(catalog: Catalog, cache_limit: int | str | None, predownload: in
                          flag=flag).attach()
     if engine.effective_limit() is not None:
         try:
-            engine.check_plan(node_plan().ids, catalog.locator.shard_starts)
+            plan = node_plan()
+            engine.check_plan(plan.ids, catalog.locator.shard_starts, plan.batch_size)
         except BaseException:
             engine.close()
             raise

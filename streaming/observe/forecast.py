@@ -242,7 +242,7 @@ def node_minimum(spec: RunSpec, config: PlanConfig, node: int) -> MinimumLimit:
         node: the node.
     """
     plan = plan_node(config, spec.world.with_position(node), 0)
-    return minimum_limit(plan.ids, spec.footprint, config.shard_offsets)
+    return minimum_limit(plan.ids, spec.footprint, config.shard_offsets, plan.batch_size)
 
 
 def _node_ids(num_nodes: int, only: Sequence[int] | None) -> tuple[int, ...]:
