@@ -33,7 +33,8 @@ LOCK      := requirements/test.lock
 REF_LOCK  := requirements/reference.lock
 HOLDS     := requirements/holds.txt
 PIP       := $(PY) -m pip install -q --disable-pip-version-check
-# The installs a user waits for print pip's own lines (what is collected, downloaded, installed).
+# The long installs print pip's own lines (what is collected, downloaded, installed); a line
+# before each step says what it installs and about how long it takes.
 PIP_SHOWN := $(PY) -m pip install --disable-pip-version-check
 SAY       := @printf '\n==> %s\n'
 
@@ -45,8 +46,8 @@ $(CORE_STAMP): pyproject.toml $(LOCK)
 	$(PIP) -c $(LOCK) --upgrade pip setuptools wheel
 	$(SAY) "[2/3] torch 2.13.0 (about 200 MB; under a minute from a local wheel or pip's cache)"
 	$(PIP_SHOWN) torch==2.13.0
-	$(SAY) "[3/3] mds-streaming and its core dependencies: numpy, zstandard, boto3, xxhash, tqdm"
-	$(PIP_SHOWN) -c $(LOCK) --no-build-isolation -e .
+	$(SAY) "[3/3] mds-streaming and its core dependencies: numpy, zstandard, boto3, xxhash, tqdm (seconds)"
+	$(PIP) -c $(LOCK) --no-build-isolation -e .
 	touch $(CORE_STAMP)
 
 $(STAMP): $(CORE_STAMP)
