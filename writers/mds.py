@@ -8,6 +8,7 @@ so a crash at any point never leaves an index naming a missing or partial shard.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import inspect
 import logging
 import mmap
 import os
@@ -26,6 +27,7 @@ from streaming.errors import (
     DiskFullError,
     FormatError,
     StreamingError,
+    UnknownArgumentError,
 )
 from streaming.format.index import LENGTHS_KEY, write_index
 from streaming.format.sample import SampleCodec
@@ -84,6 +86,8 @@ class MDSWriter:
             reference.
         mode: "create" (default), "append" (add shards to the dataset at `out`) or
             "overwrite" (replace it, publishing the new index last). Not in the reference.
+        **unknown: Refused with UnknownArgumentError naming them (e.g. the reference's
+            long-gone `min_workers`).
     """
 
     def __init__(
@@ -102,7 +106,12 @@ class MDSWriter:
         retry: int = RETRY,
         lengths: LengthSpec | None = None,
         mode: str = "create",
+        **unknown: Any,
     ) -> None:
+        if unknown:
+            raise UnknownArgumentError(
+                f"Invalid Writer argument(s): {sorted(unknown)}: MDSWriter takes "
+                f"{', '.join(_ARGUMENTS)}")
         self.retry = int(retry)
         if not columns:
             raise FormatError("MDSWriter needs at least one column in `columns`")
@@ -335,3 +344,11 @@ def _progress_bar(directory: Path) -> Any:
     from tqdm import tqdm
 
     return tqdm(desc=f"writing {directory}", unit=" samples", leave=False)
+
+
+# The signature shows the keywords MDSWriter takes (tools filter their configs by it); any other
+# reaches `**unknown` only to be refused by name.
+_init = inspect.signature(MDSWriter.__init__)
+MDSWriter.__init__.__signature__ = _init.replace(  # type: ignore[attr-defined]
+    parameters=[p for p in _init.parameters.values() if p.kind is not p.VAR_KEYWORD])
+_ARGUMENTS = list(inspect.signature(MDSWriter).parameters)

@@ -17,7 +17,7 @@ from streaming.cache.limit import Footprint
 from streaming.cache.origin import Origin
 from streaming.cache.prepare import ShardPreparer
 from streaming.cache.text_meta import prepare_meta_files
-from streaming.errors import PlanError
+from streaming.errors import IndexNotFoundError, PlanError
 from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
@@ -197,7 +197,16 @@ def over_network(stream: Stream) -> bool:
 
 
 def _read_index(stream: Stream) -> DatasetIndex:
-    return load_index(stream.index_file())
+    path = stream.index_file()
+    try:
+        return load_index(path)
+    except IndexNotFoundError as exc:
+        if stream.remote_dir is not None:
+            raise
+        raise IndexNotFoundError(
+            f"No `remote` provided, but local file {path} does not exist either: "
+            f"{stream.local_dir} holds no MDS dataset (write one there, or give the stream a "
+            "`remote` to copy it from)") from exc
 
 
 def load_index(path: Path) -> DatasetIndex:
