@@ -86,8 +86,6 @@ class MDSWriter:
             reference.
         mode: "create" (default), "append" (add shards to the dataset at `out`) or
             "overwrite" (replace it, publishing the new index last). Not in the reference.
-        **unknown: Refused with UnknownArgumentError naming them (e.g. the reference's
-            long-gone `min_workers`).
     """
 
     def __init__(
@@ -106,7 +104,7 @@ class MDSWriter:
         retry: int = RETRY,
         lengths: LengthSpec | None = None,
         mode: str = "create",
-        **unknown: Any,
+        **unknown: Any,  # refused by name (e.g. the reference's long-gone `min_workers`)
     ) -> None:
         if unknown:
             raise UnknownArgumentError(
