@@ -33,16 +33,26 @@ LOCK      := requirements/test.lock
 REF_LOCK  := requirements/reference.lock
 HOLDS     := requirements/holds.txt
 PIP       := $(PY) -m pip install -q --disable-pip-version-check
+# The long installs print pip's own lines (what is collected, downloaded, installed); a line
+# before each step says what it installs and about how long it takes.
+PIP_SHOWN := $(PY) -m pip install --disable-pip-version-check
+SAY       := @printf '\n==> %s\n'
 
+# The core venv: torch and this package with its core dependencies only (numpy, zstandard, boto3,
+# xxhash, tqdm), no extras. `make demo` needs nothing more; tests/test_demo.py checks it.
 $(CORE_STAMP): pyproject.toml $(LOCK)
+	$(SAY) "[1/3] $(VENV): a virtual environment with current pip, setuptools and wheel (seconds)"
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) -c $(LOCK) --upgrade pip setuptools wheel
-	$(PIP) torch==2.13.0
+	$(SAY) "[2/3] torch 2.13.0 (about 200 MB; under a minute from a local wheel or pip's cache)"
+	$(PIP_SHOWN) torch==2.13.0
+	$(SAY) "[3/3] mds-streaming and its core dependencies: numpy, zstandard, boto3, xxhash, tqdm (seconds)"
 	$(PIP) -c $(LOCK) --no-build-isolation -e .
 	touch $(CORE_STAMP)
 
 $(STAMP): $(CORE_STAMP)
-	$(PIP) -c $(LOCK) --no-build-isolation -e '.[$(EXTRAS)]'
+	$(SAY) "the test extra: pytest, the S3/GCS/Azure emulators, pyarrow, pyspark, Ray, Dask, Lightning, transformers... (about 160 packages, 2.6 GB: several minutes)"
+	$(PIP_SHOWN) -c $(LOCK) --no-build-isolation -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 clients: $(CLIENTS_STAMP)
@@ -62,7 +72,8 @@ $(REF_STAMP): $(REF_LOCK)
 	  touch $(REF_STAMP) || \
 	  echo "reference venv $(REF_VENV) could not be built: tests/parity will be skipped"
 
-demo: $(STAMP)
+demo: $(CORE_STAMP)
+	$(SAY) "the demo: write, read, pack, mix two sources with 2 workers, stop and resume (seconds)"
 	$(PY) -m streaming.cli.demo
 
 azurite: $(AZURITE_STAMP)

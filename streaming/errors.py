@@ -161,6 +161,11 @@ class ArgumentError(StreamingError, ValueError):
     """Arguments that are missing or do not fit together; the message names them."""
 
 
+class UnknownArgumentError(ArgumentError, TypeError):
+    """A keyword argument the callee does not take: a TypeError, as Python raises for one, and
+    a ValueError, as the reference's MDSWriter raises for one; the message names it."""
+
+
 class WorldDetectionError(PlanError):
     """This process's place in the training job (rank, node, world size) cannot be told
     consistently from the process group and the launchers' variables; the message names them."""

@@ -39,6 +39,8 @@ class Stream:
         download_timeout: Seconds per download attempt (None: the dataset's).
         validate_hash: Hash algorithm shards are checked with (None: the dataset's).
         keep_zip: Keep downloaded compressed shards (None: the dataset's).
+        name: What metrics and messages call this stream (`stream/<name>/samples`); None: its
+            position among the dataset's streams. Unique within a dataset. Not in the reference.
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class Stream:
         download_timeout: float | None = None,
         validate_hash: str | None = None,
         keep_zip: bool | None = None,
+        name: str | None = None,
     ) -> None:
         if remote is None and local is None:
             raise PlanError("Stream needs `remote`, `local` or both")
@@ -66,6 +69,9 @@ class Stream:
             raise PlanError(f"`download_retry` must be non-negative: got {download_retry!r}")
         if download_timeout is not None and download_timeout <= 0:
             raise PlanError(f"`download_timeout` must be positive: got {download_timeout!r}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise PlanError(f"`name` must be a non-empty string: got {name!r}")
+        self.name = name
         self.remote = None if remote is None else os.fspath(remote)
         for what, value in (("remote", self.remote), ("local", local)):
             if isinstance(value, str):

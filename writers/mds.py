@@ -8,6 +8,7 @@ so a crash at any point never leaves an index naming a missing or partial shard.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import inspect
 import logging
 import mmap
 import os
@@ -26,6 +27,7 @@ from streaming.errors import (
     DiskFullError,
     FormatError,
     StreamingError,
+    UnknownArgumentError,
 )
 from streaming.format.index import LENGTHS_KEY, write_index
 from streaming.format.sample import SampleCodec
@@ -102,7 +104,12 @@ class MDSWriter:
         retry: int = RETRY,
         lengths: LengthSpec | None = None,
         mode: str = "create",
+        **unknown: Any,  # refused by name (e.g. the reference's long-gone `min_workers`)
     ) -> None:
+        if unknown:
+            raise UnknownArgumentError(
+                f"Invalid Writer argument(s): {sorted(unknown)}: MDSWriter takes "
+                f"{', '.join(_ARGUMENTS)}")
         self.retry = int(retry)
         if not columns:
             raise FormatError("MDSWriter needs at least one column in `columns`")
@@ -335,3 +342,11 @@ def _progress_bar(directory: Path) -> Any:
     from tqdm import tqdm
 
     return tqdm(desc=f"writing {directory}", unit=" samples", leave=False)
+
+
+# The signature shows the keywords MDSWriter takes (tools filter their configs by it); any other
+# reaches `**unknown` only to be refused by name.
+_init = inspect.signature(MDSWriter.__init__)
+MDSWriter.__init__.__signature__ = _init.replace(  # type: ignore[attr-defined]
+    parameters=[p for p in _init.parameters.values() if p.kind is not p.VAR_KEYWORD])
+_ARGUMENTS = list(inspect.signature(MDSWriter).parameters)

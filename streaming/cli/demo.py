@@ -37,9 +37,15 @@ def synthetic_samples(count: int, seed: int = 0, first_id: int = 0):
         yield {"id": first_id + i, "text": caption, "tokens": tokens}
 
 
+def say(what: str) -> None:
+    """Say what the demo does next, before it does it (each step takes a second or two)."""
+    print(f"... {what}", flush=True)
+
+
 def run(directory: Path, samples: int, size_limit: str) -> None:
     """Write, then read back, printing what happened."""
     out = directory / "tokens"
+    say(f"[1/3] writing {samples:,} synthetic token samples as zstd MDS shards")
     corpus = list(synthetic_samples(samples))  # generated up front so it is not timed
     start = time.perf_counter()
     with MDSWriter(columns=COLUMNS, out=out, compression="zstd", size_limit=size_limit,
@@ -48,6 +54,7 @@ def run(directory: Path, samples: int, size_limit: str) -> None:
             writer.write(sample)
     write_s = time.perf_counter() - start
 
+    say("[2/3] reading them back, then packing them into 8192-token sequences")
     ds = LocalDataset(out)
     raw = int(ds.index.raw_bytes.sum())
     packed = int(ds.index.zip_bytes.sum())
@@ -91,6 +98,9 @@ def _loader(streams: list[Stream], **kwargs) -> StreamingDataLoader:
 
 def run_streaming(directory: Path, samples: int, size_limit: str) -> bool:
     """Mix two sources 75/25, stream one epoch, then stop half-way and resume; True if exact."""
+    print()
+    say("[3/3] writing two sources, streaming a 75/25 mix of them with 2 DataLoader workers, "
+         "then stopping half-way and resuming")
     streams = []
     for seed, (name, (proportion, first_id)) in enumerate(SOURCES.items(), start=1):
         out = directory / name
@@ -99,7 +109,7 @@ def run_streaming(directory: Path, samples: int, size_limit: str) -> bool:
                        size_limit=size_limit) as writer:
             for sample in synthetic_samples(count, seed=seed, first_id=first_id):
                 writer.write(sample)
-        streams.append(Stream(local=str(out), proportion=proportion))
+        streams.append(Stream(local=str(out), proportion=proportion, name=name))
 
     start = time.perf_counter()
     full = [_ids(batch) for batch in _loader(streams)]
@@ -122,7 +132,6 @@ def run_streaming(directory: Path, samples: int, size_limit: str) -> bool:
     resumed = np.concatenate(seen + rest)
     exact = bool(len(resumed) == len(order) and np.array_equal(resumed, order))
 
-    print()
     print("streaming        2 sources, proportions web 0.75 / code 0.25, shuffle py1e, "
           f"batch {BATCH}, 2 DataLoader workers")
     print(f"epoch            {len(order):,} samples in {len(full)} batches, "

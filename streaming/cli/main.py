@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from streaming.cli._common import CommandFailed, UserError
+from streaming.cli.plain_warnings import plain_warnings
 from streaming.errors import StreamingError
 
 # Subcommand name -> module under streaming.cli (each has register(subparsers)).
@@ -49,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.run(args) or 0)
+        with plain_warnings(args.command, verbose=args.verbose):
+            return int(args.run(args) or 0)
     except CommandFailed as exc:
         print(f"streaming {args.command}: {exc}", file=sys.stderr)
         return 1

@@ -5,11 +5,13 @@ simulation is independent and pure, so the figures are the same either way."""
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from multiprocessing import get_context
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from streaming.cli._common import UserError
 from streaming.observe.forecast import NodeMap
@@ -60,6 +62,33 @@ def node_map(jobs: int) -> Iterator[NodeMap]:
 
         def pooled(fn: Callable[[int], T], nodes: Iterable[int], /) -> Iterable[T]:
             todo = list(nodes)
-            return pool.map(fn, todo, chunksize=max(len(todo) // (jobs * 4), 1))
+            done = pool.map(Recorded(fn), todo, chunksize=max(len(todo) // (jobs * 4), 1))
+            return rewarned(done)
 
         yield pooled
+
+
+@dataclass(frozen=True)
+class Recorded(Generic[T]):
+    """`fn` run in a child process, returning its value with the warnings it raised (the
+    parent shows them as its own, so they read like the rest of the command's output).
+
+    Args:
+        fn: the per-node function.
+    """
+
+    fn: Callable[[int], T]
+
+    def __call__(self, node: int) -> tuple[T, list[tuple[type[Warning], str]]]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = self.fn(node)
+        return value, [(w.category, str(w.message)) for w in caught]
+
+
+def rewarned(results: Iterable[tuple[T, list[tuple[type[Warning], str]]]]) -> Iterator[T]:
+    """The values of `Recorded` results, their warnings raised again in this process."""
+    for value, raised in results:
+        for category, message in raised:
+            warnings.warn(message, category, stacklevel=2)
+        yield value

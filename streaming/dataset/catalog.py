@@ -17,7 +17,7 @@ from streaming.cache.limit import Footprint
 from streaming.cache.origin import Origin
 from streaming.cache.prepare import ShardPreparer
 from streaming.cache.text_meta import prepare_meta_files
-from streaming.errors import PlanError
+from streaming.errors import IndexNotFoundError, PlanError
 from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.shard import ShardReader
@@ -148,12 +148,24 @@ def _streams(streams: Sequence[Stream] | None, remote: str | None, local: str | 
         for s in streams:
             if not isinstance(s, Stream):
                 raise PlanError(f"`streams` must hold Stream objects, got {type(s).__name__}")
+        _check_names(streams)
         return streams
     if remote is None and local is None:
         raise PlanError("You must provide either `streams` or `remote`/`local`: "
                     "StreamingDataset needs `streams`, `remote` or `local`")
     cls = stream_class(stream_name)
     return [cls(remote=remote, local=local, split=split, **(stream_config or {}))]
+
+
+def _check_names(streams: Sequence[Stream]) -> None:
+    """Each stream's metrics key (its `name`, or its position without one) is its own."""
+    seen: dict[str, int] = {}
+    for i, stream in enumerate(streams):
+        key = str(getattr(stream, "name", None) or i)
+        if key in seen:
+            raise PlanError(f"streams {seen[key]} and {i} are both named {key!r}: a stream's "
+                            "name keys its metrics (stream/<name>/...), so each must be unique")
+        seen[key] = i
 
 
 def read_indexes(streams: Sequence[Stream], at_once: int | None = None) -> list[DatasetIndex]:
@@ -185,7 +197,16 @@ def over_network(stream: Stream) -> bool:
 
 
 def _read_index(stream: Stream) -> DatasetIndex:
-    return load_index(stream.index_file())
+    path = stream.index_file()
+    try:
+        return load_index(path)
+    except IndexNotFoundError as exc:
+        if stream.remote_dir is not None:
+            raise
+        raise IndexNotFoundError(
+            f"No `remote` provided, but local file {path} does not exist either: "
+            f"{stream.local_dir} holds no MDS dataset (write one there, or give the stream a "
+            "`remote` to copy it from)") from exc
 
 
 def load_index(path: Path) -> DatasetIndex:

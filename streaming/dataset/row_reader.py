@@ -33,10 +33,10 @@ def samples_ahead(predownload: int | None, batch_size: int | None) -> int:
     if predownload is not None and predownload < 0:
         raise PlanError(f"predownload must be >= 0, got {predownload}")
     if predownload is not None and batch_size is not None and predownload < batch_size:
-        warnings.warn(f"predownload < batch_size ({predownload} < {batch_size}): "
-                      f"predownload={predownload} is smaller than batch_size={batch_size}, so "
-                      "batches wait for downloads; set predownload to at least batch_size",
-                      stacklevel=3)
+        warnings.warn(f"predownload < batch_size ({predownload} < {batch_size}): fewer "
+                      "samples are prepared ahead than one batch takes, so batches wait for "
+                      "downloads. This may result in slower batch time. Recommendation is to "
+                      f"set predownload to at least batch_size ({batch_size})", stacklevel=3)
     return predownload if predownload is not None else 8 * (batch_size or 8)
 
 

@@ -106,7 +106,8 @@ def parse_index(
         try:
             data = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise IndexJSONError(f"{source}: not valid JSON (truncated?): {exc}",
+            raise IndexJSONError(f"Index file at {source} is empty or corrupted: not valid "
+                                 f"JSON (truncated?): {exc}",
                                  getattr(exc, "doc", ""), getattr(exc, "pos", 0)) from None
     shards = check_document(data, source)
     return _checked_entries(data, shards, source, root)

@@ -34,8 +34,7 @@ from streaming.observe.metrics import (
     cache_metrics,
     disk_metrics,
     every_from_env,
-    log,
-    summary,
+    log_summary,
 )
 from streaming.util.exit_close import closed_at_exit
 
@@ -318,7 +317,7 @@ class StreamingDataLoader(DataLoader):
         if every:
             since = meter.steps % every
             if not since:
-                log.info("loader: %s", summary(self.metrics()))
+                log_summary(self.metrics())
             handed.due = handed.batches + every - since
 
     def _first_batch(self) -> list[Any]:

@@ -12,6 +12,7 @@ import logging
 import multiprocessing
 import multiprocessing.context
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -262,6 +263,35 @@ def summary(metrics: dict[str, float]) -> str:
             f"({metrics.get('recent_data_wait_s', 0) * 1e3:.2f} ms/step recent), first batch "
             f"{metrics.get('first_batch_s', 0):.3f} s, cache {metrics.get('cache/hits', 0):.0f} "
             f"hits / {metrics.get('cache/misses', 0):.0f} misses")
+
+
+def log_summary(metrics: dict[str, float]) -> None:
+    """Log `summary(metrics)` at INFO through `streaming.metrics`, visibly: the user asked for
+    it (STREAMING_METRICS_EVERY), so a logger nobody configured is set to INFO, and without a
+    handler on its way to the root it gets one writing to stderr. A level the user set on
+    `streaming.metrics` (e.g. WARNING, to silence it) and handlers they installed are kept.
+
+    Args:
+        metrics: the loader's `metrics()`.
+    """
+    if log.level == logging.NOTSET and not log.isEnabledFor(logging.INFO):
+        log.setLevel(logging.INFO)
+    if not _reaches_a_handler(log):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+        log.addHandler(handler)
+    log.info("loader: %s", summary(metrics))
+
+
+def _reaches_a_handler(logger: logging.Logger) -> bool:
+    """Whether a record of `logger` meets a handler (not counting logging's last resort,
+    which shows only warnings)."""
+    node: logging.Logger | None = logger
+    while node is not None:
+        if node.handlers:
+            return True
+        node = node.parent if node.propagate else None
+    return False
 
 
 def gather_metrics(metrics: dict[str, float]) -> list[dict[str, float]] | None:

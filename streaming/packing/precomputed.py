@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import PlanError
+from streaming.packing.kept_columns import KeptValues, check_keep_columns
 from streaming.packing.pack_planner import epoch_packs, rank_packs
 from streaming.packing.pack_stats import PackStats, pack_stats
 
@@ -49,6 +50,9 @@ class PackedDataset:
         num_ranks: Data-parallel ranks; None: detected.
         lengths: Each sample's tokens, if already known; None: `load_lengths(source, column)`.
         collator: Turns packs into tensors; None: `PackCollator(packing_length)`.
+        keep_columns: Columns of the samples carried into each pack (and `batch`) beside
+            `sample_ids`: one value per entry of `sample_ids`, a tensor for numbers, else a
+            list. None: none.
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class PackedDataset:
         num_ranks: int | None = None,
         lengths: np.ndarray | None = None,
         collator: Any = None,
+        keep_columns: str | Sequence[str] | None = None,
     ) -> None:
         from streaming.packing.collate import PackCollator
         from streaming.packing.lengths import load_lengths
@@ -90,6 +95,7 @@ class PackedDataset:
                          "shuffle": shuffle, "ranks": self.num_ranks}
         self._split = not filter_overlong and overlong == "split"
         self.collator = collator or PackCollator(self.packing_length)
+        self.keep_columns = check_keep_columns(keep_columns)
         self.epoch = -1
         self.set_epoch(0)
 
@@ -103,8 +109,10 @@ class PackedDataset:
     def __len__(self) -> int:
         return self.plan.num_packs
 
-    def sequences(self, k: int) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Sample ids and token arrays of this rank's pack `k` (split samples sliced)."""
+    def sequences(self, k: int, kept: KeptValues | None = None
+                  ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Sample ids and token arrays of this rank's pack `k` (split samples sliced); the
+        samples' `keep_columns` values are added to `kept` when given."""
         if not -len(self) <= k < len(self):
             raise IndexError(f"pack {k} out of range for {len(self)} packs")
         ids, pieces = self.plan.pack(k % len(self))
@@ -116,6 +124,8 @@ class PackedDataset:
         for sample, piece, sample_id in zip(samples, pieces.tolist(), ids.tolist()):
             if self.column not in sample:
                 raise PlanError(f"sample {sample_id} has no column {self.column!r} to pack")
+            if kept is not None:
+                kept.add(sample_id, sample)
             tokens = np.asarray(sample[self.column]).reshape(-1)
             if self._split and tokens.size > cap:
                 tokens = tokens[piece * cap:(piece + 1) * cap]
@@ -125,14 +135,20 @@ class PackedDataset:
     def __getitem__(self, k: int) -> dict[str, Any]:
         import torch
 
-        ids, sequences = self.sequences(int(k))
+        kept = KeptValues(self.keep_columns)
+        ids, sequences = self.sequences(int(k), kept)
         out = self.collator.pack(sequences)
         out["sample_ids"] = torch.from_numpy(ids.copy())
+        out.update(kept.collated())
         return out
 
     def batch(self, ks: Sequence[int]) -> dict[str, Any]:
-        """Several packs collated into [B, W] tensors (PackCollator.batch)."""
-        return self.collator.batch([self.sequences(int(k))[1] for k in ks])
+        """Several packs collated into [B, W] tensors (PackCollator.batch), with their
+        `keep_columns` (one value per sample, in pack order)."""
+        kept = KeptValues(self.keep_columns)
+        out = self.collator.batch([self.sequences(int(k), kept)[1] for k in ks])
+        out.update(kept.collated())
+        return out
 
     def stats(self) -> PackStats:
         """Fill statistics of this rank's packs for the current epoch."""

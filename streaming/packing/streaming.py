@@ -11,7 +11,7 @@ number of workers, and the state is the source's plus one number: packs consumed
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -22,6 +22,7 @@ from streaming.coord.shm import SegmentMissingError, SharedArray
 from streaming.errors import ArgumentError, PlanError, StateMismatchError
 from streaming.observe.metrics import cache_metrics, disk_metrics
 from streaming.packing.equal import job_most_packs
+from streaming.packing.kept_columns import KeptValues, check_keep_columns
 from streaming.packing.pack_planner import EpochPacks, grow, pack_lengths
 from streaming.packing.pack_stats import PackCounts, PackFill, fill_of
 from streaming.packing.strategies import make_packer
@@ -91,6 +92,9 @@ class PackedStreamingDataset(IterableDataset):
         packing: Must be True (it is what `StreamingDataset(packing=True)` passes on).
         source: The StreamingDataset (or `PackSource`) to pack; required.
         lengths: Each sample's tokens, if already known; None: loaded from `source`.
+        keep_columns: Columns of the samples carried into each batch beside `sample_ids`
+            (a user's document id, say): one value per entry of `sample_ids`, a tensor for
+            numbers, else a list. None: none.
         **kwargs: Refused with a message: dataset arguments go to the source.
     """
 
@@ -109,6 +113,7 @@ class PackedStreamingDataset(IterableDataset):
         packing: bool = True,
         source: PackSource | None = None,
         lengths: np.ndarray | None = None,
+        keep_columns: str | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         from streaming.packing.collate import PackCollator
@@ -136,6 +141,7 @@ class PackedStreamingDataset(IterableDataset):
                         "overlong": overlong, "buffer_size": packing_buffer_size}
         self._split = not filter_overlong and overlong == "split"
         self.collator = collator or PackCollator(self.packing_length)
+        self.keep_columns = check_keep_columns(keep_columns)
         if lengths is None:
             from streaming.packing.lengths import load_lengths
 
@@ -254,11 +260,14 @@ class PackedStreamingDataset(IterableDataset):
         for lo in range(0, plan.num_packs, per_batch):
             hi = min(lo + per_batch, plan.num_packs)
             packs, ids = [], []
+            kept = KeptValues(self.keep_columns)
             for k in range(lo, hi):
                 pack_ids, pieces = plan.pack(k)
                 sequences = []
                 for sample_id, piece in zip(pack_ids.tolist(), pieces.tolist()):
-                    tokens = self._tokens(sample_id, next(samples))
+                    sample = next(samples)
+                    kept.add(sample_id, sample)
+                    tokens = self._tokens(sample_id, sample)
                     if self._split and tokens.size > cap:
                         tokens = tokens[piece * cap:(piece + 1) * cap]
                     sequences.append(tokens)
@@ -266,6 +275,7 @@ class PackedStreamingDataset(IterableDataset):
                 ids.append(pack_ids)
             batch = self.collator.batch(packs)
             batch["sample_ids"] = torch.from_numpy(np.concatenate(ids))
+            batch.update(kept.collated())
             it.count(hi - lo)
             yield batch
 

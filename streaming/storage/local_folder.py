@@ -20,7 +20,7 @@ def _translated(path: str) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError as exc:
-        raise ObjectNotFoundError(f"{path}: no such file") from exc
+        raise ObjectNotFoundError(f"{path}: No such file or directory") from exc
     except IsADirectoryError as exc:
         raise ObjectNotFoundError(f"{path}: is a directory, not a file") from exc
     except PermissionError as exc:

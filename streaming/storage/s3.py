@@ -21,10 +21,10 @@ from streaming.errors import (
 from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.per_process import PerProcess
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
+from streaming.storage.s3_endpoint import ENDPOINT_ENV, unreachable
 from streaming.storage.s3_quick import quick_stream
 from streaming.storage.tls_trust import S3_SETTING, untrusted, untrusted_error
 
-ENDPOINT_ENV = "S3_ENDPOINT_URL"
 # Env settings that change which credentials a new client picks up (part of the client cache key).
 _CREDENTIAL_ENV = (
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
@@ -132,8 +132,8 @@ class S3Backend(Backend):
             return AccessDeniedError(f"{url}: {_HOW_TO_AUTH}")
         if isinstance(cause, (bx.ReadTimeoutError, bx.ConnectTimeoutError, TimeoutError)):
             return DownloadTimeoutError(f"{url}: timed out talking to {where}: {cause}")
-        if isinstance(cause, bx.EndpointConnectionError):
-            return StorageError(f"{url}: cannot reach the S3 endpoint {where}: {cause}")
+        if isinstance(cause, (bx.EndpointConnectionError, bx.ProxyConnectionError)):
+            return StorageError(unreachable(url, self.endpoint_url, cause))
         return StorageError(f"{url}: transfer from {where} failed: {cause!r}")
 
     def iter_chunks(

@@ -51,7 +51,8 @@ class Case:
 
 def prepare(api: Api, root: Path) -> None:
     """Write the datasets the cases read: `a` and `b` (200 int samples, 3 shards each), an
-    index without shards (`empty`) and one of an unknown version (`v3`)."""
+    index without shards (`empty`), one of an unknown version (`v3`) and an empty index file
+    (`blank`)."""
     for name in ("a", "b"):
         with api.writer(out=str(root / name), columns={"x": "int"}, size_limit=1000) as out:
             for i in range(200):
@@ -59,6 +60,8 @@ def prepare(api: Api, root: Path) -> None:
     for name, version in (("empty", 2), ("v3", 3)):
         (root / name).mkdir()
         (root / name / "index.json").write_text(json.dumps({"version": version, "shards": []}))
+    (root / "blank").mkdir()
+    (root / "blank" / "index.json").write_text("")
 
 
 def _ds(api: Api, root: Path, **kwargs: object) -> object:
@@ -91,6 +94,9 @@ CASES: dict[str, Case] = {
         "Invalid batching method: x.", "ValueError", lambda a, r: _ds(a, r, batching_method="x")),
     "predownload below batch_size": Case(
         "predownload < batch_size (1 < 4)", "warning",
+        lambda a, r: _ds(a, r, predownload=1, batch_size=4)),
+    "predownload below batch_size, the advice": Case(
+        "This may result in slower batch time. Recommendation is to set", "warning",
         lambda a, r: _ds(a, r, predownload=1, batch_size=4)),
     "streams and local": Case(
         "You must provide either `streams` or `remote`/`local`, but not both", "ValueError",
@@ -135,6 +141,16 @@ CASES: dict[str, Case] = {
         lambda a, r: a.dataset(local=str(r / "empty"))),
     "missing index": Case(
         "does not exist", "RuntimeError", lambda a, r: a.dataset(local=str(r / "missing"))),
+    "missing index without a remote": Case(
+        "No `remote` provided, but local file", "RuntimeError",
+        lambda a, r: a.dataset(streams=[a.stream(remote=None, local=str(r / "missing"))])),
+    "index missing at the remote": Case(
+        "No such file or directory", "FileNotFoundError",
+        lambda a, r: list(a.dataset(remote=str(r / "missing"), local=str(r / "c3"),
+                                    download_timeout=1, batch_size=1))),
+    "empty index file": Case(
+        "is empty or corrupted", "JSONDecodeError",
+        lambda a, r: a.dataset(local=str(r / "blank"), batch_size=1)),
     "index version 3": Case(
         "Unsupported streaming data version: 3. Expected version 2.", "ValueError",
         lambda a, r: a.dataset(local=str(r / "v3"))),
@@ -178,6 +194,8 @@ CASES: dict[str, Case] = {
         "Invalid hash: nope.", "ValueError", lambda a, r: _writer(a, r, "w3", hashes=["nope"])),
     "output folder not empty": Case(
         "Directory is not empty", "FileExistsError", lambda a, r: _writer(a, r, "a")),
+    "unknown writer argument": Case(
+        "Invalid Writer argument", "ValueError", lambda a, r: _writer(a, r, "w5", min_workers=1)),
     "unknown encoding": Case(
         "encoding `nope` is unsupported", "TypeError",
         lambda a, r: _writer(a, r, "w4", columns={"x": "nope"})),

@@ -69,11 +69,11 @@ def test_missing_file_errors_name_the_path(tmp_path):
     backend = LocalBackend()
     missing = str(tmp_path / "missing.mds")
     for call in (lambda: backend.get(missing), lambda: backend.size(missing)):
-        with pytest.raises(ObjectNotFoundError, match=r"missing\.mds: no such file"):
+        with pytest.raises(ObjectNotFoundError, match=r"missing\.mds: No such file or directory"):
             call()
     with pytest.raises(ObjectNotFoundError, match="is a directory"):
         backend.size(str(tmp_path))
-    with pytest.raises(ObjectNotFoundError, match="no such file"):
+    with pytest.raises(ObjectNotFoundError, match="No such file or directory"):
         backend.upload(tmp_path / "nope", str(tmp_path / "dest"))
 
 
