@@ -26,15 +26,15 @@ def setup(tmp_path: Path):
     return load_setup(config)
 
 
-def _recount(ids: np.ndarray, offsets: np.ndarray, resident: np.ndarray,
+def _recount(ids: np.ndarray, batch: int, offsets: np.ndarray, resident: np.ndarray,
              transient: np.ndarray) -> int:
-    """The most bytes one step of lock-step readers needs: the distinct shards of every
-    reader's sample at that step, plus the largest of their transients."""
+    """The most bytes one step of lock-step readers needs, a step being one batch of each
+    reader: the distinct shards of every reader's batch, plus the largest of their transients."""
     readers = ids.reshape(-1, ids.shape[-1])
     worst = 0
-    for step in range(readers.shape[1]):
-        shards = {int(np.searchsorted(offsets, i, side="right") - 1) for i in readers[:, step]
-                  if i >= 0}
+    for step in range(readers.shape[1] // batch):
+        chunk = readers[:, step * batch:(step + 1) * batch].ravel()
+        shards = {int(np.searchsorted(offsets, i, side="right") - 1) for i in chunk if i >= 0}
         need = sum(int(resident[s]) for s in shards) + max(
             (int(transient[s]) for s in shards), default=0)
         worst = max(worst, need)
@@ -53,8 +53,9 @@ def test_min_cache_is_the_lock_step_recount_of_the_plan_the_dataset_checks(setup
     config = fit_plan(spec.config, spec.world, spec.footprint, 1).config  # the smallest limit
     offsets = config.shard_offsets
     expected = max(
-        _recount(plan_node(config, setup.world.with_position(node), 0).ids, offsets,
-                 spec.footprint.resident, spec.footprint.transient)
+        _recount(plan_node(config, setup.world.with_position(node), 0).ids,
+                 config.device_batch(), offsets, spec.footprint.resident,
+                 spec.footprint.transient)
         for node in range(setup.world.num_nodes))
     found = job_minimum(spec)
     assert found.bytes == expected + spec.other_bytes > spec.other_bytes
