@@ -1,7 +1,8 @@
 """One rank of the cost-prediction job (tests/cli/test_plan_cost.py): joins a gloo group from
 torch.distributed's variables, reads `--epochs` epochs of an S3 dataset through a
 StreamingDataLoader into the node's cache `<local-root>/node<n>` (ranks stepping together,
-as in data-parallel training), and, once every rank is done,
+as in data-parallel training; with `--drift` the odd local ranks lag instead), and, once every
+rank is done,
 the node's first rank writes the node's cache_stats() as JSON to `<out-dir>/node<n>.json`."""
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--predownload", type=int, default=64)
+    p.add_argument("--drift", type=float, default=0.0,
+                   help="seconds the node's odd local ranks sleep after each batch, stepping "
+                        "without a barrier (ranks drift apart as real ones do between syncs)")
     args = p.parse_args()
     import torch.distributed as dist
 
@@ -32,9 +36,15 @@ def main() -> int:
                           cache_limit=int(args.cache_limit), batch_size=args.batch_size,
                           predownload=args.predownload, shuffle=True, shuffle_seed=7)
     loader = StreamingDataLoader(ds, batch_size=args.batch_size, num_workers=2)
+    import time
+
+    lagging = args.drift and int(os.environ["LOCAL_RANK"]) % 2 == 1
     for _ in range(args.epochs):
         for _batch in loader:
-            dist.barrier()  # ranks step together, as gradient all-reduces make them
+            if lagging:
+                time.sleep(args.drift)
+            if not args.drift:
+                dist.barrier()  # ranks step together, as gradient all-reduces make them
     dist.barrier()
     if int(os.environ["LOCAL_RANK"]) == 0:
         out = Path(args.out_dir) / f"node{node}.json"
