@@ -93,9 +93,38 @@ def run_config(name: str, sources: list[Path], local: Path, samples: int) -> lis
     return rows
 
 
+def shuffle_span(sources: list[Path], local: Path, samples: int) -> list[str]:
+    """One stream at a 25% limit: the block the limit fits, and 2x, 4x and 8x it given as
+    shuffle_block_size: how far samples move against what the epoch downloads."""
+    used = sources[:1]
+    data = int(read_index(used[0]).raw_bytes.sum())
+    fetch = _fetch(used)
+    rows, fitted = [], None
+    for factor in (1, 2, 4, 8):
+        block = None if fitted is None else fitted * factor
+        start = time.perf_counter()
+        ds = StreamingDataset(streams=_streams(used, local, None), cache_limit=data // 4,
+                              batch_size=16, shuffle=True, shuffle_block_size=block)
+        for _ in StreamingDataLoader(ds, batch_size=16, num_workers=WORKERS):
+            pass
+        seconds = time.perf_counter() - start
+        ds.close()
+        fitted = fitted or int(ds.config.shuffle_block_size)
+        size = int(ds.config.shuffle_block_size)
+        per_shard = float(ds.config.epoch_samples_per_shard.mean())
+        readers = reader_sequences(ds.config, World(workers_per_rank=WORKERS), 0, 0)
+        floor = floor_egress(readers, ds.catalog.footprint(), fetch).bytes
+        got = ds.cache_stats().bytes_downloaded
+        rows.append(f"| {size} ({size / per_shard:.1f} shards){' fitted' if factor == 1 else ''}"
+                    f" | x{got / floor:.2f} | {seconds:.1f} s |")
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="6k samples per stream")
+    p.add_argument("--shuffle-span", action="store_true",
+                   help="the trade-off table: larger blocks at a 25%% limit")
     args = p.parse_args()
     samples = 6_000 if args.quick else 24_000
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,6 +133,12 @@ def main() -> int:
         for name in ("a", "b"):
             write_dataset(root / name, samples, size_limit=128 << 10)
             sources.append(root / name)
+        if args.shuffle_span:
+            print("| shuffle block (samples) | downloaded / floor | epoch |")
+            print("|---|---|---|")
+            for row in shuffle_span(sources, root / "local", samples):
+                print(row, flush=True)
+            return 0
         print("| config | limit (of the raw data) | downloaded / floor | / Belady | Belady / "
               "floor | speed vs no limit |")
         print("|---|---|---|---|---|---|")
