@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from streaming.cli.plan_setup import Setup
     from streaming.observe.forecast import Forecast, JobMinimum, Restart, RunSpec
     from streaming.packing.lengths_traffic import LengthsTraffic
+    from streaming.plan import PlanConfig, World
 
 GIB = 1 << 30  # egress prices are per GB as cloud bills count it (2^30 bytes)
 PICTURED_NODES = 16  # nodes drawn in the occupancy picture at most
@@ -190,6 +191,8 @@ def cost_report(forecast: Forecast, restart: Restart | None, price: float | None
         "topology": {"nodes": spec.world.num_nodes, "ranks_per_node": spec.world.ranks_per_node,
                      "workers_per_rank": spec.world.workers_per_rank},
         "shuffle_block_size": forecast.config.shuffle_block_size,
+        "shuffle_block_samples": block_samples(forecast.config, spec.world),
+        "shuffle_block_shards": block_shards(forecast.config, spec.world),
         "num_canonical_nodes": forecast.config.num_canonical_nodes,
         "batches_per_epoch": forecast.batches_per_epoch,
         "nodes": nodes, "egress_bytes": forecast.egress_bytes,
@@ -245,6 +248,35 @@ def cache_minimum(args: argparse.Namespace, setup: Setup) -> JobMinimum:
     return minimum
 
 
+def block_samples(config: PlanConfig, world: World) -> int | None:
+    """The shuffle block the plan uses (samples), or None without a block-based shuffle.
+
+    Args:
+        config: the plan config (fitted to the cache).
+        world: the topology.
+    """
+    algo = config.shuffle_algorithm
+    if algo is None or not algo.block_based:
+        return None
+    return int(config.block_size(config.canonical_nodes(world)))
+
+
+def block_shards(config: PlanConfig, world: World) -> float | None:
+    """How many shards of this epoch a shuffle block spans (the shards' mean samples in the
+    epoch), or None without a block-based shuffle.
+
+    Args:
+        config: the plan config (fitted to the cache).
+        world: the topology.
+    """
+    algo = config.shuffle_algorithm
+    if algo is None or not algo.block_based:
+        return None
+    per_shard = config.epoch_samples_per_shard
+    mean = float(per_shard[per_shard > 0].mean()) if (per_shard > 0).any() else 1.0
+    return round(int(config.block_size(config.canonical_nodes(world))) / mean, 1)
+
+
 def _predict(args: argparse.Namespace, setup: Setup, minimum: JobMinimum | None = None
              ) -> tuple[Forecast, dict[str, Any]]:
     from streaming.cli.node_pool import node_map
@@ -298,6 +330,10 @@ def print_cost(args: argparse.Namespace, setup: Setup, config: Path,
           f"{'none' if limit is None else human_bytes(limit)} per node, predownload "
           f"{report['predownload']}" + ("" if any(setup.remotes)
                                          else " (every stream taken as remote)"))
+    if report["shuffle_block_shards"] is not None:
+        print(f"shuffle block     {report['shuffle_block_samples']} samples, about "
+              f"{report['shuffle_block_shards']} shards of this epoch: how far a sample "
+              "moves from its shard's place")
     other = "another simulated node" if "simulated_nodes" in report else "another node"
     for node in report["nodes"]:
         for e in node["epochs"]:

@@ -78,3 +78,21 @@ def test_plan_and_dataset_state_and_enforce_one_minimum(cli, sources, tmp_path, 
     ds = _dataset(text, tmp_path, int(minimum * 1.03), epoch_size, algo, method)
     ds.close()
     assert cli("plan", config, "--json", "--cache-limit", str(int(minimum * 1.03))).code == 0
+
+
+def test_plan_says_how_far_samples_move_under_the_limit(cli, sources, tmp_path):
+    text, _ = CONFIGS["70/30 mix, half epoch"]
+    config = tmp_path / "run.yaml"
+    config.write_text(text.format(a=sources[0], b=sources[1], tmp=tmp_path)
+                      + "batch_size: 8\nshuffle: true\n")
+    minimum, _ = _minimum(cli, config)
+    ran = cli("plan", config, "--json", "--cache-limit", str(2 * minimum))
+    report = ran.json()
+    assert report["shuffle_block_size"] == report["shuffle_block_samples"] > 0  # fitted
+    # 3000 samples over ~70 shards: a shard gives the half epoch ~43 samples on average
+    per_shard = 3000 / sum(len(list(s.glob("shard.*.mds.zstd"))) for s in sources)
+    assert report["shuffle_block_shards"] == pytest.approx(
+        report["shuffle_block_size"] / per_shard, rel=0.05)
+    text_run = cli("plan", config, "--cache-limit", str(2 * minimum), "--png",
+                   tmp_path / "b.png")
+    assert "shuffle block" in text_run.out and "shards of this epoch" in text_run.out
