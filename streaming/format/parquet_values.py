@@ -1,0 +1,90 @@
+"""A decoded Parquet row group's columns, as a stream's samples hold them: scalars as Python
+values, strings as str, binary as bytes, lists of numbers as numpy arrays (views of one array of
+the column's values, no Python object per element), structs as dicts, nulls as None."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class Column(Protocol):
+    """One decoded column of a row group."""
+
+    def take(self, rows: np.ndarray) -> list[Any]:
+        """The values of `rows` (positions in the row group)."""
+
+
+@dataclass(frozen=True)
+class ListColumn:
+    """A list<number> column: row r is `values[offsets[r]:offsets[r + 1]]`, or None where
+    `valid` is False.
+
+    Args:
+        values: every row's numbers, one array.
+        offsets: int64 start of each row in `values`, and the end.
+        valid: False where a row is null (None: no nulls).
+    """
+
+    values: np.ndarray
+    offsets: np.ndarray
+    valid: np.ndarray | None
+
+    def take(self, rows: np.ndarray) -> list[Any]:
+        values, offsets = self.values, self.offsets
+        out: list[Any] = [values[a:b] for a, b in zip(offsets[rows].tolist(),
+                                                      offsets[rows + 1].tolist())]
+        if self.valid is not None:
+            for k in np.flatnonzero(~self.valid[rows]).tolist():
+                out[k] = None
+        return out
+
+
+@dataclass(frozen=True)
+class ValueColumn:
+    """A column of Python values (numbers, str, bytes, dicts or None), one per row."""
+
+    values: list[Any]
+
+    def take(self, rows: np.ndarray) -> list[Any]:
+        values = self.values
+        return [values[r] for r in rows.tolist()]
+
+
+@dataclass(frozen=True)
+class NumberColumn:
+    """A scalar column without nulls, kept as one numpy array."""
+
+    values: np.ndarray
+
+    def take(self, rows: np.ndarray) -> list[Any]:
+        return self.values[rows].tolist()
+
+
+def decode_column(array: Any, kind: str) -> Column:
+    """One column of a decoded row group (a pyarrow Array of one chunk) as `kind` says.
+
+    Args:
+        array: the column's values.
+        kind: its kind (see `streaming.format.parquet_footer.column_kind`).
+    """
+    if kind.startswith("ndarray:"):
+        offsets = np.asarray(array.offsets.to_numpy(), np.int64)
+        values = array.values.to_numpy(zero_copy_only=False)
+        valid = None
+        if array.null_count:
+            valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)
+        return ListColumn(values, offsets, valid)
+    if kind in ("str", "bytes") or kind.startswith("struct<") or array.null_count:
+        return ValueColumn(array.to_pylist())
+    return NumberColumn(array.to_numpy(zero_copy_only=False))
+
+
+def sample_dicts(names: Sequence[str], columns: Sequence[Column], rows: np.ndarray
+                 ) -> list[dict[str, Any]]:
+    """One dict per row of `rows`, its columns' values under their names."""
+    taken = [column.take(rows) for column in columns]
+    return [dict(zip(names, values)) for values in zip(*taken)]
