@@ -95,7 +95,7 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
                 except ObjectNotFoundError:
                     raise
                 except StorageError as exc:
-                    _same_file(backend, path, file, size, tail, policy)
+                    _same_file(backend, path, file, size, tail, policy, group)
                     raise ParquetFileError(f"{file} row group {group}: bytes {start}-{end - 1} "
                                            f"could not be read: {exc}") from exc
                 pwrite_sliced(fd, data, at)

@@ -9,6 +9,7 @@ and rows are served from the decoded columns.
 
 from __future__ import annotations
 
+import inspect
 import io
 import mmap
 import os
@@ -132,6 +133,16 @@ def _footer(path: Path) -> tuple[int, Any]:
     return found
 
 
+def _open_file(source: RangeFile, meta: Any) -> Any:
+    """A pyarrow ParquetFile over `source` with its footer given: no read-ahead past the
+    cached ranges, and page checksums checked where the writer recorded them."""
+    pq = pyarrow_parquet()
+    options: dict[str, Any] = {"metadata": meta, "pre_buffer": False}
+    if "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters:
+        options["page_checksum_verification"] = True  # pyarrow >= 14
+    return pq.ParquetFile(source, **options)
+
+
 class ParquetShardReader(ShardReader):
     """The rows of one cached Parquet row group (`path`: `<file>.rgNNNNN`).
 
@@ -189,8 +200,7 @@ class ParquetShardReader(ShardReader):
         data = memoryview(mapped)[:span.nbytes] if span.nbytes else b""
         source = RangeFile(data, span.ranges, size)
         try:
-            table = pyarrow_parquet().ParquetFile(source, metadata=meta).read_row_group(
-                self.group, columns=names)
+            table = _open_file(source, meta).read_row_group(self.group, columns=names)
             if table.num_rows != span.rows or table.num_rows != len(self):
                 raise self._corrupt(f"decoded {table.num_rows} rows, expected {len(self)}")
             table = table.combine_chunks()
