@@ -6,6 +6,7 @@ mid-run is refused by name instead of mixing old and new bytes."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from streaming.storage.backend import Backend
 from streaming.storage.retry import RetryPolicy
 from streaming.storage.transfer import timed_backend, transfer_policy
 from streaming.util.atomic import staged_file
+from streaming.util.confine import confine
 from streaming.util.pagewrite import pwrite_sliced
 
 if TYPE_CHECKING:
@@ -124,3 +126,23 @@ def _same_file(backend: Backend, path: str, name: str, size: int, tail: bytes,
             f"{where}: the file changed since its footer was read (now "
             f"{'another size' if len(got) != len(tail) else 'another footer'}); restart to "
             "index it again")
+
+
+def scratch_row_group(stream: Stream, basename: str, scratch: Path, size: int) -> Path:
+    """Row group `basename` of a Parquet stream fetched into folder `scratch`, beside a copy of
+    its file's footer, so it can be read there (a lengths scan) without entering the cache.
+
+    Args:
+        stream: the Parquet stream (its footers are in its cache folder).
+        basename: the row group's cached name.
+        scratch: an empty folder.
+        size: its bytes, as the index gives them.
+    """
+    named = split_group_name(basename)
+    if named is None:
+        raise ParquetFileError(f"{basename}: not a Parquet row group of this stream")
+    footer = footer_basename(named[0])
+    confine(scratch, scratch / basename)
+    (scratch / footer).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(stream.local_dir / footer, scratch / footer)
+    return stream.fetch(basename, scratch / basename, expected_size=size)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.errors import ParquetFileError
+from streaming.errors import ParquetFileError, PlanError
 from streaming.format.parquet_footer import (
     group_span,
     parse_footer,
@@ -34,7 +34,7 @@ from streaming.format.parquet_index import (
     parse_footer_file,
     split_group_name,
 )
-from streaming.format.parquet_values import Column, decode_column, sample_dicts
+from streaming.format.parquet_values import Column, column_lengths, decode_column, sample_dicts
 from streaming.format.shard import ShardLayout, ShardReader
 
 DECODED_BYTES = 512 << 20  # decoded row groups a process keeps, by their Arrow size
@@ -220,7 +220,8 @@ class ParquetShardReader(ShardReader):
     def layout(self) -> ShardLayout:
         """A layout of no spans: a Parquet row group is read through `get_many`."""
         self._ensure_open()
-        return ShardLayout(self.path, self.codec, np.zeros(1, np.int64), 0)
+        return ShardLayout(self.path, self.codec, np.zeros(1, np.int64),
+                           os.fstat(self.fileno()).st_size)
 
     def _rows(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
         rows = np.asarray(rows, np.int64)
@@ -242,6 +243,14 @@ class ParquetShardReader(ShardReader):
     def get_columns(self, rows: np.ndarray, *, copy: bool = False) -> list[Sequence[Any]]:
         picked = self._rows(rows)
         return [column.take(picked) for column in self.columns()]
+
+    def column_lengths(self, name: str) -> np.ndarray:
+        """int64 length of column `name` in every row (as `value_length` counts: elements of
+        a list, bytes of str/binary, the value of an integer; 0 for a null)."""
+        if name not in self.codec.column_names:
+            raise PlanError(f"{self.file}: no column {name!r} (columns: "
+                            f"{self.codec.column_names})")
+        return column_lengths(self.columns()[self.codec.column_names.index(name)])
 
     def get_column(self, index: int, name: str) -> Any:
         return self.get(index)[name]

@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from streaming.format.value_length import value_length
+
 
 class Column(Protocol):
     """One decoded column of a row group."""
@@ -88,3 +90,14 @@ def sample_dicts(names: Sequence[str], columns: Sequence[Column], rows: np.ndarr
     """One dict per row of `rows`, its columns' values under their names."""
     taken = [column.take(rows) for column in columns]
     return [dict(zip(names, values)) for values in zip(*taken)]
+
+
+def column_lengths(column: Column) -> np.ndarray:
+    """int64 length of every row's value: elements of a list, bytes of str/binary, an
+    integer's value (0 for a null)."""
+    if isinstance(column, ListColumn):
+        lengths = np.diff(column.offsets)
+        return lengths if column.valid is None else np.where(column.valid, lengths, 0)
+    if isinstance(column, NumberColumn):
+        return column.values.astype(np.int64)
+    return np.array([0 if v is None else value_length(v) for v in column.values], np.int64)
