@@ -261,7 +261,7 @@ class Stream:
         if self.parquet is not None:
             from streaming.cache.parquet_fetch import parquet_index_file
 
-            return parquet_index_file(self, self.parquet, self.columns,
+            return parquet_index_file(self.local_dir, self.parquet, self.columns,
                                       **self._transfer_options())
         from streaming.cache.origin import sync_index
         from streaming.storage import fetch

@@ -9,7 +9,6 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from streaming.cache.parquet_footers import ParquetSelection, build_index
 from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
@@ -22,17 +21,14 @@ from streaming.util.atomic import staged_file
 from streaming.util.confine import confine
 from streaming.util.pagewrite import pwrite_sliced
 
-if TYPE_CHECKING:
-    from streaming.stream import Stream
 
-
-def parquet_index_file(stream: Stream, selection: ParquetSelection,
+def parquet_index_file(folder: Path, selection: ParquetSelection,
                        columns: Sequence[str] | None, timeout: float, retry: int) -> Path:
     """The derived index.json of a Parquet stream in its cache folder: the footers are read
     by the first process of the node to ask (per job run), the others read its result.
 
     Args:
-        stream: the stream (its cache folder).
+        folder: the stream's cache folder.
         selection: its files.
         columns: its projection (None: every column).
         timeout: seconds per request.
@@ -42,7 +38,6 @@ def parquet_index_file(stream: Stream, selection: ParquetSelection,
 
     backend, root = timed_backend(selection.base, timeout)
     policy = transfer_policy(timeout, retry, 0.25, selection.base)
-    folder = stream.local_dir
 
     def fetch_index(dest: Path) -> None:
         dest.write_bytes(build_index(selection, backend, root, columns, policy, folder))
@@ -128,15 +123,15 @@ def _same_file(backend: Backend, path: str, name: str, size: int, tail: bytes,
             "index it again")
 
 
-def scratch_row_group(stream: Stream, basename: str, scratch: Path, size: int) -> Path:
-    """Row group `basename` of a Parquet stream fetched into folder `scratch`, beside a copy of
-    its file's footer, so it can be read there (a lengths scan) without entering the cache.
+def scratch_place(folder: Path, basename: str, scratch: Path) -> Path:
+    """Where row group `basename` of a Parquet stream can be fetched into folder `scratch` and
+    read there (a lengths scan) without entering the cache: its file's footer is copied from
+    the stream's cache `folder` beside it.
 
     Args:
-        stream: the Parquet stream (its footers are in its cache folder).
+        folder: the stream's cache folder (holding the footers).
         basename: the row group's cached name.
         scratch: an empty folder.
-        size: its bytes, as the index gives them.
     """
     named = split_group_name(basename)
     if named is None:
@@ -144,5 +139,5 @@ def scratch_row_group(stream: Stream, basename: str, scratch: Path, size: int) -
     footer = footer_basename(named[0])
     confine(scratch, scratch / basename)
     (scratch / footer).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(stream.local_dir / footer, scratch / footer)
-    return stream.fetch(basename, scratch / basename, expected_size=size)
+    shutil.copyfile(folder / footer, scratch / footer)
+    return scratch / basename
