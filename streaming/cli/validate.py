@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         with scratch_dir() as scratch:
             index, bad = check_row_groups(args.location, args.columns, Path(scratch),
                                           args.workers)
-        return _report(args, index, bad, "row groups")
+        return _report(args, index, bad, "row groups")  # "1 bad row group(s)"
     index = open_index(args.location)
     try:
         codec = index.codec(allow_unsafe_types=args.allow_unsafe_types)
@@ -195,5 +195,5 @@ def _report(args: argparse.Namespace, index: DatasetIndex, bad: dict[str, str], 
         state = "OK" if not bad else f"{len(bad)} bad of {index.num_shards} {unit}"
         print(f"{state}: {index.num_shards} {unit}, {index.num_samples} samples checked")
     if bad:
-        raise CommandFailed(f"{len(bad)} bad {unit}: {', '.join(bad)}")
+        raise CommandFailed(f"{len(bad)} bad {unit[:-1]}(s): {', '.join(bad)}")
     return 0
