@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import posixpath
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 FOOTER_THREADS = 32  # files whose footers are read at once
 TAIL_GUESS = 64 << 10  # bytes of a file's end read first: most footers fit
 PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+# Fetched bytes of one row group from which a warning says to write smaller ones: the cache
+# fetches, holds and evicts whole row groups, and a reader decodes one whole.
+LARGE_GROUP = 512 << 20
 _WILD = "*?["
 
 
@@ -179,10 +183,24 @@ def build_index(selection: ParquetSelection, backend: Backend, root: str,
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic_output(target, durable=False) as handle:
             write_sliced(handle, footer_file_bytes(file.size, file.tail))
+    _warn_large_groups(files)
     document = index_document(files, selection.key())
     log.info("%s: %d Parquet files, %d row groups, index from their footers",
              selection.base, len(files), len(document["shards"]))
     return json.dumps(document).encode()
+
+
+def _warn_large_groups(files: Sequence[ParquetFile]) -> None:
+    """One warning naming the first file whose row groups are too large to cache well."""
+    large = [(file.name, g, group.nbytes) for file in files
+             for g, group in enumerate(file.groups) if group.nbytes > LARGE_GROUP]
+    if large:
+        name, g, nbytes = large[0]
+        warnings.warn(
+            f"{name} row group {g} holds {nbytes >> 20} MiB of the columns read (and "
+            f"{len(large) - 1} more row groups over {LARGE_GROUP >> 20} MiB): a Parquet stream "
+            "fetches, caches and decodes whole row groups, so each costs that much memory and "
+            "cache; write row groups of 32-128 MiB (docs/parquet.md)", stacklevel=2)
 
 
 def _in_order(work: Callable[[str], ParquetFile], names: list[str], threads: int

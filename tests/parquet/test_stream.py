@@ -112,3 +112,15 @@ def test_stream_arguments_are_checked() -> None:
         Stream(local="x", columns=["a"])
     with pytest.raises(PlanError, match="split"):
         Stream(remote="s3://b/x", format="parquet", split="train")
+
+
+def test_large_row_groups_are_warned_about_once(corpus: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from streaming.cache import parquet_footers
+
+    monkeypatch.setattr(parquet_footers, "LARGE_GROUP", 1000)
+    with pytest.warns(UserWarning, match=r"part-000\.parquet row group 0 .* 14 more") as caught:
+        ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c",
+                                              format="parquet")], batch_size=8)
+    assert len([w for w in caught if "row group" in str(w.message)]) == 1
+    assert len(ds) == 900
