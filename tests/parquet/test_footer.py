@@ -49,7 +49,7 @@ def _footer(data: bytes) -> tuple[bytes, object]:
 
 def test_row_groups_and_ranges_from_the_footer_alone(tmp_path: Path) -> None:
     data = _file(tmp_path)
-    tail, meta = _footer(data)
+    _, meta = _footer(data)
     schema = meta.schema.to_arrow_schema()
     spans = row_group_spans(meta, projected_leaves(schema, list(schema.names)), "a.parquet")
     assert [s.rows for s in spans] == [30, 30, 30, 10]
@@ -64,7 +64,7 @@ def test_row_groups_and_ranges_from_the_footer_alone(tmp_path: Path) -> None:
 
 def test_ranges_decode_through_range_file(tmp_path: Path) -> None:
     data = _file(tmp_path)
-    tail, meta = _footer(data)
+    _, meta = _footer(data)
     schema = meta.schema.to_arrow_schema()
     span = row_group_spans(meta, projected_leaves(schema, ["id", "maybe"]), "a.parquet")[2]
     held = b"".join(data[a:b] for a, b in span.ranges)
@@ -91,7 +91,7 @@ def test_bad_tails_are_named(tail: bytes, size: int, why: str) -> None:
 
 
 def test_garbage_footer_is_named() -> None:
-    with pytest.raises(ParquetFileError, match="x.parquet: the footer does not parse"):
+    with pytest.raises(ParquetFileError, match=r"x\.parquet: the footer does not parse"):
         parse_footer(b"\x01\x02garbage" + (9).to_bytes(4, "little") + b"PAR1", "x.parquet")
 
 
@@ -116,7 +116,7 @@ def test_column_kinds() -> None:
 def test_schemas_of_two_files_are_compared_by_name() -> None:
     a = ParquetFile("a.parquet", 10, b"", {"x": "int64", "y": "str"}, [])
     b = ParquetFile("b.parquet", 10, b"", {"x": "int32", "y": "str"}, [])
-    with pytest.raises(ParquetSchemaError, match="'x' is int64 in a.parquet but int32 in b"):
+    with pytest.raises(ParquetSchemaError, match=r"'x' is int64 in a\.parquet but int32 in b"):
         check_same_schema([a, b])
 
 
@@ -133,7 +133,7 @@ def test_the_derived_index_reads_back_and_is_checked(tmp_path: Path) -> None:
     assert index.codec() == ParquetCodec(kinds)
     assert split_group_name("sub/a.parquet.rg00003") == ("sub/a.parquet", 3)
     doc["shards"][1]["ranges"][0][1] += 1
-    with pytest.raises(IndexFileError, match="shard 1.*ranges"):
+    with pytest.raises(IndexFileError, match=r"shard 1.*ranges"):
         parse_index(json.dumps(doc), source="derived")
     doc["shards"][1]["ranges"][0][1] -= 1
     doc["shards"][2]["raw_data"]["basename"] = "../escape.rg00002"
