@@ -26,6 +26,11 @@ def corpus(tmp_path_factory) -> Path:
     return folder
 
 
+def ids_of(samples: list[dict]) -> list[int]:
+    """A batch of samples of two schemas as their ids."""
+    return [int(sample["id"]) for sample in samples]
+
+
 def parquet(corpus: Path, cache: Path, **options) -> Stream:
     return Stream(remote=corpus, local=cache, format="parquet", **options)
 
@@ -140,3 +145,19 @@ def test_elastic_resume_keeps_the_global_batches(corpus: Path, tmp_path: Path, s
     same, smaller = global_batches(2, 4, state), global_batches(1, 8, state)
     assert same == smaller
     assert len(same) == ROWS // 16 - stop
+
+
+def test_loader_metrics_count_a_parquet_stream(corpus: Path, tmp_path: Path) -> None:
+    mds = write_ids(tmp_path / "mds", 300, start=10_000)
+    ds = StreamingDataset(streams=[parquet(corpus, tmp_path / "c", columns=["id"],
+                                           proportion=0.5),
+                                   Stream(remote=mds, local=tmp_path / "m", proportion=0.5)],
+                          epoch_size=400, batch_size=10, shuffle=True)
+    loader = StreamingDataLoader(ds, batch_size=10, num_workers=2, collate_fn=ids_of)
+    ids = [i for batch in loader for i in batch]
+    metrics = loader.metrics()
+    assert metrics["stream/0/samples"] == sum(i < 10_000 for i in ids) == 200
+    assert metrics["stream/1/samples"] == 200
+    groups = sorted((tmp_path / "c").glob("*.rg*"))
+    assert metrics["cache/downloads"] >= len(groups) > 0
+    assert metrics["cache/bytes_downloaded"] >= sum(p.stat().st_size for p in groups)
