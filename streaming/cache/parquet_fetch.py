@@ -12,14 +12,17 @@ from pathlib import Path
 
 from streaming.cache.parquet_footers import ParquetSelection, build_index
 from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
-from streaming.format.parquet_footer import group_span, parse_footer, projected_leaves
-from streaming.format.parquet_index import footer_basename, parse_footer_file, split_group_name
+from streaming.format.parquet_footer import group_span, projected_leaves
+from streaming.format.parquet_index import footer_basename, split_group_name
+from streaming.format.parquet_shard import CachedFooter, cached_footer
 from streaming.storage.backend import Backend
 from streaming.storage.retry import RetryPolicy
 from streaming.storage.transfer import timed_backend, transfer_policy
 from streaming.util.atomic import staged_file
 from streaming.util.confine import confine
 from streaming.util.pagewrite import pwrite_sliced
+
+TAIL_GAP = 1 << 20  # bytes between a row group's last range and the footer read in one GET
 
 
 def parquet_index_file(folder: Path, selection: ParquetSelection,
@@ -50,7 +53,8 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
                     timeout: float, retry: int) -> Path:
     """Fetch cached row group `basename` (`<file>.rgNNNNN`) of the file under `base` into
     `dest`: its ranges with ranged GETs, then the file's end compared with the footer
-    indexed in `folder`.
+    indexed in `folder` (in the same GET as the last range when the footer follows it within
+    TAIL_GAP bytes, as it does for a file's last row group).
 
     Args:
         folder: the stream's cache folder (holding the footers).
@@ -67,59 +71,113 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
         raise ParquetFileError(f"{basename}: not a Parquet row group of this stream")
     file, group = named
     try:
-        size, tail = parse_footer_file((folder / footer_basename(file)).read_bytes())
+        footer = cached_footer(folder / footer_basename(file))
     except (OSError, ValueError) as exc:
         raise ParquetFileError(f"{file}: its cached footer is unreadable ({exc})") from None
-    meta = parse_footer(tail, file)
-    schema = meta.schema.to_arrow_schema()
+    schema = footer.meta.schema.to_arrow_schema()
     names = list(columns) if columns is not None else [field.name for field in schema]
-    span = group_span(meta, group, projected_leaves(schema, names), file)
+    span = group_span(footer.meta, group, projected_leaves(schema, names), file)
     if expected_size is not None and span.nbytes != expected_size:
         raise ParquetFileError(f"{file} row group {group}: its footer gives {span.nbytes} bytes, "
                                f"the index {expected_size} (the footer changed)")
     backend, root = timed_backend(base, timeout)
-    path = root.rstrip("/") + "/" + file
-    policy = transfer_policy(timeout, retry, 0.25, base)
+    got = _GroupGet(backend, root.rstrip("/") + "/" + file, f"{file} row group {group}",
+                    footer, transfer_policy(timeout, retry, 0.25, base))
     with staged_file(dest) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         try:
             at = 0
-            for start, end in span.ranges:
-                try:
-                    data = policy.run(f"{backend.url(path)} bytes {start}-{end - 1}",
-                                      lambda deadline, s=start, e=end: backend.get_range(
-                                          path, s, e, deadline=deadline))
-                except ObjectNotFoundError:
-                    raise
-                except StorageError as exc:
-                    _same_file(backend, path, file, size, tail, policy, group)
-                    raise ParquetFileError(f"{file} row group {group}: bytes {start}-{end - 1} "
-                                           f"could not be read: {exc}") from exc
+            for k, (start, end) in enumerate(span.ranges):
+                last = k == len(span.ranges) - 1
+                data = got.range(start, end, with_tail=last and got.tail_follows(end))
                 pwrite_sliced(fd, data, at)
                 at += len(data)
         finally:
             os.close(fd)
-        _same_file(backend, path, file, size, tail, policy, group)
+        if not got.checked:
+            got.same_file()
     return dest
 
 
-def _same_file(backend: Backend, path: str, name: str, size: int, tail: bytes,
-               policy: RetryPolicy, group: int | None = None) -> None:
-    """ParquetFileError naming the file unless it still ends in the footer it was indexed
+class _GroupGet:
+    """The GETs of one row group's ranges from `path`, and the check that the file still ends
+    in `footer` (ParquetFileError naming `where` otherwise).
+
+    Args:
+        backend: the store.
+        path: the file's backend path.
+        where: the file and row group (for messages).
+        footer: the footer the file was indexed with.
+        policy: retries and deadlines of each request.
+    """
+
+    def __init__(self, backend: Backend, path: str, where: str, footer: CachedFooter,
+                 policy: RetryPolicy) -> None:
+        self.backend, self.path, self.where = backend, path, where
+        self.footer, self.policy = footer, policy
+        self.checked = False
+
+    def tail_follows(self, end: int) -> bool:
+        """Whether the footer starts within TAIL_GAP bytes after byte `end`."""
+        return 0 <= self.footer.size - len(self.footer.tail) - end <= TAIL_GAP
+
+    def range(self, start: int, end: int, with_tail: bool) -> bytes:
+        """Bytes [start, end) of the file; `with_tail`: read on to the file's end in the same
+        GET, and check the end against the footer (one object version, one request)."""
+        url = self.backend.url(self.path)
+        try:
+            data = self.policy.run(f"{url} bytes {start}-{end - 1}", lambda deadline:
+                                   self.backend.get_range(self.path, start,
+                                                          None if with_tail else end,
+                                                          deadline=deadline))
+        except ObjectNotFoundError:
+            raise ParquetFileError(f"{self.where}: the file is gone since its footer was "
+                                   "read") from None
+        except StorageError as exc:
+            self.same_file()
+            raise ParquetFileError(f"{self.where}: bytes {start}-{end - 1} could not be read: "
+                                   f"{exc}") from exc
+        if with_tail:
+            self._check_end(start, data)
+            self.checked = True
+            return data[:end - start]
+        return data
+
+    def same_file(self) -> None:
+        """ParquetFileError unless the file still ends in the indexed footer at its size."""
+        _same_file(self.backend, self.path, self.where, self.footer.size, self.footer.tail,
+                   self.policy)
+        self.checked = True
+
+    def _check_end(self, start: int, data: bytes) -> None:
+        """ParquetFileError unless `data`, read from byte `start` to the end, ends the file at
+        its indexed size with its indexed footer."""
+        _check_tail(self.where, start + len(data), data, self.footer.size, self.footer.tail)
+
+
+def _same_file(backend: Backend, path: str, where: str, size: int, tail: bytes,
+               policy: RetryPolicy) -> None:
+    """ParquetFileError naming `where` unless the file still ends in the footer it was indexed
     with, at the same size (one ranged GET of its last bytes)."""
-    where = name if group is None else f"{name} row group {group}"
+    start = max(0, size - len(tail))
     try:
         got = policy.run(backend.url(path), lambda deadline: backend.get_range(
-            path, max(0, size - len(tail)), None, deadline=deadline))
+            path, start, None, deadline=deadline))
     except ObjectNotFoundError:
         raise ParquetFileError(f"{where}: the file is gone since its footer was read") from None
     except StorageError as exc:
         raise ParquetFileError(f"{where}: the file's end cannot be read, it may have changed "
                                f"since its footer was read ({exc})") from exc
-    if len(got) != len(tail) or got != tail:
+    _check_tail(where, start + len(got), got, size, tail)
+
+
+def _check_tail(where: str, found_size: int, end: bytes, size: int, tail: bytes) -> None:
+    """ParquetFileError naming `where` unless a file of `found_size` bytes ending in `end` is
+    the one indexed (`size` bytes ending in `tail`)."""
+    if found_size != size or not end.endswith(tail):
         raise ParquetFileError(
             f"{where}: the file changed since its footer was read (now "
-            f"{'another size' if len(got) != len(tail) else 'another footer'}); restart to "
+            f"{'another size' if found_size != size else 'another footer'}); restart to "
             "index it again")
 
 

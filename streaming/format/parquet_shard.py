@@ -16,6 +16,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,20 +117,41 @@ class DecodedGroups:
 
 
 _DECODED = DecodedGroups()
-_FOOTERS: OrderedDict[tuple, tuple[int, Any]] = OrderedDict()
-FOOTERS_KEPT = 256
+FOOTERS_KEPT = 256  # parsed footers a process keeps
 
 
-def _footer(path: Path) -> tuple[int, Any]:
-    """(file size, FileMetaData) of a cached footer file, parsed once per version."""
+@dataclass(frozen=True)
+class CachedFooter:
+    """A Parquet file's footer as the cache keeps it, parsed.
+
+    Args:
+        size: the file's size.
+        tail: its last bytes (footer, footer length, magic).
+        meta: the parsed FileMetaData.
+    """
+
+    size: int
+    tail: bytes
+    meta: Any
+
+
+_FOOTERS: OrderedDict[tuple, CachedFooter] = OrderedDict()
+_FOOTERS_LOCK = threading.Lock()
+
+
+def cached_footer(path: Path) -> CachedFooter:
+    """The footer file at `path` (`<file>.footer`), parsed once per version and process."""
     stat = path.stat()
     key = (str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
-    found = _FOOTERS.get(key)
+    with _FOOTERS_LOCK:
+        found = _FOOTERS.get(key)
     if found is None:
         size, tail = parse_footer_file(path.read_bytes())
-        found = _FOOTERS[key] = (size, parse_footer(tail, path.name[:-len(FOOTER_SUFFIX)]))
-        while len(_FOOTERS) > FOOTERS_KEPT:
-            _FOOTERS.popitem(last=False)
+        found = CachedFooter(size, tail, parse_footer(tail, path.name[:-len(FOOTER_SUFFIX)]))
+        with _FOOTERS_LOCK:
+            _FOOTERS[key] = found
+            while len(_FOOTERS) > FOOTERS_KEPT:
+                _FOOTERS.popitem(last=False)
     return found
 
 
@@ -186,9 +208,10 @@ class ParquetShardReader(ShardReader):
         mapped = self._ensure_open()
         footer = self.path.with_name(Path(self.file).name + FOOTER_SUFFIX)
         try:
-            size, meta = _footer(footer)
+            found = cached_footer(footer)
         except FileNotFoundError:
             raise self._corrupt(f"its footer {footer} is missing") from None
+        size, meta = found.size, found.meta
         names = self.codec.column_names
         if not 0 <= self.group < meta.num_row_groups:
             raise self._corrupt(f"the footer has {meta.num_row_groups} row groups")
