@@ -117,26 +117,17 @@ def test_elastic_resume_keeps_the_global_batches(corpus: Path, tmp_path: Path, s
                                                  ) -> None:
     """A state saved on 2 nodes x 2 ranks (batch 4 each) resumes on 1 node x 2 ranks (batch 8)
     with the same global batches, as for an MDS stream."""
-    import numpy as np
-
-    from streaming.plan import World, plan_node
-    from tests.dataset.test_elastic_batches import WORKERS, loader_order
+    from streaming.plan import World
+    from tests.dataset.test_elastic_batches import planned_batches
 
     def global_batches(nodes: int, batch: int, state: dict) -> list[list[int]]:
-        world = World(nodes, 2, WORKERS, 0, 0, 0, 1)
-        ds = StreamingDataset(streams=[parquet(corpus, tmp_path / "c", columns=["id"])],
-                              shuffle=True, batch_size=batch, world=world)
-        ds.load_state_dict(state)
-        cfg = ds.session.config_now()
-        ranks = []
-        for node in range(nodes):
-            plan = plan_node(cfg, World(nodes, 2, WORKERS, node, 0, 0, 1), state["epoch"],
-                             state["sample_in_epoch"])
-            ranks += [loader_order(plan.ids[r], batch) for r in range(2)]
-        assert all(ds[i]["id"] == i for i in (0, 249, 250, ROWS - 1))
-        ds.close()
-        return [sorted(np.concatenate([r[g] for r in ranks]).tolist())
-                for g in range(len(ranks[0]))]
+        def make(world: World) -> StreamingDataset:
+            ds = StreamingDataset(streams=[parquet(corpus, tmp_path / "c", columns=["id"])],
+                                  shuffle=True, batch_size=batch, world=world)
+            assert all(ds[i]["id"] == i for i in (0, 249, 250, ROWS - 1))
+            return ds
+
+        return planned_batches(make, nodes, batch, state)
 
     two = StreamingDataset(streams=[parquet(corpus, tmp_path / "c", columns=["id"])],
                            shuffle=True, batch_size=4, world=World(2, 2, 1, 0, 0, 0, 1))
