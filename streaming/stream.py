@@ -86,6 +86,10 @@ class Stream:
                 check_location(value, what)
         if self.parquet is not None and split:
             raise PlanError("a Parquet stream takes no `split`: put the folder in `remote`")
+        if self.parquet is not None and validate_hash:
+            raise PlanError("a Parquet stream takes no `validate_hash`: its files carry no "
+                            "digests (a changed file is caught by its footer, see "
+                            "docs/parquet.md)")
         cache_key = self.remote if self.parquet is None else \
             f"{self.parquet.key()}|{self.columns}"
         self.local = os.fspath(local) if local is not None else _default_local(cache_key, split)
@@ -117,6 +121,8 @@ class Stream:
         """Fill knobs the user left unset with the dataset-level values."""
         for name in _UNSET_KNOBS:
             if getattr(self, name) is None and name in defaults:
+                if self.parquet is not None and name in ("validate_hash", "keep_zip"):
+                    continue  # no digests nor zips: Parquet files are checked by their footers
                 setattr(self, name, defaults[name])
 
     @property

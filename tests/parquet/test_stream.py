@@ -124,3 +124,8 @@ def test_large_row_groups_are_warned_about_once(corpus: Path, tmp_path: Path,
                                               format="parquet")], batch_size=8)
     assert len([w for w in caught if "row group" in str(w.message)]) == 1
     assert len(ds) == 900
+
+
+def test_validate_hash_is_refused_on_a_parquet_stream() -> None:
+    with pytest.raises(PlanError, match="validate_hash"):
+        Stream(remote="s3://b/x", format="parquet", validate_hash="xxh64")

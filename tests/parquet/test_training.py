@@ -152,3 +152,12 @@ def test_loader_metrics_count_a_parquet_stream(corpus: Path, tmp_path: Path) -> 
     groups = sorted((tmp_path / "c").glob("*.rg*"))
     assert metrics["cache/downloads"] >= len(groups) > 0
     assert metrics["cache/bytes_downloaded"] >= sum(p.stat().st_size for p in groups)
+
+
+def test_a_dataset_wide_validate_hash_leaves_the_parquet_stream_alone(corpus: Path,
+                                                                      tmp_path: Path) -> None:
+    mds = write_ids(tmp_path / "mds", 100, start=10_000, hashes=["xxh64"])
+    ds = StreamingDataset(streams=[parquet(corpus, tmp_path / "c", columns=["id"]),
+                                   Stream(remote=mds, local=tmp_path / "m")],
+                          batch_size=10, validate_hash="xxh64")
+    assert sorted(int(s["id"]) for s in ds) == [*range(ROWS), *range(10_000, 10_100)]
