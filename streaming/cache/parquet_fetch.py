@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from streaming.cache.parquet_footers import ParquetSelection, build_index
+from streaming.cache.parquet_footers import ParquetSelection, build_index, under
 from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
 from streaming.format.parquet_footer import group_span, projected_leaves
 from streaming.format.parquet_index import footer_basename, split_group_name
@@ -81,7 +81,7 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
         raise ParquetFileError(f"{file} row group {group}: its footer gives {span.nbytes} bytes, "
                                f"the index {expected_size} (the footer changed)")
     backend, root = timed_backend(base, timeout)
-    got = _GroupGet(backend, root.rstrip("/") + "/" + file, f"{file} row group {group}",
+    got = _GroupGet(backend, under(root, file), f"{file} row group {group}",
                     footer, transfer_policy(timeout, retry, 0.25, base))
     with staged_file(dest) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)

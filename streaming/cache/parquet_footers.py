@@ -96,6 +96,17 @@ def select_files(remote: str | Sequence[str]) -> ParquetSelection:
     return ParquetSelection(base, files=tuple(f[len(base) + 1:] for f in files))
 
 
+def under(root: str, name: str) -> str:
+    """The backend path of `name` below folder `root` (a bucket's root is the empty path).
+
+    Args:
+        root: a folder's backend path.
+        name: a name below it.
+    """
+    root = root.rstrip("/")
+    return f"{root}/{name}" if root else name
+
+
 def listed_files(selection: ParquetSelection, backend: Backend, root: str) -> list[str]:
     """The selected files' names under `root` (the backend's path of `selection.base`), sorted.
 
@@ -106,7 +117,7 @@ def listed_files(selection: ParquetSelection, backend: Backend, root: str) -> li
     """
     if selection.files is not None:
         return list(selection.files)
-    prefix = root.rstrip("/") + "/"
+    prefix = under(root, "")
     try:
         paths = backend.list(prefix)
     except StorageError as exc:
@@ -174,7 +185,7 @@ def build_index(selection: ParquetSelection, backend: Backend, root: str,
                                   else ""))
 
     def one(name: str) -> ParquetFile:
-        return read_footer(backend, root.rstrip("/") + "/" + name, name, columns, policy)
+        return read_footer(backend, under(root, name), name, columns, policy)
 
     files = _in_order(one, names, threads)
     for file in files:

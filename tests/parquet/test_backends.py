@@ -70,3 +70,16 @@ def test_a_file_replaced_on_the_store_is_refused(published, local_files, tmp_pat
     store.put(space, f"corpus/{local_files[1].name}", other.read_bytes())
     with pytest.raises(ParquetFileError, match=rf"{local_files[1].name} row group 0.*changed"):
         ds[ROWS]
+
+
+def test_a_glob_at_the_bucket_root(store_env, local_files, tmp_path: Path) -> None:
+    if store_env.kind == "http":
+        pytest.skip("plain HTTP cannot list")
+    space = store_env.space()
+    for path in local_files:
+        store_env.put(space, path.name, path.read_bytes())
+    store_env.put(space, "notes.txt", b"not parquet")
+    stream = Stream(remote=store_env.url(space, "part-00[12].parquet"), local=tmp_path / "c",
+                    format="parquet", columns=["id"])
+    ds = StreamingDataset(streams=[stream], batch_size=8)
+    assert sorted(int(s["id"]) for s in ds) == list(range(ROWS, FILES * ROWS))
