@@ -53,3 +53,22 @@ def test_a_corrupt_footer_fails_naming_the_file(corpus: Path, capsys) -> None:
     (corpus / "part-001.parquet").write_bytes(b"PAR1 not a footer PAR1")
     assert cli_main(["inspect", str(corpus), "--format", "parquet"]) == 2  # bad input
     assert "part-001.parquet" in capsys.readouterr().err
+
+
+def test_plan_predicts_the_egress_of_a_parquet_stream(corpus: Path, tmp_path: Path,
+                                                      capsys) -> None:
+    """`streaming plan` over the derived index in a Parquet stream's cache folder (with its
+    remote) predicts the projected column chunks' bytes, which an epoch then downloads."""
+    from streaming import StreamingDataset
+    from streaming.stream import Stream
+
+    cache = tmp_path / "cache"
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=cache, format="parquet",
+                                          columns=["id", "tokens"])], batch_size=8)
+    config = tmp_path / "plan.yaml"
+    config.write_text(f"streams:\n  - local: {cache}\n    remote: {corpus}\nbatch_size: 8\n")
+    assert cli_main(["plan", str(config), "--epochs", "1", "--json"]) == 0
+    predicted = json.loads(capsys.readouterr().out)["egress_bytes"]
+    list(ds)
+    fetched = sum(p.stat().st_size for p in cache.glob("*.rg*"))
+    assert predicted == fetched == int(ds.catalog.facts.raw_bytes.sum())
