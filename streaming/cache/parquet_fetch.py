@@ -18,11 +18,13 @@ from streaming.format.parquet_shard import CachedFooter, cached_footer
 from streaming.storage.backend import Backend
 from streaming.storage.retry import RetryPolicy
 from streaming.storage.transfer import timed_backend, transfer_policy
+from streaming.util.at_once import map_at_once
 from streaming.util.atomic import staged_file
 from streaming.util.confine import confine
 from streaming.util.pagewrite import pwrite_sliced
 
 TAIL_GAP = 1 << 20  # bytes between a row group's last range and the footer read in one GET
+RANGES_AT_ONCE = 8  # ranges of one row group (runs of projected columns) fetched at once
 
 
 def parquet_index_file(folder: Path, selection: ParquetSelection,
@@ -52,9 +54,10 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
                     columns: Sequence[str] | None, expected_size: int | None,
                     timeout: float, retry: int) -> Path:
     """Fetch cached row group `basename` (`<file>.rgNNNNN`) of the file under `base` into
-    `dest`: its ranges with ranged GETs, then the file's end compared with the footer
-    indexed in `folder` (in the same GET as the last range when the footer follows it within
-    TAIL_GAP bytes, as it does for a file's last row group).
+    `dest`: its ranges with ranged GETs (several at once for a projection's runs of
+    columns), then the file's end compared with the footer indexed in `folder` (in the same
+    GET as a single range when the footer follows it within TAIL_GAP bytes, as it does for a
+    file's last row group).
 
     Args:
         folder: the stream's cache folder (holding the footers).
@@ -83,13 +86,17 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
     backend, root = timed_backend(base, timeout)
     got = _GroupGet(backend, under(root, file), f"{file} row group {group}",
                     footer, transfer_policy(timeout, retry, 0.25, base))
+    ranges = span.ranges
+    if len(ranges) == 1:  # one GET, with the file's end when the footer follows closely
+        pieces = [got.range(*ranges[0], with_tail=got.tail_follows(ranges[0][1]))]
+    else:  # a projection's runs of columns at once; the file's end checked after them all
+        pieces = map_at_once(lambda pair: got.range(*pair, with_tail=False), ranges,
+                             RANGES_AT_ONCE, name="parquet-ranges")
     with staged_file(dest) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         try:
             at = 0
-            for k, (start, end) in enumerate(span.ranges):
-                last = k == len(span.ranges) - 1
-                data = got.range(start, end, with_tail=last and got.tail_follows(end))
+            for data in pieces:
                 pwrite_sliced(fd, data, at)
                 at += len(data)
         finally:

@@ -121,3 +121,15 @@ def test_a_file_cut_short_mid_run_is_refused_by_name(corpus: Path, tmp_path: Pat
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(ParquetFileError, match=r"part-000\.parquet row group 1"):
         ds[60]
+
+
+def test_a_file_replaced_under_a_projection_is_refused(corpus: Path, tmp_path: Path) -> None:
+    """Two runs of columns (id, then meta) are fetched at once; the file's end is checked
+    after both."""
+    ds = _dataset(corpus, tmp_path / "c", columns=["id", "meta"])
+    assert ds[0] == {"id": 0, "meta": {"a": 0, "b": "m0"}}
+    replacement = tmp_path / "new.parquet"
+    pq.write_table(table(1000, 200), replacement, row_group_size=50)
+    shutil.copyfile(replacement, corpus / "part-001.parquet")
+    with pytest.raises(ParquetFileError, match=r"part-001\.parquet row group 3.*changed"):
+        ds[399]
