@@ -11,16 +11,20 @@ reads; the MDS copy is fetched and decompressed into its cache the same way), St
 with batch 64 and shuffle on, one full epoch. Printed per row: samples/s, time to the first
 batch, and the ratio of the Parquet epoch's time to the MDS epoch's time measured in the same
 run (the issue's goal: at most 1.3). With --rounds > 1 the configurations take turns and each
-one's median is used. LitData's ParquetLoader and Hugging Face `datasets` are not run here yet
-(their venvs are not part of benchmarks/peers/setup.sh).
+one's median is used. With --peers, Hugging Face `datasets` streams the same zstd Parquet files
+from the local folder in its own venv (`.bench-venvs/hf`, benchmarks/peers/setup.sh), shuffled
+with a buffer of 10,000 samples, through torch's DataLoader; the line gives its samples/s and
+ours (Parquet zstd) against it. LitData's ParquetLoader, and the peers from S3, are not run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +44,8 @@ from streaming.stream import Stream
 from writers.mds import MDSWriter
 
 MB = 1 << 20
+ROOT = Path(__file__).resolve().parent.parent
+HF_PYTHON = ROOT / ".bench-venvs" / "hf" / "bin" / "python"
 BATCH = 64
 GROUP_MB = 4  # payload per Parquet row group and per MDS shard (--group-mb)
 FILE_GROUPS = 4  # row groups per Parquet file
@@ -105,6 +111,21 @@ def run(kind: str, remote: str | list[str], workers: int, scratch: Path) -> dict
         shutil.rmtree(cache, ignore_errors=True)
 
 
+def hf_run(folder: Path, workers: int) -> dict | None:
+    """One epoch of Hugging Face `datasets` over the Parquet files in `folder`, in its venv
+    (None when the venv is missing or the run fails: reported, not fatal)."""
+    if not HF_PYTHON.exists():
+        return None
+    ran = subprocess.run([str(HF_PYTHON), str(ROOT / "benchmarks" / "peers" /
+                                              "hf_parquet_epoch.py"), str(folder),
+                          "--workers", str(workers), "--batch", str(BATCH)],
+                         capture_output=True, text=True, timeout=1800, check=False)
+    if ran.returncode:
+        print(f"  hf datasets failed: {ran.stderr.strip().splitlines()[-1:]}")
+        return None
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", choices=("tokens", "blobs", "both"), default="both")
@@ -112,6 +133,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--peers", action="store_true",
+                        help="also Hugging Face datasets (local folder, its own venv)")
     parser.add_argument("--group-mb", type=float, default=GROUP_MB,
                         help="payload MB per row group and per MDS shard")
     args = parser.parse_args()
@@ -150,10 +173,16 @@ def main() -> None:
                         remotes[k] = target.url(prefix)
                 for workers in args.workers:
                     results: dict[str, list[dict]] = {k: [] for k in folders}
+                    peer: list[dict] = []
                     for _ in range(args.rounds):
                         for k in folders:
                             results[k].append(run(k.split()[0], remotes[k], workers, root))
+                        if args.peers and where == "local":
+                            found = hf_run(folders["parquet zstd"], workers)
+                            peer += [found] if found else []
                     report(name, where, workers, results, len(corpus))
+                    if peer:
+                        report_peer(peer, results["parquet zstd"], len(corpus))
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if target is not None:
@@ -170,6 +199,16 @@ def report(name: str, where: str, workers: int, results: dict[str, list[dict]],
         ratio = med[k]["seconds"] / med["mds"]["seconds"]
         print(f"  {where:5s} workers={workers}  {k:15s} {samples / med[k]['seconds']:9.0f} "
               f"samples/s  first batch {med[k]['first']:6.2f} s  time vs MDS x{ratio:.2f}")
+
+
+def report_peer(peer: list[dict], ours: list[dict], samples: int) -> None:
+    """Hugging Face datasets' median epoch over the same zstd files, and ours against it."""
+    theirs = statistics.median(r["seconds"] for r in peer)
+    mine = statistics.median(r["seconds"] for r in ours)
+    first = statistics.median(r["first"] for r in peer)
+    assert all(r["samples"] == samples for r in peer), peer
+    print(f"  {'':5s} {'':9s}  {'hf datasets':15s} {samples / theirs:9.0f} samples/s  "
+          f"first batch {first:6.2f} s  ours (Parquet zstd) x{theirs / mine:.2f} its speed")
 
 
 if __name__ == "__main__":
