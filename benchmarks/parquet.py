@@ -11,10 +11,12 @@ reads; the MDS copy is fetched and decompressed into its cache the same way), St
 with batch 64 and shuffle on, one full epoch. Printed per row: samples/s, time to the first
 batch, and the ratio of the Parquet epoch's time to the MDS epoch's time measured in the same
 run (the issue's goal: at most 1.3). With --rounds > 1 the configurations take turns and each
-one's median is used. With --peers, Hugging Face `datasets` streams the same zstd Parquet files
-from the local folder in its own venv (`.bench-venvs/hf`, benchmarks/peers/setup.sh), shuffled
-with a buffer of 10,000 samples, through torch's DataLoader; the line gives its samples/s and
-ours (Parquet zstd) against it. LitData's ParquetLoader, and the peers from S3, are not run.
+one's median is used. With --peers, LitData's ParquetLoader (shuffle on, its index built from
+the footers first, untimed) and Hugging Face `datasets` streaming (shuffled with a buffer of
+10,000 samples, through torch's DataLoader) read the same zstd Parquet files from the local
+folder, each in its own venv (`.bench-venvs/litdata`, `.bench-venvs/hf`: see
+benchmarks/peers/setup.sh); their lines give their samples/s and how many times faster ours
+(Parquet zstd) was. The peers are not run from S3.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ from writers.mds import MDSWriter
 
 MB = 1 << 20
 ROOT = Path(__file__).resolve().parent.parent
-HF_PYTHON = ROOT / ".bench-venvs" / "hf" / "bin" / "python"
+VENVS = ROOT / ".bench-venvs"
+PEERS = {"litdata": ("litdata", "litdata_parquet_epoch.py"),
+         "hf datasets": ("hf", "hf_parquet_epoch.py")}  # name -> (venv, script)
 BATCH = 64
 GROUP_MB = 4  # payload per Parquet row group and per MDS shard (--group-mb)
 FILE_GROUPS = 4  # row groups per Parquet file
@@ -111,17 +115,23 @@ def run(kind: str, remote: str | list[str], workers: int, scratch: Path) -> dict
         shutil.rmtree(cache, ignore_errors=True)
 
 
-def hf_run(folder: Path, workers: int) -> dict | None:
-    """One epoch of Hugging Face `datasets` over the Parquet files in `folder`, in its venv
+def peer_run(peer: str, folder: Path, workers: int, scratch: Path) -> dict | None:
+    """One epoch of `peer` (a key of PEERS) over the Parquet files in `folder`, in its venv
     (None when the venv is missing or the run fails: reported, not fatal)."""
-    if not HF_PYTHON.exists():
+    venv, script = PEERS[peer]
+    python = VENVS / venv / "bin" / "python"
+    if not python.exists():
         return None
-    ran = subprocess.run([str(HF_PYTHON), str(ROOT / "benchmarks" / "peers" /
-                                              "hf_parquet_epoch.py"), str(folder),
-                          "--workers", str(workers), "--batch", str(BATCH)],
-                         capture_output=True, text=True, timeout=1800, check=False)
+    cache = Path(tempfile.mkdtemp(dir=scratch))
+    try:
+        ran = subprocess.run([str(python), str(ROOT / "benchmarks" / "peers" / script),
+                              str(folder), "--workers", str(workers), "--batch", str(BATCH),
+                              *(["--cache", str(cache)] if venv == "litdata" else [])],
+                             capture_output=True, text=True, timeout=1800, check=False)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     if ran.returncode:
-        print(f"  hf datasets failed: {ran.stderr.strip().splitlines()[-1:]}")
+        print(f"  {peer} failed: {ran.stderr.strip().splitlines()[-1:]}")
         return None
     return json.loads(ran.stdout.strip().splitlines()[-1])
 
@@ -173,16 +183,17 @@ def main() -> None:
                         remotes[k] = target.url(prefix)
                 for workers in args.workers:
                     results: dict[str, list[dict]] = {k: [] for k in folders}
-                    peer: list[dict] = []
+                    peers: dict[str, list[dict]] = {peer: [] for peer in PEERS}
                     for _ in range(args.rounds):
                         for k in folders:
                             results[k].append(run(k.split()[0], remotes[k], workers, root))
-                        if args.peers and where == "local":
-                            found = hf_run(folders["parquet zstd"], workers)
-                            peer += [found] if found else []
+                        for peer in PEERS if args.peers and where == "local" else ():
+                            found = peer_run(peer, folders["parquet zstd"], workers, root)
+                            peers[peer] += [found] if found else []
                     report(name, where, workers, results, len(corpus))
-                    if peer:
-                        report_peer(peer, results["parquet zstd"], len(corpus))
+                    for peer, runs in peers.items():
+                        if runs:
+                            report_peer(peer, runs, results["parquet zstd"], len(corpus))
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if target is not None:
@@ -201,13 +212,14 @@ def report(name: str, where: str, workers: int, results: dict[str, list[dict]],
               f"samples/s  first batch {med[k]['first']:6.2f} s  time vs MDS x{ratio:.2f}")
 
 
-def report_peer(peer: list[dict], ours: list[dict], samples: int) -> None:
-    """Hugging Face datasets' median epoch over the same zstd files, and ours against it."""
-    theirs = statistics.median(r["seconds"] for r in peer)
+def report_peer(peer: str, runs: list[dict], ours: list[dict], samples: int) -> None:
+    """A peer's median epoch over the same zstd files, and ours against it."""
+    theirs = statistics.median(r["seconds"] for r in runs)
     mine = statistics.median(r["seconds"] for r in ours)
-    first = statistics.median(r["first"] for r in peer)
-    assert all(r["samples"] == samples for r in peer), peer
-    print(f"  {'':5s} {'':9s}  {'hf datasets':15s} {samples / theirs:9.0f} samples/s  "
+    first = statistics.median(r["first"] for r in runs)
+    if any(r["samples"] != samples for r in runs):
+        print(f"  {peer} served {[r['samples'] for r in runs]} samples, not {samples}")
+    print(f"  {'':5s} {'':9s}  {peer:15s} {samples / theirs:9.0f} samples/s  "
           f"first batch {first:6.2f} s  ours (Parquet zstd) x{theirs / mine:.2f} its speed")
 
 

@@ -23,7 +23,7 @@ make_venv "$dest/reference"
 make_venv "$dest/litdata"
 "$dest/litdata/bin/pip" install -q --no-deps litdata
 "$dest/litdata/bin/pip" install -q lightning-utilities filelock numpy boto3 requests 'urllib3>=1.26' \
-  tifffile obstore zstandard zstd 'torch==2.13.0'
+  tifffile obstore zstandard zstd pyarrow polars 'torch==2.13.0'
 
 # Hugging Face datasets, streaming Parquet (benchmarks/parquet.py --peers).
 make_venv "$dest/hf"
