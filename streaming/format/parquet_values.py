@@ -57,6 +57,21 @@ class ValueColumn:
 
 
 @dataclass(frozen=True)
+class StructColumn:
+    """A struct column, kept as its Arrow array: each read builds new dicts (a caller that
+    changes one changes no later read of the same row).
+
+    Args:
+        array: the column's values (a pyarrow StructArray).
+    """
+
+    array: Any
+
+    def take(self, rows: np.ndarray) -> list[Any]:
+        return self.array.take(rows).to_pylist()
+
+
+@dataclass(frozen=True)
 class NumberColumn:
     """A scalar column without nulls, kept as one numpy array."""
 
@@ -80,7 +95,9 @@ def decode_column(array: Any, kind: str) -> Column:
         if array.null_count:
             valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)
         return ListColumn(values, offsets, valid)
-    if kind in ("str", "bytes") or kind.startswith("struct<") or array.null_count:
+    if kind.startswith("struct<"):
+        return StructColumn(array)
+    if kind in ("str", "bytes") or array.null_count:
         return ValueColumn(array.to_pylist())
     return NumberColumn(array.to_numpy(zero_copy_only=False))
 
@@ -100,4 +117,7 @@ def column_lengths(column: Column) -> np.ndarray:
         return lengths if column.valid is None else np.where(column.valid, lengths, 0)
     if isinstance(column, NumberColumn):
         return column.values.astype(np.int64)
+    if isinstance(column, StructColumn):
+        return np.array([0 if v is None else value_length(v)
+                         for v in column.array.to_pylist()], np.int64)
     return np.array([0 if v is None else value_length(v) for v in column.values], np.int64)

@@ -129,3 +129,14 @@ def test_large_row_groups_are_warned_about_once(corpus: Path, tmp_path: Path,
 def test_validate_hash_is_refused_on_a_parquet_stream() -> None:
     with pytest.raises(PlanError, match="validate_hash"):
         Stream(remote="s3://b/x", format="parquet", validate_hash="xxh64")
+
+
+def test_samples_do_not_share_mutable_values(corpus: Path, tmp_path: Path) -> None:
+    """A training loop that changes a sample changes no later read of the same row."""
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c",
+                                          format="parquet")], batch_size=8)
+    first = ds[5]
+    first["meta"]["a"] = -1
+    with pytest.raises(ValueError, match="read-only"):
+        first["tokens"][0] = -1
+    check_sample(ds[5])
