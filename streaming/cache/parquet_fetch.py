@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from streaming.cache.parquet_footers import ParquetSelection, build_index, under
+from streaming.cache.parquet_footers import ParquetSelection, build_index, modified_ns, under
 from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
 from streaming.format.parquet_footer import group_span, projected_leaves
 from streaming.format.parquet_index import footer_basename, split_group_name
@@ -146,15 +146,25 @@ class _GroupGet:
                                    f"{exc}") from exc
         if with_tail:
             self._check_end(start, data)
+            self._same_time()
             self.checked = True
             return data[:end - start]
         return data
 
     def same_file(self) -> None:
-        """ParquetFileError unless the file still ends in the indexed footer at its size."""
+        """ParquetFileError unless the file still ends in the indexed footer at its size (and,
+        on a filesystem, still has its indexed modification time)."""
         _same_file(self.backend, self.path, self.where, self.footer.size, self.footer.tail,
                    self.policy)
+        self._same_time()
         self.checked = True
+
+    def _same_time(self) -> None:
+        indexed = self.footer.mtime_ns
+        if indexed and modified_ns(self.backend, self.path) != indexed:
+            raise ParquetFileError(f"{self.where}: the file changed since its footer was read "
+                                   "(now another modification time); restart to index it "
+                                   "again")
 
     def _check_end(self, start: int, data: bytes) -> None:
         """ParquetFileError unless `data`, read from byte `start` to the end, ends the file at

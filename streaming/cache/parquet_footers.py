@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import os
 import posixpath
 import warnings
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from streaming.format.parquet_index import (
     index_document,
 )
 from streaming.storage.backend import Backend
+from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
 from streaming.util.atomic import atomic_output
 from streaming.util.confine import confine
@@ -142,6 +144,7 @@ def read_footer(backend: Backend, path: str, name: str, columns: Sequence[str] |
         columns: the projection (None: every column).
         policy: retries and deadlines of each request.
     """
+    mtime_ns = modified_ns(backend, path)
     size = policy.run(backend.url(path), lambda deadline: backend.size(path))
     if size == 0:
         footer_length(b"", 0, name)  # raises: an empty file
@@ -159,7 +162,23 @@ def read_footer(backend: Backend, path: str, name: str, columns: Sequence[str] |
     kinds = column_kinds(schema, columns, name)
     groups = row_group_spans(meta, projected_leaves(schema, list(kinds)), name)
     check_ranges(groups, size - length - TAIL, name)
-    return ParquetFile(name, size, tail, kinds, groups)
+    return ParquetFile(name, size, tail, kinds, groups, mtime_ns)
+
+
+def modified_ns(backend: Backend, path: str) -> int:
+    """A file's modification time in ns on a filesystem store, else 0 (an object store's
+    ETag is not exposed by the storage layer: its footer stands for its version).
+
+    Args:
+        backend: the store.
+        path: the file's backend path.
+    """
+    if not isinstance(backend, LocalBackend):
+        return 0
+    try:
+        return os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        return 0  # the size request names the missing file
 
 
 def build_index(selection: ParquetSelection, backend: Backend, root: str,
@@ -193,7 +212,7 @@ def build_index(selection: ParquetSelection, backend: Backend, root: str,
         confine(folder, target)
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic_output(target, durable=False) as handle:
-            write_sliced(handle, footer_file_bytes(file.size, file.tail))
+            write_sliced(handle, footer_file_bytes(file.size, file.tail, file.mtime_ns))
     _warn_large_groups(files)
     document = index_document(files, selection.key())
     log.info("%s: %d Parquet files, %d row groups, index from their footers",

@@ -24,7 +24,7 @@ from streaming.format.rows import RowCodec
 
 GROUP_SUFFIX = re.compile(r"\.rg(\d{5,})$")
 FOOTER_SUFFIX = ".footer"
-_U64 = struct.Struct("<Q")
+_HEAD = struct.Struct("<QQ")  # a footer file's file size and modification time (ns, 0: none)
 
 
 class ParquetCodec(RowCodec):
@@ -64,16 +64,18 @@ def footer_digest(tail: bytes) -> str:
     return hashlib.blake2b(tail, digest_size=16).hexdigest()
 
 
-def footer_file_bytes(size: int, tail: bytes) -> bytes:
-    """The cached footer file: the Parquet file's size (u64) and its last bytes."""
-    return _U64.pack(size) + tail
+def footer_file_bytes(size: int, tail: bytes, mtime_ns: int = 0) -> bytes:
+    """The cached footer file: the Parquet file's size and modification time in ns (u64 each,
+    0: not known, as on an object store) and its last bytes."""
+    return _HEAD.pack(size, mtime_ns) + tail
 
 
-def parse_footer_file(data: bytes) -> tuple[int, bytes]:
-    """(file size, tail) of a cached footer file."""
-    if len(data) < _U64.size:
-        raise ValueError(f"a footer file has at least {_U64.size} bytes, got {len(data)}")
-    return _U64.unpack_from(data)[0], data[_U64.size:]
+def parse_footer_file(data: bytes) -> tuple[int, int, bytes]:
+    """(file size, modification time in ns or 0, tail) of a cached footer file."""
+    if len(data) < _HEAD.size:
+        raise ValueError(f"a footer file has at least {_HEAD.size} bytes, got {len(data)}")
+    size, mtime_ns = _HEAD.unpack_from(data)
+    return size, mtime_ns, data[_HEAD.size:]
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class ParquetFile:
         tail: its footer, footer length and magic (its last bytes).
         columns: the projected columns' kinds.
         groups: its row groups.
+        mtime_ns: its modification time in ns where the store gives one (a filesystem), else 0.
     """
 
     name: str
@@ -93,6 +96,7 @@ class ParquetFile:
     tail: bytes
     columns: dict[str, str]
     groups: list[RowGroupSpan]
+    mtime_ns: int = 0
 
 
 def check_same_schema(files: Sequence[ParquetFile]) -> dict[str, str]:
@@ -124,8 +128,9 @@ def index_document(files: Sequence[ParquetFile], remote: str) -> dict[str, Any]:
     columns = check_same_schema(files)
     shards = []
     for file in files:
-        footer = {"basename": footer_basename(file.name), "bytes": _U64.size + len(file.tail),
-                  "digest": footer_digest(file.tail), "file_bytes": file.size}
+        footer = {"basename": footer_basename(file.name), "bytes": _HEAD.size + len(file.tail),
+                  "digest": footer_digest(file.tail), "file_bytes": file.size,
+                  "mtime_ns": file.mtime_ns}
         for g, group in enumerate(file.groups):
             shards.append({
                 "format": "parquet", "file": file.name, "row_group": g, "samples": group.rows,

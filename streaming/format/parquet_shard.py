@@ -128,11 +128,13 @@ class CachedFooter:
         size: the file's size.
         tail: its last bytes (footer, footer length, magic).
         meta: the parsed FileMetaData.
+        mtime_ns: its modification time in ns when indexed (0: not known).
     """
 
     size: int
     tail: bytes
     meta: Any
+    mtime_ns: int = 0
 
 
 _FOOTERS: OrderedDict[tuple, CachedFooter] = OrderedDict()
@@ -146,8 +148,9 @@ def cached_footer(path: Path) -> CachedFooter:
     with _FOOTERS_LOCK:
         found = _FOOTERS.get(key)
     if found is None:
-        size, tail = parse_footer_file(path.read_bytes())
-        found = CachedFooter(size, tail, parse_footer(tail, path.name[:-len(FOOTER_SUFFIX)]))
+        size, mtime_ns, tail = parse_footer_file(path.read_bytes())
+        found = CachedFooter(size, tail, parse_footer(tail, path.name[:-len(FOOTER_SUFFIX)]),
+                             mtime_ns)
         with _FOOTERS_LOCK:
             _FOOTERS[key] = found
             while len(_FOOTERS) > FOOTERS_KEPT:

@@ -4,6 +4,7 @@ columns differ, an empty file, and a file replaced after its footer was read."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -133,3 +134,25 @@ def test_a_file_replaced_under_a_projection_is_refused(corpus: Path, tmp_path: P
     shutil.copyfile(replacement, corpus / "part-001.parquet")
     with pytest.raises(ParquetFileError, match=r"part-001\.parquet row group 3.*changed"):
         ds[399]
+
+
+def test_a_local_file_changed_in_place_with_the_same_footer_is_refused(tmp_path: Path) -> None:
+    """No statistics, no compression, no checksums: a value changed in place leaves the size
+    and the footer as they were; the file's modification time still tells."""
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    path = folder / "a.parquet"
+    pq.write_table(table(0, 200).select(["id"]), path, row_group_size=50, compression="none",
+                   write_statistics=False, use_dictionary=False)
+    ds = _dataset(folder, tmp_path / "c")
+    assert ds[0]["id"] == 0
+    chunk = pq.read_metadata(path).row_group(1).column(0)
+    end = chunk.data_page_offset + chunk.total_compressed_size
+    data = bytearray(path.read_bytes())
+    data[end - 8:end] = (7777).to_bytes(8, "little")  # row 99's id
+    before = path.stat()
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
+    with pytest.raises(ParquetFileError, match=r"a\.parquet row group 1.*modification time"):
+        ds[99]
+    assert _dataset(folder, tmp_path / "c")[99]["id"] == 7777  # a new start reads the new file
