@@ -75,6 +75,20 @@ class RangeFile(io.RawIOBase):
     def tell(self) -> int:
         return self._pos
 
+    def read(self, size: int = -1) -> memoryview:  # type: ignore[override]
+        """Up to `size` bytes from the position (to the end of its range), as a view of the
+        cached bytes: pyarrow takes it without a copy."""
+        pos = self._pos
+        for k, (start, end) in enumerate(zip(self._starts, self._ends)):
+            if start <= pos < end:
+                count = end - pos if size is None or size < 0 else min(size, end - pos)
+                lo = self._at[k] + pos - start
+                self._pos += count
+                return self._data[lo:lo + count]
+        if pos >= self._size:
+            return self._data[:0]
+        raise OSError(f"byte {pos} is not among the cached ranges")
+
     def readinto(self, buffer: Any) -> int:
         pos = self._pos
         for k, (start, end) in enumerate(zip(self._starts, self._ends)):
