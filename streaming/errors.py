@@ -21,6 +21,16 @@ class ShardCorruptError(FormatError):
     """A shard's bytes disagree with its header or with the index (truncated, bad offsets...)."""
 
 
+class ParquetFileError(ShardCorruptError):
+    """A Parquet file of a stream is empty, corrupt, truncated or changed since its footer was
+    read; the message names the file (and the row group)."""
+
+
+class ParquetSchemaError(FormatError, TypeError):
+    """A Parquet stream's columns cannot be served: a column missing, of a type we cannot
+    represent, or differing between two files; the message names the files and the column."""
+
+
 class HashMismatchError(ShardCorruptError):
     """A file's digest differs from the one recorded in the index."""
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streaming.cache.folder import check_location, user_cache_root, warn_if_shared
 from streaming.errors import PlanError
+
+if TYPE_CHECKING:
+    from streaming.cache.parquet_footers import ParquetSelection
 
 _UNSET_KNOBS = ("download_retry", "download_timeout", "validate_hash", "keep_zip")
 
@@ -41,12 +45,16 @@ class Stream:
         keep_zip: Keep downloaded compressed shards (None: the dataset's).
         name: What metrics and messages call this stream (`stream/<name>/samples`); None: its
             position among the dataset's streams. Unique within a dataset. Not in the reference.
+        format: "mds" (None: the same), or "parquet": `remote` (or `local` alone) is then a
+            folder or prefix of Parquet files, a glob, or a list of files, read where it lies
+            one row group at a time (docs/parquet.md).
+        columns: the columns a Parquet stream reads (None: all); only theirs are fetched.
     """
 
     def __init__(
         self,
         *,
-        remote: str | os.PathLike | None = None,
+        remote: str | os.PathLike | Sequence[str] | None = None,
         local: str | os.PathLike | None = None,
         split: str | None = None,
         proportion: float | None = None,
@@ -57,7 +65,13 @@ class Stream:
         validate_hash: str | None = None,
         keep_zip: bool | None = None,
         name: str | None = None,
+        format: str | None = None,
+        columns: Sequence[str] | None = None,
     ) -> None:
+        self.format, self.columns = _format_of(format, columns)
+        self.parquet: ParquetSelection | None = None
+        if self.format == "parquet":
+            remote, local = self._select_parquet(remote, local)
         if remote is None and local is None:
             raise PlanError("Stream needs `remote`, `local` or both")
         given = [n for n, v in (("proportion", proportion), ("repeat", repeat),
@@ -76,7 +90,15 @@ class Stream:
         for what, value in (("remote", self.remote), ("local", local)):
             if isinstance(value, str):
                 check_location(value, what)
-        self.local = os.fspath(local) if local is not None else _default_local(self.remote, split)
+        if self.parquet is not None and split:
+            raise PlanError("a Parquet stream takes no `split`: put the folder in `remote`")
+        if self.parquet is not None and validate_hash:
+            raise PlanError("a Parquet stream takes no `validate_hash`: its files carry no "
+                            "digests (a changed file is caught by its footer, see "
+                            "docs/parquet.md)")
+        cache_key = self.remote if self.parquet is None else \
+            f"{self.parquet.key()}|{self.columns}"
+        self.local = os.fspath(local) if local is not None else _default_local(cache_key, split)
         self.split = split
         self.proportion = proportion
         self.repeat = repeat
@@ -86,10 +108,27 @@ class Stream:
         self.validate_hash = validate_hash
         self.keep_zip = keep_zip
 
+    def _select_parquet(self, remote: str | os.PathLike | Sequence[str] | None,
+                        local: str | os.PathLike | None) -> tuple[str, str | os.PathLike | None]:
+        """The folder a Parquet stream's files lie in (its remote) and its cache folder: the
+        files are always read through a cache of row groups, never in place."""
+        from streaming.cache.parquet_footers import select_files
+
+        if remote is None and local is None:
+            raise PlanError("Stream needs `remote`, `local` or both")
+        if remote is None:
+            remote, local = local, None
+        if isinstance(remote, os.PathLike):
+            remote = os.fspath(remote)
+        self.parquet = select_files(remote)
+        return self.parquet.base, local
+
     def apply_defaults(self, **defaults: Any) -> None:
         """Fill knobs the user left unset with the dataset-level values."""
         for name in _UNSET_KNOBS:
             if getattr(self, name) is None and name in defaults:
+                if self.parquet is not None and name in ("validate_hash", "keep_zip"):
+                    continue  # no digests nor zips: Parquet files are checked by their footers
                 setattr(self, name, defaults[name])
 
     @property
@@ -187,6 +226,12 @@ class Stream:
               expected_hashes: dict[str, str] | None = None) -> Path:
         """Copy one file from the remote to `dest` atomically, once per node at a time
         (concurrent callers wait for the first). Override for custom transports."""
+        if self.parquet is not None:
+            from streaming.cache.parquet_fetch import fetch_row_group
+
+            return fetch_row_group(self.local_dir, self.remote_dir or "", basename, dest,
+                                   columns=self.columns, expected_size=expected_size,
+                                   **self._transfer_options())
         from streaming.storage import fetch_once
 
         fetch_once(self.remote_url(basename), dest, expected_size=expected_size,
@@ -225,6 +270,11 @@ class Stream:
         """Local path of index.json, fetched from the remote first when there is one."""
         if self.remote_dir is None:
             return self.local_dir / "index.json"
+        if self.parquet is not None:
+            from streaming.cache.parquet_fetch import parquet_index_file
+
+            return parquet_index_file(self.local_dir, self.parquet, self.columns,
+                                      **self._transfer_options())
         from streaming.cache.origin import sync_index
         from streaming.storage import fetch
 
@@ -239,6 +289,19 @@ class Stream:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
                            if v is not None and not k.startswith("_"))
         return f"{type(self).__name__}({fields})"
+
+
+def _format_of(format: str | None, columns: Sequence[str] | None
+               ) -> tuple[str, list[str] | None]:
+    """A stream's checked `format` and `columns`."""
+    if format not in (None, "mds", "parquet"):
+        raise PlanError(f"Stream format must be 'mds' or 'parquet', got {format!r}")
+    if columns is not None and format != "parquet":
+        raise PlanError("`columns=[...]` selects the columns of a Parquet stream "
+                        "(format='parquet')")
+    if columns is not None and (isinstance(columns, str) or not list(columns)):
+        raise PlanError(f"`columns` must be a non-empty list of names, got {columns!r}")
+    return format or "mds", None if columns is None else list(columns)
 
 
 def _default_local(remote: str | None, split: str | None) -> str:

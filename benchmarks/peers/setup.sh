@@ -23,8 +23,12 @@ make_venv "$dest/reference"
 make_venv "$dest/litdata"
 "$dest/litdata/bin/pip" install -q --no-deps litdata
 "$dest/litdata/bin/pip" install -q lightning-utilities filelock numpy boto3 requests 'urllib3>=1.26' \
-  tifffile obstore zstandard zstd 'torch==2.13.0'
+  tifffile obstore zstandard zstd pyarrow polars 'torch==2.13.0'
 
-for peer in reference litdata; do
-  "$dest/$peer/bin/python" -c "import importlib; m = 'streaming' if '$peer' == 'reference' else 'litdata'; importlib.import_module(m); print('$peer ok')"
+# Hugging Face datasets, streaming Parquet (benchmarks/parquet.py --peers).
+make_venv "$dest/hf"
+"$dest/hf/bin/pip" install -q datasets pyarrow 'torch==2.13.0'
+
+for peer in reference litdata hf; do
+  "$dest/$peer/bin/python" -c "import importlib; m = {'reference': 'streaming', 'litdata': 'litdata', 'hf': 'datasets'}['$peer']; importlib.import_module(m); print('$peer ok')"
 done

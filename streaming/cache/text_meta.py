@@ -28,7 +28,8 @@ META_THREADS = 8
 def prepare_meta_files(streams: Sequence[Stream], indexes: Sequence[DatasetIndex]) -> None:
     """Fetch every meta file of the text-format streams into their local folders."""
     jobs = [(stream, entry) for stream, index in zip(streams, indexes)
-            if index.row_codec is not None for entry in index.shards]
+            if index.row_codec is not None and getattr(index.row_codec, "by_span", True)
+            for entry in index.shards]
     if not jobs:
         return
     with ThreadPoolExecutor(min(META_THREADS, len(jobs))) as pool:

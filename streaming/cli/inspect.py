@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 
-from streaming.cli._common import add_command, human_bytes, open_index
+from streaming.cli._common import add_command, human_bytes, open_index, scratch_dir
+from streaming.cli.parquet_location import add_parquet_options, parquet_index
 from streaming.format.index import DatasetIndex
 from streaming.format.index_columns import Names, distinct_values
 
@@ -15,6 +17,7 @@ EXAMPLES = """
   streaming inspect data/corpus
   streaming inspect s3://bucket/datasets/corpus --json
   streaming inspect data/corpus/index.json
+  streaming inspect s3://bucket/lake/corpus --format parquet --columns text,tokens
 """
 
 
@@ -23,6 +26,7 @@ def register(sub) -> None:
                     EXAMPLES)
     p.add_argument("location", metavar="PATH_OR_URL", help="dataset folder, index.json or URL")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_parquet_options(p)
     p.set_defaults(run=run)
 
 
@@ -86,6 +90,8 @@ def summarize(index: DatasetIndex, location: str) -> dict:
 def render(info: dict) -> str:
     lines = [
         f"dataset      {info['location']}",
+        *([f"parquet      {info['files']} files, one shard per row group"]
+          if "files" in info else []),
         f"shards       {info['shards']}",
         f"samples      {info['samples']}  (per shard {info['samples_per_shard']['min']}"
         f"..{info['samples_per_shard']['max']})",
@@ -111,6 +117,12 @@ def render(info: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    info = summarize(open_index(args.location), args.location)
+    if args.format == "parquet":
+        with scratch_dir() as scratch:
+            index = parquet_index(args.location, args.columns, Path(scratch))
+        info = {"format": "parquet", **summarize(index, args.location),
+                "files": len({entry["file"] for entry in index.shards})}
+    else:
+        info = summarize(open_index(args.location), args.location)
     print(json.dumps(info, indent=2) if args.json else render(info))
     return 0

@@ -22,6 +22,7 @@ from streaming.cli._common import (
     open_index,
     scratch_dir,
 )
+from streaming.cli.parquet_location import add_parquet_options, check_row_groups
 from streaming.errors import ShardCorruptError, StreamingError, UnsafeTypeError
 from streaming.format.compression import decompress_file
 from streaming.format.index import DatasetIndex
@@ -35,6 +36,7 @@ EXAMPLES = """
   streaming validate data/corpus
   streaming validate s3://bucket/datasets/corpus --workers 8
   streaming validate data/corpus --json > report.json
+  streaming validate s3://bucket/lake/corpus --format parquet
 """
 
 
@@ -47,6 +49,7 @@ def register(sub) -> None:
     p.add_argument("--allow-unsafe-types", action="store_true",
                    help="also decode pickle (pkl) columns")
     p.add_argument("--json", action="store_true", help="print a JSON report")
+    add_parquet_options(p)
     p.set_defaults(run=run)
 
 
@@ -162,6 +165,11 @@ def _named(exc: StreamingError, name: str) -> StreamingError:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "parquet":
+        with scratch_dir() as scratch:
+            index, bad = check_row_groups(args.location, args.columns, Path(scratch),
+                                          args.workers)
+        return _report(args, index, bad, "row groups")  # "1 bad row group(s)"
     index = open_index(args.location)
     try:
         codec = index.codec(allow_unsafe_types=args.allow_unsafe_types)
@@ -172,14 +180,20 @@ def run(args: argparse.Namespace) -> int:
         with ThreadPoolExecutor(max(1, args.workers)) as pool:
             problems = list(pool.map(checker.check, range(index.num_shards)))
     bad = {index.basenames[i]: p for i, p in enumerate(problems) if p is not None}
+    return _report(args, index, bad, "shards")
+
+
+def _report(args: argparse.Namespace, index: DatasetIndex, bad: dict[str, str], unit: str
+            ) -> int:
+    """Print what was checked and what is `bad`; CommandFailed naming the bad ones."""
     if args.json:
         print(json.dumps({"location": args.location, "shards": index.num_shards,
                           "samples": index.num_samples, "bad": bad}, indent=2))
     else:
-        for basename, problem in bad.items():
-            print(f"BAD {basename}: {problem}")
-        state = "OK" if not bad else f"{len(bad)} bad of {index.num_shards} shards"
-        print(f"{state}: {index.num_shards} shards, {index.num_samples} samples checked")
+        for name, problem in bad.items():
+            print(f"BAD {name}: {problem}")
+        state = "OK" if not bad else f"{len(bad)} bad of {index.num_shards} {unit}"
+        print(f"{state}: {index.num_shards} {unit}, {index.num_samples} samples checked")
     if bad:
-        raise CommandFailed(f"{len(bad)} bad shard(s): {', '.join(bad)}")
+        raise CommandFailed(f"{len(bad)} bad {unit[:-1]}(s): {', '.join(bad)}")
     return 0

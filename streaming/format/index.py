@@ -38,6 +38,7 @@ from streaming.format.index_shard import (
     check_mds_shard,
     max_samples,
 )
+from streaming.format.parquet_index import check_parquet_shard
 from streaming.format.rows import ROW_FORMATS, RowCodec
 from streaming.format.text_shard_index import check_text_shard
 from streaming.util.atomic import atomic_write_bytes
@@ -127,9 +128,9 @@ def _checked_entries(data: dict, shards: list, source: str, root: Path | None) -
     named: dict[str | None, int] = {}  # file name -> the shard that names it
     for i, shard in enumerate(shards):
         fmt = shard.get("format") if isinstance(shard, dict) else None
-        if fmt in ROW_FORMATS:
-            codec, raw_name, raw_size, zip_name, zip_size = check_text_shard(
-                shard, i, source, row_codecs)
+        if fmt in ROW_FORMATS or fmt == "parquet":
+            check = check_parquet_shard if fmt == "parquet" else check_text_shard
+            codec, raw_name, raw_size, zip_name, zip_size = check(shard, i, source, row_codecs)
             schema = codec.columns
         else:
             codec = None

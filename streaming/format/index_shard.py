@@ -20,7 +20,7 @@ from streaming.format.index_entries import (
 )
 from streaming.format.rows import ROW_FORMATS
 
-SUPPORTED_FORMATS = ("mds", *ROW_FORMATS)
+SUPPORTED_FORMATS = ("mds", *ROW_FORMATS, "parquet")  # parquet: format/parquet_index.py
 SCHEMA_KEYS = ("column_names", "column_encodings", "column_sizes")
 _REQUIRED = {
     "format": str,

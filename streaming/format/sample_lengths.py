@@ -109,7 +109,10 @@ def decoded_lengths(reader: ShardReader, column: str | None = None,
 
 def shard_lengths(reader: ShardReader, column: str | None = None,
                   fn: LengthFn | None = None) -> np.ndarray:
-    """One shard's lengths: the header scan where the encoding allows it, else decoding."""
+    """One shard's lengths: the header scan where the encoding allows it, a Parquet row
+    group's decoded column, else decoding."""
+    if fn is None and column is not None and not getattr(reader.codec, "by_span", True):
+        return reader.column_lengths(column)  # type: ignore[attr-defined]
     if fn is None:
         assert column is not None
         counts = header_lengths(reader, column)

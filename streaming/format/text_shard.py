@@ -107,7 +107,12 @@ class TextShardReader(ShardReader):
 
 def open_shard(path: str | os.PathLike, codec: SampleCodec | RowCodec | None,
                **options: Any) -> ShardReader:
-    """A reader of the shard at `path` in the format `codec` decodes (MDS or a text format)."""
+    """A reader of the shard at `path` in the format `codec` decodes (MDS, a text format or a
+    Parquet row group)."""
+    if getattr(codec, "by_span", True) is False:
+        from streaming.format.parquet_shard import ParquetShardReader
+
+        return ParquetShardReader(path, codec, **options)  # type: ignore[arg-type]
     if isinstance(codec, RowCodec):
         return TextShardReader(path, codec, **options)
     return ShardReader(path, codec, **options)

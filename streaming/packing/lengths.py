@@ -28,7 +28,7 @@ from streaming.errors import (
 )
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
 from streaming.format.sample_lengths import LengthFn, shard_lengths
-from streaming.format.shard import ShardReader
+from streaming.format.text_shard import open_shard
 from streaming.packing.scratch_shards import RawShard, scratch_shards
 from streaming.storage.singleflight import single_flight
 from streaming.stream import Stream
@@ -143,7 +143,7 @@ def _computed(source: LengthSource, column: str | None, fn: LengthFn | None) -> 
     counts = source.index.samples_per_shard
 
     def one(shard: int) -> np.ndarray:
-        with source.raw_shard(shard) as raw, ShardReader(
+        with source.raw_shard(shard) as raw, open_shard(
                 raw, codec, expected_samples=int(counts[shard]),
                 expected_bytes=int(source.index.raw_bytes[shard])) as reader:
             return shard_lengths(reader, column, fn)

@@ -67,6 +67,12 @@ class DecodedChunk:
 Fetched = ReadChunk | DecodedChunk
 
 
+def by_span(codec: SampleCodec | RowCodec) -> bool:
+    """Whether rows of `codec` are byte spans of their shard, copied by positional reads (a
+    Parquet row group is not: it is decoded whole and read through `get_many`)."""
+    return getattr(codec, "by_span", True)
+
+
 def tally_chunk(tally: ReadTally, fetched: Fetched) -> None:
     """Count one fetched chunk in `tally` (a chunk of mixed schemas counts its rows only: its
     shards were decoded as they were read)."""
@@ -187,7 +193,7 @@ def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
         return _fetch_grouped(uniq, which, rows, readers, nowait)
     opened = [readers.reader(shard) for shard in listed]
     codec = opened[0].codec
-    if any(reader.codec != codec for reader in opened):
+    if any(reader.codec != codec for reader in opened) or not by_span(codec):
         return DecodedChunk(_read_by_shard(uniq, which, rows, readers))
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for k, reader in enumerate(opened):
@@ -211,7 +217,7 @@ def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, reader
         reader = readers.reader(shard)
         if codec is None:
             codec = reader.codec
-        elif reader.codec != codec:
+        if reader.codec != codec or not by_span(codec):
             return DecodedChunk(_read_by_shard(uniq, which, rows, readers))
         starts[parts[k]], ends[parts[k]] = reader.spans(rows[parts[k]])
     places = np.zeros(len(rows) + 1, np.int64)
@@ -252,7 +258,7 @@ def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers
                 pass  # validates the shard and remembers its layout
         layouts.append(readers.layout(shard))
     codec = layouts[0].codec
-    if any(layout.codec != codec for layout in layouts):
+    if any(layout.codec != codec for layout in layouts) or not by_span(codec):
         return DecodedChunk(_read_by_shard(uniq, which, rows, readers))
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for layout, part in zip(layouts, parts):

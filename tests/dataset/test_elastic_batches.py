@@ -5,6 +5,7 @@ it would show here deterministically instead of as a multi-process failure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,17 @@ def loader_order(ids: np.ndarray, batch: int) -> list[np.ndarray]:
 
 def global_batches(source: Path, cache: Path, nodes: int, batch: int,
                    state: dict) -> list[list[int]]:
+    return planned_batches(lambda world: StreamingDataset(local=source, shuffle=True,
+                                                          batch_size=batch, world=world),
+                           nodes, batch, state)
+
+
+def planned_batches(make: Callable[[World], StreamingDataset], nodes: int, batch: int,
+                    state: dict) -> list[list[int]]:
+    """The global batches after resuming `state` on `nodes` nodes x 2 ranks x WORKERS workers
+    of the dataset `make(world)` builds with `batch` samples per rank's batch."""
     world = World(nodes, 2, WORKERS, 0, 0, 0, 1)
-    ds = StreamingDataset(local=source, shuffle=True, batch_size=batch, world=world)
+    ds = make(world)
     ds.load_state_dict(state)
     cfg = ds.session.config_now()
     ranks = []

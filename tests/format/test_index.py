@@ -99,7 +99,7 @@ BAD = {
     "wrong version": (lambda d: d.update(version=1), "version"),
     "no shards": (lambda d: d.pop("shards"), "shards"),
     "shard version": (lambda d: d["shards"][1].update(version=3), "shard 1"),
-    "format": (lambda d: d["shards"][0].update(format="parquet"), "supported: mds"),
+    "format": (lambda d: d["shards"][0].update(format="orc"), "supported: mds"),
     "missing key": (lambda d: d["shards"][0].pop("size_limit"), "size_limit"),
     "negative samples": (lambda d: d["shards"][2].update(samples=-1), "shard 2"),
     "bool samples": (lambda d: d["shards"][2].update(samples=True), "samples"),

@@ -1,0 +1,109 @@
+"""Start-up of a Parquet stream of many tiny files on loopback S3 (moto) against an MDS dataset of
+the same shard count: the Parquet start reads every file's footer (a HEAD and one ranged GET per
+file, on 32 threads), the MDS start one index.json.
+
+    .venv/bin/python benchmarks/parquet_scale.py                  # 2,000 files
+    .venv/bin/python benchmarks/parquet_scale.py --files 10000    # the issue's scale
+
+Printed: seconds to build each dataset with a fresh cache folder (and to read its first sample),
+median of --rounds, and the ratio Parquet / MDS (the issue's goal: under 2). Uploading the files
+to moto takes most of the run's time and is not measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _targets import S3Target
+
+from streaming import StreamingDataset
+from streaming.stream import Stream
+from writers.mds import MDSWriter
+
+ROWS = 20  # rows per tiny file (one row group)
+
+
+def tiny_parquet(k: int) -> bytes:
+    """File `k`: ROWS rows, ids k * ROWS upward, one row group."""
+    ids = list(range(k * ROWS, (k + 1) * ROWS))
+    out = io.BytesIO()
+    pq.write_table(pa.table({"id": ids, "text": [f"row {i}" for i in ids]}), out)
+    return out.getvalue()
+
+
+def mds_index(files: int, folder: Path) -> Path:
+    """An MDS dataset of about `files` shards of ROWS samples."""
+    with MDSWriter(columns={"id": "int", "text": "str"}, out=str(folder),
+                   size_limit=ROWS * 36) as writer:
+        for i in range(files * ROWS):
+            writer.write({"id": i, "text": f"row {i:06d}"})
+    return folder / "index.json"
+
+
+def start(stream: Stream) -> tuple[float, float]:
+    """Seconds to build the dataset, and then to read its first sample."""
+    t0 = time.perf_counter()
+    ds = StreamingDataset(streams=[stream], batch_size=8)
+    t1 = time.perf_counter()
+    ds[0]
+    t2 = time.perf_counter()
+    ds.close()
+    return t1 - t0, t2 - t1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    target = S3Target()
+    os.environ.update(target.env)
+    root = Path(tempfile.mkdtemp(prefix="bench-parquet-scale-"))
+    try:
+        mds_index(args.files, root / "mds")
+        shards = len(list((root / "mds").glob("shard.*")))
+        t = time.perf_counter()
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda p: target.put(p, f"mds/{p.name}"),
+                          sorted((root / "mds").iterdir())))
+            list(pool.map(lambda k: target.client.put_object(
+                Bucket="bench", Key=f"pq/part-{k:06d}.parquet", Body=tiny_parquet(k)),
+                range(args.files)))
+        print(f"{args.files} Parquet files and {shards} MDS shards uploaded in "
+              f"{time.perf_counter() - t:.0f} s")
+        runs: dict[str, list[tuple[float, float]]] = {"mds": [], "parquet": []}
+        for r in range(args.rounds):
+            for kind in runs:
+                cache = root / f"cache-{kind}-{r}"
+                fmt = {"format": "parquet"} if kind == "parquet" else {}
+                runs[kind].append(start(Stream(remote=target.url(kind if kind == "mds" else "pq"),
+                                               local=cache, **fmt)))
+                shutil.rmtree(cache, ignore_errors=True)
+        med = {k: (statistics.median(a for a, _ in v), statistics.median(b for _, b in v))
+               for k, v in runs.items()}
+        for kind, (build, first) in med.items():
+            print(f"  {kind:8s} build {build:7.2f} s  first sample {first:6.2f} s")
+        print(f"  Parquet / MDS start (build + first sample): "
+              f"x{sum(med['parquet']) / sum(med['mds']):.2f}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        target.stop()
+
+
+if __name__ == "__main__":
+    main()

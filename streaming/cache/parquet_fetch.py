@@ -1,0 +1,218 @@
+"""A Parquet stream's transfers: its index (built from footers, once per node, see
+`parquet_footers`) and each row group fetched into the cache with ranged GETs of the projected
+column chunks, then checked against the file's footer as it was indexed, so a file replaced
+mid-run is refused by name instead of mixing old and new bytes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from streaming.cache.parquet_footers import ParquetSelection, build_index, modified_ns, under
+from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
+from streaming.format.parquet_footer import group_span, projected_leaves
+from streaming.format.parquet_index import footer_basename, split_group_name
+from streaming.format.parquet_shard import CachedFooter, cached_footer
+from streaming.storage.backend import Backend
+from streaming.storage.retry import RetryPolicy
+from streaming.storage.transfer import timed_backend, transfer_policy
+from streaming.util.at_once import map_at_once
+from streaming.util.atomic import staged_file
+from streaming.util.confine import confine
+from streaming.util.pagewrite import pwrite_sliced
+
+TAIL_GAP = 1 << 20  # bytes between a row group's last range and the footer read in one GET
+RANGES_AT_ONCE = 8  # ranges of one row group (runs of projected columns) fetched at once
+
+
+def parquet_index_file(folder: Path, selection: ParquetSelection,
+                       columns: Sequence[str] | None, timeout: float, retry: int) -> Path:
+    """The derived index.json of a Parquet stream in its cache folder: the footers are read
+    by the first process of the node to ask (per job run), the others read its result.
+
+    Args:
+        folder: the stream's cache folder.
+        selection: its files.
+        columns: its projection (None: every column).
+        timeout: seconds per request.
+        retry: extra attempts per request.
+    """
+    from streaming.cache.origin import sync_index
+
+    backend, root = timed_backend(selection.base, timeout)
+    policy = transfer_policy(timeout, retry, 0.25, selection.base)
+
+    def fetch_index(dest: Path) -> None:
+        dest.write_bytes(build_index(selection, backend, root, columns, policy, folder))
+
+    return sync_index(folder, selection.key(), fetch_index)
+
+
+def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
+                    columns: Sequence[str] | None, expected_size: int | None,
+                    timeout: float, retry: int) -> Path:
+    """Fetch cached row group `basename` (`<file>.rgNNNNN`) of the file under `base` into
+    `dest`: its ranges with ranged GETs (several at once for a projection's runs of
+    columns), then the file's end compared with the footer indexed in `folder` (in the same
+    GET as a single range when the footer follows it within TAIL_GAP bytes, as it does for a
+    file's last row group).
+
+    Args:
+        folder: the stream's cache folder (holding the footers).
+        base: the folder (URL or path) the files lie under.
+        basename: the cached row group's name.
+        dest: where it goes (appears only complete and checked).
+        columns: the stream's projection (None: every column).
+        expected_size: the bytes the index gives it.
+        timeout: seconds per request.
+        retry: extra attempts per request.
+    """
+    named = split_group_name(basename)
+    if named is None:
+        raise ParquetFileError(f"{basename}: not a Parquet row group of this stream")
+    file, group = named
+    try:
+        footer = cached_footer(folder / footer_basename(file))
+    except (OSError, ValueError) as exc:
+        raise ParquetFileError(f"{file}: its cached footer is unreadable ({exc})") from None
+    schema = footer.meta.schema.to_arrow_schema()
+    names = list(columns) if columns is not None else [field.name for field in schema]
+    span = group_span(footer.meta, group, projected_leaves(schema, names), file)
+    if expected_size is not None and span.nbytes != expected_size:
+        raise ParquetFileError(f"{file} row group {group}: its footer gives {span.nbytes} bytes, "
+                               f"the index {expected_size} (the footer changed)")
+    backend, root = timed_backend(base, timeout)
+    got = _GroupGet(backend, under(root, file), f"{file} row group {group}",
+                    footer, transfer_policy(timeout, retry, 0.25, base))
+    ranges = span.ranges
+    if len(ranges) == 1:  # one GET, with the file's end when the footer follows closely
+        pieces = [got.range(*ranges[0], with_tail=got.tail_follows(ranges[0][1]))]
+    else:  # a projection's runs of columns at once; the file's end checked after them all
+        pieces = map_at_once(lambda pair: got.range(*pair, with_tail=False), ranges,
+                             RANGES_AT_ONCE, name="parquet-ranges")
+    with staged_file(dest) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            at = 0
+            for data in pieces:
+                pwrite_sliced(fd, data, at)
+                at += len(data)
+        finally:
+            os.close(fd)
+        if not got.checked:
+            got.same_file()
+    return dest
+
+
+class _GroupGet:
+    """The GETs of one row group's ranges from `path`, and the check that the file still ends
+    in `footer` (ParquetFileError naming `where` otherwise).
+
+    Args:
+        backend: the store.
+        path: the file's backend path.
+        where: the file and row group (for messages).
+        footer: the footer the file was indexed with.
+        policy: retries and deadlines of each request.
+    """
+
+    def __init__(self, backend: Backend, path: str, where: str, footer: CachedFooter,
+                 policy: RetryPolicy) -> None:
+        self.backend, self.path, self.where = backend, path, where
+        self.footer, self.policy = footer, policy
+        self.checked = False
+
+    def tail_follows(self, end: int) -> bool:
+        """Whether the footer starts within TAIL_GAP bytes after byte `end`."""
+        return 0 <= self.footer.size - len(self.footer.tail) - end <= TAIL_GAP
+
+    def range(self, start: int, end: int, with_tail: bool) -> bytes:
+        """Bytes [start, end) of the file; `with_tail`: read on to the file's end in the same
+        GET, and check the end against the footer (one object version, one request)."""
+        url = self.backend.url(self.path)
+        try:
+            data = self.policy.run(f"{url} bytes {start}-{end - 1}", lambda deadline:
+                                   self.backend.get_range(self.path, start,
+                                                          None if with_tail else end,
+                                                          deadline=deadline))
+        except ObjectNotFoundError:
+            raise ParquetFileError(f"{self.where}: the file is gone since its footer was "
+                                   "read") from None
+        except StorageError as exc:
+            self.same_file()
+            raise ParquetFileError(f"{self.where}: bytes {start}-{end - 1} could not be read: "
+                                   f"{exc}") from exc
+        if with_tail:
+            self._check_end(start, data)
+            self._same_time()
+            self.checked = True
+            return data[:end - start]
+        return data
+
+    def same_file(self) -> None:
+        """ParquetFileError unless the file still ends in the indexed footer at its size (and,
+        on a filesystem, still has its indexed modification time)."""
+        _same_file(self.backend, self.path, self.where, self.footer.size, self.footer.tail,
+                   self.policy)
+        self._same_time()
+        self.checked = True
+
+    def _same_time(self) -> None:
+        indexed = self.footer.mtime_ns
+        if indexed and modified_ns(self.backend, self.path) != indexed:
+            raise ParquetFileError(f"{self.where}: the file changed since its footer was read "
+                                   "(now another modification time); restart to index it "
+                                   "again")
+
+    def _check_end(self, start: int, data: bytes) -> None:
+        """ParquetFileError unless `data`, read from byte `start` to the end, ends the file at
+        its indexed size with its indexed footer."""
+        _check_tail(self.where, start + len(data), data, self.footer.size, self.footer.tail)
+
+
+def _same_file(backend: Backend, path: str, where: str, size: int, tail: bytes,
+               policy: RetryPolicy) -> None:
+    """ParquetFileError naming `where` unless the file still ends in the footer it was indexed
+    with, at the same size (one ranged GET of its last bytes)."""
+    start = max(0, size - len(tail))
+    try:
+        got = policy.run(backend.url(path), lambda deadline: backend.get_range(
+            path, start, None, deadline=deadline))
+    except ObjectNotFoundError:
+        raise ParquetFileError(f"{where}: the file is gone since its footer was read") from None
+    except StorageError as exc:
+        raise ParquetFileError(f"{where}: the file's end cannot be read, it may have changed "
+                               f"since its footer was read ({exc})") from exc
+    _check_tail(where, start + len(got), got, size, tail)
+
+
+def _check_tail(where: str, found_size: int, end: bytes, size: int, tail: bytes) -> None:
+    """ParquetFileError naming `where` unless a file of `found_size` bytes ending in `end` is
+    the one indexed (`size` bytes ending in `tail`)."""
+    if found_size != size or not end.endswith(tail):
+        raise ParquetFileError(
+            f"{where}: the file changed since its footer was read (now "
+            f"{'another size' if found_size != size else 'another footer'}); restart to "
+            "index it again")
+
+
+def scratch_place(folder: Path, basename: str, scratch: Path) -> Path:
+    """Where row group `basename` of a Parquet stream can be fetched into folder `scratch` and
+    read there (a lengths scan) without entering the cache: its file's footer is copied from
+    the stream's cache `folder` beside it.
+
+    Args:
+        folder: the stream's cache folder (holding the footers).
+        basename: the row group's cached name.
+        scratch: an empty folder.
+    """
+    named = split_group_name(basename)
+    if named is None:
+        raise ParquetFileError(f"{basename}: not a Parquet row group of this stream")
+    footer = footer_basename(named[0])
+    confine(scratch, scratch / basename)
+    (scratch / footer).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(folder / footer, scratch / footer)
+    return scratch / basename

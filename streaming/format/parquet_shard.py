@@ -1,0 +1,299 @@
+"""Read one cached Parquet row group: the bytes of its projected column chunks (`<file>.rgNNNNN`)
+decoded by pyarrow with the file's footer (`<file>.footer`, beside it).
+
+The cached file holds only the file's byte ranges the index lists, one after the other;
+`RangeFile` shows pyarrow those bytes at their places in the original file. A row group is
+decoded whole, once per process while it stays among the last few decoded (`DecodedGroups`),
+and rows are served from the decoded columns.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import mmap
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streaming.errors import ParquetFileError, PlanError
+from streaming.format.parquet_footer import (
+    group_span,
+    parse_footer,
+    projected_leaves,
+    pyarrow_parquet,
+)
+from streaming.format.parquet_index import (
+    FOOTER_SUFFIX,
+    ParquetCodec,
+    parse_footer_file,
+    split_group_name,
+)
+from streaming.format.parquet_values import Column, column_lengths, decode_column, sample_dicts
+from streaming.format.shard import ShardLayout, ShardReader
+
+DECODED_BYTES = 512 << 20  # decoded row groups a process keeps, by their Arrow size
+
+
+class RangeFile(io.RawIOBase):
+    """A read-only file showing `data` (the concatenated `ranges` of a file of `size` bytes)
+    at the ranges' own offsets; a read outside them is an OSError.
+
+    Args:
+        data: the ranges' bytes, in order.
+        ranges: [start, end) offsets in the original file.
+        size: the original file's size.
+    """
+
+    def __init__(self, data: bytes | memoryview, ranges: Sequence[tuple[int, int]],
+                 size: int) -> None:
+        super().__init__()
+        self._data = memoryview(data)
+        self._starts = [start for start, _ in ranges]
+        self._ends = [end for _, end in ranges]
+        self._at = np.cumsum([0] + [end - start for start, end in ranges]).tolist()
+        self._size = size
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, size: int = -1) -> memoryview:  # type: ignore[override]
+        """Up to `size` bytes from the position (to the end of its range), as a view of the
+        cached bytes: pyarrow takes it without a copy."""
+        pos = self._pos
+        for k, (start, end) in enumerate(zip(self._starts, self._ends)):
+            if start <= pos < end:
+                count = end - pos if size is None or size < 0 else min(size, end - pos)
+                lo = self._at[k] + pos - start
+                self._pos += count
+                return self._data[lo:lo + count]
+        if pos >= self._size:
+            return self._data[:0]
+        raise OSError(f"byte {pos} is not among the cached ranges")
+
+    def readinto(self, buffer: Any) -> int:
+        pos = self._pos
+        for k, (start, end) in enumerate(zip(self._starts, self._ends)):
+            if start <= pos < end:
+                count = min(len(buffer), end - pos)
+                lo = self._at[k] + pos - start
+                memoryview(buffer).cast("B")[:count] = self._data[lo:lo + count]
+                self._pos += count
+                return count
+        if pos >= self._size:
+            return 0
+        raise OSError(f"byte {pos} is not among the cached ranges")
+
+
+class DecodedGroups:
+    """The row groups this process decoded last, by file identity, up to `DECODED_BYTES`."""
+
+    def __init__(self, limit: int = DECODED_BYTES) -> None:
+        self._limit = limit
+        self._groups: OrderedDict[tuple, tuple[list[Column], int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> list[Column] | None:
+        with self._lock:
+            found = self._groups.get(key)
+            if found is not None:
+                self._groups.move_to_end(key)
+            return None if found is None else found[0]
+
+    def put(self, key: tuple, columns: list[Column], nbytes: int) -> None:
+        with self._lock:
+            if key in self._groups:
+                return
+            self._groups[key] = (columns, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self._limit and len(self._groups) > 1:
+                _, (_, old) = self._groups.popitem(last=False)
+                self._bytes -= old
+
+
+_DECODED = DecodedGroups()
+FOOTERS_KEPT = 256  # parsed footers a process keeps
+
+
+@dataclass(frozen=True)
+class CachedFooter:
+    """A Parquet file's footer as the cache keeps it, parsed.
+
+    Args:
+        size: the file's size.
+        tail: its last bytes (footer, footer length, magic).
+        meta: the parsed FileMetaData.
+        mtime_ns: its modification time in ns when indexed (0: not known).
+    """
+
+    size: int
+    tail: bytes
+    meta: Any
+    mtime_ns: int = 0
+
+
+_FOOTERS: OrderedDict[tuple, CachedFooter] = OrderedDict()
+_FOOTERS_LOCK = threading.Lock()
+
+
+def cached_footer(path: Path) -> CachedFooter:
+    """The footer file at `path` (`<file>.footer`), parsed once per version and process."""
+    stat = path.stat()
+    key = (str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    with _FOOTERS_LOCK:
+        found = _FOOTERS.get(key)
+    if found is None:
+        size, mtime_ns, tail = parse_footer_file(path.read_bytes())
+        found = CachedFooter(size, tail, parse_footer(tail, path.name[:-len(FOOTER_SUFFIX)]),
+                             mtime_ns)
+        with _FOOTERS_LOCK:
+            _FOOTERS[key] = found
+            while len(_FOOTERS) > FOOTERS_KEPT:
+                _FOOTERS.popitem(last=False)
+    return found
+
+
+def _open_file(source: RangeFile, meta: Any) -> Any:
+    """A pyarrow ParquetFile over `source` with its footer given: no read-ahead past the
+    cached ranges, and page checksums checked where the writer recorded them."""
+    pq = pyarrow_parquet()
+    options: dict[str, Any] = {"metadata": meta, "pre_buffer": False}
+    if "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters:
+        options["page_checksum_verification"] = True  # pyarrow >= 14
+    return pq.ParquetFile(source, **options)
+
+
+class ParquetShardReader(ShardReader):
+    """The rows of one cached Parquet row group (`path`: `<file>.rgNNNNN`).
+
+    Args:
+        path: the cached row group.
+        codec: the stream's columns.
+        options: `expected_samples`, `expected_bytes` as for ShardReader.
+    """
+
+    codec: ParquetCodec
+
+    def __init__(self, path: str | os.PathLike, codec: ParquetCodec, **options: Any) -> None:
+        named = split_group_name(Path(path).name)
+        if named is None:
+            raise ParquetFileError(f"{path}: not a cached Parquet row group's name")
+        self.file, self.group = named
+        super().__init__(path, codec, **options)  # type: ignore[arg-type]
+
+    def _corrupt(self, what: str) -> ParquetFileError:
+        return ParquetFileError(f"{self.file} row group {self.group} ({self.path}): {what}")
+
+    def _check_size(self, size: int) -> None:
+        """Any size: a row group of no projected bytes is empty."""
+
+    def _validate(self, mapped: mmap.mmap, size: int) -> None:
+        self._offsets = np.zeros(1, np.int64)  # rows are not byte spans
+        self._num_samples = int(self.expected_samples or 0)
+
+    def _key(self) -> tuple:
+        return (str(self.path), *self._identity, tuple(self.codec.column_names))
+
+    def columns(self) -> list[Column]:
+        """The decoded columns of this row group (decoded on first use in this process)."""
+        found = _DECODED.get(self._key())
+        if found is None:
+            found, nbytes = self._decode()
+            _DECODED.put(self._key(), found, nbytes)
+        return found
+
+    def _decode(self) -> tuple[list[Column], int]:
+        mapped = self._ensure_open()
+        footer = self.path.with_name(Path(self.file).name + FOOTER_SUFFIX)
+        try:
+            found = cached_footer(footer)
+        except FileNotFoundError:
+            raise self._corrupt(f"its footer {footer} is missing") from None
+        size, meta = found.size, found.meta
+        names = self.codec.column_names
+        if not 0 <= self.group < meta.num_row_groups:
+            raise self._corrupt(f"the footer has {meta.num_row_groups} row groups")
+        schema = meta.schema.to_arrow_schema()
+        span = group_span(meta, self.group, projected_leaves(schema, names), self.file)
+        held = os.path.getsize(self.path)
+        if span.nbytes != held:
+            raise self._corrupt(f"holds {held} bytes, its footer gives {span.nbytes}")
+        data = memoryview(mapped)[:span.nbytes] if span.nbytes else b""
+        source = RangeFile(data, span.ranges, size)
+        try:
+            table = _open_file(source, meta).read_row_group(self.group, columns=names)
+            if table.num_rows != span.rows or table.num_rows != len(self):
+                raise self._corrupt(f"decoded {table.num_rows} rows, expected {len(self)}")
+            table = table.combine_chunks()
+            columns = [decode_column(table.column(name).chunk(0) if table.num_rows
+                                     else table.column(name).combine_chunks(), kind)
+                       for name, kind in zip(names, self.codec.column_encodings)]
+        except ParquetFileError:
+            raise
+        except (OSError, ValueError, TypeError, IndexError) as exc:
+            raise self._corrupt(f"does not decode (truncated or corrupt row group): "
+                                f"{type(exc).__name__}: {exc}") from None
+        return columns, int(table.nbytes)
+
+    def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError("Parquet rows are not byte spans; use get_many")
+
+    def layout(self) -> ShardLayout:
+        """A layout of no spans: a Parquet row group is read through `get_many`."""
+        self._ensure_open()
+        return ShardLayout(self.path, self.codec, np.zeros(1, np.int64),
+                           os.fstat(self.fileno()).st_size)
+
+    def _rows(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
+        rows = np.asarray(rows, np.int64)
+        n = len(self)
+        if rows.size and (rows.min() < -n or rows.max() >= n):
+            raise IndexError(f"{self.file} row group {self.group}: row out of range [0, {n})")
+        return rows % max(n, 1)
+
+    def get(self, index: int) -> dict[str, Any]:
+        return self.get_many([index])[0]
+
+    __getitem__ = get
+
+    def get_many(self, rows: np.ndarray | Sequence[int], *, copy: bool = False
+                 ) -> list[dict[str, Any]]:
+        """Decoded samples of `rows` (`copy` is accepted: values never view the file)."""
+        return sample_dicts(self.codec.column_names, self.columns(), self._rows(rows))
+
+    def get_columns(self, rows: np.ndarray, *, copy: bool = False) -> list[Sequence[Any]]:
+        picked = self._rows(rows)
+        return [column.take(picked) for column in self.columns()]
+
+    def column_lengths(self, name: str) -> np.ndarray:
+        """int64 length of column `name` in every row (as `value_length` counts: elements of
+        a list, bytes of str/binary, the value of an integer; 0 for a null)."""
+        if name not in self.codec.column_names:
+            raise PlanError(f"{self.file}: no column {name!r} (columns: "
+                            f"{self.codec.column_names})")
+        return column_lengths(self.columns()[self.codec.column_names.index(name)])
+
+    def get_column(self, index: int, name: str) -> Any:
+        return self.get(index)[name]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield from self.get_many(np.arange(len(self)))

@@ -1,0 +1,74 @@
+"""`streaming inspect` and `streaming validate` on Parquet files (`--format parquet`): the
+summary comes from the footers alone, validation decodes every row group and names a bad one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from streaming.cli.main import main as cli_main
+from tests.parquet._corpus import write_files
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    write_files(tmp_path / "pq", files=2, rows=200, row_group=50)
+    return tmp_path / "pq"
+
+
+def test_inspect_reads_the_footers_only(corpus: Path, capsys) -> None:
+    assert cli_main(["inspect", str(corpus), "--format", "parquet", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["format"] == "parquet" and info["files"] == 2
+    assert info["shards"] == 8 and info["samples"] == 400
+    assert info["columns"] == {"id": "int64", "text": "str", "tokens": "ndarray:int32",
+                               "blob": "bytes",
+                               "meta": "struct<a: int64, b: string>", "maybe": "int64"}
+    assert cli_main(["inspect", str(corpus), "--format", "parquet", "--columns", "id"]) == 0
+    assert "parquet      2 files" in capsys.readouterr().out
+
+
+def test_validate_decodes_every_row_group(corpus: Path, capsys) -> None:
+    assert cli_main(["validate", str(corpus), "--format", "parquet"]) == 0
+    assert "OK: 8 row groups, 400 samples checked" in capsys.readouterr().out
+
+
+def test_validate_names_a_bad_row_group(corpus: Path, capsys) -> None:
+    path = corpus / "part-001.parquet"
+    group = pq.read_metadata(path).row_group(1)
+    start = min(group.column(c).data_page_offset for c in range(group.num_columns))
+    data = bytearray(path.read_bytes())
+    data[start:start + 64] = b"\x00" * 64
+    path.write_bytes(bytes(data))
+    assert cli_main(["validate", str(corpus), "--format", "parquet", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert list(report["bad"]) == ["part-001.parquet row group 1"]
+    assert "ParquetFileError" in report["bad"]["part-001.parquet row group 1"]
+
+
+def test_a_corrupt_footer_fails_naming_the_file(corpus: Path, capsys) -> None:
+    (corpus / "part-001.parquet").write_bytes(b"PAR1 not a footer PAR1")
+    assert cli_main(["inspect", str(corpus), "--format", "parquet"]) == 2  # bad input
+    assert "part-001.parquet" in capsys.readouterr().err
+
+
+def test_plan_predicts_the_egress_of_a_parquet_stream(corpus: Path, tmp_path: Path,
+                                                      capsys) -> None:
+    """`streaming plan` over the derived index in a Parquet stream's cache folder (with its
+    remote) predicts the projected column chunks' bytes, which an epoch then downloads."""
+    from streaming import StreamingDataset
+    from streaming.stream import Stream
+
+    cache = tmp_path / "cache"
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=cache, format="parquet",
+                                          columns=["id", "tokens"])], batch_size=8)
+    config = tmp_path / "plan.yaml"
+    config.write_text(f"streams:\n  - local: {cache}\n    remote: {corpus}\nbatch_size: 8\n")
+    assert cli_main(["plan", str(config), "--epochs", "1", "--json"]) == 0
+    predicted = json.loads(capsys.readouterr().out)["egress_bytes"]
+    list(ds)
+    fetched = sum(p.stat().st_size for p in cache.glob("*.rg*"))
+    assert predicted == fetched == int(ds.catalog.facts.raw_bytes.sum())

@@ -1,0 +1,70 @@
+"""The index of a Parquet stream on S3 (moto behind a counting proxy) comes from the footers
+alone: a HEAD and one ranged GET of each file's end, never a whole file; and two processes of one
+job run on a node read the footers once between them (the second reads the first's index)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from streaming.stream import Stream
+from tests.cache._data import upload_dir
+from tests.parquet._corpus import write_files
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+FILES = 3
+ROOT = Path(__file__).resolve().parents[2]
+OPEN_INDEX = """
+import sys
+from streaming.stream import Stream
+Stream(remote=sys.argv[1], local=sys.argv[2], format="parquet").index_file()
+"""
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server, tmp_path_factory) -> tuple[str, dict[str, int]]:
+    folder = tmp_path_factory.mktemp("pq")
+    paths = write_files(folder, files=FILES, rows=3000, row_group=500)
+    name = s3_server.make_bucket()
+    upload_dir(s3_server.client(), name, "corpus", folder)
+    return name, {f"/{name}/corpus/{p.name}": p.stat().st_size for p in paths}
+
+
+def _requests(proxy, sizes: dict[str, int]) -> Counter:
+    return Counter((r.method, r.path) for r in proxy.log if r.path in sizes)
+
+
+def test_footers_only_never_a_whole_file(s3_env, bucket, fault_proxy, tmp_path, monkeypatch
+                                         ) -> None:
+    name, sizes = bucket
+    proxy = fault_proxy()
+    monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+    assert min(sizes.values()) > 64 << 10  # bigger than the tail a footer read asks for
+    Stream(remote=f"s3://{name}/corpus", local=tmp_path / "c", format="parquet").index_file()
+    seen = _requests(proxy, sizes)
+    assert seen == {**{("HEAD", p): 1 for p in sizes}, **{("GET", p): 1 for p in sizes}}
+    for path, size in sizes.items():
+        (asked,) = proxy.ranges[("GET", path)]
+        first, last = map(int, asked.removeprefix("bytes=").split("-"))
+        assert first == size - (64 << 10) and last == size - 1
+
+
+def test_two_processes_of_a_job_read_the_footers_once(s3_env, bucket, fault_proxy, tmp_path
+                                                       ) -> None:
+    name, sizes = bucket
+    proxy = fault_proxy()
+    env = {**os.environ, "S3_ENDPOINT_URL": proxy.endpoint, "TORCHELASTIC_RUN_ID": "once-test",
+           "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-c", OPEN_INDEX, f"s3://{name}/corpus", str(tmp_path / "c")]
+    ranks = [subprocess.Popen(args, env={**env, "LOCAL_RANK": str(k), "RANK": str(k)},
+                              stderr=subprocess.PIPE) for k in range(2)]
+    for rank in ranks:
+        _, err = rank.communicate(timeout=60)
+        assert rank.returncode == 0, err.decode()
+    assert _requests(proxy, sizes) == {**{("HEAD", p): 1 for p in sizes},
+                                       **{("GET", p): 1 for p in sizes}}
