@@ -4,10 +4,13 @@ packed by a token column's lengths."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from streaming.errors import CacheLimitError
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.stream import Stream
@@ -88,9 +91,12 @@ def test_under_a_cache_limit(corpus: Path, tmp_path: Path) -> None:
     biggest = int(probe.catalog.facts.raw_bytes.max())
     total = int(probe.catalog.facts.raw_bytes.sum())
     probe.close()
-    other = sum(p.stat().st_size for p in cache.iterdir() if p.is_file())  # index, footers
-    limit = other + 8 * biggest
-    assert 8 * biggest < total / 2
+    with pytest.raises(CacheLimitError) as refused:  # the limit under which it refuses to run
+        StreamingDataset(streams=[parquet(corpus, cache, columns=["id", "tokens"])],
+                         batch_size=16, shuffle=True, cache_limit=biggest)
+    minimum = int(re.search(r"needs at least (\d+) bytes", str(refused.value)).group(1))
+    limit = minimum + 2 * biggest  # room to prefetch, far less than the row groups in all
+    assert 2 * biggest < total / 8
     ds = StreamingDataset(streams=[parquet(corpus, cache, columns=["id", "tokens"])],
                           batch_size=16, shuffle=True, cache_limit=limit)
     seen, peak, stats = watched_epoch(ds, cache)
