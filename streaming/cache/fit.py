@@ -91,12 +91,12 @@ PER_CANONICAL = {name: a.shards_per_canonical for name, a in SHUFFLES.items()
 
 
 def canonical_for_limit(limit: int, footprint: Footprint, default: int, nodes: int,
-                        algo: str, streams: int = 1) -> int:
+                        algo: str, streams: int = 1, span_shards: int = 0) -> int:
     """The canonical node count to use under `limit` for a py1s/py2s plan: the default when the
     cache holds every shard or the shards its canonical nodes use at once, else the largest
     multiple of `nodes` whose canonical nodes per node (each using PER_CANONICAL shards in
-    each of the `streams` sequences it reads side by side) stay resident with SPARE left
-    free; never under one per node."""
+    each of the `streams` sequences it reads side by side) stay resident with SPARE and the
+    `span_shards` a step of the node's readers reaches left free; never under one per node."""
     cached = footprint.resident > 0
     nodes = max(int(nodes), 1)
     if not cached.any() or algo not in PER_CANONICAL:
@@ -104,23 +104,26 @@ def canonical_for_limit(limit: int, footprint: Footprint, default: int, nodes: i
     room = shards_resident(limit, footprint) - SPARE
     if room >= int(cached.sum()):
         return int(default)
-    per_node = max(int((room - 1) / (PER_CANONICAL[algo] * max(int(streams), 1))), 1)
+    per_node = max(int((room - 1 - span_shards) / (PER_CANONICAL[algo] * max(int(streams), 1))),
+                   1)
     return int(min(default, per_node * nodes))
 
 
-def shards_in_use(block: int, typical: int, algo: str) -> int:
-    """Most shards of `typical` samples that readers of an `algo` plan use at once."""
-    return int(np.ceil(SPREAD.get(algo, 1.0) * block / max(typical, 1))) + 1
+def shards_in_use(block: int, typical: int, algo: str, span: int = 0) -> int:
+    """Most shards of `typical` samples that readers of an `algo` plan use at once, when the
+    node's readers read `span` consecutive samples of the order at a step (a batch each)."""
+    return int(np.ceil((SPREAD.get(algo, 1.0) * block + span) / max(typical, 1))) + 1
 
 
 def block_for_limit(limit: int, footprint: Footprint, samples_per_shard: np.ndarray,
                     default_block: int, algo: str = "py1e", sequences: int = 1,
-                    typical: int | None = None) -> int:
+                    typical: int | None = None, span: int = 0) -> int:
     """The shuffle block size (samples) to use under `limit`: the default when the cache holds
     every shard or the shards an `algo` plan uses at once with that block, else the largest
     block whose shards in use (`shards_in_use`) stay resident with SPARE left free; never under
     one shard's worth. A node reading `sequences` sequences at once (canonical nodes, streams
-    read side by side) splits the room; `typical` overrides `typical_samples`."""
+    read side by side) splits the room; `typical` overrides `typical_samples`; `span` is the
+    samples of each sequence the node's readers read at one step (a batch of each rank)."""
     cached = footprint.resident > 0
     if not cached.any():
         return int(default_block)  # nothing is cached under the limit
@@ -131,9 +134,9 @@ def block_for_limit(limit: int, footprint: Footprint, samples_per_shard: np.ndar
         return int(default_block)
     sequences = max(int(sequences), 1)
     room //= sequences
-    if shards_in_use(default_block, typical, algo) <= room:
+    if shards_in_use(default_block, typical, algo, span) <= room:
         return int(default_block)
-    fit = int((room - 1) * typical / SPREAD.get(algo, 1.0))
+    fit = int(((room - 1) * typical - span) / SPREAD.get(algo, 1.0))
     if SHUFFLES[algo].centred_windows:
         # Windows over half a sequence overlap from both ends: every shard in use at once.
         fit = min(fit, int(np.asarray(samples_per_shard).sum()) // sequences // 2)

@@ -58,8 +58,9 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
         canonical = config.canonical_nodes(world)
         default = config.block_size(canonical)
         sequences = -(-canonical // world.num_groups) * streams  # read by one node at once
+        span = world.ranks_per_node * config.device_batch()  # a batch of each rank at a step
         fit = block_for_limit(limit, footprint, per_shard, default, config.shuffle_algo,
-                              sequences, typical=sequence_shard)
+                              sequences, typical=sequence_shard, span=span)
         return _keep_or_fit(
             config, "shuffle_block_size", fit, default, typical,
             too_big=f"shuffle_block_size={config.shuffle_block_size} is more than "
@@ -74,8 +75,9 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
                    "place (pass shuffle_block_size to choose)")
     if config.shuffle_algo in SHARD_SHUFFLES:
         default = config.canonical_nodes(world)
+        span_shards = -(-world.ranks_per_node * config.device_batch() // sequence_shard)
         fit = canonical_for_limit(limit, footprint, default, world.num_groups,
-                                  config.shuffle_algo, streams)
+                                  config.shuffle_algo, streams, span_shards)
         return _keep_or_fit(
             config, "num_canonical_nodes", fit, default, typical,
             too_big=f"num_canonical_nodes={config.num_canonical_nodes} with shuffle_algo="

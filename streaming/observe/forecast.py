@@ -6,6 +6,7 @@ config, world, shard sizes and the limit in; figures out.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -241,7 +242,8 @@ def node_minimum(spec: RunSpec, config: PlanConfig, node: int) -> MinimumLimit:
         config: the plan config (fitted).
         node: the node.
     """
-    plan = plan_node(config, spec.world.with_position(node), 0)
+    world = dataclasses.replace(spec.world, workers_per_rank=1).with_position(node)
+    plan = plan_node(config, world, 0)  # one reader per rank, as the dataset checks it
     return minimum_limit(plan.ids, spec.footprint, config.shard_offsets, plan.batch_size)
 
 

@@ -4,6 +4,7 @@ that fits them, and the default kept when the cache holds a whole default block.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -145,3 +146,48 @@ def test_real_shard_shuffles_stay_within_the_room_their_canonical_count_was_size
                      shuffle_algo=algo, shuffle_seed=seed, num_canonical_nodes=canonical)
     peak = _peak_shards_in_use(cfg, World(num_nodes=1, workers_per_rank=2), per)
     assert peak <= resident - SPARE, (canonical, peak)
+
+
+def _node_minimum(cfg: PlanConfig, world: World, fp: Footprint) -> int:
+    from streaming.cache.limit import minimum_limit
+
+    worst = 0
+    for node in range(world.num_nodes):
+        plan = plan_node(cfg, world.with_position(node), 0)
+        found = minimum_limit(plan.ids, fp, cfg.shard_offsets, plan.batch_size)
+        worst = max(worst, found.bytes)
+    return worst
+
+
+@pytest.mark.parametrize("algo", ["py1e", "py1b", "py1s"])
+@pytest.mark.parametrize("method", ["random", "stratified"])
+@pytest.mark.parametrize(("streams", "share"), [(1, 0.3), (2, 1.0), (2, 2.0)])
+@pytest.mark.parametrize("samples", [300, 20])
+def test_every_limit_at_or_above_the_minimum_fits_the_plan_it_shapes(algo, method, streams,
+                                                                    share, samples):
+    """The minimum is the plan's at the smallest limit; a larger limit fits a larger block (or
+    more canonical nodes), and that plan must still run within it, so the dataset never refuses
+    a limit `streaming plan` states is enough (shards of `samples` samples: a step of 4 ranks'
+    batches spans shards when they are small)."""
+    import warnings
+
+    from streaming.dataset.resolve import fit_plan
+    from streaming.plan.mixing import StreamWeights
+
+    rng = np.random.default_rng(7)
+    per = np.full(30 * streams, samples)
+    per[::7] = samples * 5 // 6
+    raw = rng.integers(200_000, 260_000, len(per))
+    fp = Footprint.of(raw, raw // 3, np.zeros(len(per), bool), np.ones(len(per), bool))
+    weights = (StreamWeights(proportion=0.7), StreamWeights(proportion=0.3)) if streams == 2 \
+        else ()
+    cfg = PlanConfig(per, np.full(streams, 30), weights=weights, batch_size=8, shuffle=True,
+                     epoch_size=int(per.sum() * share), shuffle_algo=algo,
+                     batching_method=method)
+    world = World(num_nodes=2, ranks_per_node=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        least = _node_minimum(fit_plan(cfg, world, fp, 1).config, world, fp)
+        for factor in (1.0, 1.1, 1.5, 2.0, 3.0):
+            limit = int(least * factor)
+            assert _node_minimum(fit_plan(cfg, world, fp, limit).config, world, fp) <= limit

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.errors import CacheLimitError
-
 from streaming import StreamingDataLoader, StreamingDataset
+from streaming.errors import CacheLimitError
 from streaming.stream import Stream
 from tests.dataset._epochs import watched_epoch
 from tests.dataset.conftest import take, write_ids
