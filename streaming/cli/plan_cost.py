@@ -99,7 +99,8 @@ def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[Leng
     traffic = lengths_traffic(setup, fetch)
     spec = RunSpec(setup.cfg, setup.world, footprint, fetch, limit, ahead, epochs,
                    other_bytes=_other_bytes(setup) + sum(t.kept_bytes for t in traffic),
-                   lengths_bytes=sum(t.fetched_bytes for t in traffic))
+                   lengths_bytes=sum(t.fetched_bytes for t in traffic),
+                   fit_other_bytes=_other_bytes(setup))
     return spec, traffic
 
 

@@ -101,6 +101,22 @@ class Catalog:
         """Whether every stream is read in place (no cache folder, no remote)."""
         return all(stream.remote_dir is None for stream in self.streams)
 
+    def cache_other_bytes(self) -> int:
+        """What the cache folders hold beside the shards, from the indexes alone (the same on
+        every node): each cached stream's index.json and the folder's bookkeeping files."""
+        from streaming.cache.bookkeeping import BOOKKEEPING_BYTES
+        from streaming.format.parquet_index import FOOTER_SUFFIX
+
+        total = 0
+        for stream in self.streams:
+            if stream.remote_dir is None:
+                continue
+            kept = [stream.local_dir / "index.json"]
+            if stream.parquet is not None:  # a copy of each file's footer beside the index
+                kept += stream.local_dir.glob(f"*{FOOTER_SUFFIX}")
+            total += sum(f.stat().st_size for f in kept if f.is_file()) + BOOKKEEPING_BYTES
+        return total
+
     def footprint(self) -> Footprint:
         """Cache bytes per shard (see `shard_footprint`)."""
         from streaming.cache.engine import shard_footprint  # only under a cache_limit

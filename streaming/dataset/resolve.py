@@ -41,16 +41,25 @@ class PlanFit:
 
 
 def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
-             cache_limit: int | str | None) -> PlanFit:
+             cache_limit: int | str | None, other_bytes: int = 0) -> PlanFit:
     """The plan config with a shuffle the cache can hold (the config itself when it fits or
-    there is no limit)."""
+    there is no limit).
+
+    Args:
+        config: the plan config as given.
+        world: the topology.
+        footprint: bytes per shard in the cache (None: no cache).
+        cache_limit: the limit (None: none).
+        other_bytes: what the cache folders hold beside the shards (index files,
+            bookkeeping), from the indexes alone so that every node fits the same plan.
+    """
     if cache_limit is None or footprint is None:
         return PlanFit(config)
     per_shard = config.epoch_samples_per_shard
     typical = typical_samples(footprint, per_shard)
     if not config.shuffle:
         return PlanFit(config, typical)  # shards in order: one or two in use at a time
-    limit = parse_bytes(cache_limit)
+    limit = max(parse_bytes(cache_limit) - int(other_bytes), 1)
     sequence_shard, streams = typical, 1
     if BATCHINGS[config.batching_method].stream_shaped:
         sequence_shard, streams = side_by_side(footprint, per_shard, config.shards_per_stream)

@@ -161,7 +161,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             partition_algo=partition_algo, batching_method=batching_method,
             sampling_method=sampling_method, sampling_granularity=sampling_granularity)
         footprint = None if cache_limit is None else self.catalog.footprint()
-        fitted = fit_plan(config, self.world, footprint, cache_limit)
+        fitted = fit_plan(config, self.world, footprint, cache_limit,
+                          0 if footprint is None else self.catalog.cache_other_bytes())
         for message in fitted.warnings:
             logger.warning(message)
         self.config = fitted.config

@@ -40,6 +40,9 @@ class RunSpec:
         lengths_bytes: bytes each node downloads once, before its first batch, to learn the
             sample lengths of a packed run (side files, or the shards a scan reads); fresh
             disks download them again.
+        fit_other_bytes: the other bytes the dataset fits its shuffle to the limit with (each
+            cached stream's index.json and bookkeeping, `Catalog.cache_other_bytes`); None:
+            `other_bytes`.
     """
 
     config: PlanConfig
@@ -51,6 +54,7 @@ class RunSpec:
     epochs: int = 1
     other_bytes: int = 0
     lengths_bytes: int = 0
+    fit_other_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,9 @@ def predict(spec: RunSpec, map_nodes: NodeMap = map,
     if spec.epochs < 1:
         raise PlanError(f"epochs must be at least 1, got {spec.epochs}")
     node_ids = _node_ids(spec.world.num_nodes, only)
-    config = fit_plan(spec.config, spec.world, spec.footprint, spec.cache_limit).config
+    fit_other = spec.other_bytes if spec.fit_other_bytes is None else spec.fit_other_bytes
+    config = fit_plan(spec.config, spec.world, spec.footprint, spec.cache_limit,
+                      fit_other).config
     nodes = tuple(map_nodes(partial(simulate_node, spec, config), node_ids))
     return Forecast(spec, config, nodes, _batches_per_epoch(config, spec.world), node_ids)
 

@@ -49,7 +49,9 @@ def test_an_unset_block_is_fitted_to_the_limit_with_a_warning():
     world = World()
     default = cfg.block_size(cfg.canonical_nodes(world))
     fit = fit_plan(cfg, world, _footprint(), "60mb")
-    expected = block_for_limit(60 * MB, _footprint(), cfg.samples_per_shard, default, "py1b")
+    span = world.ranks_per_node * cfg.device_batch()  # a step of the node's ranks
+    expected = block_for_limit(60 * MB, _footprint(), cfg.samples_per_shard, default, "py1b",
+                               span=span)
     assert expected < default
     assert fit.config.shuffle_block_size == expected and fit.read_shard == PER_SHARD
     assert len(fit.warnings) == 1 and "cache_limit=60mb" in fit.warnings[0]

@@ -1,7 +1,8 @@
 """One rank of the cost-prediction job (tests/cli/test_plan_cost.py): joins a gloo group from
 torch.distributed's variables, reads `--epochs` epochs of an S3 dataset through a
 StreamingDataLoader into the node's cache `<local-root>/node<n>` (ranks stepping together,
-as in data-parallel training; with `--drift` the odd local ranks lag instead), and, once every
+as in data-parallel training; with `--drift` the odd local ranks lag and the ranks meet
+every `--sync-every` batches), and, once every
 rank is done,
 the node's first rank writes the node's cache_stats() as JSON to `<out-dir>/node<n>.json`."""
 
@@ -23,8 +24,10 @@ def main() -> int:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--predownload", type=int, default=64)
     p.add_argument("--drift", type=float, default=0.0,
-                   help="seconds the node's odd local ranks sleep after each batch, stepping "
-                        "without a barrier (ranks drift apart as real ones do between syncs)")
+                   help="seconds the node's odd local ranks sleep after each batch; the ranks "
+                        "then meet only every --sync-every batches (they drift apart between "
+                        "synchronisations, as with gradient accumulation)")
+    p.add_argument("--sync-every", type=int, default=8)
     args = p.parse_args()
     import torch.distributed as dist
 
@@ -40,10 +43,10 @@ def main() -> int:
 
     lagging = args.drift and int(os.environ["LOCAL_RANK"]) % 2 == 1
     for _ in range(args.epochs):
-        for _batch in loader:
+        for step, _batch in enumerate(loader):
             if lagging:
                 time.sleep(args.drift)
-            if not args.drift:
+            if not args.drift or step % args.sync_every == args.sync_every - 1:
                 dist.barrier()  # ranks step together, as gradient all-reduces make them
     dist.barrier()
     if int(os.environ["LOCAL_RANK"]) == 0:

@@ -120,10 +120,10 @@ def test_predicted_bytes_per_node_match_a_real_s3_run(cli, s3_env, dataset, tmp_
 @pytest.mark.slow
 def test_ranks_that_drift_apart_do_not_evict_each_others_next_shards(cli, s3_env, dataset,
                                                                      tmp_path):
-    """No barrier between the ranks, and one rank of each node lags (sleeps after each batch):
-    a node's ranks are several batches apart, as real ones are between synchronisations; the
-    node still downloads what the plan predicts for lock-step readers, within 10% (within 5%
-    in most runs; 5.7% more in one of four beside another pytest run)."""
+    """The ranks meet only every 8 batches and one rank of each node lags (sleeps after each
+    batch): a node's ranks (and their 2 workers, each with batches prefetched) are several
+    batches apart, as with gradient accumulation; the node still downloads what the plan
+    predicts for lock-step readers, within 10%."""
     bucket = s3_env.make_bucket()
     upload_dir(s3_env.client(), bucket, "big", dataset)
     remote = f"s3://{bucket}/big"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -52,8 +53,9 @@ def test_min_cache_is_the_lock_step_recount_of_the_plan_the_dataset_checks(setup
     spec, _ = run_spec(args, setup)
     config = fit_plan(spec.config, spec.world, spec.footprint, 1).config  # the smallest limit
     offsets = config.shard_offsets
+    one_reader = dataclasses.replace(setup.world, workers_per_rank=1)  # as the dataset checks
     expected = max(
-        _recount(plan_node(config, setup.world.with_position(node), 0).ids,
+        _recount(plan_node(config, one_reader.with_position(node), 0).ids,
                  config.device_batch(), offsets, spec.footprint.resident,
                  spec.footprint.transient)
         for node in range(setup.world.num_nodes))
