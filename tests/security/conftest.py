@@ -33,6 +33,8 @@ def snapshot(root: Path, skip: Path) -> dict[str, tuple[int, str]]:
             continue
         for name in dirs + files:
             path = Path(top) / name
+            if path == skip:
+                continue
             info = path.lstat()
             body = (os.readlink(path) if path.is_symlink() else
                     hashlib.sha1(path.read_bytes()).hexdigest() if path.is_file() else "dir")
