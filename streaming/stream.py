@@ -7,6 +7,7 @@ import hashlib
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from streaming.cache.folder import check_location, user_cache_root, warn_if_shared
 from streaming.errors import PlanError
@@ -70,6 +71,7 @@ class Stream:
         for what, value in (("remote", self.remote), ("local", local)):
             if isinstance(value, str):
                 check_location(value, what)
+        split = check_split(split)
         self.local = os.fspath(local) if local is not None else _default_local(self.remote, split)
         self.split = split
         self.proportion = proportion
@@ -146,11 +148,29 @@ class Stream:
         self.local = _default_local(self.remote, self.split)
 
     def remote_url(self, basename: str) -> str:
-        """URL (or path) of one file of this stream at its remote."""
+        """URL (or path) of one file of this stream at its remote. A name is a name: joined
+        onto an http(s) or `file://` URL it is percent-encoded (so `%2e%2e` stays the file or
+        object of that very name, and any Unicode name can be asked for); joined onto a path
+        it is used as written. Nothing ever decodes a name."""
         base = self.remote_dir
         if base is None:
             raise PlanError(f"stream at {self.local_dir} has no remote")
+        if base.partition("://")[0].lower() in ("http", "https", "file"):
+            basename = quote(basename, safe="/")
         return base.rstrip("/") + "/" + basename
+
+    def _source_file(self, basename: str) -> Path | None:
+        """Remote file `basename` when the remote is a filesystem path or `file://` URL, once it
+        is known to resolve inside the remote's folder (UnsafePathError for a shard that is a
+        symbolic link leading out of it); None for other remotes."""
+        from streaming.storage.local_folder import LocalBackend
+        from streaming.storage.schemes import backend_for
+        from streaming.util.confine import READING, confine
+
+        backend, path = backend_for(self.remote_url(basename))
+        if not isinstance(backend, LocalBackend):
+            return None
+        return confine(backend_for(self.remote_dir or "")[1], path, spared=READING)
 
     @property
     def weights(self):
@@ -183,6 +203,7 @@ class Stream:
         (concurrent callers wait for the first). Override for custom transports."""
         from streaming.storage import fetch_once
 
+        self._source_file(basename)
         fetch_once(self.remote_url(basename), dest, expected_size=expected_size,
                    expected_hashes=expected_hashes, **self._transfer_options())
         return dest
@@ -192,11 +213,7 @@ class Stream:
         `fetch` is not overridden, so it can be read in place instead of copied first."""
         if self.remote_dir is None or type(self).fetch is not _PLAIN_FETCH:
             return None
-        from streaming.storage.local_folder import LocalBackend
-        from streaming.storage.schemes import backend_for
-
-        backend, path = backend_for(self.remote_url(basename))
-        return Path(path) if isinstance(backend, LocalBackend) else None
+        return self._source_file(basename)
 
     def streams_zip(self, basename: str) -> bool:
         """Whether compressed `basename` can be decompressed while it downloads: a remote that
@@ -223,6 +240,7 @@ class Stream:
         from streaming.storage import fetch
 
         def fetch_index(dest: Path) -> None:
+            self._source_file("index.json")
             # One plain GET: the ranged path would first ask for the size (a HEAD request).
             fetch(self.remote_url("index.json"), dest, max_parts=1, **self._transfer_options())
 
@@ -233,6 +251,35 @@ class Stream:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
                            if v is not None and not k.startswith("_"))
         return f"{type(self).__name__}({fields})"
+
+
+def check_split(split: str | None) -> str | None:
+    """`split` once it is known to name a folder strictly inside
+    `remote` and `local`: a relative path without `..`, `.` or empty parts, backslashes or
+    control characters, so the cache folder it selects never lands outside `local`.
+
+    Args:
+        split: the Stream's `split`.
+
+    Raises:
+        PlanError: naming the split and what is wrong with it.
+    """
+    if split is None:
+        return None
+    if not isinstance(split, str):
+        raise PlanError(f"`split` must be a string naming a sub-folder, got {split!r}")
+    name = split.rstrip("/")
+    parts = name.split("/")
+    fault = ("is empty" if not name else
+             "is an absolute path" if split.startswith("/") or split[1:2] == ":" else
+             "contains a backslash or a control character" if any(
+                 c == "\\" or ord(c) < 32 or ord(c) == 127 for c in name) else
+             "contains '..' and would put the cache folder outside `local`" if ".." in parts
+             else "has empty or '.' parts" if "" in parts or "." in parts else None)
+    if fault:
+        raise PlanError(f"split={split!r} {fault}: a split names a sub-folder of the dataset, "
+                        "like 'train' or 'val/part0'")
+    return split
 
 
 def _default_local(remote: str | None, split: str | None) -> str:

@@ -14,13 +14,17 @@ from pathlib import Path
 
 from streaming.errors import UnsafePathError
 
+WRITING = "nothing there is created, replaced or removed"
+READING = "nothing there is read"
 
-def confine(root: str | os.PathLike, path: str | os.PathLike) -> Path:
+
+def confine(root: str | os.PathLike, path: str | os.PathLike, *, spared: str = WRITING) -> Path:
     """`path` itself, once it is known to resolve strictly inside folder `root`.
 
     Args:
         root: the cache or dataset folder the path must stay in.
-        path: the file about to be created, renamed or removed.
+        path: the file about to be created, renamed or removed (or read: see `spared`).
+        spared: what the error says was not done (WRITING, or READING for a remote's file).
 
     Raises:
         UnsafePathError: naming the path, where it resolves and the folder.
@@ -31,7 +35,7 @@ def confine(root: str | os.PathLike, path: str | os.PathLike) -> Path:
         raise UnsafePathError(
             f"{os.fspath(path)} resolves to {real}, outside the folder {os.fspath(root)} "
             f"({real_root}): refused (a name from an index, or a symbolic link in the folder, "
-            "leads out of it; nothing there is created, replaced or removed)")
+            f"leads out of it; {spared})")
     return Path(path)
 
 
