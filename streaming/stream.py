@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from streaming.cache.folder import check_location, user_cache_root, warn_if_shared
-from streaming.errors import PlanError
+from streaming.errors import IndexFileError, ObjectTooLargeError, PlanError
 
 _UNSET_KNOBS = ("download_retry", "download_timeout", "validate_hash", "keep_zip")
 
@@ -237,12 +237,17 @@ class Stream:
         if self.remote_dir is None:
             return self.local_dir / "index.json"
         from streaming.cache.origin import sync_index
+        from streaming.format.index_bounds import max_index_bytes, too_big
         from streaming.storage import fetch
 
         def fetch_index(dest: Path) -> None:
             self._source_file("index.json")
             # One plain GET: the ranged path would first ask for the size (a HEAD request).
-            fetch(self.remote_url("index.json"), dest, max_parts=1, **self._transfer_options())
+            try:
+                fetch(self.remote_url("index.json"), dest, max_parts=1,
+                      max_size=max_index_bytes(), **self._transfer_options())
+            except ObjectTooLargeError as exc:
+                raise IndexFileError(f"{exc}: {too_big(self.remote_url('index.json'))}") from exc
 
         warn_if_shared(self.local_dir, bool(self.validate_hash))
         return sync_index(self.local_dir, self.remote_dir, fetch_index)

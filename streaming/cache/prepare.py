@@ -302,7 +302,7 @@ class ShardPreparer:
         zip_name = facts.zip_basenames[shard]
         want = _fetched(facts.zip_hashes[shard], algo)
         hashers = {name: new_hasher(name) for name in want or {}}
-        decoder = ZstdStream()
+        decoder = ZstdStream(limit=int(facts.raw_bytes[shard]))
         url = stream.remote_url(zip_name)
         broken: list[DecompressionError] = []  # with a digest to check, bad data is hashed on
         with staged_file(raw) as tmp, open(tmp, "wb") as out:

@@ -23,6 +23,7 @@ from streaming.errors import (
     IndexJSONError,
     IndexNotFoundError,
 )
+from streaming.format.index_bounds import max_index_bytes, too_big
 from streaming.format.index_columns import Digests, Names
 from streaming.format.index_entries import (
     INDEX_VERSION,
@@ -98,6 +99,8 @@ def parse_index(
     """
     if isinstance(data, str):
         data = data.encode() if data.isascii() else data
+    if isinstance(data, (bytes, str)) and len(data) > max_index_bytes():
+        raise IndexFileError(too_big(source, len(data)))
     if isinstance(data, bytes) and len(data) >= SCAN_FROM:
         found = fast_index(data, source=source, root=root)
         if found is not None:
@@ -108,6 +111,8 @@ def parse_index(
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise IndexJSONError(f"{source}: not valid JSON (truncated?): {exc}",
                                  getattr(exc, "doc", ""), getattr(exc, "pos", 0)) from None
+        except RecursionError:
+            raise IndexJSONError(f"{source}: nested too deeply to be an index", "", 0) from None
     shards = check_document(data, source)
     return _checked_entries(data, shards, source, root)
 
@@ -198,6 +203,9 @@ def read_index(path: str | os.PathLike, *, root: Path | None = None) -> DatasetI
     """
     file = _index_path(path)
     try:
+        size = file.stat().st_size
+        if size > max_index_bytes():
+            raise IndexFileError(too_big(str(file), size))
         data = file.read_bytes()
     except FileNotFoundError:
         raise IndexNotFoundError(f"{file}: index file not found: it does not exist") from None

@@ -18,6 +18,7 @@ from streaming.errors import (
     HashMismatchError,
     MissingExtraError,
     ObjectNotFoundError,
+    ObjectTooLargeError,
     StorageError,
 )
 from streaming.format.hashing import new_hasher
@@ -33,6 +34,13 @@ def check_deadline(deadline: float | None, url: str) -> None:
     """Raise DownloadTimeoutError naming `url` if the wall-clock deadline has passed."""
     if deadline is not None and time.monotonic() > deadline:
         raise DownloadTimeoutError(f"{url}: transfer exceeded its deadline")
+
+
+def too_large(url: str, got: int, most: int, what: str) -> ObjectTooLargeError:
+    """The error for an object that sent more than `most` bytes (`what`: whose bound), raised
+    as soon as the excess arrives; not retried (the store would send it again)."""
+    return ObjectTooLargeError(f"{url}: sent more than {most:,} bytes ({what}); stopped after "
+                               f"{got:,} bytes, nothing kept")
 
 
 def check_size(url: str, got: int, expected: int | None) -> None:
@@ -137,20 +145,27 @@ class Backend(abc.ABC):
     def download(
         self, path: str, dest: Path, *, expected_size: int | None = None,
         deadline: float | None = None, verify: Verifier | None = None,
-        hashes: Mapping[str, str] | None = None,
+        hashes: Mapping[str, str] | None = None, max_size: int | None = None,
     ) -> Path:
         """Stream the object to a temp file beside `dest`, check it (size, `hashes` computed as
-        the bytes pass, then `verify`), then rename it into place."""
+        the bytes pass, then `verify`), then rename it into place. A body longer than
+        `expected_size` (or, without one, `max_size`) is refused as soon as the excess
+        arrives, so at most that many bytes (plus one read) are ever written."""
         dest = Path(dest)
         hashers = {algo: new_hasher(algo) for algo in hashes or {}}
+        most = expected_size if expected_size is not None else max_size
+        what = ("the size the index declares" if expected_size is not None
+                else "the most accepted")
         with staged_file(dest) as tmp:
             got = 0
             with open(tmp, "wb") as out:
                 for chunk in self._bounded(path, None, None, deadline):
+                    got += len(chunk)
+                    if most is not None and got > most:
+                        raise too_large(self.url(path), got, most, what)
                     write_sliced(out, chunk)
                     for hasher in hashers.values():
                         hasher.update(chunk)
-                    got += len(chunk)
             check_size(self.url(path), got, expected_size)
             for algo, hasher in hashers.items():
                 if hasher.hexdigest() != hashes[algo]:
