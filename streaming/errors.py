@@ -79,9 +79,8 @@ class DownloadTimeoutError(StorageError, TimeoutError):
 
 class ObjectTooLargeError(StorageError):
     """A store sent more bytes than the index declares for the file (or than the cap for an
-    index.json); the transfer stopped as the excess arrived. Not retried."""
-
-    retryable = False
+    index.json); each attempt stopped as the excess arrived (an object being replaced may
+    be asked for again, within `download_retry`)."""
 
 
 class UntrustedCertificateError(StorageError):

@@ -38,16 +38,18 @@ def check_deadline(deadline: float | None, url: str) -> None:
 
 def too_large(url: str, got: int, most: int, what: str) -> ObjectTooLargeError:
     """The error for an object that sent more than `most` bytes (`what`: whose bound), raised
-    as soon as the excess arrives; not retried (the store would send it again)."""
+    as soon as the excess arrives."""
     return ObjectTooLargeError(f"{url}: sent more than {most:,} bytes ({what}); stopped after "
                                f"{got:,} bytes, nothing kept")
 
 
 def check_size(url: str, got: int, expected: int | None) -> None:
     """Raise StorageError if a transfer delivered a different byte count than expected."""
+    if expected is not None and got > expected:
+        raise too_large(url, got, expected, "the object is larger than expected")
     if expected is not None and got != expected:
-        why = "truncated transfer" if got < expected else "the object is larger than expected"
-        raise StorageError(f"{url}: received {got} bytes, expected {expected} ({why})")
+        raise StorageError(f"{url}: received {got} bytes, expected {expected} "
+                           "(truncated transfer)")
 
 
 class Backend(abc.ABC):
