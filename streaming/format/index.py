@@ -104,7 +104,7 @@ def parse_index(
     if isinstance(data, bytes) and len(data) >= SCAN_FROM:
         found = fast_index(data, source=source, root=root)
         if found is not None:
-            return found
+            return _no_file_is_a_folder(found)
     if isinstance(data, (bytes, str)):
         try:
             data = json.loads(data)
@@ -114,7 +114,24 @@ def parse_index(
         except RecursionError:
             raise IndexJSONError(f"{source}: nested too deeply to be an index", "", 0) from None
     shards = check_document(data, source)
-    return _checked_entries(data, shards, source, root)
+    return _no_file_is_a_folder(_checked_entries(data, shards, source, root))
+
+
+def _no_file_is_a_folder(index: DatasetIndex) -> DatasetIndex:
+    """`index`, once no file it names (`a`) is also a folder of another (`a/b`): both could
+    not be on disk at once."""
+    columns = (index.basenames, index.zip_basenames)
+    if not any(b"/" in names.blob for names in columns):
+        return index
+    files = {name for names in columns for name in names if name}
+    for name in files:
+        parts = name.split("/")
+        for k in range(1, len(parts)):
+            folder = "/".join(parts[:k])
+            if folder in files:
+                raise fail(index.source, f"file {name!r}",
+                           f"its folder {folder!r} is also named as a file")
+    return index
 
 
 def _checked_entries(data: dict, shards: list, source: str, root: Path | None) -> DatasetIndex:

@@ -187,3 +187,52 @@ def test_a_deeply_nested_index_is_a_typed_error(tmp_path: Path):
 def reference_text_index() -> dict:
     root = Path(__file__).parents[1] / "fixtures" / "reference-formats" / "json_one_shard"
     return json.loads((root / "index.json").read_text())
+
+
+def test_a_file_that_is_also_a_folder_is_named(tmp_path: Path):
+    source = clean_dataset(tmp_path / "ds", compression=None)
+
+    def nest(document: dict) -> None:
+        document["shards"][0]["raw_data"]["basename"] = "a"
+        document["shards"][1]["raw_data"]["basename"] = "a/b"
+
+    edit_index(source, nest)
+    with pytest.raises(IndexFileError, match=r"'a'.*also named as a file"):
+        read_index(source)
+
+
+def test_a_lengths_entry_without_a_basename_is_named(tmp_path: Path):
+    from streaming import LocalDataset
+    from streaming.packing.lengths import load_lengths
+
+    source = clean_dataset(tmp_path / "ds", compression=None)
+    count = json.loads((source / "index.json").read_text())["shards"]
+
+    def lengths(document: dict) -> None:
+        document["sample_lengths"] = {"dtype": "<u4", "files": [
+            {"bytes": 4 * shard["samples"]} for shard in count]}
+
+    edit_index(source, lengths)
+    with pytest.raises(IndexFileError, match="basename"):
+        load_lengths(LocalDataset(str(source)))
+
+
+def test_the_command_line_module_prints_its_help():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "streaming.cli.main", "--help"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "usage: streaming" in out
+
+
+@pytest.mark.parametrize("command", ["inspect", "validate"])
+def test_inspect_and_validate_name_a_deeply_nested_index(tmp_path: Path, command: str):
+    import subprocess
+    import sys
+
+    (tmp_path / "index.json").write_text("[" * 100_000 + "]" * 100_000)
+    done = subprocess.run([sys.executable, "-m", "streaming.cli", command, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "nested too deeply" in done.stderr
+    assert "Traceback" not in done.stderr
