@@ -209,13 +209,13 @@ try:
     ds = StreamingDataset(remote=read["remote"], local=read["local"], batch_size=4,
                           **{"download_retry": 0, "download_timeout": 10, **read["options"]})
     got = [(int(s["id"]), int(s["payload"][0])) for s in ds]
-    ok = got == [(i, i) for i in range(%d)]
+    ok = got == [(i, i) for i in range(SAMPLES)]
     print(json.dumps({"result": "data" if ok else "wrong", "detail": ""}))
 except StreamingError as exc:
     print(json.dumps({"result": "typed", "detail": f"{type(exc).__name__}: {exc}"[:300]}))
 except BaseException as exc:
     print(json.dumps({"result": "untyped", "detail": f"{type(exc).__name__}: {exc}"[:300]}))
-""" % SAMPLES
+""".replace("SAMPLES", str(SAMPLES))
 
 
 def _snapshot(root: Path, skip: Path) -> dict[str, str]:
