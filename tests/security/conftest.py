@@ -4,9 +4,7 @@ file is snapshotted before and after a run, and a reader that runs a whole epoch
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import uuid
 from collections.abc import Callable
@@ -17,29 +15,12 @@ import pytest
 
 from streaming import StreamingDataset
 from tests.dataset.conftest import write_ids
+from tests.support.canary import snapshot
 from tests.support.httpserver import http_server  # noqa: F401
 from tests.support.s3server import s3_env, s3_server  # noqa: F401
 
 KINDS = ["folder", "file", "s3", "http"]
 SAMPLES = 40
-
-
-def snapshot(root: Path, skip: Path) -> dict[str, tuple[int, str]]:
-    """Every file, folder and link under `root` but outside `skip`: (mode, content digest)."""
-    out: dict[str, tuple[int, str]] = {}
-    for top, dirs, files in os.walk(root, followlinks=False):
-        if Path(top) == skip or skip in Path(top).parents:
-            dirs[:] = []
-            continue
-        for name in dirs + files:
-            path = Path(top) / name
-            if path == skip:
-                continue
-            info = path.lstat()
-            body = (os.readlink(path) if path.is_symlink() else
-                    hashlib.sha1(path.read_bytes()).hexdigest() if path.is_file() else "dir")
-            out[str(path.relative_to(root))] = (info.st_mode, body)
-    return out
 
 
 @dataclass

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import zstandard
 
+from tests.support.canary import snapshot
 from tests.support.hostile_http import HostileHTTPServer
 
 SAMPLES = 40
@@ -218,22 +219,6 @@ except BaseException as exc:
 """.replace("SAMPLES", str(SAMPLES))
 
 
-def _snapshot(root: Path, skip: Path) -> dict[str, str]:
-    out = {}
-    for top, dirs, files in os.walk(root):
-        if Path(top) == skip or skip in Path(top).parents:
-            dirs[:] = []
-            continue
-        for name in files + dirs:
-            path = Path(top) / name
-            if path == skip:
-                continue
-            out[str(path)] = (os.readlink(path) if path.is_symlink() else
-                              f"{path.stat().st_size}:{path.stat().st_mtime_ns}"
-                              if path.is_file() else "dir")
-    return out
-
-
 def _limit_files() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
 
@@ -246,7 +231,7 @@ def run_scenario(name: str, build: Callable[[Path], Read], scratch: Path) -> Res
     try:
         read = build(d)
         local = d / read.local
-        before = _snapshot(d, local)
+        before = snapshot(d, local)
         child = json.dumps({"remote": read.remote, "local": str(local), "options": read.options})
         try:
             done = subprocess.run([sys.executable, "-c", _CHILD, child], capture_output=True,
@@ -257,7 +242,7 @@ def run_scenario(name: str, build: Callable[[Path], Read], scratch: Path) -> Res
                 "result": "untyped", "detail": f"exit {done.returncode}: {done.stderr[-300:]}"}
         except subprocess.TimeoutExpired:
             answer = {"result": "hang", "detail": f"no answer within {CHILD_SECONDS:g} s"}
-        after = _snapshot(d, local)
+        after = snapshot(d, local)
         touched = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
         return Result(name, answer["result"], touched, answer["detail"])
     finally:
