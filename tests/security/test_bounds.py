@@ -30,6 +30,7 @@ from streaming.format.compression import ZstdStream, decompress_file
 from streaming.format.index import parse_index, read_index
 from tests.security.conftest import Tree, clean_dataset, edit_index, read_epoch
 from tests.support.hostile_http import HostileHTTPServer
+from tests.support.s3server import FAKE_CREDENTIALS
 
 BOMB = 256 << 20
 MiB = 1 << 20
@@ -151,15 +152,24 @@ def test_a_flooding_server_is_stopped_at_the_cap(tree: Tree, monkeypatch):
 
 
 @pytest.mark.parametrize("what", ["index.json", "shard.00000.mds.zstd", "shard.00001.mds"])
-def test_a_trickling_server_cannot_outlast_download_timeout(tree: Tree, what: str):
+@pytest.mark.parametrize("kind", ["http", "s3"])
+def test_a_trickling_server_cannot_outlast_download_timeout(tree: Tree, monkeypatch, what: str,
+                                                            kind: str):
+    """Over HTTP, and over S3 (the server poses as an S3 endpoint: it serves bucket/key)."""
     source = clean_dataset(tree.root / "source" / "ds",
                            compression=None if what.endswith(".mds") else "zstd")
-    with HostileHTTPServer(source.parent, pace=0.1) as server:
-        server.attacks[f"ds/{what}"] = "trickle"
+    with HostileHTTPServer(source.parent.parent, pace=0.1) as server:
+        server.attacks[f"source/ds/{what}"] = "trickle"
+        remote = f"{server.endpoint}/source/ds"
+        if kind == "s3":
+            for key, value in FAKE_CREDENTIALS.items():
+                monkeypatch.setenv(key, value)
+            monkeypatch.setenv("S3_ENDPOINT_URL", server.endpoint)
+            monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+            remote = "s3://source/ds"
         began = time.monotonic()
         with pytest.raises(DownloadTimeoutError):
-            read_epoch(f"{server.endpoint}/ds", tree.local, download_timeout=1.5,
-                       download_retry=1)
+            read_epoch(remote, tree.local, download_timeout=1.5, download_retry=1)
         took = time.monotonic() - began
     assert took < 8.0, f"{took:.1f} s for two attempts of at most 1.5 s"
 
