@@ -128,9 +128,17 @@ class Backend(abc.ABC):
             check_deadline(deadline, url)
             yield chunk
 
-    def get(self, path: str, *, deadline: float | None = None) -> bytes:
-        """The whole object as bytes."""
-        return b"".join(self._bounded(path, None, None, deadline))
+    def get(self, path: str, *, deadline: float | None = None,
+            max_size: int | None = None) -> bytes:
+        """The whole object as bytes; ObjectTooLargeError as soon as more than `max_size`
+        bytes arrived, when given."""
+        pieces, got = [], 0
+        for piece in self._bounded(path, None, None, deadline):
+            got += len(piece)
+            if max_size is not None and got > max_size:
+                raise too_large(self.url(path), got, max_size, "the most accepted")
+            pieces.append(piece)
+        return b"".join(pieces)
 
     def get_range(
         self, path: str, start: int, end: int | None, *, deadline: float | None = None

@@ -9,6 +9,7 @@ are counted by the kernel (/proc/self/io `wchar`)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import tracemalloc
@@ -246,3 +247,17 @@ def test_inspect_and_validate_name_a_deeply_nested_index(tmp_path: Path, command
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "nested too deeply" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_inspect_refuses_a_flooding_index_over_http(tmp_path: Path):
+    import subprocess
+    import sys
+
+    source = clean_dataset(tmp_path / "source" / "ds")
+    with HostileHTTPServer(source.parent) as server:
+        server.attacks["ds/index.json"] = "flood"
+        env = {**os.environ, "STREAMING_MAX_INDEX_BYTES": str(MiB)}
+        done = subprocess.run([sys.executable, "-m", "streaming.cli", "inspect",
+                               f"{server.endpoint}/ds"], capture_output=True, text=True,
+                              timeout=60, env=env)
+    assert done.returncode != 0 and "STREAMING_MAX_INDEX_BYTES" in done.stderr
