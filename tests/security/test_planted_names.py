@@ -44,12 +44,12 @@ def _hook(event: str, args: tuple) -> None:
 sys.addaudithook(_hook)
 
 
-def traced_names(remote: str, local: Path) -> set[str]:
+def traced_names(remote: str, local: Path, **options) -> set[str]:
     """The names under `local` a clean epoch writes, creates or renames onto."""
     seen: set[str] = set()
     _watch.append((str(local), seen))
     try:
-        assert read_epoch(remote, local) == list(range(SAMPLES))
+        assert read_epoch(remote, local, **options) == list(range(SAMPLES))
     finally:
         _watch.pop()
     return seen
@@ -60,10 +60,12 @@ def _fresh(tree: Tree) -> None:
     tree.local.mkdir()
 
 
-@pytest.mark.parametrize("compression", ["zstd", None], ids=["zstd", "raw"])
-def test_a_link_under_every_name_the_cache_creates(tree: Tree, publish, compression):
+@pytest.mark.parametrize(("compression", "keep_zip"), [("zstd", False), (None, False),
+                                                     ("zstd", True)],
+                         ids=["zstd", "raw", "zstd-keep_zip"])
+def test_a_link_under_every_name_the_cache_creates(tree: Tree, publish, compression, keep_zip):
     remote = publish(clean_dataset(tree.root / "source", compression=compression))
-    names = traced_names(remote, tree.local)
+    names = traced_names(remote, tree.local, keep_zip=keep_zip)
     plantable = sorted(n for n in names if not RANDOM.search(n))
     assert {".streaming-origin.lock", ".streaming-node.lock", "index.json"} <= set(plantable)
     assert any(n.endswith(".prep.lock") for n in plantable), plantable
@@ -77,7 +79,7 @@ def test_a_link_under_every_name_the_cache_creates(tree: Tree, publish, compress
             where.symlink_to(target)
             before = tree.before()
             try:
-                ids = read_epoch(remote, tree.local)
+                ids = read_epoch(remote, tree.local, keep_zip=keep_zip)
                 outcomes[name, dangling] = "read" if ids == list(range(SAMPLES)) else "WRONG"
             except StreamingError as exc:
                 outcomes[name, dangling] = type(exc).__name__
