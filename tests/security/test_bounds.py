@@ -172,7 +172,7 @@ def test_a_trickling_server_cannot_outlast_download_timeout(tree: Tree, monkeypa
         with pytest.raises(DownloadTimeoutError):
             read_epoch(remote, tree.local, download_timeout=1.5, download_retry=1)
         took = time.monotonic() - began
-    assert took < 8.0, f"{took:.1f} s for two attempts of at most 1.5 s"
+    assert took < 12.0, f"{took:.1f} s for two attempts of at most 1.5 s (and a backoff)"
 
 
 def test_a_text_shard_claiming_more_rows_than_bytes_is_named(reference_text_index: dict):
