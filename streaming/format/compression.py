@@ -191,12 +191,13 @@ class ZstdStream:
             return b""
         if self.limit is None:
             return self._decode(piece)
-        view = memoryview(piece)
         if self._step is None:
-            self._step = _zstd_step(bytes(view[:18]), self.limit)
-        out = [self._checked(self._decode(view[at:at + self._step]))
-               for at in range(0, len(view), self._step)]
-        return b"".join(out)
+            self._step = _zstd_step(bytes(piece[:18]), self.limit)
+        if len(piece) <= self._step:
+            return self._checked(self._decode(piece))
+        view = memoryview(piece)
+        return b"".join([self._checked(self._decode(view[at:at + self._step]))
+                         for at in range(0, len(view), self._step)])
 
     def _decode(self, piece: bytes | memoryview) -> bytes:
         try:
