@@ -87,6 +87,12 @@ class DownloadTimeoutError(StorageError, TimeoutError):
     """A transfer did not complete before its deadline (after every retry)."""
 
 
+class ObjectTooLargeError(StorageError):
+    """A store sent more bytes than the index declares for the file (or than the cap for an
+    index.json); each attempt stopped as the excess arrived (an object being replaced may
+    be asked for again, within `download_retry`)."""
+
+
 class UntrustedCertificateError(StorageError):
     """The store's TLS certificate is not signed by an authority this process trusts; the
     message names the server and the setting that adds one. Retrying cannot help."""

@@ -8,9 +8,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from streaming.cache.folder import check_location, user_cache_root, warn_if_shared
-from streaming.errors import PlanError
+from streaming.errors import IndexFileError, ObjectTooLargeError, PlanError
 
 if TYPE_CHECKING:
     from streaming.cache.parquet_footers import ParquetSelection
@@ -98,6 +99,7 @@ class Stream:
                             "docs/parquet.md)")
         cache_key = self.remote if self.parquet is None else \
             f"{self.parquet.key()}|{self.columns}"
+        split = check_split(split)
         self.local = os.fspath(local) if local is not None else _default_local(cache_key, split)
         self.split = split
         self.proportion = proportion
@@ -191,11 +193,29 @@ class Stream:
         self.local = _default_local(self.remote, self.split)
 
     def remote_url(self, basename: str) -> str:
-        """URL (or path) of one file of this stream at its remote."""
+        """URL (or path) of one file of this stream at its remote. A name is a name: joined
+        onto an http(s) or `file://` URL it is percent-encoded (so `%2e%2e` stays the file or
+        object of that very name, and any Unicode name can be asked for); joined onto a path
+        it is used as written. Nothing ever decodes a name."""
         base = self.remote_dir
         if base is None:
             raise PlanError(f"stream at {self.local_dir} has no remote")
+        if base.partition("://")[0].lower() in ("http", "https", "file"):
+            basename = quote(basename, safe="/")
         return base.rstrip("/") + "/" + basename
+
+    def _source_file(self, basename: str) -> Path | None:
+        """Remote file `basename` when the remote is a filesystem path or `file://` URL, once it
+        is known to resolve inside the remote's folder (UnsafePathError for a shard that is a
+        symbolic link leading out of it); None for other remotes."""
+        from streaming.storage.local_folder import LocalBackend
+        from streaming.storage.schemes import backend_for
+        from streaming.util.confine import READING, confine
+
+        backend, path = backend_for(self.remote_url(basename))
+        if not isinstance(backend, LocalBackend):
+            return None
+        return confine(backend_for(self.remote_dir or "")[1], path, spared=READING)
 
     @property
     def weights(self):
@@ -234,6 +254,7 @@ class Stream:
                                    **self._transfer_options())
         from streaming.storage import fetch_once
 
+        self._source_file(basename)
         fetch_once(self.remote_url(basename), dest, expected_size=expected_size,
                    expected_hashes=expected_hashes, **self._transfer_options())
         return dest
@@ -243,11 +264,7 @@ class Stream:
         `fetch` is not overridden, so it can be read in place instead of copied first."""
         if self.remote_dir is None or type(self).fetch is not _PLAIN_FETCH:
             return None
-        from streaming.storage.local_folder import LocalBackend
-        from streaming.storage.schemes import backend_for
-
-        backend, path = backend_for(self.remote_url(basename))
-        return Path(path) if isinstance(backend, LocalBackend) else None
+        return self._source_file(basename)
 
     def streams_zip(self, basename: str) -> bool:
         """Whether compressed `basename` can be decompressed while it downloads: a remote that
@@ -276,11 +293,17 @@ class Stream:
             return parquet_index_file(self.local_dir, self.parquet, self.columns,
                                       **self._transfer_options())
         from streaming.cache.origin import sync_index
+        from streaming.format.index_bounds import max_index_bytes, too_big
         from streaming.storage import fetch
 
         def fetch_index(dest: Path) -> None:
+            self._source_file("index.json")
             # One plain GET: the ranged path would first ask for the size (a HEAD request).
-            fetch(self.remote_url("index.json"), dest, max_parts=1, **self._transfer_options())
+            try:
+                fetch(self.remote_url("index.json"), dest, max_parts=1,
+                      max_size=max_index_bytes(), **self._transfer_options())
+            except ObjectTooLargeError as exc:
+                raise IndexFileError(f"{exc}: {too_big(self.remote_url('index.json'))}") from exc
 
         warn_if_shared(self.local_dir, bool(self.validate_hash))
         return sync_index(self.local_dir, self.remote_dir, fetch_index)
@@ -302,6 +325,35 @@ def _format_of(format: str | None, columns: Sequence[str] | None
     if columns is not None and (isinstance(columns, str) or not list(columns)):
         raise PlanError(f"`columns` must be a non-empty list of names, got {columns!r}")
     return format or "mds", None if columns is None else list(columns)
+
+
+def check_split(split: str | None) -> str | None:
+    """`split` once it is known to name a folder strictly inside
+    `remote` and `local`: a relative path without `..`, `.` or empty parts, backslashes or
+    control characters, so the cache folder it selects never lands outside `local`.
+
+    Args:
+        split: the Stream's `split`.
+
+    Raises:
+        PlanError: naming the split and what is wrong with it.
+    """
+    if split is None:
+        return None
+    if not isinstance(split, str):
+        raise PlanError(f"`split` must be a string naming a sub-folder, got {split!r}")
+    name = split.rstrip("/")
+    parts = name.split("/")
+    fault = ("is empty" if not name else
+             "is an absolute path" if split.startswith("/") or split[1:2] == ":" else
+             "contains a backslash or a control character" if any(
+                 c == "\\" or ord(c) < 32 or ord(c) == 127 for c in name) else
+             "contains '..' and would put the cache folder outside `local`" if ".." in parts
+             else "has empty or '.' parts" if "" in parts or "." in parts else None)
+    if fault:
+        raise PlanError(f"split={split!r} {fault}: a split names a sub-folder of the dataset, "
+                        "like 'train' or 'val/part0'")
+    return split
 
 
 def _default_local(remote: str | None, split: str | None) -> str:

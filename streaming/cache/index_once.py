@@ -20,6 +20,7 @@ from pathlib import Path
 
 from streaming.coord.names import job_identity
 from streaming.util.atomic import staged_file
+from streaming.util.confine import read_regular
 from streaming.util.fork_safe_lock import ForkSafeLock
 
 FETCH_FILE = ".streaming-index-fetch.json"
@@ -56,7 +57,7 @@ class FetchTurn:
         """Whether a rank of this job already fetched this turn's index (or a later one) into
         `folder`, and that index is the one there now (`index_digest`, the origin record's)."""
         try:
-            record = json.loads((folder / FETCH_FILE).read_text())
+            record = json.loads(read_regular(folder / FETCH_FILE))
             size = (folder / "index.json").stat().st_size
         except (OSError, ValueError):
             return False

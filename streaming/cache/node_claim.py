@@ -27,7 +27,7 @@ from streaming.cache.bookkeeping import NODE_FILE, NODE_LOCK
 from streaming.coord.names import job_identity, node_rank
 from streaming.errors import CacheFolderError
 from streaming.util.atomic import staged_file
-from streaming.util.confine import confine
+from streaming.util.confine import confine, open_inside, read_regular
 from streaming.util.fork_safe_lock import ForkSafeLock
 
 _held: dict[str, int] = {}  # folder -> descriptor holding this process's shared lock
@@ -64,7 +64,7 @@ class NodeRecord:
     def read(cls, folder: Path) -> NodeRecord | None:
         """The folder's record, None when it has none (or an unreadable one)."""
         try:
-            return cls(**json.loads((folder / NODE_FILE).read_text()))
+            return cls(**json.loads(read_regular(folder / NODE_FILE)))
         except (OSError, ValueError, TypeError):
             return None
 
@@ -100,8 +100,7 @@ def claim_folder(folder: Path) -> None:
         for gone in [k for k in _held if not os.path.isdir(k)]:  # folders removed since
             os.close(_held.pop(gone))
         mine = NodeRecord.current()
-        lock = confine(folder, folder / NODE_LOCK)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = open_inside(folder, folder / NODE_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             _take(folder, fd, mine)
         except BaseException:

@@ -36,7 +36,7 @@ from streaming.cache.index_once import FetchTurn
 from streaming.errors import CacheOriginError, StreamingError
 from streaming.format.index import DatasetIndex, parse_index, read_index
 from streaming.util.atomic import staged_file, temp_path_for
-from streaming.util.confine import remove
+from streaming.util.confine import read_regular, remove
 from streaming.util.files import has_size
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class Origin:
     def read(cls, folder: Path) -> Origin | None:
         """The folder's record, or None when it has none (or an unreadable one)."""
         try:
-            data = json.loads((folder / ORIGIN_FILE).read_text())
+            data = json.loads(read_regular(folder / ORIGIN_FILE))
             return cls(str(data["remote"]), str(data["index"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None

@@ -258,7 +258,7 @@ class ShardPreparer:
                          expected_hashes=_fetched(facts.raw_hashes[shard], algo))
             return
         zipped = stream.local_dir / zip_name
-        fetched = False
+        fetched = in_place = False
         if not has_size(zipped, int(facts.zip_bytes[shard])):
             if not remote:
                 raise size_error(zipped, int(facts.zip_bytes[shard]), file_size(zipped),
@@ -269,11 +269,14 @@ class ShardPreparer:
             source = None if stream.keep_zip else stream.source_path(zip_name)
             if source is not None and has_size(source, int(facts.zip_bytes[shard])):
                 zipped = source  # a filesystem remote: decompress it in place, no copy
+                in_place = True
             else:
                 stream.fetch(zip_name, zipped, expected_size=int(facts.zip_bytes[shard]),
                              expected_hashes=_fetched(facts.zip_hashes[shard], algo))
                 fetched = True
-        if algo and not fetched:
+        if in_place:  # checked as a download of it would be: every remote kind alike
+            _verify(zipped, _fetched(facts.zip_hashes[shard], algo))
+        elif algo and not fetched:
             _verify(zipped, _pick(facts.zip_hashes[shard], algo))
         size = int(facts.raw_bytes[shard])
         with _CORES, naming_full_disk(raw, size):
@@ -299,7 +302,7 @@ class ShardPreparer:
         zip_name = facts.zip_basenames[shard]
         want = _fetched(facts.zip_hashes[shard], algo)
         hashers = {name: new_hasher(name) for name in want or {}}
-        decoder = ZstdStream()
+        decoder = ZstdStream(limit=int(facts.raw_bytes[shard]))
         url = stream.remote_url(zip_name)
         broken: list[DecompressionError] = []  # with a digest to check, bad data is hashed on
         with staged_file(raw) as tmp, open(tmp, "wb") as out:

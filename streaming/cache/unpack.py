@@ -12,7 +12,7 @@ from typing import BinaryIO
 import zstandard
 
 from streaming.errors import DecompressionError
-from streaming.format.compression import ZSTD_READ
+from streaming.format.compression import ZSTD_READ, past_limit
 from streaming.util.atomic import atomic_output
 from streaming.util.pagewrite import write_sliced
 
@@ -37,7 +37,7 @@ def unpack_zstd(src: Path, dst: Path, expected_size: int) -> Path:
     decoder.start()
     try:
         with atomic_output(dst, durable=False) as out:
-            written = _write_pieces(src, pieces, out)
+            written = _write_pieces(src, pieces, out, expected_size)
             if written != expected_size:
                 raise DecompressionError(
                     f"{src}: decompressed to {written} bytes, the index says {expected_size}")
@@ -48,7 +48,9 @@ def unpack_zstd(src: Path, dst: Path, expected_size: int) -> Path:
 
 
 def _write_pieces(src: Path, pieces: queue.Queue[bytes | BaseException | None],
-                  out: BinaryIO) -> int:
+                  out: BinaryIO, limit: int) -> int:
+    """Write the decoded pieces to `out` until the decoder ends; a piece that would take the
+    file past `limit` bytes (the index's raw size) is refused, unwritten."""
     written = 0
     while True:
         try:
@@ -63,6 +65,8 @@ def _write_pieces(src: Path, pieces: queue.Queue[bytes | BaseException | None],
             raise DecompressionError(f"corrupt zstd data in {src}: {piece}") from piece
         if isinstance(piece, BaseException):
             raise piece
+        if written + len(piece) > limit:
+            raise DecompressionError(f"{src}: {past_limit(written + len(piece), limit)}")
         written += write_sliced(out, piece)
 
 

@@ -7,7 +7,9 @@ import tempfile
 from pathlib import Path
 from textwrap import dedent
 
+from streaming.errors import IndexFileError, ObjectTooLargeError
 from streaming.format.index import DatasetIndex, parse_index, read_index
+from streaming.format.index_bounds import max_index_bytes, too_big
 from streaming.storage import backend_for, join
 from streaming.storage.schemes import split_scheme
 
@@ -40,7 +42,11 @@ def open_index(location: str) -> DatasetIndex:
         return read_index(path if path.name == "index.json" else path / "index.json")
     url = location if location.endswith("index.json") else join(location, "index.json")
     backend, key = backend_for(url)
-    return parse_index(backend.get(key), source=url)
+    try:
+        data = backend.get(key, max_size=max_index_bytes())
+    except ObjectTooLargeError as exc:
+        raise IndexFileError(f"{exc}: {too_big(url)}") from exc
+    return parse_index(data, source=url)
 
 
 def dataset_root(location: str) -> str:

@@ -73,3 +73,7 @@ def _report(args: argparse.Namespace, exc: BaseException, code: int) -> int:
     message = str(exc) or type(exc).__name__
     print(f"streaming {args.command}: error: {message}", file=sys.stderr)
     return code
+
+
+if __name__ == "__main__":  # `python -m streaming.cli.main ...`, as `python -m streaming.cli`
+    raise SystemExit(main())

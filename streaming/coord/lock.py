@@ -15,6 +15,7 @@ from streaming.coord.proc import ProcessId
 from streaming.coord.shm_files import names_inode, try_flock
 from streaming.coord.wait import wait_for
 from streaming.errors import DeadlineExceeded
+from streaming.util.confine import open_regular
 from streaming.util.disk_full import naming_full_disk
 
 
@@ -36,7 +37,8 @@ class FileLock:
     """An exclusive lock on `path` shared by every process (and thread) that opens it.
 
     Args:
-        path: the lock file, created when missing.
+        path: the lock file, created when missing (never through a symbolic link, and only
+            as a regular file: UnsafePathError otherwise).
         timeout: seconds `acquire` waits by default.
         mode: permission bits of a new lock file before the umask: `PRIVATE` (the default, for
             locks in the shared-memory folder, which other users must not hold) or
@@ -59,7 +61,7 @@ class FileLock:
         """Take the lock if it is free right now; never blocks."""
         if self.held:
             raise RuntimeError(f"lock {self.path} is already held by this FileLock")
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, self.mode)
+        fd = open_regular(self.path, os.O_RDWR | os.O_CREAT, self.mode)
         if not try_flock(fd) or not names_inode(self.path, fd):
             os.close(fd)
             return False
@@ -94,10 +96,16 @@ class FileLock:
     def holder(self) -> ProcessId | None:
         """The process that last wrote itself into the lock file, if any."""
         try:
-            text = self.path.read_text().split()
+            fd = open_regular(self.path, os.O_RDONLY)
+        except OSError:  # gone, or not a file this library would have made
+            return None
+        try:
+            text = os.pread(fd, 64, 0).split()
             return ProcessId(int(text[0]), int(text[1]))
         except (OSError, ValueError, IndexError):
             return None
+        finally:
+            os.close(fd)
 
     def __enter__(self) -> FileLock:
         self.acquire()

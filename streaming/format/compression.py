@@ -136,6 +136,34 @@ def _zstd_chunks(pieces: Iterator[bytes | memoryview]) -> Iterator[bytes]:
     decoder.finish()
 
 
+STEP_UNKNOWN = 512  # input bytes per decoding call of a frame without its size (<= 16 MiB out)
+
+
+def past_limit(produced: int, limit: int) -> DecompressionError:
+    """The error for a shard that inflates past the raw size its index declares."""
+    return DecompressionError(
+        f"decompresses to more than the {limit:,} bytes the index declares (stopped after "
+        f"{produced:,}): a decompression bomb or a wrong index; nothing past the declared "
+        "size is written")
+
+
+def _zstd_step(head: bytes, limit: int) -> int:
+    """Input bytes per decoding call for a frame starting with `head`: whole pieces when the
+    frame records a content size within `limit` (libzstd then refuses any block that would
+    exceed it), small steps when it records none."""
+    try:
+        declared = zstandard.get_frame_parameters(head).content_size
+    except zstandard.ZstdError:
+        return STEP_UNKNOWN  # too short to tell, or corrupt: decoding names the fault
+    if declared == zstandard.CONTENTSIZE_UNKNOWN:
+        return STEP_UNKNOWN
+    if declared > limit:
+        raise DecompressionError(
+            f"the zstd frame declares {declared:,} bytes, more than the {limit:,} bytes the "
+            "index declares: refused before decoding")
+    return 1 << 30
+
+
 class ZstdStream:
     """Incremental decoding of one zstd frame fed in pieces as they arrive (a download in
     flight), so no compressed copy has to be written and read back.
@@ -145,19 +173,43 @@ class ZstdStream:
     otherwise ignore. Corrupt input raises DecompressionError.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self._dobj = zstandard.ZstdDecompressor().decompressobj()
+        self.limit = limit
+        self.produced = 0
+        self._step: int | None = None  # input bytes per decoding call; None: not yet known
 
     def feed(self, piece: bytes | memoryview) -> bytes:
-        """The bytes `piece` completes (often none for small pieces)."""
+        """The bytes `piece` completes (often none for small pieces). With a `limit`, output
+        past it is a DecompressionError raised before more than one bounded step is held:
+        a frame whose header records a larger content size is refused outright, and a frame
+        without one is decoded in input steps small enough that no step can inflate by more
+        than a few MiB (zstd's largest ratio is about 32,000 to 1)."""
         if self._dobj.eof:
             if len(piece):
                 raise DecompressionError("trailing bytes after the end of the zstd frame")
             return b""
+        if self.limit is None:
+            return self._decode(piece)
+        if self._step is None:
+            self._step = _zstd_step(bytes(piece[:18]), self.limit)
+        if len(piece) <= self._step:
+            return self._checked(self._decode(piece))
+        view = memoryview(piece)
+        return b"".join([self._checked(self._decode(view[at:at + self._step]))
+                         for at in range(0, len(view), self._step)])
+
+    def _decode(self, piece: bytes | memoryview) -> bytes:
         try:
             return self._dobj.decompress(piece)
         except zstandard.ZstdError as exc:
             raise DecompressionError(f"corrupt zstd data: {exc}") from exc
+
+    def _checked(self, out: bytes) -> bytes:
+        self.produced += len(out)
+        if self.limit is not None and self.produced > self.limit:
+            raise past_limit(self.produced, self.limit)
+        return out
 
     def finish(self) -> None:
         """Raise unless exactly one whole frame was fed."""
@@ -232,16 +284,48 @@ def decompress_file(src: str | os.PathLike, dst: str | os.PathLike, name: str, *
     src, dst = Path(src), Path(dst)
     with atomic_output(dst, durable=durable) as out:
         if codec == "zstd" and expected_size is not None:
-            _, written = _zstd_copy(src, out)  # libzstd rejects trailing bytes itself
+            capped = CappedWriter(out, expected_size, src)
+            _, written = _zstd_copy(src, capped)  # libzstd rejects trailing bytes itself
         else:
-            written = sum(write_sliced(out, chunk) for chunk in _checked_chunks(codec, src))
+            written = 0
+            for chunk in _checked_chunks(codec, src):
+                if expected_size is not None and written + len(chunk) > expected_size:
+                    raise DecompressionError(
+                        f"{src}: {past_limit(written + len(chunk), expected_size)}")
+                written += write_sliced(out, chunk)
         if expected_size is not None and written != expected_size:
             raise DecompressionError(
                 f"{src}: decompressed to {written} bytes, the index says {expected_size}")
     return dst
 
 
-def _zstd_copy(src: Path, out: BinaryIO) -> tuple[int, int]:
+class CappedWriter:
+    """A file-like sink that passes writes on to `out` until they would exceed `limit`
+    bytes, and then raises DecompressionError instead, having written at most `limit`.
+
+    Args:
+        out: the file written.
+        limit: the most bytes written (the raw size the index declares).
+        src: the compressed file, for the message.
+    """
+
+    def __init__(self, out: BinaryIO, limit: int, src: Path) -> None:
+        self.out, self.limit, self.src, self.written = out, limit, src, 0
+
+    def write(self, data: bytes) -> int:
+        """Write `data`, or refuse it when it would pass the limit.
+
+        Args:
+            data: decoded bytes.
+        """
+        if self.written + len(data) > self.limit:
+            over = past_limit(self.written + len(data), self.limit)
+            raise DecompressionError(f"{self.src}: {over}")
+        self.written += write_sliced(self.out, data)
+        return len(data)
+
+
+def _zstd_copy(src: Path, out: BinaryIO | CappedWriter) -> tuple[int, int]:
     try:
         with open(src, "rb") as handle:
             return zstandard.ZstdDecompressor().copy_stream(

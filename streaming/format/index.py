@@ -23,6 +23,7 @@ from streaming.errors import (
     IndexJSONError,
     IndexNotFoundError,
 )
+from streaming.format.index_bounds import max_index_bytes, too_big
 from streaming.format.index_columns import Digests, Names
 from streaming.format.index_entries import (
     INDEX_VERSION,
@@ -99,10 +100,12 @@ def parse_index(
     """
     if isinstance(data, str):
         data = data.encode() if data.isascii() else data
+    if isinstance(data, (bytes, str)) and len(data) > max_index_bytes():
+        raise IndexFileError(too_big(source, len(data)))
     if isinstance(data, bytes) and len(data) >= SCAN_FROM:
         found = fast_index(data, source=source, root=root)
         if found is not None:
-            return found
+            return _no_file_is_a_folder(found)
     if isinstance(data, (bytes, str)):
         try:
             data = json.loads(data)
@@ -110,8 +113,27 @@ def parse_index(
             raise IndexJSONError(f"Index file at {source} is empty or corrupted: not valid "
                                  f"JSON (truncated?): {exc}",
                                  getattr(exc, "doc", ""), getattr(exc, "pos", 0)) from None
+        except RecursionError:
+            raise IndexJSONError(f"{source}: nested too deeply to be an index", "", 0) from None
     shards = check_document(data, source)
-    return _checked_entries(data, shards, source, root)
+    return _no_file_is_a_folder(_checked_entries(data, shards, source, root))
+
+
+def _no_file_is_a_folder(index: DatasetIndex) -> DatasetIndex:
+    """`index`, once no file it names (`a`) is also a folder of another (`a/b`): both could
+    not be on disk at once."""
+    columns = (index.basenames, index.zip_basenames)
+    if not any(b"/" in names.blob for names in columns):
+        return index
+    files = {name for names in columns for name in names if name}
+    for name in files:
+        parts = name.split("/")
+        for k in range(1, len(parts)):
+            folder = "/".join(parts[:k])
+            if folder in files:
+                raise fail(index.source, f"file {name!r}",
+                           f"its folder {folder!r} is also named as a file")
+    return index
 
 
 def _checked_entries(data: dict, shards: list, source: str, root: Path | None) -> DatasetIndex:
@@ -200,6 +222,9 @@ def read_index(path: str | os.PathLike, *, root: Path | None = None) -> DatasetI
     """
     file = _index_path(path)
     try:
+        size = file.stat().st_size
+        if size > max_index_bytes():
+            raise IndexFileError(too_big(str(file), size))
         data = file.read_bytes()
     except FileNotFoundError:
         raise IndexNotFoundError(f"{file}: index file not found: it does not exist") from None

@@ -42,8 +42,9 @@ def check_text_shard(shard: dict, i: int, source: str, codecs: dict[tuple, RowCo
     if meta_name != raw_name + META_SUFFIX:
         raise fail(source, where, f"meta file {meta_name!r} is not named "
                                   f"{raw_name + META_SUFFIX!r}")
-    if shard["samples"] < 0:
-        raise fail(source, where, f"samples must be >= 0: {shard['samples']!r}")
+    if not 0 <= shard["samples"] <= raw_size:  # every row takes a byte at least
+        raise fail(source, where, f"samples must be >= 0 and at most the {raw_size} bytes of "
+                                  f"its file (a row takes a byte at least): {shard['samples']!r}")
     key = _schema_key(shard)
     codec = codecs.get(key)
     if codec is None:

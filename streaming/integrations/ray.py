@@ -26,6 +26,7 @@ from streaming.format.compression import decompress
 from streaming.format.encodings import encoding_size
 from streaming.format.encodings.encoding import FileBytes
 from streaming.format.index import parse_index
+from streaming.format.index_bounds import max_index_bytes
 from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader
 from streaming.storage import backend_for, fetch, join
@@ -114,8 +115,8 @@ def mds_datasource(path_or_url: str | os.PathLike) -> Any:
 
     location = os.fspath(path_or_url).rstrip("/")
     backend, key = backend_for(join(location, "index.json"))
-    index = parse_index(backend.get(key), source=join(location, "index.json"),
-                        root=Path("/"))
+    index = parse_index(backend.get(key, max_size=max_index_bytes()),
+                        source=join(location, "index.json"), root=Path("/"))
     shards = [s for s in index.shards if s["samples"]]
 
     class MDSDatasource(Datasource):  # Ray's extension point is subclassing Datasource

@@ -71,6 +71,9 @@ def recorded_spec(index: DatasetIndex) -> dict[str, Any] | None:
         if not isinstance(entry, dict) or entry.get("bytes") != 4 * count:
             raise IndexFileError(f"{index.source}: {LENGTHS_KEY!r} file {i} should hold "
                                  f"{count} uint32 values: {entry!r}")
+        if not isinstance(entry.get("basename"), str):
+            raise IndexFileError(f"{index.source}: {LENGTHS_KEY!r} file {i} has no "
+                                 f"'basename' naming it: {entry!r}")
     return spec
 
 

@@ -18,6 +18,7 @@ from streaming.errors import (
     HashMismatchError,
     MissingExtraError,
     ObjectNotFoundError,
+    ObjectTooLargeError,
     StorageError,
 )
 from streaming.format.hashing import new_hasher
@@ -35,11 +36,20 @@ def check_deadline(deadline: float | None, url: str) -> None:
         raise DownloadTimeoutError(f"{url}: transfer exceeded its deadline")
 
 
+def too_large(url: str, got: int, most: int, what: str) -> ObjectTooLargeError:
+    """The error for an object that sent more than `most` bytes (`what`: whose bound), raised
+    as soon as the excess arrives."""
+    return ObjectTooLargeError(f"{url}: sent more than {most:,} bytes ({what}); stopped after "
+                               f"{got:,} bytes, nothing kept")
+
+
 def check_size(url: str, got: int, expected: int | None) -> None:
     """Raise StorageError if a transfer delivered a different byte count than expected."""
+    if expected is not None and got > expected:
+        raise too_large(url, got, expected, "the object is larger than expected")
     if expected is not None and got != expected:
-        why = "truncated transfer" if got < expected else "the object is larger than expected"
-        raise StorageError(f"{url}: received {got} bytes, expected {expected} ({why})")
+        raise StorageError(f"{url}: received {got} bytes, expected {expected} "
+                           "(truncated transfer)")
 
 
 class Backend(abc.ABC):
@@ -118,9 +128,17 @@ class Backend(abc.ABC):
             check_deadline(deadline, url)
             yield chunk
 
-    def get(self, path: str, *, deadline: float | None = None) -> bytes:
-        """The whole object as bytes."""
-        return b"".join(self._bounded(path, None, None, deadline))
+    def get(self, path: str, *, deadline: float | None = None,
+            max_size: int | None = None) -> bytes:
+        """The whole object as bytes; ObjectTooLargeError as soon as more than `max_size`
+        bytes arrived, when given."""
+        pieces, got = [], 0
+        for piece in self._bounded(path, None, None, deadline):
+            got += len(piece)
+            if max_size is not None and got > max_size:
+                raise too_large(self.url(path), got, max_size, "the most accepted")
+            pieces.append(piece)
+        return b"".join(pieces)
 
     def get_range(
         self, path: str, start: int, end: int | None, *, deadline: float | None = None
@@ -137,20 +155,27 @@ class Backend(abc.ABC):
     def download(
         self, path: str, dest: Path, *, expected_size: int | None = None,
         deadline: float | None = None, verify: Verifier | None = None,
-        hashes: Mapping[str, str] | None = None,
+        hashes: Mapping[str, str] | None = None, max_size: int | None = None,
     ) -> Path:
         """Stream the object to a temp file beside `dest`, check it (size, `hashes` computed as
-        the bytes pass, then `verify`), then rename it into place."""
+        the bytes pass, then `verify`), then rename it into place. A body longer than
+        `expected_size` (or, without one, `max_size`) is refused as soon as the excess
+        arrives, so at most that many bytes (plus one read) are ever written."""
         dest = Path(dest)
         hashers = {algo: new_hasher(algo) for algo in hashes or {}}
+        most = expected_size if expected_size is not None else max_size
+        what = ("the size the index declares" if expected_size is not None
+                else "the most accepted")
         with staged_file(dest) as tmp:
             got = 0
             with open(tmp, "wb") as out:
                 for chunk in self._bounded(path, None, None, deadline):
+                    got += len(chunk)
+                    if most is not None and got > most:
+                        raise too_large(self.url(path), got, most, what)
                     write_sliced(out, chunk)
                     for hasher in hashers.values():
                         hasher.update(chunk)
-                    got += len(chunk)
             check_size(self.url(path), got, expected_size)
             for algo, hasher in hashers.items():
                 if hasher.hexdigest() != hashes[algo]:

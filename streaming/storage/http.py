@@ -14,6 +14,7 @@ import http.client
 import re
 import socket
 import ssl
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from streaming.storage.backend import CHUNK, Backend
 from streaming.storage.keep_alive import ask, pool, reusable, tls_context
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 from streaming.storage.tls_trust import HTTPS_SETTING, untrusted_error
+from streaming.storage.watchdog import Watch, watchdog
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
@@ -91,36 +93,53 @@ class HTTPBackend(Backend):
 
     @contextlib.contextmanager
     def _request(
-        self, method: str, path: str, headers: dict[str, str]
+        self, method: str, path: str, headers: dict[str, str], deadline: float | None = None
     ) -> Iterator[http.client.HTTPResponse]:
         """Send one request on a pooled connection; typed errors; the connection goes back to
-        the pool only when its response was read to the end."""
+        the pool only when its response was read to the end. The whole exchange, headers
+        and body, ends by `deadline` (default: `read_timeout` from now), however slowly the
+        server sends (see `watchdog`)."""
         url = self.url(path)
         key = self._key()
         conn = None
-        try:
-            conn, response = ask(key, self._connect, method, path, self._headers(headers),
-                                 self.read_timeout)
-            yield response
-            if reusable(response):
-                pool.give(key, conn)  # read to its announced end: the connection is clean
-                conn = None
-        except StorageError:
-            raise
-        except TimeoutError as exc:
-            raise DownloadTimeoutError(f"{url}: timed out: {exc}") from exc
-        except ConnectionRefusedError as exc:
-            raise StorageError(f"{url}: cannot reach {self.scheme}://{self.host}: {exc}") from exc
-        except socket.gaierror as exc:
-            raise StorageError(f"{url}: cannot resolve {self.host}: {exc}") from exc
-        except ssl.SSLCertVerificationError as exc:
-            raise untrusted_error(url, f"{self.scheme}://{self.host}", exc,
-                                  HTTPS_SETTING) from exc
-        except (OSError, http.client.HTTPException) as exc:
-            raise StorageError(f"{url}: transfer failed: {exc!r}") from exc
-        finally:
-            if conn is not None:
-                conn.close()
+        if deadline is None:
+            deadline = time.monotonic() + self.read_timeout
+        with watchdog.guard(deadline) as watch:
+            try:
+                conn, response = ask(key, self._connect, method, path, self._headers(headers),
+                                     self.read_timeout, watch)
+                yield response
+                if reusable(response) and not (watch and watch.fired):
+                    pool.give(key, conn)  # read to its announced end: the connection is clean
+                    conn = None
+            except Exception as exc:
+                typed = self._typed(url, exc, watch)
+                if typed is exc:
+                    raise
+                raise typed from exc
+            finally:
+                if conn is not None:
+                    conn.close()
+
+    def _typed(self, url: str, exc: Exception, watch: Watch | None) -> Exception:
+        """The typed error for a failed exchange (the deadline first when it ended it)."""
+        if isinstance(exc, StorageError):
+            return exc
+        if watch is not None and watch.fired:
+            return DownloadTimeoutError(f"{url}: the transfer did not end by its deadline "
+                                        f"(download_timeout), however slowly the server sent: "
+                                        f"{exc!r}")
+        if isinstance(exc, TimeoutError):
+            return DownloadTimeoutError(f"{url}: timed out: {exc}")
+        if isinstance(exc, ConnectionRefusedError):
+            return StorageError(f"{url}: cannot reach {self.scheme}://{self.host}: {exc}")
+        if isinstance(exc, socket.gaierror):
+            return StorageError(f"{url}: cannot resolve {self.host}: {exc}")
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return untrusted_error(url, f"{self.scheme}://{self.host}", exc, HTTPS_SETTING)
+        if isinstance(exc, (OSError, http.client.HTTPException)):
+            return StorageError(f"{url}: transfer failed: {exc!r}")
+        return exc
 
     def _status_error(self, path: str, response: http.client.HTTPResponse) -> StorageError:
         url, status = self.url(path), response.status
@@ -143,7 +162,7 @@ class HTTPBackend(Backend):
         headers = {}
         if start is not None or end is not None:
             headers["Range"] = f"bytes={first}-{'' if end is None else end - 1}"
-        with self._request("GET", path, headers) as response:
+        with self._request("GET", path, headers, deadline) as response:
             if response.status not in (200, 206):
                 raise self._status_error(path, response)
             skip = 0

@@ -19,6 +19,7 @@ import socket
 import ssl
 from collections.abc import Callable, Hashable
 
+from streaming.storage.watchdog import Watch
 from streaming.util.fork_safe_lock import ForkSafeLock
 
 IDLE_PER_SERVER = 32  # kept-alive connections per process and server
@@ -96,7 +97,7 @@ def exchange(conn: http.client.HTTPConnection, method: str, path: str,
 
 
 def ask(key: Hashable, connect: Callable[[], http.client.HTTPConnection], method: str,
-        path: str, headers: dict[str, str], head_timeout: float
+        path: str, headers: dict[str, str], head_timeout: float, watch: Watch | None = None,
         ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     """(connection, answer) of one request: on a kept-alive connection for `key` when the pool
     has one (a fresh one from `connect` when the server dropped it while it sat idle), else on
@@ -111,12 +112,15 @@ def ask(key: Hashable, connect: Callable[[], http.client.HTTPConnection], method
         headers: the request's headers.
         head_timeout: seconds a kept-alive connection waits for the answer's headers (a new
             one waits as `connect` set it up).
+        watch: the watchdog's guard of the request (see `watchdog`), told its connection.
     """
     reused = pool.take(key)
     conn = reused or connect()
     try:
         if reused is not None and reused.sock is not None:
             reused.sock.settimeout(head_timeout)
+        if watch is not None:
+            watch.attach(conn)
         try:
             return conn, exchange(conn, method, path, headers)
         except STALE:
@@ -124,6 +128,8 @@ def ask(key: Hashable, connect: Callable[[], http.client.HTTPConnection], method
                 raise
             conn.close()
             conn = connect()
+            if watch is not None:
+                watch.attach(conn)
             return conn, exchange(conn, method, path, headers)
     except BaseException:
         conn.close()

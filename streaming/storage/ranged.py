@@ -39,9 +39,13 @@ def read_part(backend: Backend, path: str, size: int, start: int, end: int,
     def attempt(deadline: float) -> bytes:
         if end < size:
             return backend.get_range(path, start, end, deadline=deadline)
-        data = backend.get_range(path, start, None, deadline=deadline)
+        data = bytearray()
+        for piece in backend.chunks(path, start, None, deadline=deadline):
+            data += piece
+            if start + len(data) > size:  # a longer body: stop at its first excess read
+                break
         check_size(url, start + len(data), size)
-        return data
+        return bytes(data)
 
     return policy.run(f"{url} bytes {start}-{end - 1}", attempt)
 

@@ -18,6 +18,7 @@ from streaming.errors import (
     ArgumentError,
     DownloadTimeoutError,
     ObjectNotFoundError,
+    ObjectTooLargeError,
     StorageError,
 )
 from streaming.storage.gate import NodeGate
@@ -159,7 +160,7 @@ class RetryPolicy:
                 break
             _sleep(wait)
         cls = DownloadTimeoutError if isinstance(last, DownloadTimeoutError) or overload \
-            else StorageError
+            else ObjectTooLargeError if isinstance(last, ObjectTooLargeError) else StorageError
         raise cls(f"{what}: failed after {tries} attempt(s); last error: {last} (gave up after "
                   f"{time.monotonic() - start:.1f} s)") from last
 

@@ -142,7 +142,8 @@ class S3Backend(Backend):
     ) -> Iterator[bytes]:
         quick = quick_stream(self.bucket, path, self.endpoint_url, self.region,
                              connect_timeout=min(self.read_timeout, self.connect_timeout),
-                             read_timeout=self.read_timeout, start=start, end=end, chunk=CHUNK)
+                             read_timeout=self.read_timeout, start=start, end=end, chunk=CHUNK,
+                             deadline=deadline)
         if quick is not None:  # no boto3 client needed (s3_quick)
             yield from quick
             return

@@ -19,6 +19,7 @@ share one TLS context (`keep_alive`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import http.client
@@ -35,6 +36,7 @@ from streaming.errors import DownloadTimeoutError, StorageError
 from streaming.storage.keep_alive import ask, pool, reusable, tls_context
 from streaming.storage.retry import status_error
 from streaming.storage.tls_trust import S3_SETTING, untrusted_error
+from streaming.storage.watchdog import Watch, watchdog
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 # botocore settings that change the endpoint or the transport: leave those requests to it.
@@ -137,18 +139,19 @@ def _connection(target: Target, timeout: float) -> http.client.HTTPConnection:
                                        context=tls_context(os.environ.get("AWS_CA_BUNDLE")))
 
 
-def _answer(target: Target, headers: dict[str, str], timeout: float
+def _answer(target: Target, headers: dict[str, str], timeout: float, watch: Watch
             ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, tuple]:
     """(connection, response, pool key) of one GET whose headers arrived (`keep_alive.ask`)."""
     key = (target.scheme, target.host, target.port, timeout, os.environ.get("AWS_CA_BUNDLE"))
     conn, response = ask(key, lambda: _connection(target, timeout), "GET", target.path, headers,
-                         timeout)
+                         timeout, watch)
     return conn, response, key
 
 
 def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None, *,
                  connect_timeout: float, read_timeout: float, start: int | None = None,
-                 end: int | None = None, chunk: int = 1 << 20) -> Iterator[bytes] | None:
+                 end: int | None = None, chunk: int = 1 << 20, deadline: float | None = None,
+                 ) -> Iterator[bytes] | None:
     """Bytes [start, end) of object `key` of `bucket` (all of it without a range) in pieces of
     up to `chunk` bytes as they arrive, or None when this path cannot fetch it (see the
     module's docstring).
@@ -163,6 +166,8 @@ def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None
         start: the first byte (None: 0).
         end: one past the last byte (None: the end of the object).
         chunk: bytes per piece.
+        deadline: when the whole GET must be over (a time.monotonic() value; default:
+            `read_timeout` from now), however slowly the server sends (see `watchdog`).
     """
     creds = env_credentials()
     target = None if creds is None else target_for(bucket, key, endpoint, region)
@@ -172,12 +177,19 @@ def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None
     ranged = start is not None or end is not None
     if ranged:
         headers["range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
+    guard = watchdog.guard(time.monotonic() + read_timeout if deadline is None else deadline)
+    watch = guard.__enter__()  # left by _body when the body ends, or here
     try:
-        conn, response, pool_key = _answer(target, headers, connect_timeout)
+        conn, response, pool_key = _answer(target, headers, connect_timeout, watch)
     except ssl.SSLCertVerificationError as exc:  # boto3 would trust the same authorities
+        guard.__exit__(None, None, None)
         raise untrusted_error(f"s3://{bucket}/{key}", endpoint or f"https://{target.host}",
                               exc, S3_SETTING) from exc
-    except (OSError, http.client.HTTPException, ValueError):
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        guard.__exit__(None, None, None)
+        if watch is not None and watch.fired:
+            raise DownloadTimeoutError(f"s3://{bucket}/{key}: no answer by the transfer's "
+                                       f"deadline (download_timeout): {exc!r}") from exc
         return None
     if conn.sock is not None:
         conn.sock.settimeout(read_timeout)
@@ -185,15 +197,17 @@ def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None
     length = response.getheader("content-length")
     if status != (206 if ranged else 200) or not length or not length.isdigit():
         conn.close()
+        guard.__exit__(None, None, None)
         if status >= 500 or status in (408, 429):
             raise status_error(f"{url}: S3 error {status}: {response.reason}", status,
                                response.getheader("retry-after"))
         return None
-    return _body(conn, response, int(length), chunk, url, pool_key)
+    return _body(conn, response, int(length), chunk, url, pool_key, guard, watch)
 
 
 def _body(conn: http.client.HTTPConnection | None, response: http.client.HTTPResponse,
-          length: int, chunk: int, url: str, pool_key: tuple) -> Iterator[bytes]:
+          length: int, chunk: int, url: str, pool_key: tuple,
+          guard: contextlib.AbstractContextManager, watch: Watch | None) -> Iterator[bytes]:
     got = 0
     try:
         while piece := response.read(chunk):
@@ -201,16 +215,20 @@ def _body(conn: http.client.HTTPConnection | None, response: http.client.HTTPRes
             yield piece
         if got != length:
             raise StorageError(f"{url}: the transfer broke off after {got} of {length} bytes")
-        if reusable(response) and conn is not None:
+        if reusable(response) and conn is not None and not (watch and watch.fired):
             pool.give(pool_key, conn)  # read to its end: the next GET to this server may use it
             conn = None
     except TimeoutError as exc:
         raise DownloadTimeoutError(f"{url}: timed out reading the object: {exc}") from exc
-    except StorageError:
-        raise
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, StorageError) as exc:
+        if watch is not None and watch.fired:
+            raise DownloadTimeoutError(f"{url}: the transfer did not end by its deadline "
+                                       f"(download_timeout): {exc!r}") from exc
+        if isinstance(exc, StorageError):
+            raise
         raise StorageError(f"{url}: the transfer broke off: {exc!r}") from exc
     finally:
+        guard.__exit__(None, None, None)
         if conn is not None:
             conn.close()
 

@@ -14,12 +14,20 @@ from streaming.storage.backend import Backend
 Factory = Callable[[str, str, dict[str, Any]], tuple[Backend, str]]
 
 
-def _local(netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
+def _path(path: str) -> tuple[Backend, str]:
+    """A plain filesystem path, taken as written (never URL-decoded)."""
     from streaming.storage.local_folder import LocalBackend
 
+    return LocalBackend(), os.path.abspath(path)
+
+
+def _local(netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
+    """A `file://` URL: its path is percent-decoded once, as file URLs are (RFC 8089); a
+    dataset's file names are percent-encoded when joined onto one (`Stream.remote_url`), so
+    a name comes back exactly as written."""
     if netloc not in ("", "localhost"):
         raise StorageError(f"file://{netloc}{path}: file URLs must name a local path (file:///...)")
-    return LocalBackend(), os.path.abspath(unquote(path))
+    return _path(unquote(path))
 
 
 def _s3(netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
@@ -84,7 +92,7 @@ def backend_for(url: str | os.PathLike, **options: Any) -> tuple[Backend, str]:
     `options` go to remote backends (e.g. `read_timeout`, `endpoint_url` for S3)."""
     scheme, rest = split_scheme(url)
     if not scheme:
-        return _local("", os.fspath(url), options)
+        return _path(os.fspath(url))
     factory = _FACTORIES.get(scheme)
     if factory is None:
         known = ", ".join(sorted(f"{s}://" for s in _FACTORIES))

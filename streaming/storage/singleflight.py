@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from streaming.errors import DownloadTimeoutError
+from streaming.util.confine import open_regular
 
 
 def lock_path_for(dest: Path) -> Path:
@@ -21,7 +22,7 @@ def lock_path_for(dest: Path) -> Path:
 
 def _try_lock(lock: Path) -> int | None:
     """An fd holding the lock on the file currently at `lock`, or None if someone else holds it."""
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = open_regular(lock, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # A previous holder may have unlinked the file after we opened it: then we locked a ghost.

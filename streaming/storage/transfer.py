@@ -61,13 +61,14 @@ def fetch(
     url: str, dest: str | os.PathLike, *, expected_size: int | None = None,
     expected_hashes: Mapping[str, str] | None = None, timeout: float = TIMEOUT, retry: int = RETRY,
     range_threshold: int = 16 * MiB, part_size: int = 8 * MiB, max_parts: int = 8,
-    backoff: float = BACKOFF, deadline: float = DEADLINE,
+    backoff: float = BACKOFF, deadline: float = DEADLINE, max_size: int | None = None,
 ) -> Path:
     """Download `url` to `dest` (appears only complete and verified); return dest.
 
     Each attempt is bounded by `timeout` seconds; transient failures are retried `retry` more
     times, and "slow down" answers (429, 503, resets) until `deadline` seconds have passed.
-    Objects of at least `range_threshold` bytes come down as parallel ranges."""
+    Objects of at least `range_threshold` bytes come down as parallel ranges. A body longer
+    than `expected_size` (without one: `max_size`) is refused as its excess arrives."""
     dest = Path(dest)
     policy = transfer_policy(timeout, retry, backoff, url, deadline)
     backend, path = timed_backend(url, timeout)
@@ -84,7 +85,8 @@ def fetch(
     return policy.run(
         url,
         lambda deadline: backend.download(
-            path, dest, expected_size=size, deadline=deadline, hashes=expected_hashes
+            path, dest, expected_size=size, deadline=deadline, hashes=expected_hashes,
+            max_size=max_size,
         ),
     )
 

@@ -6,9 +6,7 @@ exactly as it was, and fail with a typed error."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from streaming import StreamingDataset
 from streaming.errors import IndexFileError, StreamingError
 from tests.cache._data import upload_dir
 from tests.dataset.conftest import write_ids
+from tests.support.canary import snapshot
 
 Mutation = Callable[[dict, Path], None]
 
@@ -63,22 +62,6 @@ HOSTILE: dict[str, tuple[Callable[[dict, str], None], Callable[[Path], str]]] = 
 }
 
 
-def _snapshot(root: Path, skip: Path) -> dict[str, tuple[int, str]]:
-    """Every file and link under `root` but outside `skip`: (mode, content digest)."""
-    out: dict[str, tuple[int, str]] = {}
-    for top, dirs, files in os.walk(root, followlinks=False):
-        if Path(top) == skip or skip in Path(top).parents:
-            dirs[:] = []
-            continue
-        for name in dirs + files:
-            path = Path(top) / name
-            info = path.lstat()
-            body = (os.readlink(path) if path.is_symlink() else
-                    hashlib.sha1(path.read_bytes()).hexdigest() if path.is_file() else "dir")
-            out[str(path.relative_to(root))] = (info.st_mode, body)
-    return out
-
-
 @pytest.fixture
 def tree(tmp_path: Path) -> dict[str, Path]:
     """tmp/canary (files that must never change), tmp/source (a clean zstd dataset),
@@ -122,19 +105,19 @@ def _case(name: str) -> Callable[[dict], None]:
 def test_a_hostile_name_in_a_folder_remote_touches_nothing_outside_local(tree, name) -> None:
     remote = tree["root"] / "remote"
     _plant(tree, _case(name)(tree["canary"]), remote)
-    before = _snapshot(tree["root"], tree["local"])
+    before = snapshot(tree["root"], tree["local"])
     with pytest.raises(IndexFileError, match=r"basename"):
         _read_all(str(remote), tree["local"])
-    assert _snapshot(tree["root"], tree["local"]) == before
+    assert snapshot(tree["root"], tree["local"]) == before
 
 
 def test_a_duplicate_name_is_refused_before_anything_is_removed(tree) -> None:
     remote = tree["root"] / "remote"
     _plant(tree, lambda doc: _duplicate(doc, tree["canary"]), remote)
-    before = _snapshot(tree["root"], tree["local"])
+    before = snapshot(tree["root"], tree["local"])
     with pytest.raises(StreamingError, match="also named"):
         _read_all(str(remote), tree["local"])
-    assert _snapshot(tree["root"], tree["local"]) == before
+    assert snapshot(tree["root"], tree["local"]) == before
 
 
 @pytest.mark.slow
@@ -146,10 +129,10 @@ def test_a_hostile_name_in_a_bucket_touches_nothing_outside_local(s3_env, tree, 
     client = s3_env.client()
     bucket = s3_env.make_bucket()
     upload_dir(client, bucket, "data", staged)
-    before = _snapshot(tree["root"], tree["local"])
+    before = snapshot(tree["root"], tree["local"])
     with pytest.raises(IndexFileError, match=r"basename"):
         _read_all(f"s3://{bucket}/data", tree["local"])
-    assert _snapshot(tree["root"], tree["local"]) == before
+    assert snapshot(tree["root"], tree["local"]) == before
 
 
 def test_a_planted_local_index_is_not_followed_by_the_origin_check(tree) -> None:
@@ -163,9 +146,9 @@ def test_a_planted_local_index_is_not_followed_by_the_origin_check(tree) -> None
     planted["shards"][0]["raw_data"]["basename"] = str(tree["canary"] / "victim.txt")
     planted["shards"][1]["raw_data"]["basename"] = "../../canary/sub/victim2.txt"
     (local / "index.json").write_text(json.dumps(planted))
-    before = _snapshot(tree["root"], local)
+    before = snapshot(tree["root"], local)
     assert _read_all(str(remote), local) == list(range(60))
-    assert _snapshot(tree["root"], local) == before
+    assert snapshot(tree["root"], local) == before
 
 
 def test_a_part_folder_linked_elsewhere_is_refused(tree) -> None:
@@ -184,12 +167,12 @@ def test_a_part_folder_linked_elsewhere_is_refused(tree) -> None:
         path.rename(remote / "part0" / path.name)
     tree["local"].mkdir()
     (tree["local"] / "part0").symlink_to(tree["canary"], target_is_directory=True)
-    before = _snapshot(tree["root"], tree["local"])
-    before_canary = _snapshot(tree["canary"], tree["root"] / "none")
+    before = snapshot(tree["root"], tree["local"])
+    before_canary = snapshot(tree["canary"], tree["root"] / "none")
     with pytest.raises(StreamingError, match="outside"):
         _read_all(str(remote), tree["local"])
-    assert _snapshot(tree["root"], tree["local"]) == before
-    assert _snapshot(tree["canary"], tree["root"] / "none") == before_canary
+    assert snapshot(tree["root"], tree["local"]) == before
+    assert snapshot(tree["canary"], tree["root"] / "none") == before_canary
 
 
 def test_a_shard_file_linked_elsewhere_is_never_written_through(tree) -> None:
@@ -202,9 +185,9 @@ def test_a_shard_file_linked_elsewhere_is_never_written_through(tree) -> None:
     for path in local.glob("shard.00000.mds*"):
         path.unlink()
         path.symlink_to(tree["canary"] / path.name)
-    before = _snapshot(tree["canary"], tree["root"] / "none")
+    before = snapshot(tree["canary"], tree["root"] / "none")
     try:
         assert _read_all(str(remote), local) == list(range(60))
     except StreamingError as exc:
         assert "outside" in str(exc)
-    assert _snapshot(tree["canary"], tree["root"] / "none") == before
+    assert snapshot(tree["canary"], tree["root"] / "none") == before

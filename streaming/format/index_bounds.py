@@ -1,0 +1,44 @@
+"""How large an `index.json` this library reads: at most `max_index_bytes()` bytes, 256 MiB
+unless the environment variable STREAMING_MAX_INDEX_BYTES raises (or lowers) it. An index is
+read whole into memory and parsed, so its size bounds what a remote can make a reader hold
+before a single shard is fetched; 256 MiB is roughly 800,000 shard entries, some 50 TB of
+64 MiB shards."""
+
+from __future__ import annotations
+
+import os
+
+from streaming.errors import ArgumentError
+
+DEFAULT_MAX_INDEX_BYTES = 256 << 20
+MAX_INDEX_SETTING = "STREAMING_MAX_INDEX_BYTES"
+
+
+def max_index_bytes() -> int:
+    """The largest index.json accepted, in bytes (the setting, else the default).
+
+    Raises:
+        ArgumentError: the setting is not a positive whole number of bytes.
+    """
+    text = os.environ.get(MAX_INDEX_SETTING)
+    if text is None or not text.strip():
+        return DEFAULT_MAX_INDEX_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ArgumentError(f"{MAX_INDEX_SETTING}={text!r} must be a positive number of bytes")
+    return value
+
+
+def too_big(source: str, size: int | None = None) -> str:
+    """Why an index of `size` bytes (None: more than accepted) at `source` is refused.
+
+    Args:
+        source: the index's path or URL.
+        size: its size, when known.
+    """
+    what = f"is {size:,} bytes" if size is not None else "is larger"
+    return (f"{source}: index.json {what}, more than the {max_index_bytes():,} accepted "
+            f"(set {MAX_INDEX_SETTING} to a larger byte count to read it)")
