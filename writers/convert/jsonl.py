@@ -82,8 +82,40 @@ def iter_lines(path: Path, start: int, stop: int, cursor: Cursor) -> Iterator[tu
         cursor.done = pos - start
 
 
+COMPRESSED = (".gz", ".zst", ".zstd")
+
+
+def _decompressed(path: Path, raw):
+    """A binary stream of the decompressed contents of the open compressed file `raw`."""
+    if path.suffix.lower() == ".gz":
+        import gzip
+
+        return gzip.GzipFile(fileobj=raw)
+    import zstandard
+
+    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+
+
+def compressed_lines(path: Path, cursor: Cursor) -> Iterator[tuple[int, bytes]]:
+    """(-1, line) for every line of a .gz or .zst file, counting compressed bytes read in
+    `cursor.done` and the line number in `cursor.line` (byte offsets mean nothing here)."""
+    with open(path, "rb") as raw, _decompressed(path, raw) as stream:
+        try:
+            for number, line in enumerate(stream, 1):
+                cursor.line = number
+                cursor.done = raw.tell()
+                yield -1, line.rstrip(b"\r\n")
+        except (OSError, EOFError, ValueError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise FormatError(f"{path}: corrupt compressed data after line {cursor.line + 1}: "
+                              f"{exc}") from exc
+    cursor.done = path.stat().st_size
+
+
 class JsonlSource:
-    """A `.jsonl` file of JSON objects (blank lines are skipped)."""
+    """A `.jsonl` file of JSON objects (blank lines are skipped), or a `.jsonl.gz` / `.jsonl.zst`
+    one (read in one piece: a compressed stream has no line starts to seek to)."""
 
     size_unit = "B"
     text_values = False
@@ -92,13 +124,20 @@ class JsonlSource:
         self.path = input_file(path, "JSONL")
         self.label = str(self.path)
         self.size = self.path.stat().st_size
+        self.compressed = self.path.suffix.lower() in COMPRESSED
 
     def pieces(self, count: int) -> list[Piece]:
+        if self.compressed:
+            return [Piece(0, 0, self.size, "bytes")]
         return split_lines(self.path, count)
 
     def records(self, piece: Piece, cursor: Cursor) -> Iterator[dict]:
         loads = _fast_loads()
-        for offset, line in iter_lines(self.path, piece.start, piece.stop, cursor):
+        if self.compressed:
+            lines = compressed_lines(self.path, cursor)
+        else:
+            lines = iter_lines(self.path, piece.start, piece.stop, cursor)
+        for offset, line in lines:
             if not line.strip():
                 continue
             try:
@@ -108,19 +147,21 @@ class JsonlSource:
                 try:
                     record = json.loads(line)
                 except ValueError as exc:
-                    raise FormatError(f"{self.path}: {self._where(offset, exc)}: invalid JSON: "
-                                      f"{getattr(exc, 'msg', exc)}") from exc
+                    raise FormatError(
+                        f"{self.path}: {self._where(offset, cursor, exc)}: invalid JSON: "
+                        f"{getattr(exc, 'msg', exc)}") from exc
             if not isinstance(record, dict):
                 raise FormatError(
-                    f"{self.path}: {self._where(offset)} is a {type(record).__name__}, "
-                    "expected a JSON object"
+                    f"{self.path}: {self._where(offset, cursor)} is a "
+                    f"{type(record).__name__}, expected a JSON object"
                 )
             cursor.at = offset
             yield record
 
-    def _where(self, offset: int, exc: ValueError | None = None) -> str:
+    def _where(self, offset: int, cursor: Cursor, exc: ValueError | None = None) -> str:
         """'line N' (and ', column C' from a JSON error) of the line starting at `offset`."""
-        where = f"line {line_of(self.path, offset)}"
+        number = line_of(self.path, offset) if offset >= 0 else cursor.line
+        where = f"line {number}"
         column = getattr(exc, "colno", None)
         return f"{where}, column {column}" if column is not None else where
 
