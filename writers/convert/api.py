@@ -185,7 +185,7 @@ def part_count(source: Source, workers: int) -> int:
 
 
 _OPTIONS = ("format", "columns", "transform", "compression", "workers", "ordered", "size_limit",
-            "hashes", "progress", "resume", "timeout")
+            "hashes", "progress", "resume", "timeout", "lengths")
 
 
 def _options(values: dict[str, Any]) -> dict[str, Any]:
@@ -224,12 +224,15 @@ def convert(
     timeout: float | None = None,
     exist_ok: bool = False,
     mode: str = "create",
+    lengths: str | None = None,
 ) -> Result:
     """Convert `source` to an MDS dataset under `out` (docs/converting.md).
 
     Args:
-        source: A file path (JSONL, CSV, TSV, Parquet), a saved or in-memory Hugging Face
-            dataset, or an iterable of dicts.
+        source: A file path (JSONL, also .jsonl.gz/.zst, CSV, TSV, Parquet), a folder, a glob,
+            a remote URL, prefix or glob (s3://, gs://, az://; http(s):// for single files), a
+            list of any of these, a saved or in-memory Hugging Face dataset, or an iterable
+            of dicts.
         out: Local folder, remote URL, or a `(local, remote)` pair.
         format: The input format; None detects it from the extension or object.
         columns: Column name -> encoding, overriding inferred ones (None drops a field).
@@ -246,6 +249,8 @@ def convert(
         exist_ok: Replace an MDS dataset (or another conversion) already at `out`.
         mode: `"create"`; `"append"` adds to the dataset at `out`, `"overwrite"` replaces it,
             publishing the new index last.
+        lengths: A column whose per-sample lengths are recorded while writing (side files
+            that packing reads), as `streaming lengths` would record them afterwards.
     """
     started = time.monotonic()
     if workers < 1:
@@ -296,14 +301,19 @@ def _convert_source(
     src: Source, fmt: str, out: Path, *, columns: Mapping[str, str | None] | None,
     transform: Transform | None, compression: str | None, workers: int, ordered: bool,
     size_limit: int | None, hashes: list[str] | None, progress: bool, resume: bool,
-    timeout: float | None, exist_ok: bool, started: float,
+    timeout: float | None, exist_ok: bool, started: float, lengths: str | None,
 ) -> Result:
     """convert() of an opened input into the local folder `out`."""
     if isinstance(src, FileSetSource) and transform is None:
         check_same_columns([(m.name, m.source) for m in src.members], columns or {})
     cols = resolve_columns(src, transform, columns)
-    key = describe_key(src, fmt, cols, transform,
-                       {"compression": compression, "hashes": hashes, "size_limit": size_limit})
+    if lengths is not None and lengths not in cols:
+        raise ArgumentError(f"lengths={lengths!r} names no column of the converted samples "
+                            f"({', '.join(sorted(cols))})")
+    written = {"compression": compression, "hashes": hashes, "size_limit": size_limit}
+    if lengths is not None:
+        written["lengths"] = lengths
+    key = describe_key(src, fmt, cols, transform, written)
     if src.size_unit == "records" and getattr(src, "sequence", None) is None and workers > 1:
         log.info("%s cannot be split; converting it in one process", src.label)
         workers = 1
@@ -315,7 +325,8 @@ def _convert_source(
         log.info("%s: reusing %d finished parts of %d", out, skipped, len(pieces))
     _warn_if_unsplit(src, pieces, workers)
     threads = max(1, (os.cpu_count() or 1) // min(workers, max(1, len(todo))))
-    job = Job(src, out, cols, transform, writer_args(compression, hashes, size_limit, threads))
+    job = Job(src, out, cols, transform,
+              writer_args(compression, hashes, size_limit, threads, lengths))
     bar = _progress_bar(src, pieces, todo, progress)
     try:
         counts = run_parts(job, todo, workers, bar, timeout)

@@ -91,9 +91,12 @@ def _decompressed(path: Path, raw):
         import gzip
 
         return gzip.GzipFile(fileobj=raw)
+    import io
+
     import zstandard
 
-    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    return io.BufferedReader(
+        zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True))
 
 
 def compressed_lines(path: Path, cursor: Cursor) -> Iterator[tuple[int, bytes]]:
@@ -108,7 +111,7 @@ def compressed_lines(path: Path, cursor: Cursor) -> Iterator[tuple[int, bytes]]:
         except (OSError, EOFError, ValueError) as exc:
             if isinstance(exc, FileNotFoundError):
                 raise
-            raise FormatError(f"{path}: corrupt compressed data after line {cursor.line + 1}: "
+            raise FormatError(f"{path}: corrupt compressed data after line {max(0, cursor.line)}: "
                               f"{exc}") from exc
     cursor.done = path.stat().st_size
 

@@ -314,9 +314,10 @@ def part_samples(out: Path, piece: Piece) -> PartCount:
 
 
 def writer_args(compression: str | None, hashes: list[str] | None, size_limit: Any,
-                threads: int) -> dict[str, Any]:
+                threads: int, lengths: str | None = None) -> dict[str, Any]:
+    """The MDSWriter options of every part."""
     return {"compression": compression, "hashes": hashes, "size_limit": size_limit,
-            "max_workers": threads}
+            "max_workers": threads, "lengths": lengths}
 
 
 def describe_key(source: Source, fmt: str, columns: Mapping[str, str], transform: Any,
