@@ -20,6 +20,7 @@ COMMANDS = {
     "lengths": "add_lengths",
     "cache": "cache",
     "plan": "plan",
+    "upload": "upload",
 }
 
 # Exceptions that mean "the input or arguments are wrong", reported without a traceback.

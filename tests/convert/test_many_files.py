@@ -11,7 +11,6 @@ import zstandard
 
 from streaming.errors import ColumnMismatchError, EncodeError, FormatError
 from tests.convert._util import read_samples
-from tests.support.s3server import s3_env, s3_server  # noqa: F401
 from writers.convert import convert
 
 pa = pytest.importorskip("pyarrow")

@@ -15,6 +15,7 @@ from typing import Any
 from streaming.errors import ArgumentError
 from streaming.storage.retry import UPLOAD_TIMEOUT
 from streaming.util.quantities import parse_bytes
+from writers.byte_bar import ByteBar
 from writers.convert.fileset import FileSetSource, check_same_columns
 from writers.convert.graft import graft
 from writers.convert.infer import infer_columns
@@ -273,10 +274,15 @@ def _convert_and_upload(source: Any, output: Output, options: dict[str, Any], ex
                         started: float) -> Result:
     """convert() into a remote `output`: a conversion in its local folder, then the upload."""
     uploader = make_uploader(output, timeout=options["timeout"] or UPLOAD_TIMEOUT,
-                             exist_ok=exist_ok)
+                             exist_ok=exist_ok, who="convert")
     try:
         result = convert(source, output.local, exist_ok=exist_ok, **options)
-        index = uploader.publish()
+        bar = ByteBar(uploader.pending_bytes(), f"upload to {output.remote}", options["progress"])
+        uploader.on_uploaded = bar.add
+        try:
+            index = uploader.publish()
+        finally:
+            bar.close()
     finally:
         uploader.close()
     return replace(result, out=output.remote, index=index, seconds=time.monotonic() - started)
@@ -353,9 +359,9 @@ def _progress_bar(src: Source, pieces: list[Piece], todo: list[Piece], enabled: 
         for piece in pieces:
             if piece not in todo:
                 tally.finish(piece)
-    bar = Progress(src.size or None, src.size_unit, Path(src.label).name, enabled, tally)
-    bar.update(sum(_units(src, p) for p in pieces if p not in todo), 0)
-    return bar
+    reused = sum(_units(src, p) for p in pieces if p not in todo)
+    return Progress(src.size or None, src.size_unit, Path(src.label).name, enabled, tally,
+                    initial=reused)
 
 
 def _file_samples(src: Source, counts: Any) -> dict[str, int]:

@@ -62,7 +62,8 @@ class Progress:
     """Progress of one conversion; silent when `enabled` is False."""
 
     def __init__(self, total: int | None, unit: str, label: str, enabled: bool,
-                 tally: FileTally | None = None) -> None:
+                 tally: FileTally | None = None, initial: int = 0) -> None:
+        """`initial`: units an earlier run converted already (not counted in the rate)."""
         self.samples = 0
         self.tally = tally
         self._bar: Any = None
@@ -70,7 +71,7 @@ class Progress:
         if enabled:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total or None, unit=unit, unit_scale=True,
+            self._bar = tqdm(total=total or None, initial=initial, unit=unit, unit_scale=True,
                              unit_divisor=1024 if unit == "B" else 1000,
                              desc=f"convert {label}", dynamic_ncols=True)
 
