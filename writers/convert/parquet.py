@@ -41,6 +41,8 @@ def _arrow_encoding(pa, kind) -> str | None:
         inner = _arrow_encoding(pa, kind.value_type)
         if inner in (None, "json", "str", "bytes"):
             return "json"
+        if inner.startswith("ndarray:"):  # nested lists: one array of more dimensions
+            return inner
         return "ndarray:" + ("int64" if inner == "int" else inner)
     if types.is_struct(kind) or types.is_map(kind):
         return "json"
