@@ -20,7 +20,7 @@ from writers.convert.infer import infer_columns
 from writers.convert.position import describe
 from writers.convert.source import Cursor, Piece, Source, first_samples
 
-HEAD_SAMPLES = 50  # records per file compared for the columns check (text inputs)
+HEAD_SAMPLES = 20  # records per file compared for the columns check (text inputs)
 
 
 @dataclass(frozen=True)
