@@ -167,3 +167,17 @@ def test_a_remote_prefix_and_a_remote_glob(s3_env, tmp_path):
     assert ids(tmp_path / "out2") == list(range(10, 30))
     again = convert(f"s3://{bucket}/raw/", tmp_path / "out", workers=2, progress=False)
     assert again.skipped_parts == again.parts  # the listing's names and sizes match: reused
+
+
+def test_http_files_by_url_and_an_http_prefix_asks_for_them(http_server, tmp_path):
+    from streaming.errors import UnsupportedFeatureError
+
+    folder = http_server.root / "corpus"
+    folder.mkdir(exist_ok=True)
+    for name, start in (("a", 0), ("b", 5)):
+        (folder / f"{name}.jsonl").write_bytes(lines([{"id": start + i} for i in range(5)]))
+    urls = [f"{http_server.endpoint}/corpus/{name}.jsonl" for name in ("a", "b")]
+    result = convert(urls, tmp_path / "out", progress=False)
+    assert ids(tmp_path / "out") == list(range(10)) and list(result.file_samples) == urls
+    with pytest.raises(UnsupportedFeatureError, match="give the file URLs one by one"):
+        convert(f"{http_server.endpoint}/corpus/", tmp_path / "out2", progress=False)
