@@ -20,7 +20,7 @@ from writers.convert.infer import infer_columns
 from writers.convert.position import describe
 from writers.convert.source import Cursor, Piece, Source, first_samples
 
-HEAD_SAMPLES = 20  # records per file compared for the columns check (text inputs)
+HEAD_SAMPLES = 5  # records per file compared for the columns check (JSON Lines)
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,10 @@ class FileSetSource:
         return {"files": self._fingerprints}
 
 
-def file_columns(source: Source) -> dict[str, str | None]:
+def file_columns(source: Source, chosen: Mapping[str, Any]) -> dict[str, str | None]:
     """One file's columns for the consistency check: its schema (Parquet, HF), its header (CSV,
-    encodings unknown: None), or what its first records imply (JSON Lines)."""
+    encodings unknown: None), or what its first records imply (JSON Lines; the columns in
+    `chosen` are not inferred)."""
     schema = getattr(source, "schema_columns", None)
     if schema is not None:
         return dict(schema)
@@ -136,23 +137,25 @@ def file_columns(source: Source) -> dict[str, str | None]:
     if header is not None:
         return dict.fromkeys(header)
     samples = first_samples(source, None, HEAD_SAMPLES)
+    names = {key for sample in samples for key in sample}
+    given = {key: None for key in chosen if key in names}
     try:
-        return dict(infer_columns(samples)) if samples else {}
+        return dict(infer_columns(samples, given)) if samples else {}
     except EncodeError:  # values this few records cannot decide: compare the names only
         return dict.fromkeys(key for sample in samples for key in sample)
 
 
 def check_same_columns(members: list[tuple[str, Source]], chosen: Mapping[str, Any],
-                       columns_of: Callable[[Source], dict[str, str | None]] = file_columns
+                       columns_of: Callable[..., dict[str, str | None]] = file_columns
                        ) -> None:
     """ColumnMismatchError naming the first file, a file that differs and the column, unless
     `chosen` (the user's columns=) decides that column."""
     if len(members) < 2:
         return
     first_name, first = members[0]
-    reference = columns_of(first)
+    reference = columns_of(first, chosen)
     for name, source in members[1:]:
-        theirs = columns_of(source)
+        theirs = columns_of(source, chosen)
         for column in sorted(set(reference) | set(theirs)):
             if column in chosen:
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,6 +117,13 @@ def compressed_lines(path: Path, cursor: Cursor) -> Iterator[tuple[int, bytes]]:
     cursor.done = path.stat().st_size
 
 
+def _numbered(stream, cursor: Cursor) -> Iterator[tuple[int, bytes]]:
+    """(-1, line) for the lines of a binary stream, their numbers in `cursor.line`."""
+    for number, line in enumerate(stream, 1):
+        cursor.line = number
+        yield -1, line.rstrip(b"\r\n")
+
+
 class JsonlSource:
     """A `.jsonl` file of JSON objects (blank lines are skipped), or a `.jsonl.gz` / `.jsonl.zst`
     one (read in one piece: a compressed stream has no line starts to seek to)."""
@@ -134,12 +142,30 @@ class JsonlSource:
             return [Piece(0, 0, self.size, "bytes")]
         return split_lines(self.path, count)
 
+    def head(self, limit: int) -> list[dict]:
+        """The first `limit` records, reading only as far as they go (column inference)."""
+        found: list[dict] = []
+        if limit <= 0:
+            return found
+        with open(self.path, "rb") as raw, contextlib.ExitStack() as stack:
+            stream = stack.enter_context(_decompressed(self.path, raw)) if self.compressed else raw
+            cursor = Cursor()
+            for record in self._parsed(_numbered(stream, cursor), cursor):
+                found.append(record)
+                if len(found) == limit:
+                    break
+        return found
+
     def records(self, piece: Piece, cursor: Cursor) -> Iterator[dict]:
-        loads = _fast_loads()
         if self.compressed:
             lines = compressed_lines(self.path, cursor)
         else:
             lines = iter_lines(self.path, piece.start, piece.stop, cursor)
+        return self._parsed(lines, cursor)
+
+    def _parsed(self, lines: Iterator[tuple[int, bytes]], cursor: Cursor) -> Iterator[dict]:
+        """The JSON objects of (offset, line) pairs; blank lines are skipped."""
+        loads = _fast_loads()
         for offset, line in lines:
             if not line.strip():
                 continue
