@@ -88,3 +88,14 @@ def test_local_and_remote_out_on_the_command_line(cli, s3_env, tmp_path: Path):
     assert f"s3://{bucket}/y" in ran.out
     ran = cli("inspect", f"s3://{bucket}/y")
     assert ran.code == 0 and "20" in ran.out
+
+
+def test_rerun_with_another_input_into_a_local_folder_names_the_flags(cli, tmp_path: Path):
+    (tmp_path / "a.jsonl").write_text('{"id": 1}\n')
+    (tmp_path / "b.jsonl").write_text('{"id": 2}\n')
+    out = tmp_path / "out"
+    assert cli("convert", tmp_path / "a.jsonl", out, "-q").code == 0
+    ran = cli("convert", tmp_path / "b.jsonl", out, "-q")
+    assert ran.code == 2 and "--append" in ran.err and "--exist-ok" in ran.err
+    assert "mode=" not in ran.err and "exist_ok" not in ran.err
+    assert cli("convert", tmp_path / "b.jsonl", out, "--append", "-q").code == 0

@@ -150,8 +150,8 @@ def load_or_plan(out: Path, key: dict, make_pieces: Callable[[], list[Piece]],
         if not exist_ok:
             raise OutputExistsError(
                 f"conversion output {out} is not empty and holds no earlier conversion; choose "
-                "an empty or new directory, or pass exist_ok=True (CLI: --exist-ok) to replace "
-                "the MDS dataset in it"
+                "an empty or new directory, pass mode='append' to add to the MDS dataset in it, "
+                "or exist_ok=True to replace it"
             )
         _clear_conversion(out)
     if previous is not None:
@@ -160,8 +160,8 @@ def load_or_plan(out: Path, key: dict, make_pieces: Callable[[], list[Piece]],
         if resume and not exist_ok:
             raise OutputExistsError(
                 f"{out} holds a conversion of a different input or with different options; "
-                "pass exist_ok=True or resume=False (CLI: --exist-ok or --no-resume) to "
-                "replace it"
+                "pass mode='append' to add this input to it, or exist_ok=True or resume=False "
+                "to replace it"
             )
         _clear_conversion(out)
     pieces = make_pieces()
