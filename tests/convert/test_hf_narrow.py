@@ -53,3 +53,12 @@ def test_int_lists_go_into_a_chosen_unsigned_dtype_exactly_or_not_at_all(tmp_pat
     with pytest.raises(EncodeError, match=r"row 2: column 'tokens'.*70000 does not fit uint16"):
         convert([*rows[:1], {"tokens": [70_000]}], tmp_path / "bad",
                 columns={"tokens": "ndarray:uint16"}, progress=False)
+
+
+def test_save_to_disk_folders_narrowed_apart_take_the_widest(tmp_path: Path):
+    datasets.Dataset.from_dict({"tokens": [[1, 2]] * 5}).save_to_disk(str(tmp_path / "in/a"))
+    datasets.Dataset.from_dict({"tokens": [[1, 70_000]] * 5}).save_to_disk(
+        str(tmp_path / "in/b"))
+    result = convert(tmp_path / "in", tmp_path / "out", progress=False)
+    assert result.samples == 10 and encodings(tmp_path / "out")["tokens"] == "ndarray:int32"
+    assert read_samples(tmp_path / "out")[-1]["tokens"] == ["int32", [1, 70_000]]

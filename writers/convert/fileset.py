@@ -52,9 +52,9 @@ class FileSetSource:
         self.size_unit = first.size_unit
         self.text_values = first.text_values
         self.label = f"{len(members)} files"
-        schema = getattr(first, "schema_columns", None)
-        if schema is not None:
-            self.schema_columns = schema
+        schemas = [getattr(one, "schema_columns", None) for _, one in sources]
+        if all(schema is not None for schema in schemas):
+            self.schema_columns = widest(schemas)
 
     def spans(self) -> list[tuple[int, int]]:
         """Each member's [start, stop) on the coordinate line."""
@@ -126,6 +126,29 @@ class FileSetSource:
         return {"files": self._fingerprints}
 
 
+_SIGNED_ARRAYS = ("ndarray:int8", "ndarray:int16", "ndarray:int32", "ndarray:int64")
+
+
+def widest(schemas: list[dict[str, str]]) -> dict[str, str]:
+    """The first schema, each signed integer array column widened to the widest dtype any
+    schema gives it (files whose int lists were narrowed to different widths)."""
+    result = dict(schemas[0])
+    for name, encoding in result.items():
+        if encoding in _SIGNED_ARRAYS:
+            found = [s.get(name) for s in schemas]
+            if all(e in _SIGNED_ARRAYS for e in found):
+                result[name] = max(found, key=_SIGNED_ARRAYS.index)
+    return result
+
+
+def _same(mine: str | None, other: str | None) -> bool:
+    """Whether two files' encodings of a column agree (unknown ones, from a CSV header, do;
+    signed integer arrays of different widths widen to the wider)."""
+    if mine is None or other is None or mine == other:
+        return True
+    return mine in _SIGNED_ARRAYS and other in _SIGNED_ARRAYS
+
+
 def file_columns(source: Source, chosen: Mapping[str, Any]) -> dict[str, str | None]:
     """One file's columns for the consistency check: its schema (Parquet, HF), its header (CSV,
     encodings unknown: None), or what its first records imply (JSON Lines; the columns in
@@ -160,8 +183,7 @@ def check_same_columns(members: list[tuple[str, Source]], chosen: Mapping[str, A
             if column in chosen:
                 continue
             mine, other = reference.get(column, "-"), theirs.get(column, "-")
-            if column in reference and column in theirs and (
-                    mine is None or other is None or mine == other):
+            if column in reference and column in theirs and _same(mine, other):
                 continue
             raise ColumnMismatchError(first_name, name, column, _says(mine), _says(other))
 
