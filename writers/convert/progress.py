@@ -7,16 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming.util.quantities import human_bytes
 from writers.convert.source import Piece
-
-
-def human_bytes(count: float) -> str:
-    """1536 -> '1.5KiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(count) < 1024 or unit == "TiB":
-            return f"{count:.0f}{unit}" if unit == "B" else f"{count:.1f}{unit}"
-        count /= 1024
-    return f"{count:.1f}TiB"
 
 
 @dataclass
