@@ -143,7 +143,7 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.1f} (other work on the machine skews MB/s;"
           " CPU-s per GB does not depend on it)")
     if args.many_only:
-        many_files(src, work, ours(src, work / "w2", 2)[0])
+        many_files(src, work, ours(src, work / "w2", 2))
         print(f"load average after: {os.getloadavg()[0]:.1f}")
         shutil.rmtree(work, ignore_errors=True)
         return
@@ -157,7 +157,7 @@ def main() -> None:
     print(f"scaling 2 vs 1     {one / two:8.2f}x  (target >= 1.8x; work overhead of the split "
           f"{two_cpu / one_cpu:.2f}x)")
     engines(src, work, [e for e in args.engines.split(",") if e], {1: one, 2: two})
-    many_files(src, work, two)
+    many_files(src, work, (two, two_cpu))
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     ref = reference(src, work / "ref")
     if ref is None:
