@@ -34,7 +34,7 @@ def test_a_folder_converts_with_two_workers_and_names_each_file(cli, tmp_path: P
     for f in range(8):
         assert f"part-{f:05d}.parquet  40 samples" in ran.out
     assert "wrote 320 samples from 8 files in 2 parts" in ran.out
-    assert "files=8/8" in ran.err and "samples=320" in ran.err
+    assert "files=8/8" in ran.err and "samples=320" in ran.err and "read=" in ran.err
 
 
 def test_cli_errors_name_options_not_keywords(cli, tmp_path: Path):

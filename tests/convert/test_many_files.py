@@ -181,3 +181,11 @@ def test_http_files_by_url_and_an_http_prefix_asks_for_them(http_server, tmp_pat
     assert ids(tmp_path / "out") == list(range(10)) and list(result.file_samples) == urls
     with pytest.raises(UnsupportedFeatureError, match="give the file URLs one by one"):
         convert(f"{http_server.endpoint}/corpus/", tmp_path / "out2", progress=False)
+
+
+def test_an_input_that_cannot_split_for_every_worker_says_why(tmp_path, caplog):
+    (tmp_path / "one.jsonl.gz").write_bytes(gzip.compress(lines([{"id": i} for i in range(9)])))
+    with caplog.at_level("WARNING"):
+        result = convert(tmp_path / "one.jsonl.gz", tmp_path / "out", workers=2, progress=False)
+    assert result.parts == 1 and ids(tmp_path / "out") == list(range(9))
+    assert "splits into only 1 part(s) for 2 workers" in caplog.text
