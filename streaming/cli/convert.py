@@ -63,7 +63,8 @@ def register(sub) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="input files (.jsonl .jsonl.gz .jsonl.zst .csv .tsv .parquet), folders, "
                         "globs, remote prefixes (s3:// gs:// az://) or save_to_disk folders")
-    p.add_argument("out", help="output folder or URL (an earlier run into it is resumed)")
+    p.add_argument("out", metavar="OUT",
+                   help="output folder or URL (an earlier run into it is resumed)")
     p.add_argument("--format", choices=["jsonl", "csv", "tsv", "parquet", "hf"],
                    help="input format (default: from the extensions)")
     p.add_argument("--columns", metavar="NAME:ENC,...",

@@ -99,3 +99,6 @@ def test_rerun_with_another_input_into_a_local_folder_names_the_flags(cli, tmp_p
     assert ran.code == 2 and "--append" in ran.err and "--exist-ok" in ran.err
     assert "mode=" not in ran.err and "exist_ok" not in ran.err
     assert cli("convert", tmp_path / "b.jsonl", out, "--append", "-q").code == 0
+    assert cli("convert", tmp_path / "b.jsonl", out, "--overwrite", "-q").code == 0
+    ran = cli("inspect", out, "--json")
+    assert ran.code == 0 and ran.json()["samples"] == 1
