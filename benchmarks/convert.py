@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _corpus import BENCH_DATA, token_corpus  # noqa: E402
 from _engine_runs import ENGINES, split_corpus  # noqa: E402
-from _many_files import many_files  # noqa: E402
+from _many_files import cpu_seconds, many_files  # noqa: E402
 
 from writers.convert import convert  # noqa: E402
 
@@ -76,13 +75,6 @@ def make_jsonl(samples: int) -> Path:
                                      "tokens": sample["tokens"].tolist()}) + "\n")
     os.replace(tmp, path)
     return path
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process plus its finished children (the pool's workers)."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def ours(src: Path, out: Path, workers: int) -> tuple[float, float]:
