@@ -4,13 +4,17 @@ the distributed engines (Ray Data, Dask, Spark) at 1 and 2 workers.
     .venv/bin/python benchmarks/convert.py            # ~1 GB JSONL (cached in bench-data/)
     .venv/bin/python benchmarks/convert.py --quick    # ~100 MB
     .venv/bin/python benchmarks/convert.py --engines ray,dask   # which engines (default all)
+    .venv/bin/python benchmarks/convert.py --quick --many-only   # just the many-file case
 
 The corpus is the shared token corpus written as JSON lines (token arrays as JSON lists plus
 text and id). Prints input MB/s per run and the 2-worker scaling factor (target >= 1.8x on two
 cores). When `.bench-venvs/reference` exists, the reference implementation converts the same
 file in the same run (parse each line, then its MDSWriter), in a subprocess with that python.
 Each installed engine converts the same corpus (split into files) in the same run; its rows
-are throughput ratios against the process pool at the same worker count.
+are throughput ratios against the process pool at the same worker count. The many-file case
+converts the same samples as 64 Parquet and 256 JSONL files (a folder in) against LitData's
+`optimize` over the same files in the same run (.bench-venvs/litdata), with the one-file run at
+2 workers as the baseline (benchmarks/_many_files.py).
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -31,6 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _corpus import BENCH_DATA, token_corpus  # noqa: E402
 from _engine_runs import ENGINES, split_corpus  # noqa: E402
+from _many_files import cpu_seconds, many_files  # noqa: E402
 
 from writers.convert import convert  # noqa: E402
 
@@ -71,13 +75,6 @@ def make_jsonl(samples: int) -> Path:
                                      "tokens": sample["tokens"].tolist()}) + "\n")
     os.replace(tmp, path)
     return path
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process plus its finished children (the pool's workers)."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def ours(src: Path, out: Path, workers: int) -> tuple[float, float]:
@@ -127,6 +124,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, help="corpus samples (overrides --quick)")
     parser.add_argument("--engines", default=",".join(ENGINES),
                         help="distributed engines to compare (comma-separated; '' for none)")
+    parser.add_argument("--many-only", action="store_true",
+                        help="only the many-file case (and its one-file baseline)")
     args = parser.parse_args()
     samples = args.samples or (16_000 if args.quick else 160_000)
     src = make_jsonl(samples)
@@ -135,6 +134,11 @@ def main() -> None:
     work = BENCH_DATA / "convert-out"
     print(f"load average before: {os.getloadavg()[0]:.1f} (other work on the machine skews MB/s;"
           " CPU-s per GB does not depend on it)")
+    if args.many_only:
+        many_files(src, work, ours(src, work / "w2", 2))
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
+        shutil.rmtree(work, ignore_errors=True)
+        return
     one, one_cpu = ours(src, work / "w1", 1)
     two, two_cpu = ours(src, work / "w2", 2)
     gb = size / (1 << 30)
@@ -145,6 +149,7 @@ def main() -> None:
     print(f"scaling 2 vs 1     {one / two:8.2f}x  (target >= 1.8x; work overhead of the split "
           f"{two_cpu / one_cpu:.2f}x)")
     engines(src, work, [e for e in args.engines.split(",") if e], {1: one, 2: two})
+    many_files(src, work, (two, two_cpu))
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     ref = reference(src, work / "ref")
     if ref is None:

@@ -212,3 +212,25 @@ class UnsafePathError(StreamingError, PermissionError):
     """A file this library would create, rename or remove under a cache or dataset folder
     resolves outside that folder (through `..`, an absolute name or a symbolic link); the
     message names the path, where it leads and the folder."""
+
+
+class ColumnMismatchError(DatasetMismatchError):
+    """Two input files of one conversion have different columns; names both and the column.
+
+    Args:
+        first: the file the others are compared with.
+        other: the file that differs.
+        column: the column that differs.
+        first_has / other_has: what each file has for it ("missing", or its encoding).
+    """
+
+    def __init__(self, first: str, other: str, column: str, first_has: str,
+                 other_has: str) -> None:
+        super().__init__(
+            f"input files differ in column {column!r}: {first} has {first_has}, {other} has "
+            f"{other_has}; pass columns= to choose the columns (a column set to None is dropped)")
+        self.first, self.other, self.column = first, other, column
+        self.has = (first_has, other_has)
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.first, self.other, self.column, *self.has))

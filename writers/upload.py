@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,10 +95,11 @@ class Uploader:
     def __init__(
         self, output: Output, *, exist_ok: bool = False, keep_local: bool | None = None,
         retry: int = RETRY, timeout: float = UPLOAD_TIMEOUT, max_workers: int = 4,
-        keep: frozenset[str] | None = None,
+        keep: frozenset[str] | None = None, who: str = "MDSWriter",
     ) -> None:
         """`keep`: the files of a dataset being appended to or replaced (mode "append" or
-        "overwrite"): the remote dataset is left as it is and none of these is uploaded."""
+        "overwrite"): the remote dataset is left as it is and none of these is uploaded.
+        `who`: the writer named when the remote already holds a dataset."""
         if output.remote is None:
             raise ArgumentError("Uploader needs an output with a remote URL")
         self.local, self.remote, self.staging = output.local, output.remote, output.staging
@@ -110,6 +111,9 @@ class Uploader:
         self._prefix = root.rstrip("/") + "/" if root.rstrip("/") else ""
         self._policy = RetryPolicy(attempts=retry + 1, timeout=self._attempt_timeout)
         self._keep = keep
+        self._who = who
+        # Called with each file's size once it is uploaded (a progress bar's `add`).
+        self.on_uploaded: Callable[[int], None] | None = None
         self._stale = self._check_remote(exist_ok) if keep is None else set()
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="mds-upload")
         # Bounds finished-but-not-uploaded shards, so a slow link cannot fill the local disk.
@@ -134,7 +138,8 @@ class Uploader:
             index_url = self.url(INDEX)
             if not exist_ok:
                 raise OutputExistsError(
-                    f"MDSWriter output {index_url} already exists; pass exist_ok=True to replace it"
+                    f"{self._who} output {index_url} already exists; pass mode='append' to add "
+                    "to it, or exist_ok=True to replace it"
                 )
             # The old index goes first: no moment exists where it names a half-replaced shard.
             self._delete(INDEX)
@@ -184,6 +189,8 @@ class Uploader:
             raise cls(f"upload of {shard} to {url} failed: {exc}") from exc
         with self._lock:
             self._uploaded.add(name)
+        if self.on_uploaded is not None:
+            self.on_uploaded(path.stat().st_size)
         if not self.keep_local:
             path.unlink(missing_ok=True)
         return name
@@ -208,6 +215,12 @@ class Uploader:
             raise
         log.info("published %s", self.url(INDEX))
         return self.url(INDEX)
+
+    def pending_bytes(self) -> int:
+        """Bytes `publish` still has to send: files not uploaded yet, and the index."""
+        index = self.local / INDEX
+        sizes = [p.stat().st_size for p in self._leftovers(index)]
+        return sum(sizes) + (index.stat().st_size if index.is_file() else 0)
 
     def _wait_all(self) -> None:
         deadline = time.monotonic() + self.timeout

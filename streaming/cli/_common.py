@@ -12,6 +12,7 @@ from streaming.format.index import DatasetIndex, parse_index, read_index
 from streaming.format.index_bounds import max_index_bytes, too_big
 from streaming.storage import backend_for, join
 from streaming.storage.schemes import split_scheme
+from streaming.util.quantities import human_bytes  # noqa: F401  (the subcommands' import)
 
 
 class UserError(Exception):
@@ -60,12 +61,3 @@ def dataset_root(location: str) -> str:
 
 def scratch_dir() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="streaming-cli-")
-
-
-def human_bytes(count: float) -> str:
-    """1536 -> '1.5 KiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(count) < 1024 or unit == "TiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} TiB"

@@ -21,6 +21,7 @@ COMMANDS = {
     "lengths": "add_lengths",
     "cache": "cache",
     "plan": "plan",
+    "upload": "upload_folder",
 }
 
 # Exceptions that mean "the input or arguments are wrong", reported without a traceback.

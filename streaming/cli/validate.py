@@ -22,6 +22,7 @@ from streaming.cli._common import (
     open_index,
     scratch_dir,
 )
+from streaming.cli._progress import CommandBar
 from streaming.cli.parquet_location import add_parquet_options, check_row_groups
 from streaming.errors import ShardCorruptError, StreamingError, UnsafeTypeError
 from streaming.format.compression import decompress_file
@@ -50,6 +51,8 @@ def register(sub) -> None:
                    help="also decode pickle (pkl) columns")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     add_parquet_options(p)
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is none either when stderr is not a terminal)")
     p.set_defaults(run=run)
 
 
@@ -177,8 +180,16 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{exc} (CLI: --allow-unsafe-types)") from exc
     with scratch_dir() as scratch:
         checker = ShardChecker(index, dataset_root(args.location), Path(scratch), codec)
-        with ThreadPoolExecutor(max(1, args.workers)) as pool:
-            problems = list(pool.map(checker.check, range(index.num_shards)))
+        bar = CommandBar(index.num_shards, f"validate {args.location}", "shard",
+                         not args.no_progress)
+        try:
+            with ThreadPoolExecutor(max(1, args.workers)) as pool:
+                problems = []
+                for problem in pool.map(checker.check, range(index.num_shards)):
+                    problems.append(problem)
+                    bar.update()
+        finally:
+            bar.close()
     bad = {index.basenames[i]: p for i, p in enumerate(problems) if p is not None}
     return _report(args, index, bad, "shards")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,8 @@ class RecordedLengths:
 
 
 def record_lengths(dataset: str | os.PathLike, column: str, *, force: bool = False,
-                   at_once: int = AT_ONCE) -> RecordedLengths:
+                   at_once: int = AT_ONCE,
+                   on_shard: Callable[[int], None] | None = None) -> RecordedLengths:
     """Record the lengths of `column` for every sample of `dataset` (side files plus the
     index key MDSWriter(lengths=column) writes); nothing to do when the index records them
     for `column` already.
@@ -73,6 +75,8 @@ def record_lengths(dataset: str | os.PathLike, column: str, *, force: bool = Fal
             column's value, else the decoded value's length.
         force: replace lengths the index records for another column (else an ArgumentError).
         at_once: shards read at once.
+        on_shard: called with a shard's sample count once its side file is published (from
+            the reading threads; a progress bar's update).
     """
     location = os.fspath(dataset).rstrip("/").removesuffix("/" + INDEX_NAME)
     with tempfile.TemporaryDirectory(prefix="mds-lengths-") as tmp:
@@ -93,9 +97,13 @@ def record_lengths(dataset: str | os.PathLike, column: str, *, force: bool = Fal
                               f"{sorted(index.columns)})")
         hashes = sorted(index.raw_hashes[0]) if index.num_shards else []
         raw_shard = scratch_shards(stream, index)
-        files = map_at_once(
-            lambda shard: _side_file(location, raw_shard, index, shard, column, hashes),
-            range(index.num_shards), at_once, name="mds-lengths")
+        def one(shard: int) -> tuple[dict[str, Any], int]:
+            done = _side_file(location, raw_shard, index, shard, column, hashes)
+            if on_shard is not None:
+                on_shard(int(index.samples_per_shard[shard]))
+            return done
+
+        files = map_at_once(one, range(index.num_shards), at_once, name="mds-lengths")
         new_index = Path(tmp, INDEX_NAME)
         new_index.write_bytes(index_bytes(index.shards, {
             **index.extra, **lengths_key(column, [info for info, _ in files])}))

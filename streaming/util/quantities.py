@@ -68,3 +68,12 @@ def parse_count(value: int | float | str) -> int:
         value: a count, or a number followed by a suffix; the result must be whole.
     """
     return _parse(value, _COUNT_UNITS, "count")
+
+
+def human_bytes(count: float) -> str:
+    """A byte count as people read it: 1536 -> '1.5 KiB' (the inverse of `parse_bytes`)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"

@@ -50,9 +50,9 @@ def test_quiet_parallel_csv_and_parts_summary(cli, tmp_path: Path):
     assert ran.code == 0, ran.err
     assert ran.out == "" and ran.err == ""
     info = cli("inspect", out, "--json").json()
-    assert info["samples"] == 400 and set(info["parts"]) == {"part00000", "part00001"}
+    assert info["samples"] == 400 and set(info["parts"]) == {"part-00000", "part-00001"}
     assert info["compression"] == {"none": info["shards"]}
-    assert "part00001" in cli("inspect", out).out
+    assert "part-00001" in cli("inspect", out).out
 
 
 def test_validate_reports_bad_shards(cli, corpus: Path, tmp_path: Path):
@@ -115,10 +115,10 @@ def test_merge_index_rebuilds_the_root_index(cli, corpus: Path, tmp_path: Path):
     ran = cli("merge-index", out)
     assert ran.code == 0 and "600 samples" in ran.out
     assert (out / "index.json").read_bytes() == original
-    ran = cli("merge-index", out, out / "part00001")
+    ran = cli("merge-index", out, out / "part-00001")
     assert ran.code == 0
     assert json.loads((out / "index.json").read_text())["shards"][0]["raw_data"][
-        "basename"].startswith("part00001/")
+        "basename"].startswith("part-00001/")
 
 
 def test_cache_show_and_clear_only_marked_caches(cli, corpus: Path, tmp_path: Path):

@@ -22,12 +22,12 @@ def jsonl(path: Path, start: int, n: int, **extra) -> Path:
 def test_cli_append_adds_parts_and_keeps_the_old_ones(cli, tmp_path: Path):
     out = tmp_path / "out"
     assert cli("convert", jsonl(tmp_path / "a.jsonl", 0, 50), out, "-q").code == 0
-    old = {p: p.read_bytes() for p in (out / "part00000").iterdir()}
+    old = {p: p.read_bytes() for p in (out / "part-00000").iterdir()}
     ran = cli("convert", jsonl(tmp_path / "b.jsonl", 50, 30), out, "--append", "-q")
     assert ran.code == 0, ran.err
     assert [s["id"] for s in read_samples(out)] == list(range(80))
     assert all(p.read_bytes() == data for p, data in old.items())
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["part-00001", "part00000"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["part-00000", "part-00001"]
     bad = cli("convert", jsonl(tmp_path / "c.jsonl", 0, 5, extra=1), out, "--append", "-q")
     assert bad.code != 0 and "column 'extra' only in the new shards" in bad.err
     assert [s["id"] for s in read_samples(out)] == list(range(80))

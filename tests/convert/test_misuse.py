@@ -136,7 +136,8 @@ def test_zero_workers_is_refused_before_anything_is_written(tmp_path):
 def test_a_folder_of_unknown_format_asks_for_format(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "rows.bin").write_bytes(b"x")
-    with pytest.raises(ArgumentError, match=r"cannot tell the format of folder .*in; pass format="):
+    with pytest.raises(ArgumentError, match=r"cannot tell the format of the files in .*in from "
+                                            r"their extensions; pass format="):
         convert(tmp_path / "in", tmp_path / "out", progress=False)
     with pytest.raises(ArgumentError, match=r"cannot tell the format of .*rows\.bin from its "
                                             r"extension; pass format="):

@@ -21,14 +21,20 @@ def check_cover(pieces, start: int, stop: int, limit: int) -> None:
 
 
 @given(st.lists(st.integers(0, 1000), min_size=1, max_size=40), st.integers(1, 12))
-def test_parquet_pieces_follow_row_groups(group_rows, count):
+def test_parquet_pieces_are_row_ranges_near_even_shares(group_rows, count):
     source = ParquetSource.__new__(ParquetSource)
     source.group_rows, source.size = group_rows, sum(group_rows)
+    source.group_starts = list(itertools.accumulate(group_rows, initial=0))
     pieces = source.pieces(count)
-    check_cover(pieces, 0, len(group_rows), count)
-    # The k-th cut comes only once the rows before it reach k shares of the total.
+    check_cover(pieces, 0, source.size, count)
+    assert all(p.unit == "rows" for p in pieces)
+    # Each cut is a row-group edge near an even share, or the even share itself (inside a
+    # group): so a file of one row group still gives one piece per worker.
+    share = source.size / max(1, len(even_bounds(source.size, count)) - 1)
     for k, piece in enumerate(pieces[1:], 1):
-        assert sum(group_rows[: piece.start]) * count >= source.size * k
+        even = source.size * k // len(even_bounds(source.size, count)[1:])
+        assert piece.start in source.group_starts or piece.start == even
+        assert abs(piece.start - even) <= share / 4 + 1
 
 
 @given(st.integers(0, 500), st.integers(1, 16))

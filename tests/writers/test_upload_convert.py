@@ -39,7 +39,7 @@ def test_convert_to_s3_publishes_the_same_dataset_as_a_local_run(s3_env, tmp_pat
     convert(source, tmp_path / "local", **options)
     remote = download(s3_env, bucket, "conv", tmp_path / "down")
     assert remote == tree(tmp_path / "local")  # parts, their indexes and the merged root index
-    assert any(name.startswith("part00001/") for name in remote)
+    assert any(name.startswith("part-00001/") for name in remote)
     got = LocalDataset(tmp_path / "down")
     assert [got[i]["id"] for i in range(len(got))] == list(range(2000))
 

@@ -5,18 +5,27 @@ from __future__ import annotations
 import logging
 import math
 import os
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from streaming.errors import ArgumentError, UnsupportedFeatureError
+from streaming.errors import ArgumentError
 from streaming.storage.retry import UPLOAD_TIMEOUT
-from streaming.storage.schemes import split_scheme
 from streaming.util.quantities import parse_bytes
+from writers.byte_bar import ByteBar
+from writers.convert.fileset import FileSetSource, check_same_columns
 from writers.convert.graft import graft
 from writers.convert.infer import infer_columns
+from writers.convert.inputs import (
+    InputFile,
+    expand_inputs,
+    format_of_name,
+    is_hf_folder,
+    is_remote,
+)
 from writers.convert.parallel import (
     Job,
     Result,
@@ -29,7 +38,7 @@ from writers.convert.parallel import (
     writer_args,
 )
 from writers.convert.parts import prepare_target
-from writers.convert.progress import Progress
+from writers.convert.progress import FileTally, Progress
 from writers.convert.source import Piece, Source, Transform, first_samples
 from writers.growth import check_mode
 from writers.limits import DEFAULT_SIZE_LIMIT, check_compression, check_hashes
@@ -38,10 +47,6 @@ from writers.upload import Output, make_uploader, resolve_output
 log = logging.getLogger(__name__)
 
 FORMATS = ("jsonl", "csv", "tsv", "parquet", "hf", "iterable")
-_EXTENSIONS = {
-    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-    ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet",
-}
 # A part is the unit of parallel work and of resumption: small enough to balance, big enough
 # that each part's last partial shard stays a small fraction.
 PART_BYTES = 256 << 20
@@ -49,15 +54,31 @@ PART_ROWS = 1 << 20
 INFER_SAMPLES = 200  # transformed in the driver too, so keep it modest
 
 
+def _is_file_spec(source: Any) -> bool:
+    """Whether `source` names files (a path, URL, glob, or a list of them) rather than data."""
+    if isinstance(source, (str, os.PathLike)):
+        return True
+    return isinstance(source, (list, tuple)) and bool(source) and all(
+        isinstance(item, (str, os.PathLike)) for item in source)
+
+
+def _is_single_file(source: Any) -> bool:
+    """A path to one local file or save_to_disk folder (read as itself, not as a file set)."""
+    if not isinstance(source, (str, os.PathLike)) or is_remote(os.fspath(source)):
+        return False
+    path = Path(os.fspath(source).removeprefix("file://"))
+    return path.is_file() or (path.is_dir() and is_hf_folder(path))
+
+
 def detect_format(source: Any) -> str:
     """The input format of a path (by extension or folder contents) or an in-memory object."""
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if path.is_dir():
-            if (path / "dataset_info.json").is_file() or (path / "state.json").is_file():
+            if is_hf_folder(path):
                 return "hf"
             raise ArgumentError(f"cannot tell the format of folder {path}; pass format=")
-        fmt = _EXTENSIONS.get(path.suffix.lower())
+        fmt = format_of_name(path.name)
         if fmt is None:
             raise ArgumentError(
                 f"cannot tell the format of {path} from its extension; "
@@ -69,34 +90,70 @@ def detect_format(source: Any) -> str:
     return "iterable"
 
 
-def open_source(source: Any, fmt: str | None = None) -> tuple[Source, str]:
-    """A Source object for `source` in format `fmt` (detected when None)."""
-    fmt = (fmt or detect_format(source)).lower()
+def _check_format(fmt: str) -> str:
+    fmt = fmt.lower()
     if fmt not in FORMATS:
         raise ArgumentError(f"unknown input format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if isinstance(source, (str, os.PathLike)) and fmt != "hf" and split_scheme(source)[0] not in (
-        "", "file"
-    ):
-        raise UnsupportedFeatureError(f"convert reads local files only; download {source} first")
+    return fmt
+
+
+def open_one(source: Any, fmt: str) -> Source:
+    """A Source over one file, save_to_disk folder or in-memory object in format `fmt`."""
     if fmt == "jsonl":
         from writers.convert.jsonl import JsonlSource
 
-        return JsonlSource(source), fmt
+        return JsonlSource(source)
     if fmt in ("csv", "tsv"):
         from writers.convert.csv import CsvSource
 
-        return CsvSource(source, delimiter="\t" if fmt == "tsv" else ","), fmt
+        return CsvSource(source, delimiter="\t" if fmt == "tsv" else ",")
     if fmt == "parquet":
         from writers.convert.parquet import ParquetSource
 
-        return ParquetSource(source), fmt
+        return ParquetSource(source)
     if fmt == "hf":
         from writers.convert.hf_datasets import HFSource
 
-        return HFSource(source), fmt
+        return HFSource(source)
     from writers.convert.iterable import IterableSource
 
-    return IterableSource(source), fmt
+    return IterableSource(source)
+
+
+def open_source(source: Any, fmt: str | None = None, scratch: Path | None = None
+                ) -> tuple[Source, str]:
+    """A Source object for `source` in format `fmt` (detected when None); inputs of several
+    files (a folder, glob, list or remote prefix; remote files go to `scratch`) as one."""
+    if fmt is not None:
+        fmt = _check_format(fmt)
+    if _is_single_file(source) or not _is_file_spec(source):
+        fmt = fmt or detect_format(source)
+        return open_one(source, fmt), fmt
+    files = expand_inputs(source, fmt, scratch)
+    if fmt is None:
+        first = files[0].path
+        fmt = "hf" if first.is_dir() else format_of_name(first.name) or detect_format(first)
+    return open_files(files, fmt), fmt
+
+
+def open_files(files: list[InputFile], fmt: str) -> FileSetSource:
+    """The files as one Source; empty ones (no bytes, rows or records) are left out and named."""
+    members, empty, prints = [], [], []
+    for item in files:
+        if item.path.is_file() and item.path.stat().st_size == 0:
+            empty.append(item.name)
+            continue
+        one = open_one(item.path, fmt)
+        whole = one.pieces(1)[0]
+        if one.size == 0 or whole.stop <= whole.start:
+            empty.append(item.name)
+            continue
+        members.append((item.name, one))
+        prints.append({"url": item.url, "bytes": item.size} if item.url else one.fingerprint())
+    if not members:
+        raise ArgumentError(f"every input file is empty ({', '.join(empty[:5])}"
+                            f"{', ...' if len(empty) > 5 else ''})")
+    return FileSetSource(members, empty, prints)
 
 
 def resolve_columns(source: Source, transform: Transform | None,
@@ -129,7 +186,7 @@ def part_count(source: Source, workers: int) -> int:
 
 
 _OPTIONS = ("format", "columns", "transform", "compression", "workers", "ordered", "size_limit",
-            "hashes", "progress", "resume", "timeout")
+            "hashes", "progress", "resume", "timeout", "lengths")
 
 
 def _options(values: dict[str, Any]) -> dict[str, Any]:
@@ -168,12 +225,15 @@ def convert(
     timeout: float | None = None,
     exist_ok: bool = False,
     mode: str = "create",
+    lengths: str | None = None,
 ) -> Result:
     """Convert `source` to an MDS dataset under `out` (docs/converting.md).
 
     Args:
-        source: A file path (JSONL, CSV, TSV, Parquet), a saved or in-memory Hugging Face
-            dataset, or an iterable of dicts.
+        source: A file path (JSONL, also .jsonl.gz/.zst, CSV, TSV, Parquet), a folder, a glob,
+            a remote URL, prefix or glob (s3://, gs://, az://; http(s):// for single files), a
+            list of any of these, a saved or in-memory Hugging Face dataset, or an iterable
+            of dicts.
         out: Local folder, remote URL, or a `(local, remote)` pair.
         format: The input format; None detects it from the extension or object.
         columns: Column name -> encoding, overriding inferred ones (None drops a field).
@@ -190,6 +250,8 @@ def convert(
         exist_ok: Replace an MDS dataset (or another conversion) already at `out`.
         mode: `"create"`; `"append"` adds to the dataset at `out`, `"overwrite"` replaces it,
             publishing the new index last.
+        lengths: A column whose per-sample lengths are recorded while writing (side files
+            that packing reads), as `streaming lengths` would record them afterwards.
     """
     started = time.monotonic()
     if workers < 1:
@@ -212,26 +274,52 @@ def _convert_and_upload(source: Any, output: Output, options: dict[str, Any], ex
                         started: float) -> Result:
     """convert() into a remote `output`: a conversion in its local folder, then the upload."""
     uploader = make_uploader(output, timeout=options["timeout"] or UPLOAD_TIMEOUT,
-                             exist_ok=exist_ok)
+                             exist_ok=exist_ok, who="convert")
     try:
         result = convert(source, output.local, exist_ok=exist_ok, **options)
-        index = uploader.publish()
+        bar = ByteBar(uploader.pending_bytes(), f"upload to {output.remote}", options["progress"])
+        uploader.on_uploaded = bar.add
+        try:
+            index = uploader.publish()
+        finally:
+            bar.close()
     finally:
         uploader.close()
     return replace(result, out=output.remote, index=index, seconds=time.monotonic() - started)
 
 
-def _convert_here(
-    source: Any, out: Path, *, format: str | None, columns: Mapping[str, str | None] | None,
+def _convert_here(source: Any, out: Path, *, format: str | None, transform: Transform | None,
+                  started: float, **options: Any) -> Result:
+    """convert() into the local folder `out`, its options checked already; remote inputs are
+    downloaded into a temporary folder removed afterwards."""
+    remote = _is_file_spec(source) and any(
+        is_remote(os.fspath(item)) for item in ([source] if isinstance(source, (str, os.PathLike))
+                                                else source))
+    if not remote:
+        src, fmt = open_source(source, format)
+        return _convert_source(src, fmt, out, transform=transform, started=started, **options)
+    with tempfile.TemporaryDirectory(prefix="mds-convert-inputs-") as scratch:
+        src, fmt = open_source(source, format, Path(scratch))
+        return _convert_source(src, fmt, out, transform=transform, started=started, **options)
+
+
+def _convert_source(
+    src: Source, fmt: str, out: Path, *, columns: Mapping[str, str | None] | None,
     transform: Transform | None, compression: str | None, workers: int, ordered: bool,
     size_limit: int | None, hashes: list[str] | None, progress: bool, resume: bool,
-    timeout: float | None, exist_ok: bool, started: float,
+    timeout: float | None, exist_ok: bool, started: float, lengths: str | None,
 ) -> Result:
-    """convert() into the local folder `out`, its options checked already."""
-    src, fmt = open_source(source, format)
+    """convert() of an opened input into the local folder `out`."""
+    if isinstance(src, FileSetSource) and transform is None:
+        check_same_columns([(m.name, m.source) for m in src.members], columns or {})
     cols = resolve_columns(src, transform, columns)
-    key = describe_key(src, fmt, cols, transform,
-                       {"compression": compression, "hashes": hashes, "size_limit": size_limit})
+    if lengths is not None and lengths not in cols:
+        raise ArgumentError(f"lengths={lengths!r} names no column of the converted samples "
+                            f"({', '.join(sorted(cols))})")
+    written = {"compression": compression, "hashes": hashes, "size_limit": size_limit}
+    if lengths is not None:
+        written["lengths"] = lengths
+    key = describe_key(src, fmt, cols, transform, written)
     if src.size_unit == "records" and getattr(src, "sequence", None) is None and workers > 1:
         log.info("%s cannot be split; converting it in one process", src.label)
         workers = 1
@@ -241,11 +329,11 @@ def _convert_here(
     skipped = len(pieces) - len(todo)
     if skipped:
         log.info("%s: reusing %d finished parts of %d", out, skipped, len(pieces))
+    _warn_if_unsplit(src, pieces, workers)
     threads = max(1, (os.cpu_count() or 1) // min(workers, max(1, len(todo))))
-    job = Job(src, out, cols, transform, writer_args(compression, hashes, size_limit, threads))
-    done_units = sum(_units(src, p) for p in pieces if p not in todo)
-    bar = Progress(src.size or None, src.size_unit, Path(src.label).name, progress)
-    bar.update(done_units, 0)
+    job = Job(src, out, cols, transform,
+              writer_args(compression, hashes, size_limit, threads, lengths))
+    bar = _progress_bar(src, pieces, todo, progress)
     try:
         counts = run_parts(job, todo, workers, bar, timeout)
     finally:
@@ -254,5 +342,42 @@ def _convert_here(
     if not ordered:
         order = [p.index for p in pieces if p not in todo] + list(counts)
     index = publish(out, pieces, order)
-    samples = sum(counts.values()) + sum(part_samples(out, p) for p in pieces if p not in todo)
-    return Result(out, index, len(pieces), samples, skipped, time.monotonic() - started)
+    counts.update({p.index: part_samples(out, p) for p in pieces if p not in todo})
+    return Result(out, index, len(pieces), sum(c.samples for c in counts.values()), skipped,
+                  time.monotonic() - started, _file_samples(src, counts.values()),
+                  list(getattr(src, "empty", [])))
+
+
+def _progress_bar(src: Source, pieces: list[Piece], todo: list[Piece], enabled: bool
+                  ) -> Progress:
+    """The conversion's bar, already advanced past the parts an earlier run finished."""
+    tally = None
+    if isinstance(src, FileSetSource):
+        sizes = [os.path.getsize(p) if (p := getattr(m.source, "path", None)) and
+                 Path(p).is_file() else 0 for m in src.members]
+        tally = FileTally(src.spans(), sizes, pieces)
+        for piece in pieces:
+            if piece not in todo:
+                tally.finish(piece)
+    reused = sum(_units(src, p) for p in pieces if p not in todo)
+    return Progress(src.size or None, src.size_unit, Path(src.label).name, enabled, tally,
+                    initial=reused)
+
+
+def _file_samples(src: Source, counts: Any) -> dict[str, int]:
+    """Input file name -> samples written from it (inputs of several files)."""
+    if not isinstance(src, FileSetSource):
+        return {}
+    found = dict.fromkeys((m.name for m in src.members), 0)
+    for count in counts:
+        for number, samples in count.files.items():
+            found[src.members[number].name] += samples
+    return found
+
+
+def _warn_if_unsplit(src: Source, pieces: list[Piece], workers: int) -> None:
+    """Say why fewer parts than workers were planned (an input too small to split further)."""
+    if workers > 1 and len(pieces) < workers:
+        log.warning("%s splits into only %d part(s) for %d workers (%d %s in all): the extra "
+                    "workers stay idle", src.label, len(pieces), workers, src.size,
+                    src.size_unit)

@@ -18,6 +18,37 @@ def _datasets():
     return require("datasets", feature="Hugging Face conversion", extra="hf")
 
 
+SIGNED = ("int8", "int16", "int32", "int64")
+
+
+def narrowest_signed(low: int, high: int) -> str:
+    """The narrowest signed integer dtype holding every value in [low, high]."""
+    import numpy as np
+
+    return next(name for name in SIGNED
+                if np.iinfo(name).min <= low and high <= np.iinfo(name).max)
+
+
+def narrowed(columns: dict[str, str], data: Any) -> dict[str, str]:
+    """`columns` with each `ndarray:int64` column (what Python int lists become) given the
+    narrowest signed dtype that holds all its values exactly, found in one pass over the
+    Arrow data (a column of token ids below 2**31 becomes `ndarray:int32`)."""
+    import pyarrow.compute as pc
+
+    table = data.data.table if hasattr(data.data, "table") else data.data
+    result = dict(columns)
+    for name, encoding in columns.items():
+        if encoding != "ndarray:int64" or name not in table.column_names:
+            continue
+        values = table.column(name)
+        while hasattr(values.type, "value_type"):
+            values = pc.list_flatten(values)
+        bounds = pc.min_max(values).as_py()
+        if bounds["min"] is not None:
+            result[name] = "ndarray:" + narrowest_signed(bounds["min"], bounds["max"])
+    return result
+
+
 class HFSource:
     """Rows of a `datasets.Dataset`, split into contiguous index ranges."""
 
@@ -45,7 +76,7 @@ class HFSource:
         self.dataset = data
         self.label = str(self.path) if self.path else f"datasets.Dataset({len(data)} rows)"
         self.size = len(data)
-        self.schema_columns = columns_from_arrow(data.features.arrow_schema)
+        self.schema_columns = narrowed(columns_from_arrow(data.features.arrow_schema), data)
 
     def pieces(self, count: int) -> list[Piece]:
         return ranges_to_pieces(even_bounds(self.size, count), "rows")

@@ -131,6 +131,17 @@ def _from_text(encoding: str) -> Callable[[str], Any] | None:
     return None
 
 
+def _exact_ints(arr: np.ndarray, target: np.dtype) -> np.ndarray:
+    """Integers in another integer dtype (int64 lists into uint16 token ids), or ValueError
+    naming a value that does not fit: never a silent wrap-around."""
+    info = np.iinfo(target)
+    low, high = int(arr.min()), int(arr.max())
+    if low < info.min or high > info.max:
+        bad = low if low < info.min else high
+        raise ValueError(f"{bad} does not fit {target.name} ({info.min}..{info.max})")
+    return arr.astype(target)
+
+
 def _to_array(dtype: str, from_text: bool) -> Callable[[Any], Any]:
     target = np.dtype(dtype)
 
@@ -142,8 +153,12 @@ def _to_array(dtype: str, from_text: bool) -> Callable[[Any], Any]:
             raise EncodeError("an empty list cannot be stored in an ndarray column (MDS arrays "
                               "hold at least one element); drop such records in transform= or "
                               "use the 'json' encoding for this column")
+        if arr.dtype == target:
+            return arr
+        if arr.dtype.kind in "iu" and target.kind in "iu":
+            return _exact_ints(arr, target)
         # same_kind refuses float -> int, so a stray 1.5 in a token list is an error, not a 1.
-        return arr if arr.dtype == target else arr.astype(target, casting="same_kind")
+        return arr.astype(target, casting="same_kind")
 
     return convert
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,8 +83,50 @@ def iter_lines(path: Path, start: int, stop: int, cursor: Cursor) -> Iterator[tu
         cursor.done = pos - start
 
 
+COMPRESSED = (".gz", ".zst", ".zstd")
+
+
+def _decompressed(path: Path, raw):
+    """A binary stream of the decompressed contents of the open compressed file `raw`."""
+    if path.suffix.lower() == ".gz":
+        import gzip
+
+        return gzip.GzipFile(fileobj=raw)
+    import io
+
+    import zstandard
+
+    return io.BufferedReader(
+        zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True))
+
+
+def compressed_lines(path: Path, cursor: Cursor) -> Iterator[tuple[int, bytes]]:
+    """(-1, line) for every line of a .gz or .zst file, counting compressed bytes read in
+    `cursor.done` and the line number in `cursor.line` (byte offsets mean nothing here)."""
+    with open(path, "rb") as raw, _decompressed(path, raw) as stream:
+        try:
+            for number, line in enumerate(stream, 1):
+                cursor.line = number
+                cursor.done = raw.tell()
+                yield -1, line.rstrip(b"\r\n")
+        except (OSError, EOFError, ValueError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise FormatError(f"{path}: corrupt compressed data after line {max(0, cursor.line)}: "
+                              f"{exc}") from exc
+    cursor.done = path.stat().st_size
+
+
+def _numbered(stream, cursor: Cursor) -> Iterator[tuple[int, bytes]]:
+    """(-1, line) for the lines of a binary stream, their numbers in `cursor.line`."""
+    for number, line in enumerate(stream, 1):
+        cursor.line = number
+        yield -1, line.rstrip(b"\r\n")
+
+
 class JsonlSource:
-    """A `.jsonl` file of JSON objects (blank lines are skipped)."""
+    """A `.jsonl` file of JSON objects (blank lines are skipped), or a `.jsonl.gz` / `.jsonl.zst`
+    one (read in one piece: a compressed stream has no line starts to seek to)."""
 
     size_unit = "B"
     text_values = False
@@ -92,13 +135,38 @@ class JsonlSource:
         self.path = input_file(path, "JSONL")
         self.label = str(self.path)
         self.size = self.path.stat().st_size
+        self.compressed = self.path.suffix.lower() in COMPRESSED
 
     def pieces(self, count: int) -> list[Piece]:
+        if self.compressed:
+            return [Piece(0, 0, self.size, "bytes")]
         return split_lines(self.path, count)
 
+    def head(self, limit: int) -> list[dict]:
+        """The first `limit` records, reading only as far as they go (column inference)."""
+        found: list[dict] = []
+        if limit <= 0:
+            return found
+        with open(self.path, "rb") as raw, contextlib.ExitStack() as stack:
+            stream = stack.enter_context(_decompressed(self.path, raw)) if self.compressed else raw
+            cursor = Cursor()
+            for record in self._parsed(_numbered(stream, cursor), cursor):
+                found.append(record)
+                if len(found) == limit:
+                    break
+        return found
+
     def records(self, piece: Piece, cursor: Cursor) -> Iterator[dict]:
+        if self.compressed:
+            lines = compressed_lines(self.path, cursor)
+        else:
+            lines = iter_lines(self.path, piece.start, piece.stop, cursor)
+        return self._parsed(lines, cursor)
+
+    def _parsed(self, lines: Iterator[tuple[int, bytes]], cursor: Cursor) -> Iterator[dict]:
+        """The JSON objects of (offset, line) pairs; blank lines are skipped."""
         loads = _fast_loads()
-        for offset, line in iter_lines(self.path, piece.start, piece.stop, cursor):
+        for offset, line in lines:
             if not line.strip():
                 continue
             try:
@@ -108,19 +176,21 @@ class JsonlSource:
                 try:
                     record = json.loads(line)
                 except ValueError as exc:
-                    raise FormatError(f"{self.path}: {self._where(offset, exc)}: invalid JSON: "
-                                      f"{getattr(exc, 'msg', exc)}") from exc
+                    raise FormatError(
+                        f"{self.path}: {self._where(offset, cursor, exc)}: invalid JSON: "
+                        f"{getattr(exc, 'msg', exc)}") from exc
             if not isinstance(record, dict):
                 raise FormatError(
-                    f"{self.path}: {self._where(offset)} is a {type(record).__name__}, "
-                    "expected a JSON object"
+                    f"{self.path}: {self._where(offset, cursor)} is a "
+                    f"{type(record).__name__}, expected a JSON object"
                 )
             cursor.at = offset
             yield record
 
-    def _where(self, offset: int, exc: ValueError | None = None) -> str:
+    def _where(self, offset: int, cursor: Cursor, exc: ValueError | None = None) -> str:
         """'line N' (and ', column C' from a JSON error) of the line starting at `offset`."""
-        where = f"line {line_of(self.path, offset)}"
+        number = line_of(self.path, offset) if offset >= 0 else cursor.line
+        where = f"line {number}"
         column = getattr(exc, "colno", None)
         return f"{where}, column {column}" if column is not None else where
 

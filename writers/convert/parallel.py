@@ -1,8 +1,10 @@
 """Run a conversion as contiguous parts (one MDS sub-dataset each), in a process pool, resumably.
 
-Layout under `out`: `part00000/`, `part00001/`, ... each a complete MDS dataset whose
-`.convert-done.json` marker is written after its index; `.convert-plan.json` records the input
-and options the parts belong to; the root `index.json` is merged from the parts last.
+Layout under `out`: `part-00000/`, `part-00001/`, ... (the name Spark, Ray and Dask parts use;
+conversions made before used `part00000/`, which readers, merges and appends still take), each
+a complete MDS dataset whose `.convert-done.json` marker is written after its index;
+`.convert-plan.json` records the input and options the parts belong to; the root `index.json`
+is merged from the parts last.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from streaming.format.index import merge_index
 from streaming.util.confine import confine, remove
 from writers.convert.infer import apply_coercers, coercers
 from writers.convert.position import record_position
+from writers.convert.progress import Progress
 from writers.convert.source import Cursor, Piece, Source, Transform, samples_from
 from writers.mds import MDSWriter, clear_dataset_files, is_dataset_file
 
@@ -37,7 +40,16 @@ REPORT_EVERY = 2048
 
 
 def part_name(index: int) -> str:
-    return f"part{index:05d}"
+    """The folder of part number `index`."""
+    return f"part-{index:05d}"
+
+
+@dataclass(frozen=True)
+class PartCount:
+    """Samples one part wrote, in all and per input file number (inputs of several files)."""
+
+    samples: int
+    files: dict[int, int]
 
 
 @dataclass
@@ -66,18 +78,22 @@ class Result:
     samples: int
     skipped_parts: int
     seconds: float
+    file_samples: dict[str, int] = field(default_factory=dict)  # input file -> samples
+    empty_files: list[str] = field(default_factory=list)  # input files skipped as empty
 
 
-def convert_piece(job: Job, piece: Piece, report: Callable[[int, int], None]) -> int:
-    """Write one piece as out/partNNNNN (clearing a half-written one first); samples written."""
+def convert_piece(job: Job, piece: Piece, report: Callable[[int, int], None]) -> PartCount:
+    """Write one piece as out/part-NNNNN (clearing a half-written one first); samples written."""
     folder = job.out / part_name(piece.index)
     if folder.exists():
         shutil.rmtree(confine(job.out, folder))
     cursor, where = Cursor(), f"{job.source.label} ({part_name(piece.index)})"
     samples = reported_units = reported_samples = 0
+    per_file: dict[int, int] = {}
     coerce, transform = job.coerce, job.transform
     with MDSWriter(columns=job.columns, out=folder, **job.writer_args) as writer:
         for index, record in enumerate(job.source.records(piece, cursor)):
+            before = samples
             try:
                 for sample in samples_from(record, transform, where):
                     if coerce:
@@ -86,14 +102,16 @@ def convert_piece(job: Job, piece: Piece, report: Callable[[int, int], None]) ->
                     samples += 1
             except EncodeError as exc:
                 position = record_position(job.source, piece, cursor, index)
-                raise EncodeError(f"{job.source.label}: {position}: {exc}") from exc
+                raise EncodeError(f"{position}: {exc}") from exc
+            if cursor.file >= 0:
+                per_file[cursor.file] = per_file.get(cursor.file, 0) + samples - before
             if samples - reported_samples >= REPORT_EVERY:
                 report(cursor.done - reported_units, samples - reported_samples)
                 reported_units, reported_samples = cursor.done, samples
-    marker = {"piece": piece.to_json(), "samples": samples}
+    marker = {"piece": piece.to_json(), "samples": samples, "files": per_file}
     _write_json(folder / DONE_FILE, marker)
     report(cursor.done - reported_units, samples - reported_samples)
-    return samples
+    return PartCount(samples, per_file)
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -132,8 +150,8 @@ def load_or_plan(out: Path, key: dict, make_pieces: Callable[[], list[Piece]],
         if not exist_ok:
             raise OutputExistsError(
                 f"conversion output {out} is not empty and holds no earlier conversion; choose "
-                "an empty or new directory, or pass exist_ok=True (CLI: --exist-ok) to replace "
-                "the MDS dataset in it"
+                "an empty or new directory, pass mode='append' to add to the MDS dataset in it, "
+                "or exist_ok=True to replace it"
             )
         _clear_conversion(out)
     if previous is not None:
@@ -142,8 +160,8 @@ def load_or_plan(out: Path, key: dict, make_pieces: Callable[[], list[Piece]],
         if resume and not exist_ok:
             raise OutputExistsError(
                 f"{out} holds a conversion of a different input or with different options; "
-                "pass exist_ok=True or resume=False (CLI: --exist-ok or --no-resume) to "
-                "replace it"
+                "pass mode='append' to add this input to it, or exist_ok=True or resume=False "
+                "to replace it"
             )
         _clear_conversion(out)
     pieces = make_pieces()
@@ -175,7 +193,7 @@ def _clear_conversion(out: Path) -> None:
 def _is_conversion_file(child: Path) -> bool:
     """Whether `child` of a conversion output is a part folder, the plan or a dataset file."""
     if child.is_dir():
-        return child.name.startswith("part") and child.name[4:].isdigit()
+        return child.name.startswith("part") and child.name[4:].lstrip("-").isdigit()
     return child.name == PLAN_FILE or is_dataset_file(child.name)
 
 
@@ -203,13 +221,7 @@ def report_progress(progress: Array[c_longlong], slot: int, units: int, samples:
     progress[2 * slot + 1] += samples
 
 
-def _progress_totals(progress: Array[c_longlong]) -> list[int]:
-    """Units and samples of every piece's row, summed."""
-    words = progress[:]
-    return [sum(words[0::2]), sum(words[1::2])]
-
-
-def _pool_task(piece: Piece, slot: int) -> tuple[int, int]:
+def _pool_task(piece: Piece, slot: int) -> tuple[int, PartCount]:
     assert _JOB is not None and _JOB.progress is not None
     progress = _JOB.progress
 
@@ -239,29 +251,41 @@ def _stop(pool: ProcessPoolExecutor, graceful: bool) -> None:
         process.join(10)
 
 
-def run_parts(job: Job, pieces: list[Piece], workers: int, bar: Any,
-              timeout: float | None = None) -> dict[int, int]:
+def _in_process(job: Job, pieces: list[Piece], bar: Progress) -> dict[int, PartCount]:
+    """Convert the pieces one after another in this process."""
+    done: dict[int, PartCount] = {}
+    for piece in pieces:
+        def report(units: int, samples: int, index: int = piece.index) -> None:
+            bar.update(units, samples, index)
+
+        done[piece.index] = convert_piece(job, piece, report)
+    return done
+
+
+def run_parts(job: Job, pieces: list[Piece], workers: int, bar: Progress,
+              timeout: float | None = None) -> dict[int, PartCount]:
     """Convert every piece (in-process for one worker, else a pool); piece index -> samples."""
     if workers <= 1 or len(pieces) <= 1:
-        def report(units: int, samples: int) -> None:
-            bar.update(units, samples)
-
-        return {p.index: convert_piece(job, p, report) for p in pieces}
+        return _in_process(job, pieces, bar)
     ctx = _context()
     job.progress = progress = ctx.RawArray("q", 2 * len(pieces))
     deadline = None if timeout is None else time.monotonic() + timeout
-    done: dict[int, int] = {}
+    done: dict[int, PartCount] = {}
     pool = ProcessPoolExecutor(min(workers, len(pieces)), mp_context=ctx,
                                initializer=_install, initargs=(job,))
     pending = {pool.submit(_pool_task, p, slot) for slot, p in enumerate(pieces)}
-    seen = [0, 0]
+    seen = [0] * (2 * len(pieces))
     try:
         while pending:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"conversion to {job.out} passed its {timeout}s deadline")
             finished, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-            now = _progress_totals(progress)
-            bar.update(now[0] - seen[0], now[1] - seen[1])
+            now = progress[:]
+            for slot, piece in enumerate(pieces):
+                units = now[2 * slot] - seen[2 * slot]
+                samples = now[2 * slot + 1] - seen[2 * slot + 1]
+                if units or samples:
+                    bar.update(units, samples, piece.index)
             seen = now
             for future in finished:
                 index, samples = future.result()
@@ -282,15 +306,18 @@ def publish(out: Path, pieces: list[Piece], order: list[int] | None = None) -> P
     return merge_index(out, [out / part_name(i) for i in indices])
 
 
-def part_samples(out: Path, piece: Piece) -> int:
+def part_samples(out: Path, piece: Piece) -> PartCount:
+    """What a finished part of an earlier run wrote, from its marker."""
     marker = _read_json(out / part_name(piece.index) / DONE_FILE) or {}
-    return int(marker.get("samples", 0))
+    files = {int(k): int(v) for k, v in (marker.get("files") or {}).items()}
+    return PartCount(int(marker.get("samples", 0)), files)
 
 
 def writer_args(compression: str | None, hashes: list[str] | None, size_limit: Any,
-                threads: int) -> dict[str, Any]:
+                threads: int, lengths: str | None = None) -> dict[str, Any]:
+    """The MDSWriter options of every part."""
     return {"compression": compression, "hashes": hashes, "size_limit": size_limit,
-            "max_workers": threads}
+            "max_workers": threads, "lengths": lengths}
 
 
 def describe_key(source: Source, fmt: str, columns: Mapping[str, str], transform: Any,

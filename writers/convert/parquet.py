@@ -1,7 +1,9 @@
-"""Parquet input through pyarrow (extra `parquet`), split by contiguous row groups."""
+"""Parquet input through pyarrow (extra `parquet`), split into contiguous row ranges."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +11,7 @@ from streaming.errors import FormatError, require
 from writers.convert.source import (
     Cursor,
     Piece,
+    even_bounds,
     file_fingerprint,
     input_file,
     ranges_to_pieces,
@@ -38,6 +41,8 @@ def _arrow_encoding(pa, kind) -> str | None:
         inner = _arrow_encoding(pa, kind.value_type)
         if inner in (None, "json", "str", "bytes"):
             return "json"
+        if inner.startswith("ndarray:"):  # nested lists: one array of more dimensions
+            return inner
         return "ndarray:" + ("int64" if inner == "int" else inner)
     if types.is_struct(kind) or types.is_map(kind):
         return "json"
@@ -52,7 +57,10 @@ def columns_from_arrow(schema) -> dict[str, str]:
 
 
 class ParquetSource:
-    """One Parquet file; progress and pieces are counted in rows, split at row-group edges."""
+    """One Parquet file; progress and pieces are counted in rows. Pieces end at row-group edges
+    where one lies near an even share, and inside a row group where none does (a file written
+    as one row group still splits over workers; each worker then decodes the whole group and
+    keeps its rows)."""
 
     size_unit = "rows"
     text_values = False
@@ -68,30 +76,58 @@ class ParquetSource:
             raise FormatError(f"{self.path}: not a readable Parquet file: {exc}") from exc
         self.schema_columns = columns_from_arrow(meta.schema.to_arrow_schema())
         self.group_rows = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        self.group_starts = list(itertools.accumulate(self.group_rows, initial=0))
         self.size = sum(self.group_rows)
 
     def pieces(self, count: int) -> list[Piece]:
-        groups = len(self.group_rows)
-        if groups == 0:
-            return [Piece(0, 0, 0, "row_groups")]
-        # Cut at the row group whose cumulative row count is closest above each even share.
-        cumulative, total, bounds = 0, self.size, [0]
-        share = max(1, count)
-        for i, rows in enumerate(self.group_rows[:-1]):
-            cumulative += rows
-            if cumulative * share >= total * len(bounds) and len(bounds) < share:
-                bounds.append(i + 1)
-        bounds.append(groups)
-        return ranges_to_pieces(bounds, "row_groups")
+        bounds = even_bounds(self.size, count)
+        share = self.size / max(1, len(bounds) - 1)
+        edges = self.group_starts
+        for i in range(1, len(bounds) - 1):
+            at = bisect.bisect_left(edges, bounds[i])
+            near = min(edges[max(0, at - 1):at + 1], key=lambda e: abs(e - bounds[i]))
+            if abs(near - bounds[i]) <= share / 4:
+                bounds[i] = near
+        return ranges_to_pieces(sorted(set(bounds)), "rows")
+
+    def group_of(self, row: int) -> int:
+        """The row group holding row `row` (0-based)."""
+        return max(0, bisect.bisect_right(self.group_starts, row) - 1)
+
+    def _rows(self, piece: Piece) -> tuple[int, int]:
+        if piece.unit == "row_groups":  # plans written before pieces were counted in rows
+            return self.group_starts[piece.start], self.group_starts[piece.stop]
+        return piece.start, piece.stop
 
     def records(self, piece: Piece, cursor: Cursor) -> Iterator[dict]:
-        groups = list(range(piece.start, piece.stop))
-        if not groups:
+        start, stop = self._rows(piece)
+        if stop <= start:
             return
         handle = _pq().ParquetFile(self.path)
-        for batch in handle.iter_batches(batch_size=BATCH_ROWS, row_groups=groups):
-            yield from batch.to_pylist()
-            cursor.done += batch.num_rows
+        for group in range(self.group_of(start), len(self.group_rows)):
+            first = self.group_starts[group]
+            if first >= stop:
+                break
+            row = first
+            for batch in self._batches(handle, group):
+                base = row
+                row += batch.num_rows
+                lo, hi = max(start, base) - base, min(stop, row) - base
+                if hi <= lo:
+                    continue
+                for k, record in enumerate(batch.slice(lo, hi - lo).to_pylist()):
+                    cursor.row = base + lo + k
+                    yield record
+                cursor.done = min(stop, row) - start
+                if row >= stop:
+                    return
+
+    def _batches(self, handle, group: int) -> Iterator:
+        """The record batches of one row group; FormatError naming the file and the group."""
+        try:
+            yield from handle.iter_batches(batch_size=BATCH_ROWS, row_groups=[group])
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise FormatError(f"{self.path}: row group {group}: unreadable: {exc}") from exc
 
     def fingerprint(self) -> dict:
         return file_fingerprint(self.path)

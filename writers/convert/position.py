@@ -23,16 +23,36 @@ def line_of(path: Path, offset: int) -> int:
     return count + 1
 
 
-def record_position(source: Source, piece: Piece, cursor: Cursor, index: int) -> str:
-    """'line N' for a text source that marked the record's byte offset in `cursor.at`, else
-    'row N' (the record's place in the whole input) for row-addressed sources; `index` is the
-    record's place in its piece (0-based)."""
+def describe(source: Source, name: str, cursor: Cursor) -> str | None:
+    """'NAME: line N' or 'NAME: row N (row group G)' for the record `cursor` last saw in the
+    one-file `source`, when the cursor knows its line, offset or row (else None)."""
     path = getattr(source, "path", None)
+    if cursor.line >= 0:
+        return f"{name}: line {cursor.line}"
     if cursor.at >= 0 and isinstance(path, Path):
-        return f"line {line_of(path, cursor.at)}"
+        return f"{name}: line {line_of(path, cursor.at)}"
+    if cursor.row >= 0:
+        group = getattr(source, "group_of", None)
+        extra = f" (row group {group(cursor.row)})" if group is not None else ""
+        return f"{name}: row {cursor.row + 1}{extra}"
+    return None
+
+
+def record_position(source: Source, piece: Piece, cursor: Cursor, index: int) -> str:
+    """'FILE: line N' for a text source that marked the record's line or byte offset in
+    `cursor`, else 'FILE: row N' (the record's place in the whole input, 1-based) for
+    row-addressed sources, with the row group for Parquet; `index` is the record's place in its
+    piece (0-based). An input of several files names the file the record came from."""
+    where = getattr(source, "where", None)
+    if where is not None:
+        return where(cursor)
+    label = source.label
+    found = describe(source, label, cursor)
+    if found is not None:
+        return found
     first = piece.start
     if piece.unit == "row_groups":
         first = sum(getattr(source, "group_rows", [])[:piece.start])
     elif piece.unit == "bytes":
-        return f"record {index + 1} of the byte range starting at {piece.start}"
-    return f"row {max(first, 0) + index + 1}"
+        return f"{label}: record {index + 1} of the byte range starting at {piece.start}"
+    return f"{label}: row {max(first, 0) + index + 1}"

@@ -38,11 +38,14 @@ class Piece:
 class Cursor:
     """How much of the current piece a reader has consumed, in the source's size units."""
 
-    __slots__ = ("at", "done")
+    __slots__ = ("at", "done", "file", "line", "row")
 
     def __init__(self) -> None:
         self.done = 0
         self.at = -1  # byte offset of the record last yielded, when the source knows it
+        self.line = -1  # its 1-based line, when a text source counts lines (compressed input)
+        self.row = -1  # its 0-based row in its file, for row-addressed sources
+        self.file = -1  # the input file it came from, for inputs of several files
 
 
 class Source(Protocol):
