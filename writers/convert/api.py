@@ -203,8 +203,7 @@ def _grow(source: Any, out: str | os.PathLike | tuple, mode: str, options: dict[
     done: list[Result] = []
     index = graft(target, options["compression"], lambda staging: done.append(
         convert(source, staging, exist_ok=True, **options)))
-    location: Any = target.location if target.remote else Path(target.location)
-    return replace(done[0], out=location, index=index if target.remote else Path(index),
+    return replace(done[0], out=str(target.location), index=str(index),
                    seconds=time.monotonic() - started)
 
 
@@ -343,8 +342,8 @@ def _convert_source(
         order = [p.index for p in pieces if p not in todo] + list(counts)
     index = publish(out, pieces, order)
     counts.update({p.index: part_samples(out, p) for p in pieces if p not in todo})
-    return Result(out, index, len(pieces), sum(c.samples for c in counts.values()), skipped,
-                  time.monotonic() - started, _file_samples(src, counts.values()),
+    return Result(str(out), str(index), len(pieces), sum(c.samples for c in counts.values()),
+                  skipped, time.monotonic() - started, _file_samples(src, counts.values()),
                   list(getattr(src, "empty", [])))
 
 

@@ -70,10 +70,11 @@ class Job:
 
 @dataclass
 class Result:
-    """What a conversion produced: the root index path, parts and sample count."""
+    """What a conversion produced: where it went, its root index, parts and sample count.
+    `out` and `index` are strings, a folder path or a URL alike (`s3://bucket/corpus`)."""
 
-    out: Path
-    index: Path
+    out: str
+    index: str
     parts: int
     samples: int
     skipped_parts: int
