@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset  # noqa: E402
+from streaming.cache.facts import ShardFacts  # noqa: E402
 from streaming.cache.optimum import belady_egress, floor_egress  # noqa: E402
 from streaming.format.index import read_index  # noqa: E402
 from streaming.observe.forecast import RunSpec, job_minimum, reader_sequences  # noqa: E402
@@ -60,11 +61,7 @@ def _epoch(streams: list[Stream], limit: int | None, epoch_size: int | None):
 
 
 def _fetch(sources: list[Path]) -> np.ndarray:
-    parts = []
-    for s in sources:
-        index = read_index(s)
-        parts.append(np.where(index.zip_bytes > 0, index.zip_bytes, index.raw_bytes))
-    return np.concatenate(parts).astype(np.int64)
+    return ShardFacts.from_indexes([read_index(s) for s in sources]).fetch_bytes
 
 
 def run_config(name: str, sources: list[Path], local: Path, samples: int) -> list[str]:

@@ -39,3 +39,8 @@ class ShardFacts:
             raw_hashes=Digests.concat([ix.raw_hashes for ix in indexes]),
             zip_hashes=Digests.concat([ix.zip_hashes for ix in indexes]),
         )
+
+    @property
+    def fetch_bytes(self) -> np.ndarray:
+        """Bytes a download of each shard moves: its compressed file's, else its raw file's."""
+        return np.where(self.zip_bytes > 0, self.zip_bytes, self.raw_bytes).astype(np.int64)

@@ -166,8 +166,7 @@ def _footprint(setup: Setup) -> tuple[Any, np.ndarray]:
     streams = [Stream(remote=remote or "s3://assumed/remote", local=tempfile.gettempdir())
                if remote or assumed else Stream(local=tempfile.gettempdir())
                for remote in setup.remotes]
-    fetch = np.where(facts.zip_bytes > 0, facts.zip_bytes, facts.raw_bytes).astype(np.int64)
-    return shard_footprint(facts, streams), fetch
+    return shard_footprint(facts, streams), facts.fetch_bytes
 
 
 def cost_report(forecast: Forecast, restart: Restart | None, price: float | None,
@@ -270,12 +269,12 @@ def block_shards(config: PlanConfig, world: World) -> float | None:
         config: the plan config (fitted to the cache).
         world: the topology.
     """
-    algo = config.shuffle_algorithm
-    if algo is None or not algo.block_based:
+    block = block_samples(config, world)
+    if block is None:
         return None
     per_shard = config.epoch_samples_per_shard
     mean = float(per_shard[per_shard > 0].mean()) if (per_shard > 0).any() else 1.0
-    return round(int(config.block_size(config.canonical_nodes(world))) / mean, 1)
+    return round(block / mean, 1)
 
 
 def _predict(args: argparse.Namespace, setup: Setup, minimum: JobMinimum | None = None

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
+from streaming.cache.facts import ShardFacts
 from streaming.cache.optimum import belady_egress, floor_egress
 from streaming.format.index import read_index
 from streaming.observe.forecast import reader_sequences
@@ -33,11 +34,7 @@ def sources(tmp_path_factory) -> list[Path]:
 
 
 def _fetch_bytes(folders: list[Path]) -> np.ndarray:
-    parts = []
-    for folder in folders:
-        index = read_index(folder)
-        parts.append(np.where(index.zip_bytes > 0, index.zip_bytes, index.raw_bytes))
-    return np.concatenate(parts).astype(np.int64)
+    return ShardFacts.from_indexes([read_index(f) for f in folders]).fetch_bytes
 
 
 def _epoch(streams: list[Stream], limit: int, epoch_size: int | None) -> tuple[int, object]:
