@@ -147,8 +147,8 @@ def check_limit(limit: int, minimum: MinimumLimit, *, other_bytes: int = 0,
         return
     raise CacheLimitError(
         f"Minimum cache usage ({need.bytes} bytes) is larger than the cache limit ({limit} "
-        f"bytes): cache_limit={limit} bytes ({_human(limit)}) is too small for this "
-        f"node's plan: it needs at least {need.bytes} bytes ({_human(need.bytes)}): "
+        f"bytes). Cache limit ({limit} bytes, {_human(limit)}) is too low for this node's "
+        f"plan: it needs at least {need.bytes} bytes ({_human(need.bytes)}): "
         f"{minimum.bytes} for the {len(minimum.shards)} shard(s) its readers use at once at "
         f"step {minimum.step} (shards {list(minimum.shards)[:8]}), including one being "
         f"decompressed, plus {other_bytes} bytes of other files already in {where}. "

@@ -157,6 +157,10 @@ CASES: dict[str, Case] = {
     "cache_limit below one shard": Case(
         "is larger than the cache limit (10 bytes)", "ValueError",
         lambda a, r: list(a.dataset(remote=str(r / "a"), local=str(r / "c1"), cache_limit=10))),
+    "cache_limit just above the index": Case(
+        "is too low", "ValueError",
+        lambda a, r: list(a.dataset(remote=str(r / "a"), local=str(r / "c3"),
+                                    cache_limit=(r / "a" / "index.json").stat().st_size + 300))),
     "eviction with nothing cached": Case(
         "Attempted shard eviction, but there are no shards present locally to evict",
         "ValueError",
