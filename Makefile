@@ -97,6 +97,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/remote.py
 	$(PY) benchmarks/packing.py
 	$(PY) benchmarks/convert.py
+	$(PY) benchmarks/cache_egress.py
 
 # `make lock`: resolve the test extra (with Composer's and llm-foundry's runtime imports) and the
 # reference's venv afresh in scratch venvs, under the holds, and write both lock files. Run it on

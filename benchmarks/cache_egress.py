@@ -8,13 +8,18 @@ without a limit, measured in the same run.
 One process with 2 DataLoader workers, batch 16, py1e, zstd shards, a local-folder remote (the
 bytes a download moves are the same as from object storage; the time is not). Limits: 25% and
 50% of the raw data, and twice the minimum `streaming plan` states. Not measured here: several
-ranks and nodes (tests/cli/test_plan_cost.py runs those on loopback S3) and the reference.
+ranks and nodes (tests/cli/test_plan_cost.py runs those on loopback S3). The reference
+(mosaicml-streaming) runs the same epochs over the same files with the same limit in its own
+venv (`--reference PYTHON`, default .venv-reference/bin/python when it exists), its downloads
+counted by benchmarks/peers/reference_egress.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,7 +69,26 @@ def _fetch(sources: list[Path]) -> np.ndarray:
     return ShardFacts.from_indexes([read_index(s) for s in sources]).fetch_bytes
 
 
-def run_config(name: str, sources: list[Path], local: Path, samples: int) -> list[str]:
+def reference_epoch(python: str | None, sources: list[Path], local: Path, proportions,
+                    epoch_size: int | None, limit: int) -> str:
+    """The reference's downloads for the same epoch and limit, as a table cell."""
+    if python is None:
+        return "not run"
+    shutil.rmtree(local, ignore_errors=True)
+    spec = {"streams": [{"remote": str(s), "local": str(local / s.name),
+                         "proportion": None if proportions is None else proportions[i]}
+                        for i, s in enumerate(sources)],
+            "batch": 16, "workers": WORKERS, "limit": limit, "epoch_size": epoch_size}
+    done = subprocess.run([python, str(ROOT / "benchmarks/peers/reference_egress.py"),
+                           json.dumps(spec)], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        return "refused" if "cache limit" in last.lower() else f"failed: {last[:60]}"
+    return str(json.loads(done.stdout.strip().splitlines()[-1])["bytes"])
+
+
+def run_config(name: str, sources: list[Path], local: Path, samples: int,
+               reference: str | None) -> list[str]:
     count, proportions, share = CONFIGS[name]
     used = sources[:count]
     size = None if share is None else int(samples * count * share)
@@ -77,7 +101,7 @@ def run_config(name: str, sources: list[Path], local: Path, samples: int) -> lis
     rows = []
     for label, limit in (("25%", data // 4), ("50%", data // 2), ("2x min", 2 * minimum)):
         if limit < minimum:
-            rows.append(f"| {name} | {label} | under the minimum ({minimum} B) | | | |")
+            rows.append(f"| {name} | {label} | under the minimum ({minimum} B) | | | | |")
             continue
         ds, seconds = _epoch(_streams(used, local, proportions), limit, size)
         got = ds.cache_stats().bytes_downloaded
@@ -85,8 +109,11 @@ def run_config(name: str, sources: list[Path], local: Path, samples: int) -> lis
         footprint = ds.catalog.footprint()
         floor = floor_egress(readers, footprint, fetch).bytes
         best = belady_egress(readers, footprint, fetch, limit).bytes
+        ref = reference_epoch(reference, used, local / "reference", proportions, size, limit)
+        ref = f"x{int(ref) / floor:.2f}" if ref.isdigit() else ref
         rows.append(f"| {name} | {label} ({limit / data:.0%}) | x{got / floor:.2f} | "
-                    f"x{got / best:.2f} | x{best / floor:.2f} | x{free_seconds / seconds:.2f} |")
+                    f"x{got / best:.2f} | x{best / floor:.2f} | {ref} | "
+                    f"x{free_seconds / seconds:.2f} |")
     return rows
 
 
@@ -122,7 +149,12 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="6k samples per stream")
     p.add_argument("--shuffle-span", action="store_true",
                    help="the trade-off table: larger blocks at a 25%% limit")
+    default = ROOT / ".venv-reference" / "bin" / "python"
+    p.add_argument("--reference", default=str(default) if default.exists() else None,
+                   help="the reference's venv Python (default .venv-reference/bin/python)")
+    p.add_argument("--no-reference", action="store_true", help="leave the reference out")
     args = p.parse_args()
+    reference = None if args.no_reference else args.reference
     samples = 6_000 if args.quick else 24_000
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -137,10 +169,10 @@ def main() -> int:
                 print(row, flush=True)
             return 0
         print("| config | limit (of the raw data) | downloaded / floor | / Belady | Belady / "
-              "floor | speed vs no limit |")
-        print("|---|---|---|---|---|---|")
+              "floor | reference / floor | speed vs no limit |")
+        print("|---|---|---|---|---|---|---|")
         for name in CONFIGS:
-            for row in run_config(name, sources, root / "local", samples):
+            for row in run_config(name, sources, root / "local", samples, reference):
                 print(row, flush=True)
     return 0
 

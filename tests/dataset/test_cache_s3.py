@@ -173,11 +173,18 @@ def test_a_cache_limit_sizes_the_default_shuffle_block_and_keeps_an_explicit_one
         state = sized.state_dict(32, from_beginning=True)
     finally:
         sized.close()
+    # A block of 5000 samples makes each batch reach more shards than a quarter holds: the
+    # limit is refused with the minimum that plan needs; just above it, the block is kept, but
+    # the user learns it will download shards again.
+    with pytest.raises(CacheLimitError) as refused:
+        StreamingDataset(local=str(tmp_path / "b"), shuffle_block_size=5000, **common)
+    needed = int(re.search(r"needs at least (\d+) bytes", str(refused.value)).group(1))
+    common["cache_limit"] = int(needed * 1.1)
     caplog.clear()
     with caplog.at_level("WARNING", logger="streaming.dataset.streaming_dataset"):
         explicit = StreamingDataset(local=str(tmp_path / "b"), shuffle_block_size=5000, **common)
-    assert f"shuffle_block_size=5000 is more than cache_limit={limit} can hold ({block} " \
-        "samples)" in caplog.text  # kept, but the user learns it will download shards again
+    assert f"shuffle_block_size=5000 is more than cache_limit={common['cache_limit']} can hold" \
+        in caplog.text
     unlimited = StreamingDataset(remote=f"s3://{name}/big", local=str(tmp_path / "c"),
                                  batch_size=16, shuffle=True)
     try:

@@ -13,7 +13,6 @@ from streaming.errors import (
     AccessDeniedError,
     MissingExtraError,
     StorageError,
-    UnsupportedFeatureError,
 )
 from streaming.storage import azure as azure_module
 from streaming.storage import backend_for, fetch
@@ -86,12 +85,3 @@ def test_gcs_without_credentials_says_how_to_provide_them(http_server, monkeypat
     monkeypatch.setenv("NO_GCE_CHECK", "True")
     with pytest.raises(AccessDeniedError, match=r"gs://forbidden-b/k: no Google Cloud credent"):
         fetch("gs://forbidden-b/k", tmp_path / "k", retry=3, backoff=5.0)
-
-
-@pytest.mark.parametrize("source", ["gs://b/corpus.jsonl", "az://c/corpus.jsonl",
-                                    "https://example.com/corpus.jsonl"])
-def test_convert_refuses_a_remote_source_with_a_clear_error(source, tmp_path):
-    from writers.convert import convert
-
-    with pytest.raises(UnsupportedFeatureError, match="reads local files only"):
-        convert(source, tmp_path / "out", progress=False)
