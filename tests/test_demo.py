@@ -3,6 +3,7 @@ exactly."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -29,7 +30,11 @@ def test_demo_runs_end_to_end():
 
 def _recipe(target: str) -> list[str]:
     """The commands `make <target>` runs on a clone without a venv (make -n: printed, not run)."""
-    done = subprocess.run(["make", "-n", "-B", target, "VENV=/nonexistent/.venv"], cwd=REPO,
+    # Under `make test` the outer make's variables would make this one a sub-make that prints
+    # "Entering/Leaving directory" lines: run it as a user would, from a plain shell.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(["make", "--no-print-directory", "-n", "-B", target,
+                           "VENV=/nonexistent/.venv"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
