@@ -57,6 +57,19 @@ def typical_samples(footprint: Footprint, samples_per_shard: np.ndarray) -> int:
     return max(round(float(picked.mean())), 1) if len(picked) else 1
 
 
+def read_samples(footprint: Footprint, samples_per_shard: np.ndarray) -> int:
+    """The stored samples of a typical cached shard (the median; of every shard when none is
+    cached): what reads are sized to under a limit (`streaming.read.sizing`).
+
+    Args:
+        footprint: bytes per shard (which shards are cached).
+        samples_per_shard: stored samples of each shard.
+    """
+    counts = np.asarray(samples_per_shard, np.int64)
+    cached = counts[footprint.resident > 0]
+    return max(int(np.median(cached if len(cached) else counts)), 1) if len(counts) else 1
+
+
 def side_by_side(footprint: Footprint, samples_per_shard: np.ndarray,
                  shards_per_stream: np.ndarray) -> tuple[int, int]:
     """For batching that reads each stream as a sequence of its own (stratified, per_stream,

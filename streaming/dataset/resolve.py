@@ -20,6 +20,7 @@ from streaming.cache.fit import (
     SHARD_SHUFFLES,
     block_for_limit,
     canonical_for_limit,
+    read_samples,
     side_by_side,
     typical_samples,
 )
@@ -57,8 +58,9 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
         return PlanFit(config)
     per_shard = config.epoch_samples_per_shard
     typical = typical_samples(footprint, per_shard)
+    reads = read_samples(footprint, config.samples_per_shard)  # what reads are sized to
     if not config.shuffle:
-        return PlanFit(config, typical)  # shards in order: one or two in use at a time
+        return PlanFit(config, reads)  # shards in order: one or two in use at a time
     limit = max(parse_bytes(cache_limit) - int(other_bytes), 1)
     sequence_shard, streams = typical, 1
     if BATCHINGS[config.batching_method].stream_shaped:
@@ -71,7 +73,7 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
         fit = block_for_limit(limit, footprint, per_shard, default, config.shuffle_algo,
                               sequences, typical=sequence_shard, span=span)
         return _keep_or_fit(
-            config, "shuffle_block_size", fit, default, typical,
+            config, "shuffle_block_size", fit, default, reads,
             too_big=f"shuffle_block_size={config.shuffle_block_size} is more than "
                     f"cache_limit={cache_limit} can hold ({fit} samples): shards evicted "
                     "within a block are downloaded again, several times per epoch each; a "
@@ -88,7 +90,7 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
         fit = canonical_for_limit(limit, footprint, default, world.num_groups,
                                   config.shuffle_algo, streams, span_shards)
         return _keep_or_fit(
-            config, "num_canonical_nodes", fit, default, typical,
+            config, "num_canonical_nodes", fit, default, reads,
             too_big=f"num_canonical_nodes={config.num_canonical_nodes} with shuffle_algo="
                     f"{config.shuffle_algo!r} reads more shards at once than cache_limit="
                     f"{cache_limit} holds: shards evicted while still in use are downloaded "
