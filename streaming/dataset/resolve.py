@@ -102,18 +102,19 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
     return PlanFit(config)  # naive: samples from anywhere in the epoch
 
 
-def _keep_or_fit(config: PlanConfig, field: str, fit: int, default: int, typical: int, *,
+def _keep_or_fit(config: PlanConfig, field: str, fit: int, default: int, read_shard: int, *,
                  too_big: str, fitted: str) -> PlanFit:
     """`field` set to `fit` when the user left it unset and the default is more than the
-    cache holds; a value the user set is kept, with large reads when it is more than `fit`."""
+    cache holds; a value the user set is kept, with large reads when it is more than `fit`
+    (`read_shard`: the shard reads are sized to otherwise)."""
     given = getattr(config, field)
     if given is not None:
         if given > fit:
             return PlanFit(config, 0, (too_big,))
-        return PlanFit(config, typical)
+        return PlanFit(config, read_shard)
     if fit >= default:
-        return PlanFit(config, typical)
-    return PlanFit(dataclasses.replace(config, **{field: fit}), typical, (fitted,))
+        return PlanFit(config, read_shard)
+    return PlanFit(dataclasses.replace(config, **{field: fit}), read_shard, (fitted,))
 
 
 def _shards(block: int, typical: int) -> str:

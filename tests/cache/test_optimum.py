@@ -1,0 +1,47 @@
+"""The floor and the Belady optimum of a node's downloads (pure), on sequences small enough to
+work out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streaming.cache.limit import Footprint
+from streaming.cache.optimum import belady_egress, floor_egress
+from streaming.errors import CacheLimitError
+
+# five shards of 10 bytes cached, 5 more while one is fetched; a fetch moves 5 bytes
+FOOTPRINT = Footprint.of(np.full(5, 10), np.full(5, 5), np.zeros(5, bool), np.ones(5, bool))
+FETCH = np.full(5, 5)
+READER = np.array([0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 3, 3, 0, 0])  # shards 0 1 2 0 1 3 0
+
+
+def test_the_floor_fetches_each_shard_read_once():
+    assert floor_egress([READER], FOOTPRINT, FETCH).downloads == 4
+    assert floor_egress([READER], FOOTPRINT, FETCH).bytes == 20
+
+
+@pytest.mark.parametrize(("limit", "downloads"), [(None, 4), (60, 4), (40, 4), (25, 5), (15, 7)])
+def test_belady_evicts_the_shard_used_farthest_ahead(limit, downloads):
+    # At 25 two shards fit while no third is fetched: shard 2 evicts 1 (used after 0), then
+    # 1 evicts 2 (never again), then 3 evicts 1: 0 1 2 1 3. At 15 only one shard fits.
+    got = belady_egress([READER], FOOTPRINT, FETCH, limit)
+    assert (got.downloads, got.bytes) == (downloads, 5 * downloads)
+
+
+def test_a_shard_another_reader_holds_is_never_evicted():
+    # reader 1 holds shard 4 throughout: reader 0's shards share what is left
+    holder = np.full(len(READER), 4)
+    two = belady_egress([READER, holder], FOOTPRINT, FETCH, 40)
+    one = belady_egress([READER], FOOTPRINT, FETCH, 25)
+    assert two.downloads == one.downloads + 1  # shard 4 once, then as above
+
+
+def test_finished_readers_release_their_shard():
+    short = np.array([4, 4])  # done after two steps
+    assert belady_egress([READER, short], FOOTPRINT, FETCH, 25).downloads == 6
+
+
+def test_a_limit_that_cannot_hold_the_readers_shards_is_refused():
+    with pytest.raises(CacheLimitError, match="cannot hold shard"):
+        belady_egress([READER, np.full(len(READER), 4)], FOOTPRINT, FETCH, 20)
