@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 
@@ -36,7 +37,11 @@ def _locked() -> dict[str, str]:
 
 
 def _installed() -> dict[str, str]:
-    return {_canonical(dist.metadata["Name"]): dist.version for dist in metadata.distributions()}
+    """What pip installed into this venv: its site-packages only, not every folder on sys.path
+    (Ray, once imported, puts its vendored `thirdparty_files` there, colorama among them)."""
+    paths = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    return {_canonical(dist.metadata["Name"]): dist.version
+            for dist in metadata.distributions(path=paths)}
 
 
 def test_the_lock_pins_every_line_once():
