@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset  # noqa: E402
-from streaming.cache.facts import ShardFacts  # noqa: E402
-from streaming.cache.optimum import belady_egress, floor_egress  # noqa: E402
+from streaming.cache.policy.egress_bounds import belady_egress, floor_egress  # noqa: E402
+from streaming.cache.shard_facts import ShardFacts  # noqa: E402
 from streaming.format.index import read_index  # noqa: E402
 from streaming.observe.forecast import RunSpec, job_minimum, reader_sequences  # noqa: E402
 from streaming.plan import World  # noqa: E402

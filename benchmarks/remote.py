@@ -59,9 +59,9 @@ from _report import (
 )
 from _targets import BUCKET, TARGETS, Target
 
-from streaming.cache.engine import CacheEngine
-from streaming.cache.facts import ShardFacts
-from streaming.cache.prepare import ShardPreparer
+from streaming.cache.engine.cache_engine import CacheEngine
+from streaming.cache.prepare.preparer import ShardPreparer
+from streaming.cache.shard_facts import ShardFacts
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
 from streaming.read.sample_locator import SampleLocator

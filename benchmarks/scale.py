@@ -120,7 +120,7 @@ def _write_index(path: Path, shards: int) -> None:
 def child_catalog(kind: str, shards: int, streams: int = 1) -> dict:
     """Read `streams` indexes of `shards` shards each into catalog arrays (or just json.loads
     them, the floor); `origin` adds the cache's origin check against an unchanged index."""
-    from streaming.cache.facts import ShardFacts
+    from streaming.cache.shard_facts import ShardFacts
     from streaming.format.index import read_index
     from streaming.read.sample_locator import SampleLocator
 
@@ -139,7 +139,7 @@ def child_catalog(kind: str, shards: int, streams: int = 1) -> dict:
             ShardFacts.from_indexes(indexes)
             SampleLocator(np.concatenate([ix.samples_per_shard for ix in indexes]))
             if kind == "origin":
-                from streaming.cache.index_diff import stale_files
+                from streaming.cache.folder.changed_files import stale_files
 
                 for path, index in zip(paths, indexes):
                     stale_files(read_index(path), index)

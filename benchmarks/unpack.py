@@ -1,9 +1,9 @@
-"""Unpacking zstd shards into the cache as a fresh-cache first batch does: two shards at once
-(64 MiB and 13 MiB raw by default, as in benchmarks/first_batch.py), each on its own
-preparing thread, timed until both raw files are written. Each shard decoded and written in
-one loop (libzstd's copy_stream, `decompress_file`) against decoded on one thread while the
-preparing thread writes (`streaming.cache.unpack`), with the decode alone (nothing written)
-as the ceiling, all in one run.
+"""Unpacking zstd shards into the cache as a fresh-cache first batch does: two shards at once (64
+MiB and 13 MiB raw by default, as in benchmarks/first_batch.py), each on its own preparing thread,
+timed until both raw files are written. Each shard decoded and written in one loop (libzstd's
+copy_stream, `decompress_file`) against decoded on one thread while the preparing thread writes
+(`streaming.cache.prepare.zstd_unpack`), with the decode alone (nothing written) as the ceiling,
+all in one run.
 
     .venv/bin/python benchmarks/unpack.py [--mib 64 13] [--rounds 25]
     .venv/bin/python benchmarks/unpack.py --first-batch bench-data/first_batch/tokens-20000/zstd
@@ -84,7 +84,7 @@ def all_at_once(unpack: Callable[[Path, Path, int], object], shards: list[tuple[
 FIRST_BATCH = r"""
 import shutil, sys, tempfile, time
 from streaming import StreamingDataLoader, StreamingDataset
-import streaming.cache.prepare as prepare
+import streaming.cache.prepare.preparer as prepare
 if sys.argv[2] == "one-loop":
     prepare.UNPACK_FROM = 1 << 62
 local = tempfile.mkdtemp(prefix="unpack-bench-")
@@ -114,7 +114,7 @@ def first_batch(dataset: Path, rounds: int) -> None:
 
 
 def main() -> None:
-    from streaming.cache.unpack import unpack_zstd
+    from streaming.cache.prepare.zstd_unpack import unpack_zstd
     from streaming.format.compression import decompress_file
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

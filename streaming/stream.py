@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from streaming.cache.folder import check_location, user_cache_root, warn_if_shared
+from streaming.cache.folder.folder_checks import check_location, user_cache_root, warn_if_shared
 from streaming.errors import IndexFileError, ObjectTooLargeError, PlanError
 
 if TYPE_CHECKING:
-    from streaming.cache.parquet_footers import ParquetSelection
+    from streaming.cache.prepare.parquet_footers import ParquetSelection
 
 _UNSET_KNOBS = ("download_retry", "download_timeout", "validate_hash", "keep_zip")
 
@@ -114,7 +114,7 @@ class Stream:
                         local: str | os.PathLike | None) -> tuple[str, str | os.PathLike | None]:
         """The folder a Parquet stream's files lie in (its remote) and its cache folder: the
         files are always read through a cache of row groups, never in place."""
-        from streaming.cache.parquet_footers import select_files
+        from streaming.cache.prepare.parquet_footers import select_files
 
         if remote is None and local is None:
             raise PlanError("Stream needs `remote`, `local` or both")
@@ -247,7 +247,7 @@ class Stream:
         """Copy one file from the remote to `dest` atomically, once per node at a time
         (concurrent callers wait for the first). Override for custom transports."""
         if self.parquet is not None:
-            from streaming.cache.parquet_fetch import fetch_row_group
+            from streaming.cache.prepare.parquet_fetch import fetch_row_group
 
             return fetch_row_group(self.local_dir, self.remote_dir or "", basename, dest,
                                    columns=self.columns, expected_size=expected_size,
@@ -288,11 +288,11 @@ class Stream:
         if self.remote_dir is None:
             return self.local_dir / "index.json"
         if self.parquet is not None:
-            from streaming.cache.parquet_fetch import parquet_index_file
+            from streaming.cache.prepare.parquet_fetch import parquet_index_file
 
             return parquet_index_file(self.local_dir, self.parquet, self.columns,
                                       **self._transfer_options())
-        from streaming.cache.origin import sync_index
+        from streaming.cache.folder.origin import sync_index
         from streaming.format.index_bounds import max_index_bytes, too_big
         from streaming.storage import fetch
 

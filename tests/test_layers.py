@@ -175,6 +175,54 @@ def test_lower_layers_do_not_import_upper_ones(layer: str, forbidden: tuple[str,
     assert offenders == {}
 
 
+# Inside the cache, each part uses only the parts listed for it (and `shard_facts`): the policy
+# is pure and shared by the engine, the simulation and `streaming plan`; the engine sits on top.
+_CACHE_PARTS = ("policy", "folder", "prepare", "table", "engine")
+_CACHE_USES = {
+    "policy": (),
+    "folder": (),
+    "prepare": ("folder",),
+    "table": ("policy",),
+    "engine": ("policy", "folder", "prepare", "table"),
+}
+
+
+@pytest.mark.parametrize("part", _CACHE_PARTS)
+def test_cache_parts_use_only_the_parts_below_them(part: str) -> None:
+    prefix = f"streaming.cache.{part}"
+    allowed = {f"streaming.cache.{p}" for p in (part, *_CACHE_USES[part])}
+    offenders = {}
+    for name, deps in graph().items():
+        if name != prefix and not name.startswith(prefix + "."):
+            continue
+        bad = sorted(d for d in deps if d.startswith("streaming.cache.")
+                     and d != "streaming.cache.shard_facts"
+                     and not any(d == a or d.startswith(a + ".") for a in allowed))
+        if bad:
+            offenders[name] = bad
+    assert offenders == {}
+
+
+def test_the_cache_policy_is_pure() -> None:
+    """No threads, files, shared memory or torch in the policy: the simulation and `streaming
+    plan` run it offline exactly as the engine runs it live."""
+    impure = ("torch", "threading", "os", "shutil", "mmap", "multiprocessing", "streaming.coord",
+              "streaming.storage", "streaming.stream")
+    offenders = {}
+    for name, path in modules().items():
+        if not name.startswith("streaming.cache.policy"):
+            continue
+        tree = parsed(path)
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module or "" for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and not node.level}
+        bad = sorted(m for m in imported if any(m == f or m.startswith(f + ".") for f in impure))
+        if bad:
+            offenders[name] = bad
+    assert offenders == {}
+
+
 def test_at_most_eight_modules_at_the_top_of_streaming() -> None:
     top = sorted(p.name for p in (ROOT / "streaming").glob("*.py"))
     assert len(top) <= 8, top

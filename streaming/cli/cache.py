@@ -12,9 +12,9 @@ import json
 import re
 from pathlib import Path
 
-from streaming.cache.bookkeeping import CACHE_MARKER, ORIGIN_FILE
-from streaming.cache.marker import mark_cache
-from streaming.cache.origin import Origin
+from streaming.cache.folder.cache_marker import mark_cache
+from streaming.cache.folder.file_names import CACHE_MARKER, ORIGIN_FILE
+from streaming.cache.folder.origin import Origin
 from streaming.cli._common import UserError, add_command, human_bytes
 from streaming.util.confine import remove
 

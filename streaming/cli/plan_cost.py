@@ -80,7 +80,7 @@ def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
 def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[LengthsTraffic]]:
     """The run to predict from the config and the options, with each stream's sample-lengths
     traffic (none unless the config packs or mixes by tokens)."""
-    from streaming.cache.limit import check_cache_limit
+    from streaming.cache.policy.minimum_limit import check_cache_limit
     from streaming.dataset.row_reader import samples_ahead
     from streaming.observe.forecast import RunSpec
 
@@ -147,7 +147,7 @@ def _other_bytes(setup: Setup) -> int:
     """What a node's cache folders hold beside the shards: the index.json of every stream that
     is downloaded, and the bookkeeping files of each folder (see `_footprint` for which
     streams are downloaded)."""
-    from streaming.cache.bookkeeping import BOOKKEEPING_BYTES
+    from streaming.cache.folder.file_names import BOOKKEEPING_BYTES
 
     assumed = not any(setup.remotes)
     cached = [n for n, remote in zip(setup.index_bytes, setup.remotes) if remote or assumed]
@@ -157,8 +157,8 @@ def _other_bytes(setup: Setup) -> int:
 def _footprint(setup: Setup) -> tuple[Any, np.ndarray]:
     """Cache bytes per shard and bytes per download. Streams naming a remote are downloaded;
     when none does, every stream is (as if its `local` were the remote)."""
-    from streaming.cache.engine import shard_footprint
-    from streaming.cache.facts import ShardFacts
+    from streaming.cache.engine.cache_engine import shard_footprint
+    from streaming.cache.shard_facts import ShardFacts
     from streaming.stream import Stream
 
     facts = ShardFacts.from_indexes(setup.indexes)

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from streaming.cache.facts import ShardFacts
-from streaming.cache.index_form import load_form
-from streaming.cache.limit import Footprint
-from streaming.cache.origin import Origin
-from streaming.cache.prepare import ShardPreparer
-from streaming.cache.text_meta import prepare_meta_files
+from streaming.cache.folder.origin import Origin
+from streaming.cache.folder.parsed_index import load_form
+from streaming.cache.policy.minimum_limit import Footprint
+from streaming.cache.prepare.preparer import ShardPreparer
+from streaming.cache.prepare.text_meta import prepare_meta_files
+from streaming.cache.shard_facts import ShardFacts
 from streaming.errors import IndexNotFoundError, PlanError
 from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
@@ -104,7 +104,7 @@ class Catalog:
     def cache_other_bytes(self) -> int:
         """What the cache folders hold beside the shards, from the indexes alone (the same on
         every node): each cached stream's index.json and the folder's bookkeeping files."""
-        from streaming.cache.bookkeeping import BOOKKEEPING_BYTES
+        from streaming.cache.folder.file_names import BOOKKEEPING_BYTES
         from streaming.format.parquet_index import FOOTER_SUFFIX
 
         total = 0
@@ -119,7 +119,7 @@ class Catalog:
 
     def footprint(self) -> Footprint:
         """Cache bytes per shard (see `shard_footprint`)."""
-        from streaming.cache.engine import shard_footprint  # only under a cache_limit
+        from streaming.cache.engine.cache_engine import shard_footprint  # only under a cache_limit
 
         return shard_footprint(self.facts, self.streams)
 

@@ -164,7 +164,7 @@ def _all_raw(index: DatasetIndex) -> bool:
 def _default_cache(root: Path) -> Path:
     """A per-user cache folder for a read-only dataset directory, keyed by its real path (in
     the user's own 0700 folder, which is refused when someone else could write to it)."""
-    from streaming.cache.folder import user_cache_root
+    from streaming.cache.folder.folder_checks import user_cache_root
 
     key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
     return user_cache_root(Path(tempfile.gettempdir())) / key

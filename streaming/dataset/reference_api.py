@@ -17,8 +17,8 @@ import numpy as np
 from streaming.errors import ArgumentError, CacheLimitError
 
 if TYPE_CHECKING:
-    from streaming.cache.engine import CacheEngine
-    from streaming.cache.prepare import ShardPreparer
+    from streaming.cache.engine.cache_engine import CacheEngine
+    from streaming.cache.prepare.preparer import ShardPreparer
     from streaming.dataset.catalog import Catalog
     from streaming.dataset.row_reader import RowReader
     from streaming.dataset.session import Session

@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from streaming.cache.fit import (
+from streaming.cache.policy.minimum_limit import Footprint
+from streaming.cache.policy.shuffle_fit import (
     BLOCK_SHUFFLES,
     SHARD_SHUFFLES,
     block_for_limit,
@@ -24,7 +25,6 @@ from streaming.cache.fit import (
     side_by_side,
     typical_samples,
 )
-from streaming.cache.limit import Footprint
 from streaming.plan import PlanConfig, World
 from streaming.plan.batching import BATCHINGS
 from streaming.util.quantities import parse_bytes

@@ -21,8 +21,8 @@ from streaming.read.shard_source import ShardSource, acquire_open, shard_source
 from streaming.read.sizing import DEFAULT_SIZE, FIRST_READ, ReadSize, read_size
 
 if TYPE_CHECKING:
-    from streaming.cache.engine import CacheEngine
-    from streaming.cache.stats import CacheStats
+    from streaming.cache.engine.cache_engine import CacheEngine
+    from streaming.cache.table.cache_stats import CacheStats
     from streaming.coord.wait import Flag
     from streaming.plan import World
     from streaming.plan.planner import NodePlan
@@ -152,7 +152,7 @@ class RowReader:
 
     def cache_stats(self) -> CacheStats:
         """The node cache's counters (all zero without a cache)."""
-        from streaming.cache.stats import CacheStats
+        from streaming.cache.table.cache_stats import CacheStats
 
         return CacheStats() if self.cache is None else self.cache.stats()
 
@@ -169,7 +169,7 @@ def start_cache(catalog: Catalog, cache_limit: int | str | None, predownload: in
     the minimum in the CacheLimitError."""
     if catalog.all_local:
         return None
-    from streaming.cache.engine import CacheEngine  # local-only datasets never load it
+    from streaming.cache.engine.cache_engine import CacheEngine  # local-only datasets never load it
 
     engine = CacheEngine(catalog.preparer, cache_limit=cache_limit, predownload=predownload,
                          flag=flag).attach()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from streaming.cache.limit import check_cache_limit
+from streaming.cache.policy.minimum_limit import check_cache_limit
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.coord.world_detect import detect_world
 from streaming.dataset.catalog import Catalog, build_streams, read_indexes
@@ -32,7 +32,7 @@ from streaming.read.sizing import FIRST_READ, ReadSize
 from streaming.stream import Stream
 
 if TYPE_CHECKING:
-    from streaming.cache.stats import CacheStats
+    from streaming.cache.table.cache_stats import CacheStats
     from streaming.read.shard_rows import ReadTally
 
 logger = logging.getLogger(__name__)

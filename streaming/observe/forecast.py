@@ -1,7 +1,8 @@
 """What a run will download, evict and hold in its caches, predicted from its config before
 anything is spent: every node's plan for every epoch (the plan fitted to the cache exactly as
-StreamingDataset fits it), played through the cache model of `streaming.cache.simulate`. Pure:
-config, world, shard sizes and the limit in; figures out.
+StreamingDataset fits it), played through the cache model of
+`streaming.cache.policy.simulated_cache`. Pure: config, world, shard sizes and the limit in;
+figures out.
 """
 
 from __future__ import annotations
@@ -15,8 +16,14 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from streaming.cache.limit import Footprint, MinimumLimit, check_limit, minimum_limit, reader_shards
-from streaming.cache.simulate import SimulatedCache, SimulatedEpoch
+from streaming.cache.policy.minimum_limit import (
+    Footprint,
+    MinimumLimit,
+    check_limit,
+    minimum_limit,
+    reader_shards,
+)
+from streaming.cache.policy.simulated_cache import SimulatedCache, SimulatedEpoch
 from streaming.dataset.resolve import fit_plan
 from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, plan_node

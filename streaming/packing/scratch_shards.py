@@ -39,7 +39,7 @@ def scratch_shards(stream: Stream, index: DatasetIndex) -> RawShard:
             return
         with tempfile.TemporaryDirectory(prefix="streaming-scan-") as scratch:
             if stream.parquet is not None:  # read beside a copy of its file's footer
-                from streaming.cache.parquet_fetch import scratch_place
+                from streaming.cache.prepare.parquet_fetch import scratch_place
 
                 place = scratch_place(stream.local_dir, raw_name, Path(scratch))
                 yield stream.fetch(raw_name, place, expected_size=int(index.raw_bytes[shard]))

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
-from streaming.cache.engine import PREPARE_THREADS
+from streaming.cache.engine.cache_engine import PREPARE_THREADS
 from streaming.coord.wait import Deadline
 
 if TYPE_CHECKING:
-    from streaming.cache.engine import CacheEngine
-    from streaming.cache.prepare import ShardPreparer
+    from streaming.cache.engine.cache_engine import CacheEngine
+    from streaming.cache.prepare.preparer import ShardPreparer
 
 
 STOP_TIMEOUT = 60.0  # seconds a stopped pass waits for the preparations under way

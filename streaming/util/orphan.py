@@ -2,7 +2,7 @@
 parent is gone (the worker is re-parented) within `CHECK_EVERY` seconds and ends the process, so
 no download or decompression keeps running for nobody. torch's own check only runs between
 samples, and a worker waiting for a shard can be inside one sample for minutes. Temporary files
-it leaves are removed at the next start (`streaming.cache.disk.sweep_orphans`)."""
+it leaves are removed at the next start (`streaming.cache.folder.disk_files.sweep_orphans`)."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from streaming.cache.engine import CacheEngine
-from streaming.cache.facts import ShardFacts
-from streaming.cache.prepare import ShardPreparer
+from streaming.cache.engine.cache_engine import CacheEngine
+from streaming.cache.prepare.preparer import ShardPreparer
+from streaming.cache.shard_facts import ShardFacts
 from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
 from streaming.read.sample_locator import SampleLocator
@@ -165,7 +165,7 @@ def cache_bytes(folder: Path) -> int:
 def die_while_preparing(remote: str, local: str, shard: int) -> None:
     """Child process: claim a reader slot, start 'preparing' `shard` with a half-written temp
     file, then die without any clean-up (as a SIGKILLed DataLoader worker would)."""
-    from streaming.cache import table as tb
+    from streaming.cache.table import node_table as tb
 
     handle = open_dataset(remote, local)
     engine = CacheEngine(handle.preparer, cache_limit="1gb")

@@ -75,7 +75,7 @@ def test_convert_exist_ok_refuses_a_linked_part_folder_before_removing_anything(
 
 
 def test_cache_clear_refuses_a_shard_link_that_leads_out(tmp_path: Path, folders) -> None:
-    from streaming.cache.marker import mark_cache
+    from streaming.cache.folder.cache_marker import mark_cache
 
     _, outside = folders
     cache = write_ids(tmp_path / "cache", 10)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
-from streaming.cache.facts import ShardFacts
-from streaming.cache.optimum import belady_egress, floor_egress
+from streaming.cache.policy.egress_bounds import belady_egress, floor_egress
+from streaming.cache.shard_facts import ShardFacts
 from streaming.format.index import read_index
 from streaming.observe.forecast import reader_sequences
 from streaming.plan import World

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.cache import table as tb
-from streaming.cache.engine import CacheEngine
+from streaming.cache.engine.cache_engine import CacheEngine
+from streaming.cache.table import node_table as tb
 from tests.cache._data import engine_source, open_dataset
 
 
@@ -32,8 +32,8 @@ def _following(source: Path, cache: Path, seq: np.ndarray) -> CacheEngine:
 
 
 def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
-    from streaming.cache.evict import NEVER
-    from streaming.cache.horizon import snapshot
+    from streaming.cache.policy.eviction import NEVER
+    from streaming.cache.table.reader_horizon import snapshot
 
     engine = _following(source, tmp_path / "c", np.array([0] * 3 + [1] * 10 + [0] * 3 + [2] * 3))
     table, slot = engine.table, engine.slot.index
@@ -50,7 +50,7 @@ def test_the_published_horizon_gives_each_shard_its_next_use(source, tmp_path):
 
 
 def test_a_pass_that_ended_withdraws_its_horizon(source, tmp_path):
-    from streaming.cache.horizon import snapshot
+    from streaming.cache.table.reader_horizon import snapshot
 
     engine = _following(source, tmp_path / "c", np.array([0] * 3 + [1] * 10))
     rows = np.array([engine.slot.index])
@@ -61,7 +61,7 @@ def test_a_pass_that_ended_withdraws_its_horizon(source, tmp_path):
 
 
 def test_a_shard_read_again_later_keeps_its_next_use_after_each_run(source, tmp_path):
-    from streaming.cache.horizon import snapshot
+    from streaming.cache.table.reader_horizon import snapshot
     from tests.cache.test_horizon import true_next_use
 
     # shard 0 for three steps, shard 1 for two, shard 0 again from step 30
@@ -78,7 +78,7 @@ def test_a_shard_read_again_later_keeps_its_next_use_after_each_run(source, tmp_
 def test_the_next_blocks_shards_are_prefetched_far_beyond_predownload(source, tmp_path):
     import time
 
-    from streaming.cache.horizon import snapshot
+    from streaming.cache.table.reader_horizon import snapshot
 
     handle = _open(source, tmp_path / "c")
     engine = CacheEngine(handle.preparer, predownload=4, prefetch_threads=2)
@@ -104,7 +104,7 @@ def test_the_next_blocks_shards_are_prefetched_far_beyond_predownload(source, tm
 def test_a_forked_reader_whose_first_call_is_follow_publishes_its_horizon(source, tmp_path):
     import os
 
-    from streaming.cache.horizon import snapshot
+    from streaming.cache.table.reader_horizon import snapshot
 
     handle = _open(source, tmp_path / "c")
     engine = CacheEngine(handle.preparer, predownload=4, prefetch_threads=1, cache_limit="1gb")
@@ -132,8 +132,8 @@ def test_evicting_a_shard_a_reader_still_needs_is_counted_and_warned_about_once(
         source, tmp_path, monkeypatch, caplog):
     import logging
 
-    from streaming.cache import space as space_module
-    from streaming.cache.space import BringOutcome
+    from streaming.cache.engine import cache_space as space_module
+    from streaming.cache.engine.cache_space import BringOutcome
 
     handle = _open(source, tmp_path / "c")
     probe = CacheEngine(handle.preparer)

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.cache import table as tb
-from streaming.cache.engine import CacheEngine
-from streaming.cache.process_tables import drop_table
+from streaming.cache.engine.cache_engine import CacheEngine
+from streaming.cache.table import node_table as tb
+from streaming.cache.table.process_tables import drop_table
 from streaming.coord.flag import FailureFlag
 from streaming.errors import CoordinationError
 from tests.cache._data import (
@@ -244,7 +244,7 @@ def test_a_raised_failure_flag_stops_a_waiting_reader(source, tmp_path):
 
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_four_readers_finish_at_exactly_the_minimum_limit(source, tmp_path, shuffle):
-    from streaming.cache.limit import minimum_limit
+    from streaming.cache.policy.minimum_limit import minimum_limit
     from streaming.plan import PlanConfig, World, plan_node
     from tests.cache._data import cache_bytes, run_rank
 
@@ -329,7 +329,7 @@ def test_the_start_up_scan_reads_each_folder_once_and_drops_only_orphaned_leftov
 
 
 def test_a_leftover_names_its_shard_file_even_with_dots_in_the_name():
-    from streaming.cache.disk import leftover_of
+    from streaming.cache.folder.disk_files import leftover_of
 
     owners = {"shard.00001.mds", "shard.00001.mds.zstd", "a.b"}
     assert leftover_of(".shard.00001.mds.zstd.k3j.tmp", owners) == "shard.00001.mds.zstd"
@@ -341,7 +341,7 @@ def test_a_leftover_names_its_shard_file_even_with_dots_in_the_name():
 
 
 def test_prefetches_in_flight_hold_at_most_half_the_limit(source, tmp_path):
-    from streaming.cache.space import PREFETCH_SHARE, BringOutcome
+    from streaming.cache.engine.cache_space import PREFETCH_SHARE, BringOutcome
 
     handle = _open(source, tmp_path / "c")
     cost = _cost(handle, [0])
@@ -360,7 +360,7 @@ def test_prefetches_in_flight_hold_at_most_half_the_limit(source, tmp_path):
 
 
 def test_a_prefetch_waits_while_nearer_shards_need_the_room(source, tmp_path):
-    from streaming.cache.space import BringOutcome
+    from streaming.cache.engine.cache_space import BringOutcome
 
     handle = _open(source, tmp_path / "c")
     limit = _cost(handle, range(3))

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.cache.engine import LOCK_SLACK, CacheEngine, shard_footprint
-from streaming.cache.limit import reader_shards
-from streaming.cache.prepare import zipless_shards
+from streaming.cache.engine.cache_engine import LOCK_SLACK, CacheEngine, shard_footprint
+from streaming.cache.policy.minimum_limit import reader_shards
+from streaming.cache.prepare.preparer import zipless_shards
 from streaming.errors import (
     CacheLimitError,
     HashMismatchError,
@@ -169,7 +169,7 @@ def test_zstd_shards_are_decompressed_while_they_download(s3_env, bucket, fault_
     def no_zip_on_disk(*args, **kwargs):
         raise AssertionError("a compressed copy was written and decompressed from disk")
 
-    monkeypatch.setattr("streaming.cache.prepare.decompress_file", no_zip_on_disk)
+    monkeypatch.setattr("streaming.cache.prepare.preparer.decompress_file", no_zip_on_disk)
     for shard in range(len(handle.facts.raw_bytes)):
         raw = handle.preparer.prepare(shard)
         zipped = src / handle.facts.zip_basenames[shard]
@@ -261,8 +261,8 @@ def test_only_shards_whose_zip_lands_on_disk_reserve_room_for_it(s3_env, bucket,
 
 
 def test_an_overridden_fetch_sees_every_shard_transfer(s3_env, bucket, tmp_path):
-    from streaming.cache.facts import ShardFacts
-    from streaming.cache.prepare import ShardPreparer
+    from streaming.cache.prepare.preparer import ShardPreparer
+    from streaming.cache.shard_facts import ShardFacts
     from streaming.format.index import read_index
     from streaming.stream import Stream
 

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.cache.evict import NEVER, choose_victims, next_use, worth_bringing
+from streaming.cache.policy.eviction import NEVER, choose_victims, next_use, worth_bringing
 
 
 def test_next_use_takes_the_nearest_reader_and_forgets_finished_runs():

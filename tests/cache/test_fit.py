@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.cache.fit import (
+from streaming.cache.policy.minimum_limit import Footprint
+from streaming.cache.policy.shuffle_fit import (
     BLOCK_SHUFFLES,
     PER_CANONICAL,
     SHARD_SHUFFLES,
@@ -19,7 +20,6 @@ from streaming.cache.fit import (
     shards_resident,
     typical_samples,
 )
-from streaming.cache.limit import Footprint
 from streaming.plan import PlanConfig, World, plan_node
 
 MB = 1 << 20
@@ -149,7 +149,7 @@ def test_real_shard_shuffles_stay_within_the_room_their_canonical_count_was_size
 
 
 def _node_minimum(cfg: PlanConfig, world: World, fp: Footprint) -> int:
-    from streaming.cache.limit import minimum_limit
+    from streaming.cache.policy.minimum_limit import minimum_limit
 
     worst = 0
     for node in range(world.num_nodes):

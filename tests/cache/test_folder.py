@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.cache import folder as folder_module
-from streaming.cache.folder import check_location, make_folder, remove_created
+from streaming.cache.folder import folder_checks as folder_module
+from streaming.cache.folder.folder_checks import check_location, make_folder, remove_created
 from streaming.errors import CacheFolderError, LocationError
 
 

@@ -10,10 +10,10 @@ import uuid
 import numpy as np
 import pytest
 
-from streaming.cache import table as tb
-from streaming.cache.evict import NEVER
-from streaming.cache.horizon import snapshot
-from streaming.cache.lookahead import ReaderRuns, horizon_runs
+from streaming.cache.policy.eviction import NEVER
+from streaming.cache.policy.lookahead import ReaderRuns, horizon_runs
+from streaming.cache.table import node_table as tb
+from streaming.cache.table.reader_horizon import snapshot
 
 
 def true_next_use(seq: np.ndarray, position: int, num_shards: int) -> np.ndarray:
@@ -35,7 +35,7 @@ def table():
 
 
 def test_a_concurrent_observer_never_sees_a_half_published_horizon(table):
-    from streaming.cache.horizon import publish
+    from streaming.cache.table.reader_horizon import publish
 
     with table.locked():
         slot = table.claim_slot(lambda shard: None)

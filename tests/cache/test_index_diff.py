@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from streaming.cache.index_diff import file_entries, stale_files
+from streaming.cache.folder.changed_files import file_entries, stale_files
 from streaming.format import index
 from streaming.format.index import parse_index
 from streaming.format.index_columns import TemplateEntries

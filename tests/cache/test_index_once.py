@@ -67,9 +67,9 @@ def test_one_get_per_stream_when_the_streams_indexes_come_at_once(s3_env, tmp_pa
 FORM_CHILD = """
 import sys
 from pathlib import Path
-import streaming.cache.index_form as index_form
-from streaming.cache.index_form import load_form
-from streaming.cache.origin import Origin
+import streaming.cache.folder.parsed_index as index_form
+from streaming.cache.folder.parsed_index import load_form
+from streaming.cache.folder.origin import Origin
 from streaming.format.index_columns import TemplateEntries
 from streaming.dataset.catalog import Catalog
 from streaming.stream import Stream
@@ -96,7 +96,7 @@ def test_the_node_reads_the_fetching_rank_s_columns(s3_env, tmp_path):
     assert run.stdout.split() == ["200", "True", "200"]
     forms = [p.name for p in local.iterdir() if p.name.endswith(".npz")]
     assert len(forms) == 1
-    from streaming.cache.index_form import load_form
+    from streaming.cache.folder.parsed_index import load_form
     from streaming.dataset.catalog import load_index
     from streaming.format.index import read_index
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from streaming.cache.landings import Landings
+from streaming.cache.engine.landed_signal import Landings
 
 
 def test_a_waiting_reader_wakes_when_a_shard_lands_not_at_its_timeout():

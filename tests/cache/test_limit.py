@@ -6,8 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.cache.evict import NEVER, choose_victims
-from streaming.cache.limit import Footprint, check_limit, minimum_limit, reader_shards
+from streaming.cache.policy.eviction import NEVER, choose_victims
+from streaming.cache.policy.minimum_limit import (
+    Footprint,
+    check_limit,
+    minimum_limit,
+    reader_shards,
+)
 from streaming.errors import CacheLimitError
 from streaming.plan import PlanConfig, World, plan_node
 
@@ -132,7 +137,7 @@ def test_real_node_plan_with_shuffle_runs_at_its_minimum():
 
 
 def test_ids_are_mapped_per_block_with_the_same_result(monkeypatch):
-    import streaming.cache.limit as limit_module
+    import streaming.cache.policy.minimum_limit as limit_module
 
     monkeypatch.setattr(limit_module, "CHUNK", 7)
     rng = np.random.default_rng(5)

@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.cache.lookahead import entry_runs, next_new, previous_runs, window_end
+from streaming.cache.policy.lookahead import entry_runs, next_new, previous_runs, window_end
 
 
 def runs_of(seq: list[int]) -> tuple[np.ndarray, np.ndarray]:

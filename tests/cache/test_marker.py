@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from streaming.cache.bookkeeping import CACHE_MARKER
-from streaming.cache.marker import is_cache
+from streaming.cache.folder.cache_marker import is_cache
+from streaming.cache.folder.file_names import CACHE_MARKER
 from streaming.dataset.streaming_dataset import StreamingDataset
 from writers.mds import MDSWriter
 

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.cache.lookahead import ReaderRuns, prefetch_window
-from streaming.cache.node_windows import NodeWindows
+from streaming.cache.policy.lookahead import ReaderRuns, prefetch_window
+from streaming.cache.policy.simulated_windows import NodeWindows
 
 AHEAD = 4
 
@@ -81,7 +81,7 @@ def test_walking_through_steps_places_the_readers_as_placing_them_one_step_at_a_
         case, data, placements):
     """`walk` computes many steps' placements at once (`placements` of them per chunk here,
     so that chunks end mid-way); each must be what `at` gives at that step."""
-    from streaming.cache import node_windows
+    from streaming.cache.policy import simulated_windows as node_windows
 
     seqs, _, predownload = case
     runs = [ReaderRuns.of(s, predownload) for s in seqs]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streaming.cache.limit import Footprint
-from streaming.cache.optimum import belady_egress, floor_egress
+from streaming.cache.policy.egress_bounds import belady_egress, floor_egress
+from streaming.cache.policy.minimum_limit import Footprint
 from streaming.errors import CacheLimitError
 
 # five shards of 10 bytes cached, 5 more while one is fetched; a fetch moves 5 bytes

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.cache.bookkeeping import NODE_FILE, NODE_LOCK, ORIGIN_FILE
-from streaming.cache.origin import changed_files, file_entries, sync_index
+from streaming.cache.folder.file_names import NODE_FILE, NODE_LOCK, ORIGIN_FILE
+from streaming.cache.folder.origin import changed_files, file_entries, sync_index
 from streaming.errors import CacheOriginError, ObjectNotFoundError
 from streaming.format.index import parse_index
 

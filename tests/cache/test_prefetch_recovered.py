@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from streaming.cache.engine import CacheEngine
+from streaming.cache.engine.cache_engine import CacheEngine
 from tests.cache._data import open_dataset, upload_dir, write_dataset
 
 

@@ -120,7 +120,7 @@ def test_an_overridden_fetch_sees_every_transfer(source, tmp_path, monkeypatch):
 def test_raw_paths_stay_right_once_the_kept_paths_are_dropped(source, tmp_path, monkeypatch):
     """The preparer keeps at most RAW_PATHS joined paths; past that it starts afresh, and every
     path it gives is still the shard's own file."""
-    from streaming.cache import prepare
+    from streaming.cache.prepare import preparer as prepare
 
     monkeypatch.setattr(prepare, "RAW_PATHS", 3)
     handle = open_dataset(str(source), str(tmp_path / "cache"))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streaming.cache.limit import Footprint
-from streaming.cache.simulate import SimulatedCache
+from streaming.cache.policy.minimum_limit import Footprint
+from streaming.cache.policy.simulated_cache import SimulatedCache
 from streaming.errors import CacheLimitError
 
 
@@ -52,8 +52,8 @@ def test_a_limit_under_the_shards_in_use_is_refused():
 
 
 def test_the_no_eviction_shortcut_matches_the_stepped_simulation():
-    from streaming.cache.lookahead import ReaderRuns
-    from streaming.cache.simulate import _Epoch
+    from streaming.cache.policy.lookahead import ReaderRuns
+    from streaming.cache.policy.simulated_cache import _Epoch
 
     rng = np.random.default_rng(3)
     sequences = [np.repeat(rng.integers(0, 30, 40), rng.integers(1, 6, 40)) for _ in range(4)]

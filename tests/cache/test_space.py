@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.cache import disk
-from streaming.cache.engine import CacheEngine
+from streaming.cache.engine.cache_engine import CacheEngine
+from streaming.cache.folder import disk_files as disk
 from streaming.errors import CacheSpaceError
 from tests.cache._data import open_dataset, read_in_order, write_dataset
 

@@ -8,7 +8,7 @@ import os
 import time
 import uuid
 
-from streaming.cache import table as tb
+from streaming.cache.table import node_table as tb
 
 
 def test_the_node_limit_and_downloads_are_the_smallest_live_asks():

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.cache.engine import CacheEngine
+from streaming.cache.engine.cache_engine import CacheEngine
 from tests.cache._data import engine_source, open_dataset, read_in_order
 
 SAMPLES = 200
@@ -25,7 +25,7 @@ def source(tmp_path_factory) -> Path:
 def _late_reader(source: str, cache: str, attached, closed, done, finished) -> None:
     """Attach to the table, wait while the last other reader closes it, then claim a slot and
     read: the race window a slow process would see, made wide."""
-    from streaming.cache.table import CacheTable
+    from streaming.cache.table.node_table import CacheTable
 
     original = CacheTable.open.__func__
     held = []
@@ -80,8 +80,8 @@ def test_a_reader_attaching_while_the_last_one_closes_joins_the_live_table(sourc
 
 
 def test_a_table_that_keeps_being_removed_is_a_coordination_error(monkeypatch, tmp_path):
-    from streaming.cache import table as tb
-    from streaming.cache.slot import JOIN_TRIES, ReaderSlot
+    from streaming.cache.table import node_table as tb
+    from streaming.cache.table.reader_slot import JOIN_TRIES, ReaderSlot
     from streaming.errors import CoordinationError
 
     mapped = []

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.cache.bookkeeping import ORIGIN_LOCK
-from streaming.cache.locks import folder_lock
+from streaming.cache.folder.file_names import ORIGIN_LOCK
+from streaming.cache.folder.shared_locks import folder_lock
 from streaming.coord.lock import FileLock
 
 

@@ -1,6 +1,7 @@
-"""A large zstd shard decoded on one thread and written on another (streaming.cache.unpack): the
-same bytes as a plain decompression whatever the framing, a clear error for bad input, and
-nothing left behind (no file, no thread) whichever side fails."""
+"""A large zstd shard decoded on one thread and written on another
+(streaming.cache.prepare.zstd_unpack): the same bytes as a plain decompression whatever the
+framing, a clear error for bad input, and nothing left behind (no file, no thread) whichever side
+fails."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import numpy as np
 import pytest
 import zstandard
 
-from streaming.cache import prepare, unpack
-from streaming.cache.engine import CacheEngine
+from streaming.cache.engine.cache_engine import CacheEngine
+from streaming.cache.prepare import preparer as prepare
+from streaming.cache.prepare import zstd_unpack as unpack
 from streaming.errors import DecompressionError
 from tests.cache._data import engine_source, open_dataset, read_in_order
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.cache import verified
+from streaming.cache.folder import verified_files as verified
 from streaming.coord.shm_files import ENV_DIR
 
 

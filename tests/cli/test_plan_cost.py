@@ -74,7 +74,7 @@ def test_a_limit_caps_the_peak_and_costs_egress(cli, dataset, tmp_path):
     restart = tight["restart"]
     assert restart["epoch"] == 0 and restart["extra_egress_bytes"] > 0
     # the cache folder's index.json and bookkeeping files count against the limit, as in the engine
-    from streaming.cache.bookkeeping import BOOKKEEPING_BYTES
+    from streaming.cache.folder.file_names import BOOKKEEPING_BYTES
 
     index = (dataset / "index.json").stat().st_size
     assert tight["other_bytes"] == free["other_bytes"] == index + BOOKKEEPING_BYTES

@@ -12,7 +12,10 @@ from collections.abc import Callable
 
 import pytest
 
-from streaming.cache import index_once, node_claim, process_tables, verified
+from streaming.cache.folder import index_fetch_turn as index_once
+from streaming.cache.folder import node_claim
+from streaming.cache.folder import verified_files as verified
+from streaming.cache.table import process_tables
 from streaming.coord import names
 from streaming.read.open_shards import OpenShards
 from streaming.storage.per_process import PerProcess

@@ -12,7 +12,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from streaming import StreamingDataLoader, StreamingDataset
-from streaming.cache.stats import CacheStats
+from streaming.cache.table.cache_stats import CacheStats
 from streaming.errors import CoordinationError
 from streaming.format.index import read_index
 from tests.cache._data import peak_size

@@ -47,7 +47,7 @@ def test_an_adopted_cached_shard_with_a_flipped_bit_is_fetched_again(tmp_path: P
 
 
 def test_each_file_is_hashed_once_per_node(tmp_path: Path, monkeypatch) -> None:
-    from streaming.cache import prepare
+    from streaming.cache.prepare import preparer as prepare
 
     local = write_ids(tmp_path / "data", 90, hashes=["xxh64"])
     hashed: list[str] = []
@@ -93,7 +93,7 @@ def test_adopted_shards_are_hashed_once_per_node_with_workers(tmp_path: Path,
     every adopted shard is hashed once in all, not once per process."""
     from torch.utils.data import DataLoader
 
-    from streaming.cache import prepare
+    from streaming.cache.prepare import preparer as prepare
 
     remote = write_ids(tmp_path / "remote", 400, hashes=["xxh64"])
     local = tmp_path / "cache"

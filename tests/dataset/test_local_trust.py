@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from streaming import StreamingDataset
-from streaming.cache.bookkeeping import ORIGIN_FILE
+from streaming.cache.folder.file_names import ORIGIN_FILE
 from streaming.errors import (
     CacheFolderError,
     CacheLimitError,

@@ -11,8 +11,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.cache.facts import ShardFacts
-from streaming.cache.prepare import ShardPreparer
+from streaming.cache.prepare.preparer import ShardPreparer
+from streaming.cache.shard_facts import ShardFacts
 from streaming.dataset.state import ResumeState
 from streaming.errors import (
     HashMismatchError,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from streaming import StreamingDataset
-from streaming.cache.engine import CacheEngine
+from streaming.cache.engine.cache_engine import CacheEngine
 from tests.dataset._epochs import read_ids
 from tests.dataset.conftest import write_ids
 

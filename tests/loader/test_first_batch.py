@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
-from streaming.cache import horizon
+from streaming.cache.table import reader_horizon as horizon
 from streaming.errors import ObjectNotFoundError
 from streaming.plan import World
 from tests.dataset.conftest import write_ids
@@ -242,8 +242,8 @@ def test_what_the_first_read_brought_stays_wanted_until_the_workers_take_over(
     workers have published what they read next. Withdrawn at once, they would be the first
     shards eviction takes while the workers start (another rank of the node making room), and
     would be downloaded again."""
-    from streaming.cache.evict import NEVER
-    from streaming.cache.table import PRESENT
+    from streaming.cache.policy.eviction import NEVER
+    from streaming.cache.table.node_table import PRESENT
 
     _, ds = _under_a_limit(tmp_path)
     try:

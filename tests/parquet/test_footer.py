@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming.cache.parquet_footers import ParquetSelection, select_files
+from streaming.cache.prepare.parquet_footers import ParquetSelection, select_files
 from streaming.errors import ArgumentError, IndexFileError, ParquetFileError, ParquetSchemaError
 from streaming.format.index import parse_index
 from streaming.format.parquet_footer import (

@@ -116,7 +116,7 @@ def test_stream_arguments_are_checked() -> None:
 
 def test_large_row_groups_are_warned_about_once(corpus: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from streaming.cache import parquet_footers
+    from streaming.cache.prepare import parquet_footers
 
     monkeypatch.setattr(parquet_footers, "LARGE_GROUP", 1000)
     with pytest.warns(UserWarning, match=r"part-000\.parquet row group 0 .* 14 more") as caught:

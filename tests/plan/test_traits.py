@@ -12,7 +12,7 @@ import pytest
 import streaming.plan.batching as batching_pkg
 import streaming.plan.partition as partition_pkg
 import streaming.plan.shuffle as shuffle_pkg
-from streaming.cache import fit
+from streaming.cache.policy import shuffle_fit as fit
 from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, global_order
 from streaming.plan.batching import BATCHINGS, get_method

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from streaming.cache import unpack
+from streaming.cache.prepare import zstd_unpack as unpack
 from streaming.errors import (
     DecompressionError,
     DownloadTimeoutError,

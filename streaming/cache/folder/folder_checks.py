@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from streaming.cache.bookkeeping import BOOKKEEPING_FILES
+from streaming.cache.folder.file_names import BOOKKEEPING_FILES
 from streaming.errors import CacheFolderError, LocationError
 
 # "s3:/bucket" or "gs:bucket": a scheme (two letters or more, so no drive letter) without "//".

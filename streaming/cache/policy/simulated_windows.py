@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from streaming.cache.lookahead import ReaderRuns, window_end
+from streaming.cache.policy.lookahead import ReaderRuns, window_end
 from streaming.plan.shuffle.pieces import expand_runs
 
 SCANS = (16, 256)  # entries past a window looked at for every reader at once, then for the rest

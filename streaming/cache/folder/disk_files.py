@@ -112,7 +112,7 @@ def sweep_orphans(root: Path, folder: Path, files: dict[str, tuple[int, float]],
 
     Every preparation holds the shard's `.<raw>.prep.lock` flock while it writes, and the kernel
     drops a flock when its holder dies: taking that lock proves its files are orphans."""
-    from streaming.cache.locks import folder_lock
+    from streaming.cache.folder.shared_locks import folder_lock
 
     owner_of = {zipped: raw for raw, zipped in shards.items() if zipped}
     owner_of.update({raw: raw for raw in shards})

@@ -23,7 +23,7 @@ import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from streaming.cache.bookkeeping import NODE_FILE, NODE_LOCK
+from streaming.cache.folder.file_names import NODE_FILE, NODE_LOCK
 from streaming.coord.names import job_identity, node_rank
 from streaming.errors import CacheFolderError
 from streaming.util.atomic import staged_file

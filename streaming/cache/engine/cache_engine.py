@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from streaming.cache import disk
-from streaming.cache import table as tb
-from streaming.cache.facts import ShardFacts
-from streaming.cache.landings import Landings
-from streaming.cache.limit import Footprint, MinimumLimit, minimum_limit
-from streaming.cache.lookahead import ReaderRuns, horizon_runs, prefetch_window
-from streaming.cache.prepare import ShardPreparer, zipless_shards
-from streaming.cache.process_tables import drop_table
-from streaming.cache.shard_files import ShardFiles
-from streaming.cache.slot import ReaderSlot
-from streaming.cache.space import BringOutcome, CacheSpace
-from streaming.cache.stats import CacheStats
+from streaming.cache.engine.cache_space import BringOutcome, CacheSpace
+from streaming.cache.engine.landed_signal import Landings
+from streaming.cache.engine.shard_files import ShardFiles
+from streaming.cache.folder import disk_files as disk
+from streaming.cache.policy.lookahead import ReaderRuns, horizon_runs, prefetch_window
+from streaming.cache.policy.minimum_limit import Footprint, MinimumLimit, minimum_limit
+from streaming.cache.prepare.preparer import ShardPreparer, zipless_shards
+from streaming.cache.shard_facts import ShardFacts
+from streaming.cache.table import node_table as tb
+from streaming.cache.table.cache_stats import CacheStats
+from streaming.cache.table.process_tables import drop_table
+from streaming.cache.table.reader_slot import ReaderSlot
 from streaming.coord.flag import FailureFlag
 from streaming.coord.names import Namespace
 from streaming.coord.wait import Deadline, Flag

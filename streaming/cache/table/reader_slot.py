@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from streaming.cache import horizon
-from streaming.cache.process_tables import forget_table, shared_table
-from streaming.cache.table import CacheTable
+from streaming.cache.table import reader_horizon as horizon
+from streaming.cache.table.node_table import CacheTable
+from streaming.cache.table.process_tables import forget_table, shared_table
 from streaming.errors import CoordinationError
 
 JOIN_TRIES = 10  # a table removed this often while joining it is a fault, not a race

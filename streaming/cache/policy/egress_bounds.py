@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streaming.cache.limit import Footprint
+from streaming.cache.policy.minimum_limit import Footprint
 from streaming.errors import CacheLimitError
 
 NEVER = np.iinfo(np.int64).max

@@ -10,7 +10,12 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from streaming.cache.parquet_footers import ParquetSelection, build_index, modified_ns, under
+from streaming.cache.prepare.parquet_footers import (
+    ParquetSelection,
+    build_index,
+    modified_ns,
+    under,
+)
 from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
 from streaming.format.parquet_footer import group_span, projected_leaves
 from streaming.format.parquet_index import footer_basename, split_group_name
@@ -39,7 +44,7 @@ def parquet_index_file(folder: Path, selection: ParquetSelection,
         timeout: seconds per request.
         retry: extra attempts per request.
     """
-    from streaming.cache.origin import sync_index
+    from streaming.cache.folder.origin import sync_index
 
     backend, root = timed_backend(selection.base, timeout)
     policy = transfer_policy(timeout, retry, 0.25, selection.base)

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from streaming.cache.disk import listing, sweep_orphans
-from streaming.cache.facts import ShardFacts
-from streaming.cache.marker import mark_cache
-from streaming.cache.unpack import unpack_zstd
-from streaming.cache.verified import is_verified, mark_verified
+from streaming.cache.folder.cache_marker import mark_cache
+from streaming.cache.folder.disk_files import listing, sweep_orphans
+from streaming.cache.folder.verified_files import is_verified, mark_verified
+from streaming.cache.prepare.zstd_unpack import unpack_zstd
+from streaming.cache.shard_facts import ShardFacts
 from streaming.errors import (
     DecompressionError,
     HashMismatchError,
@@ -179,12 +179,12 @@ class ShardPreparer:
         return self._complete(self.raw_path(shard), shard) and self.trusted(shard, locked=locked)
 
     def trusted(self, shard: int, *, locked: bool = False) -> bool:
-        """True unless the stream asks for `validate_hash` and the raw file on disk does not
-        match the index's digest. Each file version is hashed once per node (remembered in
-        `streaming.cache.verified`), whichever way it arrived: downloaded, decompressed,
-        adopted from an earlier run, or read in place. Readers that meet an unverified file at
-        once take turns (the shard's lock, unless the caller holds it: `locked`; across
-        processes only in a cache folder), so only the first one hashes it."""
+        """True unless the stream asks for `validate_hash` and the raw file on disk does not match
+        the index's digest. Each file version is hashed once per node (remembered in
+        `streaming.cache.folder.verified_files`), whichever way it arrived: downloaded,
+        decompressed, adopted from an earlier run, or read in place. Readers that meet an
+        unverified file at once take turns (the shard's lock, unless the caller holds it: `locked`;
+        across processes only in a cache folder), so only the first one hashes it."""
         algo = self._algo(shard)
         if not algo:
             return True
@@ -228,7 +228,7 @@ class ShardPreparer:
         """Serialise preparation of one shard across this node's processes and threads (with
         `node=False`, across this process's threads only: no lock file); other shards prepare
         in parallel (downloads and zstd release the GIL)."""
-        from streaming.cache.locks import folder_lock
+        from streaming.cache.folder.shared_locks import folder_lock
 
         with self._mutex:
             if self._locks_pid != os.getpid():  # forked: a parent's thread may hold them

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from streaming.cache.stats import COUNTERS, CacheStats
+from streaming.cache.table.cache_stats import COUNTERS, CacheStats
 from streaming.coord.lock import FileLock
 from streaming.coord.names import Namespace
 from streaming.coord.proc import ProcessId

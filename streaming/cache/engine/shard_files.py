@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from streaming.cache import disk
-from streaming.cache import table as tb
-from streaming.cache.prepare import ShardPreparer
+from streaming.cache.folder import disk_files as disk
+from streaming.cache.prepare.preparer import ShardPreparer
+from streaming.cache.table import node_table as tb
 from streaming.util.confine import remove
 
 

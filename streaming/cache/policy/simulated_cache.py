@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from streaming.cache.evict import choose_victims, next_use, worth_bringing
-from streaming.cache.limit import Footprint
-from streaming.cache.lookahead import ReaderRuns, horizon_runs
-from streaming.cache.node_windows import NodeWindows
+from streaming.cache.policy.eviction import choose_victims, next_use, worth_bringing
+from streaming.cache.policy.lookahead import ReaderRuns, horizon_runs
+from streaming.cache.policy.minimum_limit import Footprint
+from streaming.cache.policy.simulated_windows import NodeWindows
 from streaming.errors import CacheLimitError
 
 HORIZON = 64  # shards a reader announces (the node table's horizon)

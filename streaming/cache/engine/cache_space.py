@@ -15,15 +15,16 @@ from pathlib import Path
 
 import numpy as np
 
-from streaming.cache import disk, horizon
-from streaming.cache import table as tb
-from streaming.cache.evict import NEVER, choose_victims, worth_bringing
-from streaming.cache.limit import Footprint, MinimumLimit, check_limit, minimum_limit
-from streaming.cache.shard_files import ShardFiles
-from streaming.cache.slot import ReaderSlot
+from streaming.cache.engine.shard_files import ShardFiles
+from streaming.cache.folder import disk_files as disk
+from streaming.cache.policy.eviction import NEVER, choose_victims, worth_bringing
+from streaming.cache.policy.minimum_limit import Footprint, MinimumLimit, check_limit, minimum_limit
+from streaming.cache.table import node_table as tb
+from streaming.cache.table import reader_horizon as horizon
+from streaming.cache.table.reader_slot import ReaderSlot
 from streaming.errors import CacheLimitError, CacheSpaceError
 
-log = logging.getLogger("streaming.cache.engine")  # one logger for all the engine does
+log = logging.getLogger("streaming.cache.engine.cache_engine")  # one logger for all the engine does
 
 # Share of the cache_limit that prefetches in flight may hold between them (one may always
 # start). A preparation holds its compressed and raw bytes until it ends; without this cap, many

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streaming.cache.limit import Footprint
+from streaming.cache.policy.minimum_limit import Footprint
 from streaming.plan.shuffle import SHUFFLES
 
 BLOCK_SHUFFLES = tuple(name for name, a in SHUFFLES.items() if a.block_based)

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from streaming.cache.bookkeeping import ORIGIN_FILE, ORIGIN_LOCK
-from streaming.cache.disk import listing
-from streaming.cache.folder import make_folder, remove_created
-from streaming.cache.index_diff import file_entries as file_entries
-from streaming.cache.index_diff import stale_files
-from streaming.cache.index_form import save_form
-from streaming.cache.index_once import FetchTurn
+from streaming.cache.folder.changed_files import file_entries as file_entries
+from streaming.cache.folder.changed_files import stale_files
+from streaming.cache.folder.disk_files import listing
+from streaming.cache.folder.file_names import ORIGIN_FILE, ORIGIN_LOCK
+from streaming.cache.folder.folder_checks import make_folder, remove_created
+from streaming.cache.folder.index_fetch_turn import FetchTurn
+from streaming.cache.folder.parsed_index import save_form
 from streaming.errors import CacheOriginError, StreamingError
 from streaming.format.index import DatasetIndex, parse_index, read_index
 from streaming.util.atomic import staged_file, temp_path_for
@@ -115,8 +115,8 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
     index = folder / "index.json"
     turn = FetchTurn.take(folder)
     try:
-        from streaming.cache.locks import folder_lock
-        from streaming.cache.node_claim import claim_folder
+        from streaming.cache.folder.node_claim import claim_folder
+        from streaming.cache.folder.shared_locks import folder_lock
 
         with folder_lock(folder / ORIGIN_LOCK, timeout=LOCK_TIMEOUT):
             claim_folder(folder)
@@ -153,8 +153,8 @@ def sync_index(folder: Path, remote: str, fetch: Callable[[Path], None]) -> Path
 def _sweep(folder: Path) -> None:
     """Remove temp files an index fetch or origin write left when its process died (the
     caller holds the origin lock, so no live process is writing them)."""
-    from streaming.cache.disk import leftover_of
-    from streaming.cache.index_once import FETCH_FILE
+    from streaming.cache.folder.disk_files import leftover_of
+    from streaming.cache.folder.index_fetch_turn import FETCH_FILE
 
     for name in listing(folder):
         if name.endswith(".tmp") and (name.startswith(("..index.json.", ".index.json."))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from streaming.cache.bookkeeping import CACHE_MARKER
+from streaming.cache.folder.file_names import CACHE_MARKER
 
 
 def mark_cache(folder: str | Path) -> Path:

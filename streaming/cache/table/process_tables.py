@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from streaming.cache.table import CacheTable
+from streaming.cache.table.node_table import CacheTable
 from streaming.util.fork_safe_lock import ForkSafeLock
 
 _tables: dict[tuple[int, str], CacheTable] = {}

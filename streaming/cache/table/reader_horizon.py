@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streaming.cache.evict import next_use
-from streaming.cache.table import CacheTable
+from streaming.cache.policy.eviction import next_use
+from streaming.cache.table.node_table import CacheTable
 
 COPY_ATTEMPTS = 64  # copies of a row tried while its owner keeps publishing
 
