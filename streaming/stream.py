@@ -14,6 +14,7 @@ from streaming.cache.folder.folder_checks import check_location, user_cache_root
 from streaming.errors import IndexFileError, ObjectTooLargeError, PlanError
 
 if TYPE_CHECKING:
+    from streaming.cache.policy.cache_limit import CacheLimit
     from streaming.cache.prepare.parquet_footers import ParquetSelection
 
 _UNSET_KNOBS = ("download_retry", "download_timeout", "validate_hash", "keep_zip")
@@ -163,15 +164,15 @@ class Stream:
         self._dirs = memo = (key, local, remote)
         return memo
 
-    def copy_to_cache(self, limited: bool) -> None:
+    def copy_to_cache(self, limit: CacheLimit | None) -> None:
         """Read a local-only stream of compressed shards through a cache folder when its shards
-        are read under a cache_limit (`limited`) or its folder cannot be written: the folder
+        are read under a cache `limit` or its folder cannot be written: the folder
         becomes the stream's remote and the decompressed copies go to the default cache folder
         of that remote, where they count against the limit and are evicted; nothing is written
         in the user's folder. A folder whose raw shards are all present is read in place.
 
         Args:
-            limited: whether the dataset has a cache_limit.
+            limit: the dataset's cache limit (None: none).
         """
         if self.remote_dir is not None:
             return
@@ -179,7 +180,7 @@ class Stream:
         from streaming.util.files import has_size
 
         folder = self.local_dir
-        if not limited and os.access(folder, os.W_OK):
+        if limit is None and os.access(folder, os.W_OK):
             return
         try:
             index = read_index(folder / "index.json")

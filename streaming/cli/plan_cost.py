@@ -80,7 +80,7 @@ def wants_cost(args: argparse.Namespace, setup: Setup) -> bool:
 def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[LengthsTraffic]]:
     """The run to predict from the config and the options, with each stream's sample-lengths
     traffic (none unless the config packs or mixes by tokens)."""
-    from streaming.cache.policy.minimum_limit import check_cache_limit
+    from streaming.cache.policy.cache_limit import CacheLimit
     from streaming.dataset.row_reader import samples_ahead
     from streaming.observe.forecast import RunSpec
 
@@ -91,7 +91,7 @@ def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[Leng
     if epochs < 1:
         raise UserError(f"--epochs must be at least 1, got {epochs}")
     try:
-        limit = None if limit is None else check_cache_limit(limit)
+        limit = CacheLimit.parse(limit)
         ahead = samples_ahead(predownload, setup.cfg.batch_size)
     except PlanError as exc:
         raise UserError(str(exc)) from None
@@ -186,7 +186,7 @@ def cost_report(forecast: Forecast, restart: Restart | None, price: float | None
                                   "duplicated_shards": int((fetchers[e][c.fetched] > 1).sum())}
                                  for e, c in enumerate(epochs)]})
     report: dict[str, Any] = {
-        "epochs": spec.epochs, "cache_limit": spec.cache_limit, "other_bytes": spec.other_bytes,
+        "epochs": spec.epochs, "cache_limit": spec.limit_bytes, "other_bytes": spec.other_bytes,
         "predownload": spec.predownload,
         "topology": {"nodes": spec.world.num_nodes, "ranks_per_node": spec.world.ranks_per_node,
                      "workers_per_rank": spec.world.workers_per_rank},
@@ -242,7 +242,7 @@ def cache_minimum(args: argparse.Namespace, setup: Setup) -> JobMinimum:
     try:
         with node_map(_jobs(args, spec)) as map_nodes:
             minimum = job_minimum(spec, map_nodes, args.nodes)
-        minimum.check(spec.cache_limit)
+        minimum.check(spec.limit_bytes)
     except (PlanError, CacheLimitError) as exc:
         raise UserError(str(exc)) from None
     return minimum
@@ -382,5 +382,5 @@ def _draw(forecast: Forecast, png: Path) -> None:
             offset += cache.steps
         parts.append(np.array([[offset, parts[-1][-1, 1]]]))  # held to the run's end
         traces.append(np.concatenate(parts))
-    draw_occupancy(traces, png, limit=forecast.spec.cache_limit,
+    draw_occupancy(traces, png, limit=forecast.spec.limit_bytes,
                    names=[forecast.node_ids[i] for i in shown])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from streaming.cache.policy.cache_limit import CacheLimit
 from streaming.cache.policy.minimum_limit import Footprint
 from streaming.cache.policy.shuffle_fit import (
     BLOCK_SHUFFLES,
@@ -27,7 +28,6 @@ from streaming.cache.policy.shuffle_fit import (
 )
 from streaming.plan import PlanConfig, World
 from streaming.plan.batching import BATCHINGS
-from streaming.util.quantities import parse_bytes
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class PlanFit:
 
 
 def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
-             cache_limit: int | str | None, other_bytes: int = 0) -> PlanFit:
+             cache_limit: CacheLimit | None, other_bytes: int = 0) -> PlanFit:
     """The plan config with a shuffle the cache can hold (the config itself when it fits or
     there is no limit).
 
@@ -50,7 +50,8 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
         config: the plan config as given.
         world: the topology.
         footprint: bytes per shard in the cache (None: no cache).
-        cache_limit: the limit (None: none).
+        cache_limit: the limit this process was given (None: none); every process of a job
+            is given the same, so every node fits the same plan.
         other_bytes: what the cache folders hold beside the shards (index files,
             bookkeeping), from the indexes alone so that every node fits the same plan.
     """
@@ -61,7 +62,7 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
     reads = read_samples(footprint, config.samples_per_shard)  # what reads are sized to
     if not config.shuffle:
         return PlanFit(config, reads)  # shards in order: one or two in use at a time
-    limit = max(parse_bytes(cache_limit) - int(other_bytes), 1)
+    limit = cache_limit.room_for_shards(other_bytes)
     sequence_shard, streams = typical, 1
     if BATCHINGS[config.batching_method].stream_shaped:
         sequence_shard, streams = side_by_side(footprint, per_shard, config.shards_per_stream)

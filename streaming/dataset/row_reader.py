@@ -22,6 +22,7 @@ from streaming.read.sizing import DEFAULT_SIZE, FIRST_READ, ReadSize, read_size
 
 if TYPE_CHECKING:
     from streaming.cache.engine.cache_engine import CacheEngine
+    from streaming.cache.policy.cache_limit import CacheLimit
     from streaming.cache.table.cache_stats import CacheStats
     from streaming.coord.wait import Flag
     from streaming.plan import World
@@ -103,21 +104,21 @@ class RowReader:
         self.catalog.preparer.forget(shard)
         self.readers.forget(shard)
 
-    def limits(self) -> bool:
-        """Whether some shards are read under a cache_limit."""
-        return self.cache is not None and self.cache.effective_limit() is not None
+    def reads_pin(self) -> bool:
+        """Whether reads pin the shards they touch: some are cached under the node's limit."""
+        return self.cache is not None and self.cache.node_limit() is not None
 
-    def limited(self, shard: int) -> bool:
-        """Whether `shard` is cached under a cache_limit (then read under a pin, never kept
+    def pinned(self, shard: int) -> bool:
+        """Whether `shard` is cached under the node's cache limit (then read under a pin, never kept
         open: an open file of an evicted shard would keep its blocks)."""
         cache = self.cache
         return (cache is not None and bool(cache.cached[shard])
-                and cache.effective_limit() is not None)
+                and cache.node_limit() is not None)
 
     def get(self, sample_id: int) -> dict[str, Any]:
         """The decoded sample with global id `sample_id` (negative counts from the end)."""
         shard, row = self.catalog.locator[sample_id]
-        if not self.limited(shard):
+        if not self.pinned(shard):
             return self.reader(shard).get(row)
         cache = self.cache
         assert cache is not None
@@ -139,7 +140,7 @@ class RowReader:
             first: rows of the first read.
         """
         return read_size(self.catalog.mean_sample_bytes, multiple, first=first,
-                         limited=self.limits(), read_shard=self.read_shard,
+                         pinned=self.reads_pin(), read_shard=self.read_shard,
                          readers=world.ranks_per_node * world.workers_per_rank)
 
     def chunks(self, ids: np.ndarray, item: Callable[[int], Any] | None = None,
@@ -162,18 +163,18 @@ class RowReader:
             self.cache.close()
 
 
-def start_cache(catalog: Catalog, cache_limit: int | str | None, predownload: int,
+def start_cache(catalog: Catalog, limit: CacheLimit | None, predownload: int,
                 flag: Flag, node_plan: Callable[[], NodePlan]) -> CacheEngine | None:
     """The node-shared cache engine over the remote streams' folders (None when every stream
-    is local-only); a cache_limit the epoch-0 `node_plan` cannot run in is refused here, with
-    the minimum in the CacheLimitError."""
+    is local-only), under this process's `limit`; a node limit the epoch-0 `node_plan` cannot
+    run in is refused here, with the minimum in the CacheLimitError."""
     if catalog.all_local:
         return None
     from streaming.cache.engine.cache_engine import CacheEngine  # local-only datasets never load it
 
-    engine = CacheEngine(catalog.preparer, cache_limit=cache_limit, predownload=predownload,
+    engine = CacheEngine(catalog.preparer, cache_limit=limit, predownload=predownload,
                          flag=flag).attach()
-    if engine.effective_limit() is not None:
+    if engine.node_limit() is not None:
         try:
             plan = node_plan()
             engine.check_plan(plan.ids, catalog.locator.shard_starts, plan.batch_size)

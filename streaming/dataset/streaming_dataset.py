@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from streaming.cache.policy.minimum_limit import check_cache_limit
+from streaming.cache.policy.cache_limit import CacheLimit
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.coord.world_detect import detect_world
 from streaming.dataset.catalog import Catalog, build_streams, read_indexes
@@ -134,14 +134,13 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
             check_mix_unit(streams, mix_unit)  # before anything is fetched
         self.predownload = samples_ahead(predownload, batch_size)
-        if cache_limit is not None:
-            check_cache_limit(cache_limit)
+        limit = CacheLimit.parse(cache_limit)
         self.cache_limit, self.batch_size = cache_limit, batch_size
         self.shuffle, self.shuffle_seed = shuffle, shuffle_seed
         self.allow_unsafe_types = allow_unsafe_types
         self.replication = replication_factor(replication)
         self.world = world or detect_world(workers_per_rank=1, replication=self.replication)
-        streams = _copied_to_cache(streams, cache_limit is not None)
+        streams = _copied_to_cache(streams, limit)
         indexes = read_indexes(streams)
         if mix_unit == "tokens":
             from streaming.packing.token_mix import mix_by_tokens
@@ -160,21 +159,23 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             shuffle_block_size=shuffle_block_size, num_canonical_nodes=num_canonical_nodes,
             partition_algo=partition_algo, batching_method=batching_method,
             sampling_method=sampling_method, sampling_granularity=sampling_granularity)
-        footprint = None if cache_limit is None else self.catalog.footprint()
-        fitted = fit_plan(config, self.world, footprint, cache_limit,
+        footprint = None if limit is None else self.catalog.footprint()
+        fitted = fit_plan(config, self.world, footprint, limit,
                           0 if footprint is None else self.catalog.cache_other_bytes())
         for message in fitted.warnings:
             logger.warning(message)
         self.config = fitted.config
         self._fill_stream_weights()  # Stream.proportion/repeat/choose, as the reference
-        self._join_node(streams, fitted.read_shard, detected=world is None)
+        self._join_node(streams, limit, fitted.read_shard, detected=world is None)
 
-    def _join_node(self, streams: list[Stream], read_shard: int, *, detected: bool) -> None:
-        """The session on the node, the node's shard cache and the row reader over it."""
+    def _join_node(self, streams: list[Stream], limit: CacheLimit | None, read_shard: int, *,
+                   detected: bool) -> None:
+        """The session on the node, the node's shard cache under this process's `limit` and the
+        row reader over it."""
         self.session = Session(self.config, self.world, [s.local_dir for s in streams],
                                detected=detected)
         try:
-            self.cache = start_cache(self.catalog, self.cache_limit, self.predownload,
+            self.cache = start_cache(self.catalog, limit, self.predownload,
                                      self.session.node,
                                      lambda: self.session.node_plan(self.config, self.world, 0, 0))
         except BaseException:
@@ -363,9 +364,9 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self.session.close()
 
 
-def _copied_to_cache(streams: list[Stream], limited: bool) -> list[Stream]:
+def _copied_to_cache(streams: list[Stream], limit: CacheLimit | None) -> list[Stream]:
     """`streams`, each local-only compressed one set to decompress into a cache folder when it
     must (see `Stream.copy_to_cache`)."""
     for stream in streams:
-        stream.copy_to_cache(limited)
+        stream.copy_to_cache(limit)
     return streams

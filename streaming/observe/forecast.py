@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
+from streaming.cache.policy.cache_limit import CacheLimit
 from streaming.cache.policy.minimum_limit import (
     Footprint,
     MinimumLimit,
@@ -38,7 +39,7 @@ class RunSpec:
         world: the topology (its position is ignored: every node is simulated).
         footprint: cache bytes per shard (`Footprint`; zero for local-only shards).
         fetch_bytes: bytes a download of each shard moves (compressed size when compressed).
-        cache_limit: bytes per node, or None for no limit.
+        cache_limit: the limit each process of the job is given (None: no limit).
         predownload: samples each reader prepares ahead.
         epochs: epochs to run.
         other_bytes: bytes of the other files a node's cache folders hold (each cached
@@ -56,12 +57,17 @@ class RunSpec:
     world: World
     footprint: Footprint
     fetch_bytes: np.ndarray
-    cache_limit: int | None
+    cache_limit: CacheLimit | None
     predownload: int
     epochs: int = 1
     other_bytes: int = 0
     lengths_bytes: int = 0
     fit_other_bytes: int | None = None
+
+    @property
+    def limit_bytes(self) -> int | None:
+        """The cache limit in bytes (None: no limit)."""
+        return None if self.cache_limit is None else self.cache_limit.nbytes
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,8 @@ def reader_sequences(config: PlanConfig, world: World, node: int, epoch: int,
 
 
 T = TypeVar("T")
+# The plan the minimum is computed for: fitted to the smallest limit there is.
+SMALLEST_LIMIT = CacheLimit(1, 1)
 
 
 class NodeMap(Protocol):
@@ -238,7 +246,7 @@ def job_minimum(spec: RunSpec, map_nodes: NodeMap = map,
     """
     with warnings.catch_warnings():  # the user's own plan warns; this one is only measured
         warnings.simplefilter("ignore")
-        config = fit_plan(spec.config, spec.world, spec.footprint, 1).config
+        config = fit_plan(spec.config, spec.world, spec.footprint, SMALLEST_LIMIT).config
         nodes = _node_ids(spec.world.num_nodes, only)
         needs = list(map_nodes(partial(node_minimum, spec, config), nodes))
     worst = max(range(len(needs)), key=lambda i: needs[i].bytes)
@@ -356,7 +364,7 @@ def restart_node(spec: RunSpec, config: PlanConfig, point: RestartPoint, node: i
 
 def _node_cache(spec: RunSpec) -> SimulatedCache:
     return SimulatedCache(spec.footprint, np.asarray(spec.fetch_bytes, np.int64),
-                          spec.cache_limit, max(int(spec.predownload), 1), int(spec.other_bytes))
+                          spec.limit_bytes, max(int(spec.predownload), 1), int(spec.other_bytes))
 
 
 def _batches_per_epoch(config: PlanConfig, world: World) -> int:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streaming.cache.policy.cache_limit import CacheLimit
 from streaming.cache.policy.minimum_limit import Footprint
 from streaming.cache.policy.shuffle_fit import (
     BLOCK_SHUFFLES,
@@ -187,7 +188,8 @@ def test_every_limit_at_or_above_the_minimum_fits_the_plan_it_shapes(algo, metho
     world = World(num_nodes=2, ranks_per_node=4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        least = _node_minimum(fit_plan(cfg, world, fp, 1).config, world, fp)
+        least = _node_minimum(fit_plan(cfg, world, fp, CacheLimit.parse(1)).config, world, fp)
         for factor in (1.0, 1.1, 1.5, 2.0, 3.0):
             limit = int(least * factor)
-            assert _node_minimum(fit_plan(cfg, world, fp, limit).config, world, fp) <= limit
+            fitted = fit_plan(cfg, world, fp, CacheLimit.parse(limit)).config
+            assert _node_minimum(fitted, world, fp) <= limit

@@ -45,13 +45,13 @@ def _recount(ids: np.ndarray, batch: int, offsets: np.ndarray, resident: np.ndar
 def test_min_cache_is_the_lock_step_recount_of_the_plan_the_dataset_checks(setup, cli):
     from streaming.cli.plan_cost import run_spec
     from streaming.dataset.resolve import fit_plan
-    from streaming.observe.forecast import job_minimum
+    from streaming.observe.forecast import SMALLEST_LIMIT, job_minimum
     from streaming.plan import plan_node
 
     args = argparse.Namespace(cache_limit=None, predownload=None, epochs=None, jobs=None,
                               nodes=None)
     spec, _ = run_spec(args, setup)
-    config = fit_plan(spec.config, spec.world, spec.footprint, 1).config  # the smallest limit
+    config = fit_plan(spec.config, spec.world, spec.footprint, SMALLEST_LIMIT).config
     offsets = config.shard_offsets
     one_reader = dataclasses.replace(setup.world, workers_per_rank=1)  # as the dataset checks
     expected = max(

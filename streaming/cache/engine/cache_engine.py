@@ -24,6 +24,7 @@ from streaming.cache.engine.cache_space import BringOutcome, CacheSpace
 from streaming.cache.engine.landed_signal import Landings
 from streaming.cache.engine.shard_files import ShardFiles
 from streaming.cache.folder import disk_files as disk
+from streaming.cache.policy.cache_limit import CacheLimit
 from streaming.cache.policy.lookahead import ReaderRuns, horizon_runs, prefetch_window
 from streaming.cache.policy.minimum_limit import Footprint, MinimumLimit, minimum_limit
 from streaming.cache.prepare.preparer import ShardPreparer, zipless_shards
@@ -37,7 +38,6 @@ from streaming.coord.names import Namespace
 from streaming.coord.wait import Deadline, Flag
 from streaming.errors import ArgumentError, DownloadTimeoutError
 from streaming.storage.retry import RetryPolicy
-from streaming.util.quantities import parse_bytes
 
 if TYPE_CHECKING:
     from streaming.stream import Stream
@@ -69,7 +69,9 @@ class CacheEngine:
 
     Args:
         preparer: what fetches, decompresses and verifies each shard.
-        cache_limit: bytes the node's cache folders may hold (None: no limit).
+        cache_limit: the limit this process asks for (a parsed `CacheLimit`, or bytes as an int
+            or a size such as "10gb"; None: no limit). The node's limit is the smallest any
+            live reader of its folders asked for (`node_limit`).
         predownload: samples ahead of the reader that prefetching prepares.
         max_downloads: preparations the node runs at once (None: any number).
         prefetch_threads: this reader's prefetching threads.
@@ -78,14 +80,15 @@ class CacheEngine:
         flag: the node's failure flag, checked while waiting.
     """
 
-    def __init__(self, preparer: ShardPreparer, *, cache_limit: int | str | None = None,
+    def __init__(self, preparer: ShardPreparer, *,
+                 cache_limit: CacheLimit | int | str | None = None,
                  predownload: int = 64, max_downloads: int | None = 8,
                  prefetch_threads: int = PREPARE_THREADS, wait_timeout: float | None = None,
                  flag: Flag | None = None) -> None:
         self.preparer = preparer
         self.footprint = shard_footprint(preparer.facts, preparer.streams)
         self.cached = self.footprint.resident > 0  # raw shards are never empty
-        self.limit = None if cache_limit is None else parse_bytes(cache_limit)
+        self.asked_limit = CacheLimit.parse(cache_limit)
         self.predownload = max(int(predownload), 1)
         self.max_downloads = None if max_downloads is None else max(int(max_downloads), 1)
         self.prefetch_threads = max(int(prefetch_threads), 1)
@@ -150,8 +153,9 @@ class CacheEngine:
         if self._pid != os.getpid():
             self._reset_runtime()
         if self._space is None:
+            asked = self.asked_limit.nbytes if self.asked_limit is not None else 0
             reader = ReaderSlot.join(self.token, len(self.cached), self.files.scan,
-                                     limit=self.limit or 0, downloads=self.max_downloads or 0,
+                                     limit=asked, downloads=self.max_downloads or 0,
                                      on_dead_owner=self.files.recover)
             self._space = CacheSpace(self.files, self.footprint, reader)
         return self._space
@@ -173,8 +177,9 @@ class CacheEngine:
         return self
 
     # ----- the node's space --------------------------------------------------------------
-    def effective_limit(self) -> int | None:
-        """The node's limit: the smallest any process sharing these folders asked for."""
+    def node_limit(self) -> int | None:
+        """The node's limit in bytes: the smallest any live process sharing these folders asked
+        for (None: none asked for one)."""
         return self.space.node_limit
 
     def usage(self) -> int:
@@ -295,7 +300,7 @@ class CacheEngine:
     def pinned(self) -> np.ndarray | None:
         """Mask of the shards read under a pin: the cached ones while a cache_limit is in force
         (an open file of an evicted shard would keep its blocks); None without a limit."""
-        return self.cached if self.effective_limit() is not None else None
+        return self.cached if self.node_limit() is not None else None
 
     def present(self, shards: np.ndarray) -> bool:
         """Whether every one of `shards` can be acquired without waiting right now."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streaming.errors import CacheLimitError, PlanError
+from streaming.errors import CacheLimitError
 
 CHUNK = 1 << 16  # steps per vectorised block (bounds memory to CHUNK x readers int64s)
 
@@ -114,21 +114,6 @@ def minimum_limit(shards: np.ndarray, footprint: Footprint,
     read[-1] = False
     whole = int(resident[read].sum()) + int(transient[read].max(initial=0))
     return MinimumLimit(best.bytes, best.step, best.shards, max(whole, best.bytes))
-
-
-def check_cache_limit(value: int | str) -> int:
-    """The bytes of a `cache_limit` argument; PlanError for one that is not a positive size (0
-    is refused rather than taken to mean anything: None is the way to say "no limit")."""
-    from streaming.util.quantities import parse_bytes
-
-    try:
-        limit = parse_bytes(value)
-    except ValueError as exc:
-        raise PlanError(f"cache_limit={value!r}: {exc}") from None
-    if limit <= 0:
-        raise PlanError(f"cache_limit must be a positive size such as '10gb', got {value!r} "
-                        "(None, the default, means no limit)")
-    return limit
 
 
 def check_limit(limit: int, minimum: MinimumLimit, *, other_bytes: int = 0,
