@@ -24,7 +24,7 @@ from streaming.cache.engine.cache_space import BringOutcome, CacheSpace
 from streaming.cache.engine.landed_signal import Landings
 from streaming.cache.engine.shard_files import ShardFiles
 from streaming.cache.folder import disk_files as disk
-from streaming.cache.policy.cache_limit import CacheLimit
+from streaming.cache.policy.cache_limit import CacheLimit, LimitValue
 from streaming.cache.policy.lookahead import ReaderRuns, horizon_runs, prefetch_window
 from streaming.cache.policy.minimum_limit import Footprint, MinimumLimit, minimum_limit
 from streaming.cache.prepare.preparer import ShardPreparer, zipless_shards
@@ -69,9 +69,8 @@ class CacheEngine:
 
     Args:
         preparer: what fetches, decompresses and verifies each shard.
-        cache_limit: the limit this process asks for (a parsed `CacheLimit`, or bytes as an int
-            or a size such as "10gb"; None: no limit). The node's limit is the smallest any
-            live reader of its folders asked for (`node_limit`).
+        cache_limit: the limit this process asks for (a `CacheLimit`, bytes, "10gb"; None: no
+            limit); the node's limit is the smallest a live reader asked for (`node_limit`).
         predownload: samples ahead of the reader that prefetching prepares.
         max_downloads: preparations the node runs at once (None: any number).
         prefetch_threads: this reader's prefetching threads.
@@ -80,8 +79,7 @@ class CacheEngine:
         flag: the node's failure flag, checked while waiting.
     """
 
-    def __init__(self, preparer: ShardPreparer, *,
-                 cache_limit: CacheLimit | int | str | None = None,
+    def __init__(self, preparer: ShardPreparer, *, cache_limit: LimitValue = None,
                  predownload: int = 64, max_downloads: int | None = 8,
                  prefetch_threads: int = PREPARE_THREADS, wait_timeout: float | None = None,
                  flag: Flag | None = None) -> None:

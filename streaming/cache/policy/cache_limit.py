@@ -28,7 +28,7 @@ class CacheLimit:
     given: int | str
 
     @classmethod
-    def parse(cls, value: int | str | CacheLimit | None) -> CacheLimit | None:
+    def parse(cls, value: LimitValue) -> CacheLimit | None:
         """The limit of a `cache_limit` argument (None: no limit); PlanError naming the value
         for one that is not a positive size (0 is refused rather than taken to mean anything:
         None is the way to say "no limit").
@@ -57,3 +57,7 @@ class CacheLimit:
 
     def __str__(self) -> str:
         return str(self.given)
+
+
+# What a `cache_limit` argument may be: bytes, a size such as "10gb", a parsed limit, or None.
+LimitValue = CacheLimit | int | str | None
