@@ -1,11 +1,11 @@
 """The dataset a training loop iterates: `StreamingDataset` (streams planned over the world and
 read through the node's cache) and `LocalDataset` (one local MDS directory), with the parts the
-streaming one is built from: `catalog` (streams and their indexes), `resolve` (user arguments
-and the world into a plan config and read sizing), `session` (coordination and resume state on
-the node), `row_reader` (the node plan's rows read from the cache) and `reference_api` (the
-reference's methods and properties).
+streaming one is built from: `catalog` (streams and their indexes), `session` (coordination
+and resume state on the node), `row_reader` (the node plan's rows read from the cache) and
+`reference_api` (the reference's methods and properties); the plan config is fitted to the cache
+by `streaming.cache.policy.plan_fit`.
 
-The classes load lazily, so importing a part (e.g. `streaming.dataset.resolve`) does not import
+The classes load lazily, so importing a part (e.g. `streaming.dataset.catalog`) does not import
 torch.
 """
 
