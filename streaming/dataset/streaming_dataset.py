@@ -21,10 +21,10 @@ from streaming.cache.policy.plan_fit import fit_plan
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.coord.world_detect import detect_world
 from streaming.dataset.catalog import Catalog, build_streams, read_indexes
+from streaming.dataset.column_batch import collate_column
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
 from streaming.dataset.session import Iteration, Session
-from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
 from streaming.plan.world import replication_factor
