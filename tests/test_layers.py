@@ -187,9 +187,11 @@ _ABOVE_CORE = ("streaming.dataset", "streaming.loader", "streaming.packing", "st
     ("streaming.coord", ("streaming.cache", "streaming.read", "streaming.storage",
                          "streaming.format", "streaming.stream", *_ABOVE_CORE)),
     # The node cache makes shards ready; it does not read rows nor know the dataset.
-    ("streaming.cache", ("torch", "streaming.read", *_ABOVE_CORE)),
+    # It prepares a stream's files through `cache.prepare.stream_files.StreamFiles`, not the Stream.
+    ("streaming.cache", ("torch", "streaming.read", "streaming.stream", *_ABOVE_CORE)),
     # The read side turns a worker's plan into rows through a ShardSource, never storage.
-    ("streaming.read", ("torch", "streaming.storage", "streaming.plan", *_ABOVE_CORE)),
+    ("streaming.read", ("torch", "streaming.storage", "streaming.plan", "streaming.stream",
+                        *_ABOVE_CORE)),
     # Packing plans over lengths and serves packs; the loader and the CLI sit above it.
     ("streaming.packing", ("streaming.loader", "streaming.cli", "streaming.integrations",
                            "streaming.base")),
