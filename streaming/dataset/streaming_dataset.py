@@ -2,8 +2,8 @@
 workers, read zero-copy from a node-local cache, resumable mid-epoch.
 
 A facade over three parts: the catalog of streams and their indexes
-(`streaming.dataset.catalog`), the plan fitted to the cache (`streaming.cache.policy.plan_fit`) and the
-session on the node: coordination, epoch counter, plan publication and resumption state
+(`streaming.dataset.catalog`), the plan fitted to the cache (`streaming.cache.policy.plan_fit`)
+and the session on the node: coordination, epoch counter, plan publication and resumption state
 (`streaming.dataset.session`)."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from streaming.cache.stats import CacheStats
+    from streaming.cache.table.cache_stats import CacheStats
     from streaming.plan import PlanConfig
     from streaming.stream import Stream
 
