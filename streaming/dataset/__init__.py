@@ -11,26 +11,8 @@ torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from streaming.exports import lazy_exports
 
-_LAZY = {
-    "StreamingDataset": "streaming.dataset.streaming_dataset",
-    "LocalDataset": "streaming.dataset.local_dataset",
-    "clean_stale_shared_memory": "streaming.coord.shm",
-}
+__all__ = ["LocalDataset", "StreamingDataset", "clean_stale_shared_memory"]
 
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'streaming.dataset' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals())
