@@ -36,7 +36,7 @@ from streaming.loader.first_batch import first_batch_here, handing_over, pinned,
 from streaming.loader.stall_watch import StallWatch, Waiting, after_from_env
 from streaming.loader.unannotated_next import unannotated
 from streaming.loader.worker_stop import stop_workers
-from streaming.observe.counters import ReadCounted
+from streaming.observe.counters import ReadCounted, ReadTotals
 from streaming.observe.metrics import (
     Meter,
     StreamCounts,
@@ -181,7 +181,7 @@ class StreamingDataLoader(DataLoader):
         self._streams = _stream_counts(dataset)
         self._packs = dataset.pack_counts() if isinstance(dataset, PackedDataset) else None
         self._reads: WorkerReads | None = None  # the running workers' disk reads
-        self._reads_before = (0, 0)  # (bytes, rows) of the workers before them
+        self._reads_before = ReadTotals()  # what the workers before them read
         self.metrics_every = every_from_env()  # log a summary every N batches (0: never)
         self.collect_metrics = True  # False: no timing at all (the overhead benchmark's baseline)
         # False: the workers read every batch (see streaming.loader.first_batch)
@@ -367,8 +367,7 @@ class StreamingDataLoader(DataLoader):
         if self._reads is not None:
             if self.persistent_workers:
                 return
-            before, now = self._reads_before, self._reads.totals()
-            self._reads_before = (before[0] + now[0], before[1] + now[1])
+            self._reads_before += self._reads.totals()
         self._reads = WorkerReads(self.num_workers)
         reads.read_tally().sink = self._reads
 
@@ -387,9 +386,9 @@ class StreamingDataLoader(DataLoader):
         out.update(cache_metrics(planned_by(self.dataset)))
         disk = disk_metrics(planned_by(self.dataset))
         if disk and self._reads is not None:
-            now = self._reads.totals()
-            disk["disk/bytes_read"] += self._reads_before[0] + now[0]
-            disk["disk/rows_read"] += self._reads_before[1] + now[1]
+            workers = self._reads_before + self._reads.totals()
+            disk["disk/bytes_read"] += workers.bytes_read
+            disk["disk/rows_read"] += workers.rows
         out.update(disk)
         return out
 

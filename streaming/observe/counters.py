@@ -6,6 +6,7 @@ plain torch dataset none: the metrics leave out what a dataset does not have."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -19,6 +20,22 @@ class ReadSink(Protocol):
 
     def add(self, bytes_read: int, rows: int) -> None:
         """Count a read of `rows` rows, `bytes_read` raw bytes."""
+
+
+@dataclass(frozen=True)
+class ReadTotals:
+    """Counts of reads out of shards on local disk, summed with `+`.
+
+    Args:
+        bytes_read: the raw bytes of the rows read.
+        rows: the rows read.
+    """
+
+    bytes_read: int = 0
+    rows: int = 0
+
+    def __add__(self, other: ReadTotals) -> ReadTotals:
+        return ReadTotals(self.bytes_read + other.bytes_read, self.rows + other.rows)
 
 
 class ReadCounts(Protocol):

@@ -21,7 +21,7 @@ import numpy as np
 
 from streaming.coord.world_detect import worker_slot
 from streaming.errors import ArgumentError
-from streaming.observe.counters import CacheCounted, PlannedStreams, ReadCounted
+from streaming.observe.counters import CacheCounted, PlannedStreams, ReadCounted, ReadTotals
 
 log = logging.getLogger("streaming.metrics")
 
@@ -250,12 +250,12 @@ class WorkerReads:
         self._row = (os.getpid(), row)
         return row
 
-    def totals(self) -> tuple[int, int]:
-        """(bytes, rows) the workers read so far."""
+    def totals(self) -> ReadTotals:
+        """What the workers read so far."""
         if self._shared is None:
-            return 0, 0
+            return ReadTotals()
         counts = np.frombuffer(self._shared, np.int64).reshape(self.workers, 2).sum(axis=0)
-        return int(counts[0]), int(counts[1])
+        return ReadTotals(int(counts[0]), int(counts[1]))
 
     def __getstate__(self) -> dict[str, Any]:
         state = {**self.__dict__, "_row": (self.owner, None)}
