@@ -8,24 +8,11 @@ New code should import from `streaming` directly.
 
 from __future__ import annotations
 
-from typing import Any
+from streaming.exports import lazy_exports
 
-# Loaded lazily through `streaming`'s own table, so `import streaming.base` stays cheap.
 __all__ = sorted((
     "StreamingDataLoader", "StreamingDataset", "Stream", "LocalDataset",
     "MDSWriter", "JSONWriter", "CSVWriter", "TSVWriter", "XSVWriter",
 ))
 
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module 'streaming.base' has no attribute {name!r}")
-    import streaming
-
-    value = getattr(streaming, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals())

@@ -1,36 +1,18 @@
 """The dataset a training loop iterates: `StreamingDataset` (streams planned over the world and
 read through the node's cache) and `LocalDataset` (one local MDS directory), with the parts the
-streaming one is built from: `catalog` (streams and their indexes), `resolve` (user arguments
-and the world into a plan config and read sizing), `session` (coordination and resume state on
-the node), `row_reader` (the node plan's rows read from the cache) and `reference_api` (the
-reference's methods and properties).
+streaming one is built from: `catalog` (streams and their indexes), `session` (coordination
+and resume state on the node), `row_reader` (the node plan's rows read from the cache) and
+`reference_api` (the reference's methods and properties); the plan config is fitted to the cache
+by `streaming.cache.policy.plan_fit`.
 
-The classes load lazily, so importing a part (e.g. `streaming.dataset.resolve`) does not import
+The classes load lazily, so importing a part (e.g. `streaming.dataset.catalog`) does not import
 torch.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from streaming.exports import lazy_exports
 
-_LAZY = {
-    "StreamingDataset": "streaming.dataset.streaming_dataset",
-    "LocalDataset": "streaming.dataset.local_dataset",
-    "clean_stale_shared_memory": "streaming.coord.shm",
-}
+__all__ = ["LocalDataset", "StreamingDataset", "clean_stale_shared_memory"]
 
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'streaming.dataset' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals())

@@ -15,13 +15,13 @@ import numpy as np
 from streaming.coord.names import Namespace
 from streaming.coord.node import NodeCoordinator
 from streaming.coord.plans import PlanBoard
+from streaming.coord.worker_setup import settle_worker
 from streaming.coord.world_detect import WorkerSlot, check_unchanged, worker_slot
 from streaming.dataset.epochs import EpochCounter, IterationStart
 from streaming.dataset.state import ResumeState, WorkerPosition
 from streaming.errors import StateMismatchError
 from streaming.plan import PlanConfig, World, plan_node
 from streaming.plan.planner import NodePlan, deal_batches
-from streaming.util.worker import settle_worker
 
 JOIN_TIMEOUT = 120.0  # seconds a local rank waits for its node's leader at start-up
 

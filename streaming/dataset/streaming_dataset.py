@@ -2,8 +2,8 @@
 workers, read zero-copy from a node-local cache, resumable mid-epoch.
 
 A facade over three parts: the catalog of streams and their indexes
-(`streaming.dataset.catalog`), the plan fitted to the cache (`streaming.dataset.resolve`) and the
-session on the node: coordination, epoch counter, plan publication and resumption state
+(`streaming.dataset.catalog`), the plan fitted to the cache (`streaming.cache.policy.plan_fit`)
+and the session on the node: coordination, epoch counter, plan publication and resumption state
 (`streaming.dataset.session`)."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from streaming.cache.policy.cache_limit import CacheLimit
+from streaming.cache.policy.plan_fit import fit_plan
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.coord.world_detect import detect_world
 from streaming.dataset.catalog import Catalog, build_streams, read_indexes
+from streaming.dataset.column_batch import collate_column
 from streaming.dataset.reference_api import ReferenceAPI
-from streaming.dataset.resolve import fit_plan
 from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
 from streaming.dataset.session import Iteration, Session
-from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
 from streaming.plan.world import replication_factor

@@ -152,12 +152,13 @@ def _checked_entries(data: dict, shards: list, source: str, root: Path | None) -
         fmt = shard.get("format") if isinstance(shard, dict) else None
         if fmt in ROW_FORMATS or fmt == "parquet":
             check = check_parquet_shard if fmt == "parquet" else check_text_shard
-            codec, raw_name, raw_size, zip_name, zip_size = check(shard, i, source, row_codecs)
-            schema = codec.columns
+            checked = check(shard, i, source, row_codecs)
+            schema = checked.codec.columns
         else:
-            codec = None
-            raw_name, raw_size, zip_name, zip_size = check_mds_shard(shard, i, source, schemas)
+            checked = check_mds_shard(shard, i, source, schemas)
             schema = dict(zip(shard["column_names"], shard["column_encodings"]))
+        codec, raw_name, raw_size = checked.codec, checked.raw_name, checked.raw_size
+        zip_name, zip_size = checked.zip_name, checked.zip_size
         first = (schema, codec) if i == 0 else first
         _same_layout(first, (schema, codec), fmt, source, f"shard {i} ({raw_name})")
         for name in (raw_name, zip_name):

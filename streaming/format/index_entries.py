@@ -8,10 +8,14 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from streaming.errors import IndexFileError
 from streaming.format.compression import parse_compression
+
+if TYPE_CHECKING:
+    from streaming.format.rows import RowCodec
 
 INDEX_VERSION = 2
 # Top-level key describing per-shard token-count side files (old readers ignore top-level keys).
@@ -22,6 +26,26 @@ LENGTHS_KEY = "sample_lengths"
 MAX_RAW_BYTES = 2**32 - 1
 MIN_RAW_BYTES = 8
 MAX_ZIP_BYTES = 2**33
+
+
+@dataclass(frozen=True)
+class CheckedShard:
+    """What the checks of one shard entry found: its data file and compressed copy, and how
+    its rows decode.
+
+    Args:
+        raw_name: the data file's base name.
+        raw_size: the data file's bytes.
+        zip_name: the compressed copy's base name (None: stored uncompressed).
+        zip_size: the compressed copy's bytes (0 without one).
+        codec: the row codec of a text or Parquet shard (None: MDS, decoded by its columns).
+    """
+
+    raw_name: str
+    raw_size: int
+    zip_name: str | None
+    zip_size: int
+    codec: RowCodec | None = None
 
 
 def fail(source: str, where: str, what: str) -> IndexFileError:

@@ -11,6 +11,7 @@ from streaming.format.index_entries import (
     INDEX_VERSION,
     MAX_RAW_BYTES,
     MIN_RAW_BYTES,
+    CheckedShard,
     check_compressed_copy,
     check_compression,
     check_file_entry,
@@ -46,8 +47,8 @@ def max_samples(raw_bytes: int) -> int:
 
 def check_mds_shard(
     shard: Any, i: int, source: str, schemas: set[tuple]
-) -> tuple[str, int, str | None, int]:
-    """(raw name, raw bytes, zip name, zip bytes) of MDS shard entry `i`, checked whole.
+) -> CheckedShard:
+    """The files of MDS shard entry `i`, checked whole.
 
     Args:
         shard: the entry as parsed.
@@ -89,7 +90,7 @@ def check_mds_shard(
     zip_name, zip_size = check_compressed_copy(shard, "zip_data", source, where)
     if not all(isinstance(h, str) for h in shard["hashes"]):
         raise fail(source, where, f"hashes must be algorithm names: {shard['hashes']!r}")
-    return raw_name, raw_size, zip_name, zip_size
+    return CheckedShard(raw_name, raw_size, zip_name, zip_size)
 
 
 def _check_columns(shard: dict, source: str, where: str) -> None:

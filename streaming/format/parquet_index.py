@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming.errors import ParquetSchemaError
-from streaming.format.index_entries import check_file_entry, fail, is_count
+from streaming.format.index_entries import CheckedShard, check_file_entry, fail, is_count
 from streaming.format.parquet_footer import RowGroupSpan
 from streaming.format.rows import RowCodec
 
@@ -143,9 +143,9 @@ def index_document(files: Sequence[ParquetFile], remote: str) -> dict[str, Any]:
 
 
 def check_parquet_shard(shard: Any, i: int, source: str, codecs: dict[tuple, RowCodec]
-                        ) -> tuple[RowCodec, str, int, None, int]:
-    """Validate Parquet entry `i`; return its codec and (raw name, raw bytes, None, 0), as
-    `check_text_shard` does. `codecs` memoises one codec per distinct column set."""
+                        ) -> CheckedShard:
+    """Validate Parquet entry `i`; return its row group's bytes (no compressed copy) and
+    codec, as `check_text_shard` does. `codecs` memoises one codec per distinct column set."""
     where = f"shard {i}"
     if not isinstance(shard, dict):
         raise fail(source, where, f"expected an object, got {type(shard).__name__}")
@@ -171,7 +171,7 @@ def check_parquet_shard(shard: Any, i: int, source: str, codecs: dict[tuple, Row
     codec = codecs.get(key)
     if codec is None:
         codec = codecs[key] = ParquetCodec(columns)
-    return codec, raw_name, raw_size, None, 0
+    return CheckedShard(raw_name, raw_size, None, 0, codec)
 
 
 def _range_bytes(pair: Any) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 
 from streaming.errors import FormatError
 from streaming.format.index_entries import (
+    CheckedShard,
     check_compressed_copy,
     check_compression,
     check_file_entry,
@@ -31,9 +32,9 @@ _REQUIRED = {
 
 
 def check_text_shard(shard: dict, i: int, source: str, codecs: dict[tuple, RowCodec]
-                      ) -> tuple[RowCodec, str, int, str | None, int]:
-    """Validate text shard entry `i`; return its row codec and (raw name, raw bytes, zip name,
-    zip bytes) of its data file. `codecs` memoises one codec per distinct schema."""
+                      ) -> CheckedShard:
+    """Validate text shard entry `i`; return its data file, compressed copy and row codec.
+    `codecs` memoises one codec per distinct schema."""
     where = f"shard {i}"
     check_keys(shard, _REQUIRED, source, where)
     raw_name, raw_size = check_file_entry(shard["raw_data"], source=source, where=where)
@@ -55,7 +56,7 @@ def check_text_shard(shard: dict, i: int, source: str, codecs: dict[tuple, RowCo
     check_compression(shard, source, where)
     zip_name, zip_size = check_compressed_copy(shard, "zip_data", source, where)
     check_compressed_copy(shard, "zip_meta", source, where)
-    return codec, raw_name, raw_size, zip_name, zip_size
+    return CheckedShard(raw_name, raw_size, zip_name, zip_size, codec)
 
 
 def _schema_key(shard: dict) -> tuple:

@@ -7,6 +7,11 @@ import operator
 import warnings
 
 from streaming.errors import PlanError
+from streaming.loader.dataset_protocols import (
+    BatchPlannedDataset,
+    ResumableDataset,
+    planned_by,
+)
 
 
 def check_batch_size(dataset: object, batch_size: object) -> None:
@@ -20,7 +25,7 @@ def check_batch_size(dataset: object, batch_size: object) -> None:
         raise PlanError(f"batch_size must be a positive int or None, got {batch_size!r}") from None
     if size <= 0:
         raise PlanError(f"batch_size must be a positive int or None, got {batch_size!r}")
-    planned = getattr(dataset, "batch_size", None)
+    planned = dataset.batch_size if isinstance(dataset, BatchPlannedDataset) else None
     if isinstance(planned, int) and planned != size:
         warnings.warn(
             f"StreamingDataLoader(batch_size={size}) differs from the dataset's "
@@ -33,8 +38,9 @@ def check_resumable(dataset: object, num_workers: int, batch_size: int | None) -
     """Warn when a mid-epoch resume of this loader would fail: a dataset without `batch_size`
     whose samples several workers batch cannot map a position to the workers' batches (a
     dataset that yields whole batches, `batch_size=None`, places its own)."""
-    if num_workers > 1 and batch_size is not None and hasattr(dataset, "state_dict") and \
-            getattr(dataset, "batch_size", 0) is None:
+    planned = planned_by(dataset)
+    if num_workers > 1 and batch_size is not None and isinstance(dataset, ResumableDataset) \
+            and isinstance(planned, BatchPlannedDataset) and planned.batch_size is None:
         warnings.warn(
             f"the dataset has no batch_size and this loader has num_workers={num_workers}: "
             "training runs, but resuming mid-epoch will raise PlanError; pass the loader's "

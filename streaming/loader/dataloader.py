@@ -7,15 +7,24 @@ import inspect
 import itertools
 import sys
 import time
-from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Generator, Iterable, Iterator
+from multiprocessing.context import BaseContext
+from typing import Any
 
-from torch.utils.data import DataLoader, IterableDataset
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from streaming.coord.proc import ProcessId
-from streaming.coord.world_detect import worker_slot
 from streaming.loader import worker_ring as transport
+from streaming.loader.batch_stream import BatchStream
 from streaming.loader.checks import check_batch_size, check_resumable
+from streaming.loader.dataset_protocols import (
+    BatchSource,
+    DataParallelDataset,
+    PackedDataset,
+    ResumableDataset,
+    planned_by,
+)
 from streaming.loader.default_collate import (
     batch_length,
     collate,
@@ -27,6 +36,7 @@ from streaming.loader.first_batch import first_batch_here, handing_over, pinned,
 from streaming.loader.stall_watch import StallWatch, Waiting, after_from_env
 from streaming.loader.unannotated_next import unannotated
 from streaming.loader.worker_stop import stop_workers
+from streaming.observe.counters import ReadCounted, ReadTotals
 from streaming.observe.metrics import (
     Meter,
     StreamCounts,
@@ -35,79 +45,39 @@ from streaming.observe.metrics import (
     disk_metrics,
     every_from_env,
     log_summary,
+    stream_counts,
 )
 from streaming.util.exit_close import closed_at_exit
 
-if TYPE_CHECKING:
-    from streaming.packing.pack_stats import PackCounts
 
-
-def _batches_supported(dataset: Any) -> bool:
-    check = getattr(dataset, "batches_supported", None)
-    return bool(check and check() and hasattr(dataset, "iter_batches"))
-
-
-def _stream_counts(dataset: Any) -> StreamCounts | None:
+def _stream_counts(dataset: Dataset[Any]) -> StreamCounts | None:
     """Per-stream counts for a StreamingDataset (other datasets, packed ones included, do
     not yield the planned samples one for one)."""
     from streaming.dataset.streaming_dataset import StreamingDataset
-    from streaming.observe.metrics import stream_counts
 
     return stream_counts(dataset) if isinstance(dataset, StreamingDataset) else None
-
-
-def _pack_counts(dataset: Any) -> PackCounts | None:
-    """Counts of pack fill for a packed dataset (one with `pack_counts`), else None."""
-    make = getattr(dataset, "pack_counts", None)
-    return make() if callable(make) else None
 
 
 def _unwrap(batch: Any) -> Any:
     return batch
 
 
+_TORCH_KEYWORDS = frozenset(inspect.signature(DataLoader.__init__).parameters)
+
+
+def torch_options(**options: Any) -> dict[str, Any]:
+    """`options` for torch's DataLoader, less those this torch's DataLoader does not take that
+    are left at their default (`in_order` is newer than some torch versions users have); a
+    value set otherwise reaches torch, which refuses it as it would have.
+
+    Args:
+        **options: StreamingDataLoader's keywords, by name.
+    """
+    return {name: value for name, value in options.items()
+            if name in _TORCH_KEYWORDS or value != _DEFAULTS[name]}
+
+
 _END = object()  # the end of the workers' batches
-
-
-class BatchSource(Protocol):
-    """What BatchStream needs of a dataset (StreamingDataset offers it)."""
-
-    def iter_batches(self, batch_size: int, drop_last: bool = False, *, numpy: bool = False,
-                     views: bool = False) -> Iterator[dict[str, Any]]: ...
-
-    def __len__(self) -> int: ...
-
-
-class BatchStream(IterableDataset):
-    """A dataset's `iter_batches(batch_size, drop_last)` as an iterable of ready batches, so
-    DataLoader workers hand over whole collated batches. Attributes (state_dict, len...) are
-    the wrapped dataset's."""
-
-    def __init__(self, dataset: BatchSource, batch_size: int, drop_last: bool) -> None:
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.drop_last = drop_last
-        self.numpy = False  # numpy batches (set by the loader when workers send them)
-        # (token, slots, main process) of the shared-memory rings workers send batches through
-        self.ring: tuple[str, int, ProcessId] | None = None
-
-    def __iter__(self) -> Iterator[Any]:
-        info = worker_slot()
-        if not (self.numpy and self.ring and info is not None):
-            return self.dataset.iter_batches(self.batch_size, self.drop_last, numpy=self.numpy)
-        # The sender copies every batch into its ring (or pickles it) before the next is read.
-        batches = self.dataset.iter_batches(self.batch_size, self.drop_last, numpy=True,
-                                            views=True)
-        token, slots, parent = self.ring
-        return map(transport.sender_for(token, info.id, slots, parent).pack, batches)
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "dataset":  # not set yet (unpickling)
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
 
 
 class _Handed:
@@ -163,28 +133,43 @@ class StreamingDataLoader(DataLoader):
         in_order: Return batches in the order the workers were given them.
     """
 
-    def __init__(self, dataset: Any, batch_size: int | None = 1, *args: Any,
-                 **kwargs: Any) -> None:
-        check_batch_size(dataset, batch_size)
-        default_collate = kwargs.get("collate_fn") is None and len(args) < 5
-        plain = not args and not any(kwargs.get(k) for k in ("sampler", "batch_sampler",
-                                                                "shuffle"))
+    def __init__(
+        self, dataset: Dataset[Any], batch_size: int | None = 1, shuffle: bool | None = None,
+        sampler: Sampler[Any] | Iterable[Any] | None = None,
+        batch_sampler: Sampler[list[Any]] | Iterable[list[Any]] | None = None,
+        num_workers: int = 0, collate_fn: Callable[[list[Any]], Any] | None = None,
+        pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: str | BaseContext | None = None,
+        generator: torch.Generator | None = None, *, prefetch_factor: int | None = None,
+        persistent_workers: bool = False, pin_memory_device: str = "", in_order: bool = True,
+    ) -> None:
+        check_batch_size(planned_by(dataset), batch_size)
+        options = torch_options(
+            shuffle=shuffle, sampler=sampler, batch_sampler=batch_sampler,
+            num_workers=num_workers, pin_memory=pin_memory, timeout=timeout,
+            worker_init_fn=worker_init_fn, multiprocessing_context=multiprocessing_context,
+            generator=generator, prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers, pin_memory_device=pin_memory_device,
+            in_order=in_order)
+        default_collate = collate_fn is None
+        plain = sampler is None and batch_sampler is None and not shuffle
         self._batch_stream: BatchStream | None = None
         self._handed = _Handed()
-        if default_collate and plain and batch_size and _batches_supported(dataset):
+        if default_collate and plain and batch_size and isinstance(dataset, BatchSource) \
+                and dataset.batches_supported():
             # Fast path: workers read and collate whole batches (see BatchStream).
-            kwargs["collate_fn"] = _unwrap
-            self._batch_stream = BatchStream(dataset, batch_size, bool(kwargs.get("drop_last")))
-            super().__init__(self._batch_stream, None,
-                             **{k: v for k, v in kwargs.items() if k != "drop_last"})
+            self._batch_stream = BatchStream(dataset, batch_size, drop_last)
+            super().__init__(self._batch_stream, None, collate_fn=_unwrap, **options)
             # DataLoader only forbids re-setting these after __init__; report what the user
             # asked for (len(loader) then counts batches, as the dataset's len counts samples).
             # `dataset` is the user's; iterators are built over the BatchStream (_get_iterator).
             object.__setattr__(self, "batch_size", batch_size)
-            object.__setattr__(self, "drop_last", bool(kwargs.get("drop_last")))
+            object.__setattr__(self, "drop_last", drop_last)
             object.__setattr__(self, "dataset", dataset)
         else:
-            super().__init__(dataset, batch_size, *args, **kwargs)
+            super().__init__(dataset, batch_size, collate_fn=collate_fn, drop_last=drop_last,
+                             **options)
             if default_collate:
                 self.collate_fn = collate if self.batch_sampler is not None else convert
         self._own_collate = default_collate
@@ -194,16 +179,14 @@ class StreamingDataLoader(DataLoader):
         check_resumable(self.dataset, self.num_workers, self.batch_size)
         self._meter = Meter()
         self._streams = _stream_counts(dataset)
-        self._packs = _pack_counts(dataset)
+        self._packs = dataset.pack_counts() if isinstance(dataset, PackedDataset) else None
         self._reads: WorkerReads | None = None  # the running workers' disk reads
-        self._reads_before = (0, 0)  # (bytes, rows) of the workers before them
+        self._reads_before = ReadTotals()  # what the workers before them read
         self.metrics_every = every_from_env()  # log a summary every N batches (0: never)
         self.collect_metrics = True  # False: no timing at all (the overhead benchmark's baseline)
         # False: the workers read every batch (see streaming.loader.first_batch)
         self.first_batch_in_process = True
         self.stall_report_s = after_from_env()  # see streaming.loader.stall_watch (0: off)
-
-    __init__.__signature__ = inspect.signature(DataLoader.__init__)  # type: ignore[attr-defined]
 
     def __len__(self) -> int:
         """Batches of the running iteration (fixed when it starts: DataLoader workers run ahead
@@ -364,7 +347,7 @@ class StreamingDataLoader(DataLoader):
     def _begin_streams(self) -> None:
         """Point the per-stream counts (or a packed dataset's pack fill) at the rank's planned
         order of this iteration."""
-        if self._packs is not None:
+        if self._packs is not None and isinstance(self.dataset, PackedDataset):
             self._packs.begin(self.dataset.fill_from_start(), self._meter.samples)
         if self._streams is None:
             return
@@ -378,16 +361,15 @@ class StreamingDataLoader(DataLoader):
         """Give the workers about to start a fresh shared count of their disk reads (the
         dataset's tally travels to them with its sink). Workers of an earlier iteration were
         shut down when it ended, so their counts are final."""
-        tally = getattr(self.dataset, "read_tally", None)
-        if not self.num_workers or tally is None:
+        reads = planned_by(self.dataset)
+        if not self.num_workers or not isinstance(reads, ReadCounted):
             return
         if self._reads is not None:
             if self.persistent_workers:
                 return
-            before, now = self._reads_before, self._reads.totals()
-            self._reads_before = (before[0] + now[0], before[1] + now[1])
+            self._reads_before += self._reads.totals()
         self._reads = WorkerReads(self.num_workers)
-        tally().sink = self._reads
+        reads.read_tally().sink = self._reads
 
     def metrics(self) -> dict[str, float]:
         """What this rank's data path did so far, as a flat dict of floats (keys in
@@ -401,12 +383,12 @@ class StreamingDataLoader(DataLoader):
             out.update(self._streams.as_dict(self._meter.samples))
         if self._packs is not None:
             out.update(self._packs.as_dict(self._meter.samples))
-        out.update(cache_metrics(self.dataset))
-        disk = disk_metrics(self.dataset)
+        out.update(cache_metrics(planned_by(self.dataset)))
+        disk = disk_metrics(planned_by(self.dataset))
         if disk and self._reads is not None:
-            now = self._reads.totals()
-            disk["disk/bytes_read"] += self._reads_before[0] + now[0]
-            disk["disk/rows_read"] += self._reads_before[1] + now[1]
+            workers = self._reads_before + self._reads.totals()
+            disk["disk/bytes_read"] += workers.bytes_read
+            disk["disk/rows_read"] += workers.rows
         out.update(disk)
         return out
 
@@ -416,8 +398,9 @@ class StreamingDataLoader(DataLoader):
         if self._receiver is None or not self.persistent_workers:
             slots = int(self.prefetch_factor or 2) + 2  # + the one being read, + slack
             assert self._batch_stream is not None
-            self._batch_stream.ring = (transport.new_token(), slots, ProcessId.current())
-            self._receiver = transport.Receiver(self._batch_stream.ring[0])
+            ring = transport.RingAddress(transport.new_token(), slots, ProcessId.current())
+            self._batch_stream.ring = ring
+            self._receiver = transport.Receiver(ring.token)
         return self._receiver
 
     def state_dict(self) -> dict[str, Any] | None:
@@ -428,11 +411,14 @@ class StreamingDataLoader(DataLoader):
         last batch, the state ends that epoch when loaded; taken after the loop over the loader
         ended, it starts the next epoch.
         """
-        if not hasattr(self.dataset, "state_dict"):
+        dataset = self.dataset
+        if not isinstance(dataset, ResumableDataset):
             return None
-        ranks = int(getattr(self.dataset, "data_parallel_ranks", None) or 1)
+        planned, ranks = planned_by(dataset), 1
+        if isinstance(planned, DataParallelDataset):
+            ranks = int(planned.data_parallel_ranks or 1)
         consumed = 0 if self._finished else self.num_samples_yielded * ranks
-        state = self.dataset.state_dict(consumed, False)
+        state = dataset.state_dict(consumed, False)
         at_end = self._running_len is not None and self._handed.batches >= self._running_len
         if at_end and isinstance(state, dict) and state.get("sample_in_epoch", 0) > 0:
             # Trainers that save through the loader (Lightning, torchdata) start the next
@@ -441,7 +427,18 @@ class StreamingDataLoader(DataLoader):
         return state
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
-        """Resume the dataset at `obj`; the next iteration starts there."""
+        """Resume the dataset at `obj`; the next iteration starts there.
+
+        Args:
+            obj: a state from `state_dict()`.
+            strict: refuse a state of a differently configured dataset.
+        """
+        if not isinstance(self.dataset, ResumableDataset):
+            raise AttributeError(f"{type(self.dataset).__name__} has no load_state_dict: "
+                                 "the loader resumes datasets that have")
         self.dataset.load_state_dict(obj, strict=strict)
         self.num_samples_yielded = 0
 
+
+_DEFAULTS = {name: p.default for name, p in
+             inspect.signature(StreamingDataLoader.__init__).parameters.items()}

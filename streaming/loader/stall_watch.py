@@ -5,7 +5,7 @@ A worker stuck anywhere (a store that never answers, a lock held by a process th
 user transform that loops) then stops the rank, and with it the whole job, without a word.
 While a StreamingDataLoader iteration with workers runs, a daemon thread looks at the loop now
 and then; once the loop has waited in `next()` for `after` seconds without a new batch, it logs
-a warning with every live worker's threads (`streaming.util.worker_stacks`), and again after
+a warning with every live worker's threads (`streaming.coord.worker_stacks`), and again after
 twice, four times... as long, until a batch arrives. Nothing is interrupted: a slow but healthy
 read goes on. The loop's side is three attribute writes per batch (`Waiting`).
 """
@@ -17,7 +17,7 @@ import os
 import threading
 import time
 
-from streaming.util.worker_stacks import forget_gone_workers, worker_stacks
+from streaming.coord.worker_stacks import forget_gone_workers, worker_stacks
 
 log = logging.getLogger("streaming.loader")
 

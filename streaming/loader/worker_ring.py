@@ -39,8 +39,8 @@ from streaming.coord.wait import wait_for
 from streaming.errors import CoordinationError
 from streaming.loader.default_collate import Ragged
 
-__all__ = ["MIN_BYTES_LIST", "MIN_LEAF_BYTES", "Packed", "Receiver", "Sender", "new_token",
-           "sender_for"]
+__all__ = ["MIN_BYTES_LIST", "MIN_LEAF_BYTES", "Packed", "Receiver", "RingAddress", "Sender",
+           "new_token", "sender_for"]
 
 MIN_LEAF_BYTES = 64 << 10  # smaller arrays are cheaper to pickle than to place
 MIN_BYTES_LIST = 256 << 10  # so are smaller lists of bytes (per-item slicing costs more)
@@ -53,6 +53,21 @@ OPEN = "open"  # suffix of a receiver's segment: 1 while it lives
 def new_token() -> str:
     """A fresh namespace token for one loader's rings."""
     return secrets.token_hex(6)
+
+
+@dataclass(frozen=True)
+class RingAddress:
+    """Where a loader's workers send their batches.
+
+    Args:
+        token: the namespace of the loader's rings (`new_token`).
+        slots: batches each worker's ring holds.
+        reader: the training process whose `Receiver` reads them.
+    """
+
+    token: str
+    slots: int
+    reader: ProcessId
 
 
 @dataclass(frozen=True)

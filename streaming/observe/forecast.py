@@ -24,8 +24,8 @@ from streaming.cache.policy.minimum_limit import (
     minimum_limit,
     reader_shards,
 )
+from streaming.cache.policy.plan_fit import fit_plan
 from streaming.cache.policy.simulated_cache import SimulatedCache, SimulatedEpoch
-from streaming.dataset.resolve import fit_plan
 from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, plan_node
 

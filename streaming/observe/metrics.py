@@ -14,13 +14,14 @@ import multiprocessing.context
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from streaming.coord.world_detect import worker_slot
 from streaming.errors import ArgumentError
+from streaming.observe.counters import CacheCounted, PlannedStreams, ReadCounted, ReadTotals
 
 log = logging.getLogger("streaming.metrics")
 
@@ -173,23 +174,28 @@ class StreamCounts:
         return out
 
 
-def stream_counts(dataset: Any) -> StreamCounts | None:
-    """A StreamCounts over `dataset`'s streams (None when it has no plan config)."""
-    config = getattr(dataset, "config", None)
-    streams = getattr(dataset, "streams", None)
-    if config is None or streams is None:
-        return None
-    names = [str(getattr(s, "name", None) or i) for i, s in enumerate(streams)]
+def stream_counts(dataset: PlannedStreams) -> StreamCounts:
+    """A StreamCounts over `dataset`'s streams.
+
+    Args:
+        dataset: the dataset (its plan config and streams).
+    """
+    config, streams = dataset.config, dataset.streams
+    names = [str(s.name or i) for i, s in enumerate(streams)]
     targets = np.asarray(config.samples_per_stream_epoch, float) / max(int(config.epoch_size), 1)
     return StreamCounts(config.stream_offsets, names, targets)
 
 
-def cache_metrics(dataset: Any) -> dict[str, float]:
-    """The node cache's counters under `cache/...` (empty without `cache_stats`)."""
-    stats = getattr(dataset, "cache_stats", None)
-    if stats is None:
+def cache_metrics(dataset: object) -> dict[str, float]:
+    """The node cache's counters under `cache/...` (empty for a dataset that is not
+    `CacheCounted`).
+
+    Args:
+        dataset: the dataset read.
+    """
+    if not isinstance(dataset, CacheCounted):
         return {}
-    s = stats()
+    s = dataset.cache_stats()
     return {"cache/hits": float(s.hits), "cache/misses": float(s.misses),
             "cache/hit_rate": float(s.hit_rate), "cache/downloads": float(s.downloads),
             "cache/bytes_downloaded": float(s.bytes_downloaded),
@@ -198,13 +204,16 @@ def cache_metrics(dataset: Any) -> dict[str, float]:
             "cache/wait_s": float(s.wait_seconds)}
 
 
-def disk_metrics(dataset: Any) -> dict[str, float]:
+def disk_metrics(dataset: object) -> dict[str, float]:
     """`disk/bytes_read` and `disk/rows_read`: the raw bytes and rows this process's reads
-    copied out of shards on local disk (empty without `read_tally`)."""
-    tally = getattr(dataset, "read_tally", None)
-    if tally is None:
+    copied out of shards on local disk (empty for a dataset that is not `ReadCounted`).
+
+    Args:
+        dataset: the dataset read.
+    """
+    if not isinstance(dataset, ReadCounted):
         return {}
-    t = tally()
+    t = dataset.read_tally()
     return {"disk/bytes_read": float(t.bytes_read), "disk/rows_read": float(t.rows)}
 
 
@@ -241,12 +250,12 @@ class WorkerReads:
         self._row = (os.getpid(), row)
         return row
 
-    def totals(self) -> tuple[int, int]:
-        """(bytes, rows) the workers read so far."""
+    def totals(self) -> ReadTotals:
+        """What the workers read so far."""
         if self._shared is None:
-            return 0, 0
+            return ReadTotals()
         counts = np.frombuffer(self._shared, np.int64).reshape(self.workers, 2).sum(axis=0)
-        return int(counts[0]), int(counts[1])
+        return ReadTotals(int(counts[0]), int(counts[1]))
 
     def __getstate__(self) -> dict[str, Any]:
         state = {**self.__dict__, "_row": (self.owner, None)}
@@ -312,6 +321,22 @@ def gather_metrics(metrics: dict[str, float]) -> list[dict[str, float]] | None:
     return out
 
 
+class IterationCount(Protocol):
+    """The running iteration's progress: `count`, the samples it yielded so far."""
+
+    count: int
+
+
+class WatchedDataset(PlannedStreams, CacheCounted, ReadCounted, Protocol):
+    """What IterationWatch reads of the dataset it watches (StreamingDataset).
+
+    Args:
+        session: its progress on the node (`count`: samples the running iteration yielded).
+    """
+
+    session: IterationCount
+
+
 class IterationWatch:
     """The metrics of a dataset iterated directly in this process: each read (a chunk of
     samples) is a step, timed while the loop waits for it.
@@ -320,7 +345,7 @@ class IterationWatch:
         dataset: the StreamingDataset (its streams, config, session and cache).
     """
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: WatchedDataset) -> None:
         self.dataset = dataset
         self.meter = Meter()
         self.streams = stream_counts(dataset)
@@ -332,14 +357,13 @@ class IterationWatch:
         self.meter.start()
         self.base += self.seen
         self.seen = 0
-        if self.streams is not None:
-            self.streams.begin(ids, self.base)
+        self.streams.begin(ids, self.base)
 
     def consumed(self) -> int:
         """Samples the loop took from this process's iterations so far."""
         return self.base + int(self.dataset.session.count)
 
-    def timed(self, chunks: Any) -> Any:
+    def timed(self, chunks: Iterable[Sequence[Any]]) -> Iterator[Sequence[Any]]:
         """`chunks`, with the time until each arrives recorded as a step."""
         it = iter(chunks)
         session = self.dataset.session
@@ -358,8 +382,7 @@ class IterationWatch:
     def metrics(self) -> dict[str, float]:
         """The flat dict (see `StreamingDataLoader.metrics`)."""
         out = self.meter.as_dict()
-        if self.streams is not None:
-            out.update(self.streams.as_dict(self.consumed()))
+        out.update(self.streams.as_dict(self.consumed()))
         out.update(cache_metrics(self.dataset))
         out.update(disk_metrics(self.dataset))
         return out

@@ -77,9 +77,9 @@ def tally_chunk(tally: ReadTally, fetched: Fetched) -> None:
     """Count one fetched chunk in `tally` (a chunk of mixed schemas counts its rows only: its
     shards were decoded as they were read)."""
     if isinstance(fetched, ReadChunk):
-        tally.add(len(fetched.rows), int((fetched.hi - fetched.lo).sum()))
+        tally.add(int((fetched.hi - fetched.lo).sum()), len(fetched.rows))
     else:
-        tally.add(len(fetched.samples), 0)
+        tally.add(0, len(fetched.samples))
 
 
 class PassReaders:

@@ -35,12 +35,13 @@ class ReadTally:
     rows: int = 0
     sink: ReadSink | None = field(default=None, compare=False, repr=False)
 
-    def add(self, rows: int, nbytes: int) -> None:
-        """Count one chunk read: `rows` rows of `nbytes` raw bytes."""
+    def add(self, bytes_read: int, rows: int) -> None:
+        """Count one chunk read: `rows` rows of `bytes_read` raw bytes (the order of
+        `ReadSink.add`)."""
+        self.bytes_read += bytes_read
         self.rows += rows
-        self.bytes_read += nbytes
         if self.sink is not None:
-            self.sink.add(nbytes, rows)
+            self.sink.add(bytes_read, rows)
 
 
 class ShardRows(Protocol):

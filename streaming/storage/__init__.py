@@ -1,4 +1,9 @@
-"""Storage: URL -> backend (local paths, file://, s3://) and robust transfers on top.
+"""Storage: URL -> backend (local, file://, s3://, gs://, az://, http(s)://) and robust transfers.
+
+Backends: local paths (and file://), S3 (s3://), Google Cloud Storage (gs://), Azure Blob
+(az://, azure://, abfs(s)://, and https:// on an Azure account host), HTTP(S) (read-only), and
+those added with `register_scheme`. Transfers on top keep deadlines, retry, fetch a file once
+per node (single-flight) and check sizes.
 
     backend, path = backend_for("s3://bucket/data/index.json")
     fetch("s3://bucket/data/shard.00000.mds", "/cache/shard.00000.mds", expected_size=...)

@@ -172,7 +172,7 @@ def test_every_limit_at_or_above_the_minimum_fits_the_plan_it_shapes(algo, metho
     batches spans shards when they are small)."""
     import warnings
 
-    from streaming.dataset.resolve import fit_plan
+    from streaming.cache.policy.plan_fit import fit_plan
     from streaming.plan.mixing import StreamWeights
 
     rng = np.random.default_rng(7)

@@ -9,8 +9,8 @@ import numpy as np
 
 from streaming.cache.policy.cache_limit import CacheLimit
 from streaming.cache.policy.minimum_limit import Footprint
+from streaming.cache.policy.plan_fit import PlanFit, fit_plan
 from streaming.cache.policy.shuffle_fit import block_for_limit, canonical_for_limit
-from streaming.dataset.resolve import PlanFit, fit_plan
 from streaming.plan import PlanConfig, World
 from streaming.read.sizing import MAX_READ, READ_BYTES, rows_per_read
 

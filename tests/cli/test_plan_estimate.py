@@ -43,8 +43,8 @@ def _recount(ids: np.ndarray, batch: int, offsets: np.ndarray, resident: np.ndar
 
 
 def test_min_cache_is_the_lock_step_recount_of_the_plan_the_dataset_checks(setup, cli):
+    from streaming.cache.policy.plan_fit import fit_plan
     from streaming.cli.plan_cost import run_spec
-    from streaming.dataset.resolve import fit_plan
     from streaming.observe.forecast import SMALLEST_LIMIT, job_minimum
     from streaming.plan import plan_node
 

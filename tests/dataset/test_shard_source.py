@@ -131,3 +131,25 @@ def test_the_local_source_reads_the_same_rows_as_the_fake_one(local):
     source = LocalSource(local.preparer.prepare, ahead=64)
     assert source.pinned() is None and source.present(np.arange(3))
     assert _read(local, source, ids) == ids.tolist()
+
+
+class RecordingSink:
+    """A ReadSink that keeps every count it is told."""
+
+    def __init__(self) -> None:
+        self.counts: list[tuple[int, int]] = []
+
+    def add(self, bytes_read: int, rows: int) -> None:
+        self.counts.append((bytes_read, rows))
+
+
+def test_the_tally_and_its_sink_count_bytes_then_rows(local):
+    rows = FolderRows(local, LocalSource(local.preparer.prepare, ahead=64))
+    rows.tally.sink = sink = RecordingSink()
+    samples = [s for chunk in iter_chunks(np.arange(SAMPLES), rows, ReadSize(50)) for s in chunk]
+    assert rows.tally.rows == len(samples) == SAMPLES
+    assert rows.tally.bytes_read > rows.tally.rows  # every MDS row holds more than one byte
+    assert [sum(c) for c in zip(*sink.counts)] == [rows.tally.bytes_read, rows.tally.rows]
+    direct = ReadTally(sink=sink)
+    direct.add(bytes_read=7, rows=2)
+    assert (direct.bytes_read, direct.rows, sink.counts[-1]) == (7, 2, (7, 2))

@@ -4,6 +4,7 @@ filter config keys by `inspect.signature`; IDEs show it) and document them under
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 
@@ -43,3 +44,19 @@ def test_a_subclass_keeps_its_own_signature() -> None:
             super().__init__(local=local)
 
     assert list(inspect.signature(Text).parameters) == ["tokenizer", "local"]
+
+
+def test_the_loader_signature_reads_as_torchs_keywords_with_public_types() -> None:
+    """StreamingDataLoader takes DataLoader's keywords, in its order, each typed with public
+    names (no `_collate_fn_t`, no `_T_co`) and none untyped."""
+    from torch.utils.data import DataLoader
+
+    ours = inspect.signature(StreamingDataLoader)
+    torchs = list(inspect.signature(DataLoader.__init__).parameters)[1:]
+    assert [name for name in ours.parameters if name in torchs] == torchs
+    assert set(ours.parameters) - set(torchs) <= {"in_order"}  # newer than some torch versions
+    for param in ours.parameters.values():
+        annotation = str(param.annotation)
+        assert param.annotation is not inspect.Parameter.empty, param
+        assert not re.search(r"(^|\W)_\w", annotation), f"a private name in {param}"
+    assert str(ours.return_annotation) == "None"

@@ -23,13 +23,14 @@ from streaming import StreamingDataLoader, StreamingDataset
 from streaming.coord.proc import ProcessId
 from streaming.coord.shm_files import shm_dir
 from streaming.errors import CoordinationError, DeadlineExceeded
-from streaming.loader.dataloader import BatchStream
+from streaming.loader.batch_stream import BatchStream
 from streaming.loader.default_collate import Ragged
 from streaming.loader.worker_ring import (
     MIN_BYTES_LIST,
     MIN_LEAF_BYTES,
     Packed,
     Receiver,
+    RingAddress,
     Sender,
     new_token,
 )
@@ -218,8 +219,8 @@ def test_only_a_worker_with_a_ring_reads_views(tmp_path: Path, monkeypatch) -> N
     stream = BatchStream(ds, 2, False)
     stream.numpy = True
     iter(stream)  # the training process (no worker): copies
-    stream.ring = (new_token(), 3, ProcessId.current())
-    monkeypatch.setattr("streaming.loader.dataloader.worker_slot",
+    stream.ring = RingAddress(new_token(), 3, ProcessId.current())
+    monkeypatch.setattr("streaming.loader.batch_stream.worker_slot",
                         lambda: SimpleNamespace(id=0, num_workers=1))
     iter(stream)  # a worker whose sender copies each batch into its ring: views
     assert [kw.get("views", False) for kw in calls] == [False, True]
@@ -258,7 +259,7 @@ def test_loader_batches_equal_the_in_process_ones(blobs_dir: Path, monkeypatch) 
         same(a, b)
     assert ring.state_dict()["epoch"] == 1
     assert ring._receiver is not None and not ring._receiver.rings  # closed after the epoch
-    assert not ring_files(ring._batch_stream.ring[0])
+    assert not ring_files(ring._batch_stream.ring.token)
 
 
 def test_slow_consumer_persistent_workers_and_no_leftovers(blobs_dir: Path) -> None:
@@ -271,12 +272,12 @@ def test_slow_consumer_persistent_workers_and_no_leftovers(blobs_dir: Path) -> N
             ids += batch["id"].tolist()
             assert all(len(b) for b in batch["blob"])
         assert sorted(ids) == list(range(96)), epoch
-        tokens.append(ring._batch_stream.ring[0])
+        tokens.append(ring._batch_stream.ring.token)
     assert tokens[0] == tokens[1]  # persistent workers keep their rings
     assert len(ring._receiver.rings) == 2
     partial = loader(blobs_dir, 2)
     next(iter(partial))
-    names = [partial._batch_stream.ring[0], tokens[0]]
+    names = [partial._batch_stream.ring.token, tokens[0]]
     del ring, partial
     gc.collect()
     deadline = time.monotonic() + 30  # worker shutdown is slow on a loaded machine

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from streaming import StreamingDataset
-from streaming.util import worker
+from streaming.coord import worker_setup as worker
+from streaming.coord.worker_setup import settle_worker
 from streaming.util.malloc import keep_buffers_in_heap, tuned
-from streaming.util.worker import settle_worker
 
 glibc_only = pytest.mark.skipif(not hasattr(os, "confstr") or sys.platform != "linux",
                                 reason="glibc's mallopt")

@@ -153,3 +153,14 @@ def test_empty_dataset_and_merged_basenames_are_fine():
     index = parse_index({"shards": [], "version": 2}, source="mem")
     assert index.num_samples == 0 and index.num_shards == 0 and index.columns == {}
     assert index.locate(np.array([], np.int64))[0].size == 0
+
+
+def test_a_checked_mds_entry_names_its_files(reference_fixtures):
+    from streaming.format.index_entries import CheckedShard
+    from streaming.format.index_shard import check_mds_shard
+
+    shard = json.loads((reference_fixtures / "llm_zstd7" / "index.json").read_text())["shards"][0]
+    checked = check_mds_shard(shard, 0, "index.json", set())
+    assert checked == CheckedShard(
+        raw_name=shard["raw_data"]["basename"], raw_size=shard["raw_data"]["bytes"],
+        zip_name=shard["zip_data"]["basename"], zip_size=shard["zip_data"]["bytes"], codec=None)

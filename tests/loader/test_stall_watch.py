@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
+from streaming.coord import worker_stacks
 from streaming.loader import stall_watch
-from streaming.util import worker_stacks
 from tests.dataset.conftest import write_ids
 
 BATCH = 4

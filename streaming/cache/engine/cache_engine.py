@@ -40,7 +40,7 @@ from streaming.errors import ArgumentError, DownloadTimeoutError
 from streaming.storage.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from streaming.stream import Stream
+    from streaming.cache.prepare.stream_files import StreamFiles
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ PREPARE_THREADS = 4  # shards prepared at once (decompression and downloads rele
 LOCK_SLACK = 4096  # bytes reserved per preparation for the small lock files it creates
 
 
-def shard_footprint(facts: ShardFacts, streams: Sequence[Stream]) -> Footprint:
+def shard_footprint(facts: ShardFacts, streams: Sequence[StreamFiles]) -> Footprint:
     """Cache bytes per shard: nothing for local-only streams, the raw file (and
     a kept zip) while cached, the zip (unless it never lands on disk) and lock files while
     being prepared."""

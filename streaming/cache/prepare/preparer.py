@@ -42,7 +42,7 @@ from streaming.util.fork_safe_lock import ForkSafeLock
 from streaming.util.pagewrite import write_sliced
 
 if TYPE_CHECKING:
-    from streaming.stream import Stream
+    from streaming.cache.prepare.stream_files import StreamFiles
 
 LOCK_TIMEOUT = 600.0  # seconds another process may hold a shard's preparation lock
 UNPACK_FROM = 8 << 20  # raw bytes from which a zstd shard is decoded and written on two threads
@@ -294,7 +294,7 @@ class ShardPreparer:
         if fetched and not stream.keep_zip:
             remove(self._folder(shard), zipped)
 
-    def _fetch_decompressed(self, shard: int, stream: Stream, raw: Path, algo: str | None
+    def _fetch_decompressed(self, shard: int, stream: StreamFiles, raw: Path, algo: str | None
                             ) -> None:
         """Download the zstd shard and decompress it on the way into `raw` (no compressed copy
         on disk), checking the zip's digest as its bytes pass and the raw file's afterwards."""
@@ -363,7 +363,7 @@ def sweep_in_place(folder: Path, facts: ShardFacts, which: int) -> None:
             sweep_orphans(folder, where, listing(where), shards)
 
 
-def decoded_in_flight(stream: Stream, zip_name: str, compression: str | None) -> bool:
+def decoded_in_flight(stream: StreamFiles, zip_name: str, compression: str | None) -> bool:
     """Whether `ShardPreparer` decompresses `zip_name` while it downloads: zstd (one frame,
     decoded incrementally) from a stream that allows it (`Stream.streams_zip`). The other
     codecs, and streams that keep or custom-fetch their zips, download first."""
@@ -374,7 +374,7 @@ def _incremental(compression: str | None) -> bool:
     return compression is not None and extension(compression) == "zstd"
 
 
-def zipless_shards(facts: ShardFacts, streams: Sequence[Stream]) -> np.ndarray:
+def zipless_shards(facts: ShardFacts, streams: Sequence[StreamFiles]) -> np.ndarray:
     """Per shard: whether its compressed copy never lands in the cache folder, because
     `ShardPreparer` decompresses it while it downloads or straight from a filesystem remote."""
     owner = np.asarray(facts.stream_of_shard, np.int64)
@@ -399,7 +399,7 @@ _CORES = threading.BoundedSemaphore(max(len(os.sched_getaffinity(0)), 1))
 
 
 
-def _check_algo(stream: Stream, facts: ShardFacts, which: int) -> None:
+def _check_algo(stream: StreamFiles, facts: ShardFacts, which: int) -> None:
     """Refuse, before anything is read, a `validate_hash` that names no known algorithm or
     one the stream's index does not record for every shard."""
     algo = stream.validate_hash

@@ -20,12 +20,12 @@ from streaming.util.confine import confine, remove
 from streaming.util.files import has_size
 
 if TYPE_CHECKING:
-    from streaming.stream import Stream
+    from streaming.cache.prepare.stream_files import StreamFiles
 
 META_THREADS = 8
 
 
-def prepare_meta_files(streams: Sequence[Stream], indexes: Sequence[DatasetIndex]) -> None:
+def prepare_meta_files(streams: Sequence[StreamFiles], indexes: Sequence[DatasetIndex]) -> None:
     """Fetch every meta file of the text-format streams into their local folders."""
     jobs = [(stream, entry) for stream, index in zip(streams, indexes)
             if index.row_codec is not None and getattr(index.row_codec, "by_span", True)
@@ -37,7 +37,7 @@ def prepare_meta_files(streams: Sequence[Stream], indexes: Sequence[DatasetIndex
             done.result()
 
 
-def _prepare_one(stream: Stream, entry: dict) -> Path:
+def _prepare_one(stream: StreamFiles, entry: dict) -> Path:
     raw = entry["raw_meta"]
     local = stream.local_dir / raw["basename"]
     if has_size(local, int(raw["bytes"])):

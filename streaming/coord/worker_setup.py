@@ -9,7 +9,7 @@
   environment variable STREAMING_GC_FREEZE=0 leaves the worker's collector alone.
 - Let its allocator reuse freed buffers (`streaming.util.malloc`).
 - End it within a second of its training process dying (`streaming.util.orphan`).
-- Let its training process ask where its threads are (`streaming.util.worker_stacks`).
+- Let its training process ask where its threads are (`streaming.coord.worker_stacks`).
 
 The training process itself is left alone: there, freezing would keep the user's future garbage
 cycles from ever being collected, and its allocator is the user's to tune.
@@ -20,9 +20,9 @@ from __future__ import annotations
 import gc
 import os
 
+from streaming.coord.worker_stacks import arm_worker
 from streaming.util.malloc import keep_buffers_in_heap
 from streaming.util.orphan import watch_parent
-from streaming.util.worker_stacks import arm_worker
 
 GC_FREEZE_ENV = "STREAMING_GC_FREEZE"  # "0" (or "false", "no", "off"): no gc.freeze()
 

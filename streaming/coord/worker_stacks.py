@@ -1,6 +1,6 @@
 """Where a DataLoader worker's threads are, asked for by its training process.
 
-A worker settling in (`streaming.util.worker`) opens a small file named after its parent (the
+A worker settling in (`streaming.coord.worker_setup`) opens a small file named after its parent (the
 training process, or a fork server the training process started) and itself,
 `<parent pid>.<worker pid>.stacks` in this user's stacks folder, and has Python's `faulthandler`
 write every thread's stack there on `STACKS_SIGNAL` (a real-time signal, so a user's handlers
