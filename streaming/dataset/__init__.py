@@ -2,8 +2,8 @@
 read through the node's cache) and `LocalDataset` (one local MDS directory), with the parts the
 streaming one is built from: `catalog` (streams and their indexes), `resolve` (user arguments
 and the world into a plan config and read sizing), `session` (coordination and resume state on
-the node), `row_reader` (the node plan's rows read from the cache) and `reference_api` (the
-reference's methods and properties).
+the node) and `reference_api` (the reference's methods and properties); its rows are read by
+`streaming.read.row_reader`.
 
 The classes load lazily, so importing a part (e.g. `streaming.dataset.resolve`) does not import
 torch.

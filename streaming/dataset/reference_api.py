@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from streaming.cache.engine.cache_engine import CacheEngine
     from streaming.cache.prepare.preparer import ShardPreparer
     from streaming.dataset.catalog import Catalog
-    from streaming.dataset.row_reader import RowReader
     from streaming.dataset.session import Session
     from streaming.plan import PlanConfig, World
+    from streaming.read.row_reader import RowReader
     from streaming.read.sample_locator import SampleLocator
     from streaming.stream import Stream
 

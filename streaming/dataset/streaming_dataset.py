@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,16 +22,17 @@ from streaming.coord.world_detect import detect_world
 from streaming.dataset.catalog import Catalog, build_streams, read_indexes
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.resolve import fit_plan
-from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
 from streaming.dataset.session import Iteration, Session
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
 from streaming.plan.world import replication_factor
-from streaming.read.sizing import FIRST_READ, ReadSize
+from streaming.read.row_reader import RowReader, ids_of, samples_ahead
+from streaming.read.sizing import DEFAULT_SIZE, FIRST_READ, ReadSize
 from streaming.stream import Stream
 
 if TYPE_CHECKING:
+    from streaming.cache.engine.cache_engine import CacheEngine
     from streaming.cache.table.cache_stats import CacheStats
     from streaming.read.shard_rows import ReadTally
 
@@ -174,13 +175,30 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self.session = Session(self.config, self.world, [s.local_dir for s in streams],
                                detected=detected)
         try:
-            self.cache = start_cache(self.catalog, self.cache_limit, self.predownload,
-                                     self.session.node,
-                                     lambda: self.session.node_plan(self.config, self.world, 0, 0))
+            self.cache = self._start_cache()
         except BaseException:
             self.session.close()
             raise
         self.rows = RowReader(self.catalog, self.cache, self.predownload, read_shard)
+
+    def _start_cache(self) -> CacheEngine | None:
+        """The node-shared cache engine over the remote streams' folders (None when every
+        stream is local-only); a cache_limit the epoch-0 node plan cannot run in is refused
+        here, with the minimum in the CacheLimitError."""
+        if self.catalog.all_local:
+            return None
+        from streaming.cache.engine.cache_engine import CacheEngine  # local-only datasets never load it
+
+        engine = CacheEngine(self.catalog.preparer, cache_limit=self.cache_limit,
+                             predownload=self.predownload, flag=self.session.node).attach()
+        if engine.effective_limit() is not None:
+            try:
+                plan = self.session.node_plan(self.config, self.world, 0, 0)
+                engine.check_plan(plan.ids, self.catalog.locator.shard_starts, plan.batch_size)
+            except BaseException:
+                engine.close()
+                raise
+        return engine
 
     # inspect.signature(StreamingDataset) reads __new__: show __init__'s keywords instead
     # (llm-foundry filters its config keys by them).
@@ -264,8 +282,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
 
     def read_samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
         """The samples of planned `ids` in order (-1 padding skipped)."""
-        item = self.__getitem__ if self._overridden() else None
-        for chunk in self.rows.chunks(ids, item):
+        for chunk in self._sample_chunks(ids):
             yield from chunk
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -275,14 +292,31 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
         with self.session.iteration() as it:
             ids = self._planned_ids(it)
-            item = self.__getitem__ if self._overridden() else None
-            chunks = self.rows.chunks(ids, item, self._read_size(1))
+            chunks = self._sample_chunks(ids, self._read_size(1))
             watch = self._watch
             watch.begin(ids)
             for chunk in watch.timed(chunks):
                 for sample in chunk:
                     it.count()
                     yield sample
+
+    def _sample_chunks(self, ids: np.ndarray, size: ReadSize | None = None
+                       ) -> Iterator[list[Any]]:
+        """The samples of planned `ids`, read in chunks by the row reader, or, when a subclass
+        overrides `__getitem__` / `get_item`, through that override, one id at a time (the
+        row reader still prepares and opens their shards ahead)."""
+        size = size or DEFAULT_SIZE
+        if not self._overridden():
+            return self.rows.chunks(ids, size)
+        return self._chunks_by_item(self.rows.id_chunks(ids, size))
+
+    def _chunks_by_item(self, chunks: Generator[list[int], None, None]
+                        ) -> Iterator[list[Any]]:
+        try:
+            for chunk in chunks:
+                yield [self[i] for i in chunk]
+        finally:
+            chunks.close()  # ends the row reader's pass now, not when it is collected
 
     def batches_supported(self) -> bool:
         """Whether `iter_batches` reads what `__iter__` would (no subclass override)."""
@@ -314,7 +348,9 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                            for name, values in zip(names, part)}
 
     def _read_size(self, multiple: int, first: int = FIRST_READ) -> ReadSize:
-        return self.rows.read_size(multiple, self.session.worker_world(), first)
+        world = self.session.worker_world()
+        return self.rows.read_size(multiple, world.ranks_per_node * world.workers_per_rank,
+                                   first)
 
     def _planned_ids(self, it: Iteration) -> np.ndarray:
         """The planned ids of iteration `it` from where it starts."""

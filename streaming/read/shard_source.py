@@ -29,7 +29,15 @@ if TYPE_CHECKING:
 
 STOP_TIMEOUT = 60.0  # seconds a stopped pass waits for the preparations under way
 REOPEN_TRIES = 3  # times a shard deleted between acquire and open is fetched again
-Opened = TypeVar("Opened")
+Opened = TypeVar("Opened", covariant=True)
+
+
+class FileOpener(Protocol[Opened]):
+    """Opens a shard's ready file: as a reader checked against the index (the dataset's
+    catalog), or as a layout and descriptor (`chunk_copy.PinnedLayouts`)."""
+
+    def open_file(self, shard: int, path: Path) -> Opened:
+        """`shard`'s ready raw file at `path`, opened."""
 
 
 class ShardSource(Protocol):
@@ -203,16 +211,17 @@ def shard_source(engine: CacheEngine | None, preparer: ShardPreparer, ahead: int
     return engine if engine is not None else LocalSource(preparer.prepare, ahead)
 
 
-def acquire_open(source: ShardSource, shard: int, opener: Callable[[Path], Opened], *,
+def acquire_open(source: ShardSource, shard: int, opener: FileOpener[Opened], *,
                  wait: bool = True) -> Opened | None:
-    """`opener(path)` of `shard`'s acquired file, the shard staying acquired (the caller
-    releases it); None when `wait=False` and it is not ready. A file deleted between the
-    acquire and the open (a clean-up script, another job) is prepared again and reopened.
+    """`opener.open_file(shard, path)` of `shard`'s acquired file, the shard staying acquired
+    (the caller releases it); None when `wait=False` and it is not ready. A file deleted
+    between the acquire and the open (a clean-up script, another job) is prepared again and
+    reopened.
 
     Args:
         source: what makes the shard ready.
         shard: the shard to open.
-        opener: opens the ready file (a reader, a layout and descriptor).
+        opener: opens the ready file (as a reader, or as a layout and descriptor).
         wait: whether to wait for a shard that is not ready.
     """
     for attempt in range(REOPEN_TRIES):
@@ -220,7 +229,7 @@ def acquire_open(source: ShardSource, shard: int, opener: Callable[[Path], Opene
         if path is None:
             return None
         try:
-            return opener(path)
+            return opener.open_file(shard, path)
         except FileNotFoundError:
             source.release(shard)
             if attempt == REOPEN_TRIES - 1 or not source.lost(shard, path):
