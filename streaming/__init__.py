@@ -25,7 +25,7 @@ _LAZY = {
     "clean_stale_shared_memory": "streaming.coord.shm",
     "PackedDataset": "streaming.packing.precomputed",
     "PackedStreamingDataset": "streaming.packing.streaming",
-    "load_lengths": "streaming.packing.lengths",
+    "load_lengths": "streaming.dataset.lengths",
 }
 
 __all__ = sorted(_LAZY)

@@ -151,7 +151,9 @@ _ABOVE_CORE = ("streaming.dataset", "streaming.loader", "streaming.packing", "st
     ("streaming.loader", ("streaming.cache", "streaming.read", "streaming.storage",
                           "streaming.format", "streaming.plan", "streaming.cli",
                           "streaming.integrations", "streaming.base")),
-    ("streaming.dataset", ("streaming.cli", "streaming.integrations", "streaming.base")),
+    # Packing builds on the dataset (it packs a StreamingDataset's plan), never the reverse.
+    ("streaming.dataset", ("streaming.packing", "streaming.cli", "streaming.integrations",
+                           "streaming.base")),
     ("streaming.observe", ("streaming.loader", "streaming.packing", "streaming.read",
                            "streaming.storage", "streaming.cli", "streaming.integrations",
                            "streaming.base")),

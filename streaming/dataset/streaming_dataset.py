@@ -8,7 +8,6 @@ session on the node: coordination, epoch counter, plan publication and resumptio
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from streaming.dataset.catalog import Catalog, build_streams, read_indexes
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.resolve import fit_plan
 from streaming.dataset.session import Iteration, Session
+from streaming.errors import ArgumentError
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
@@ -96,18 +96,9 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             Not in the reference.
         lengths_column: The column whose per-sample lengths `mix_unit="tokens"` uses. Not in
             the reference.
-        packing: True builds a `streaming.packing.streaming.PackedStreamingDataset` (which
-            also takes `packing_length`, `packing_strategy`, ...) and yields packed batches.
-            Not in the reference.
+        packing: Must be False: packed batches come from `PackedStreamingDataset(...)`, which
+            takes these arguments and its own (`packing_length`, ...). Not in the reference.
     """
-
-    def __new__(cls, *args: Any, packing: bool = False, **kwargs: Any) -> Any:
-        if packing and cls is StreamingDataset:  # built here: it is not a StreamingDataset
-            # One way: the packed dataset is handed its source and never imports this module.
-            from streaming.packing.streaming import PackedStreamingDataset
-
-            return PackedStreamingDataset.over(lambda **rest: cls(*args, **rest), kwargs)
-        return super().__new__(cls)
 
     def __init__(
         self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
@@ -123,15 +114,13 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         stream_config: dict[str, Any] | None = None, world: World | None = None,
         mix_unit: str = "samples", lengths_column: str = "tokens", packing: bool = False,
     ) -> None:
-        if packing:  # reached only by subclasses: StreamingDataset(packing=True) is redirected
-            raise TypeError(f"{type(self).__name__} does not pack; packing=True works with "
-                            "StreamingDataset(...) or PackedStreamingDataset")
+        _refuse_packing(type(self), packing)
         streams = build_streams(streams, remote, local, split, stream_name, stream_config,
                                 download_retry=download_retry, download_timeout=download_timeout,
                                 validate_hash=validate_hash, keep_zip=keep_zip)
         self.lengths_column = lengths_column
         if mix_unit != "samples":  # proportions are token shares: see docs/packing.md
-            from streaming.packing.token_mix import check_mix_unit
+            from streaming.dataset.token_mix import check_mix_unit
 
             check_mix_unit(streams, mix_unit)  # before anything is fetched
         self.predownload = samples_ahead(predownload, batch_size)
@@ -145,7 +134,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         streams = _copied_to_cache(streams, cache_limit is not None)
         indexes = read_indexes(streams)
         if mix_unit == "tokens":
-            from streaming.packing.token_mix import mix_by_tokens
+            from streaming.dataset.token_mix import mix_by_tokens
 
             streams, epoch_size = mix_by_tokens(streams, indexes, lengths_column, epoch_size)
         self.catalog = Catalog.of(streams, indexes, allow_unsafe_types=allow_unsafe_types)
@@ -200,10 +189,6 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                 raise
         return engine
 
-    # inspect.signature(StreamingDataset) reads __new__: show __init__'s keywords instead
-    # (llm-foundry filters its config keys by them).
-    __new__.__signature__ = inspect.signature(__init__)  # type: ignore[attr-defined]
-
     @property
     def _watch(self) -> IterationWatch:
         watch = self.__dict__.get("_watch_")
@@ -239,7 +224,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     # ----- sizes -------------------------------------------------------------------------
     def token_shares(self, epoch: int = 0) -> np.ndarray:
         """Share of tokens each stream contributes to `epoch` (of `lengths_column`)."""
-        from streaming.packing.token_mix import token_shares
+        from streaming.dataset.token_mix import token_shares
 
         return token_shares(self, epoch)
 
@@ -405,3 +390,12 @@ def _copied_to_cache(streams: list[Stream], limited: bool) -> list[Stream]:
     for stream in streams:
         stream.copy_to_cache(limited)
     return streams
+
+
+def _refuse_packing(cls: type, packing: bool) -> None:
+    """ArgumentError for `packing=True`, naming the class that packs (the argument stays in the
+    signature, so that a config filtered by the signature cannot silently drop it)."""
+    if packing:
+        raise ArgumentError(f"{cls.__name__} does not pack: build packed batches with "
+                            "streaming.PackedStreamingDataset(..., packing_length=...), which "
+                            "takes these same arguments (docs/packing.md)")

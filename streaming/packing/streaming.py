@@ -10,7 +10,6 @@ number of workers, and the state is the source's plus one number: packs consumed
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -65,9 +64,10 @@ def worker_packs(plan: EpochPacks, skip: int, per_batch: int, worker: int,
 
 
 class PackedStreamingDataset(IterableDataset):
-    """Collated batches of `packs_per_batch` packs of `packing_column` over a `source`: a
-    StreamingDataset (`StreamingDataset(..., packing=True)` builds both) or any object with
-    the same surface (`PackSource`).
+    """Collated batches of `packs_per_batch` packs of `packing_column` over a `source`: the
+    StreamingDataset it builds from the dataset arguments it is given (`remote`, `local`,
+    `shuffle`, ...: `PackedStreamingDataset(remote=..., packing_length=...)`), or one passed
+    as `source` (any object with the same surface, `PackSource`).
 
     Use it with `StreamingDataLoader(ds, batch_size=None, num_workers=...)`: the loader then
     counts packs, and `state_dict()` / `load_state_dict()` resume exactly (no pack lost or
@@ -89,13 +89,15 @@ class PackedStreamingDataset(IterableDataset):
         equal_packs: Every rank ends the epoch with the same number of packs (splitting
             packs or adding empty ones), so no rank waits for another.
         collator: Turns packs into tensors; None: `PackCollator(packing_length)`.
-        packing: Must be True (it is what `StreamingDataset(packing=True)` passes on).
-        source: The StreamingDataset (or `PackSource`) to pack; required.
+        packing: Must be True (accepted so that one config serves both classes).
+        source: The StreamingDataset (or `PackSource`) to pack; None: a StreamingDataset
+            built from `**dataset_args`, its `lengths_column` defaulting to `packing_column`.
         lengths: Each sample's tokens, if already known; None: loaded from `source`.
         keep_columns: Columns of the samples carried into each batch beside `sample_ids`
             (a user's document id, say): one value per entry of `sample_ids`, a tensor for
             numbers, else a list. None: none.
-        **kwargs: Refused with a message: dataset arguments go to the source.
+        **dataset_args: The StreamingDataset's keyword arguments, without a `source`
+            (refused beside one: they go to it).
     """
 
     def __init__(
@@ -114,7 +116,7 @@ class PackedStreamingDataset(IterableDataset):
         source: PackSource | None = None,
         lengths: np.ndarray | None = None,
         keep_columns: str | Sequence[str] | None = None,
-        **kwargs: Any,
+        **dataset_args: Any,
     ) -> None:
         from streaming.packing.collate import PackCollator
 
@@ -126,13 +128,9 @@ class PackedStreamingDataset(IterableDataset):
             raise PlanError(f"packs_per_batch must be a positive int, got {packs_per_batch!r}")
         make_packer(packing_strategy, packing_length, filter_overlong=filter_overlong,
                     overlong=overlong, buffer_size=packing_buffer_size)  # validate early
-        if source is None:
-            raise ArgumentError("PackedStreamingDataset packs a `source`: pass source="
-                                "StreamingDataset(...), or build both with "
-                                "StreamingDataset(..., packing=True, ...)")
-        if kwargs:
-            raise ArgumentError(f"with `source`, dataset arguments {sorted(kwargs)} go to it")
-        self.source = source
+        if source is not None and dataset_args:
+            raise ArgumentError(f"with `source`, dataset arguments {sorted(dataset_args)} go "
+                                "to it")
         self.packing_length = int(packing_length)
         self.packing_column = packing_column
         self.packs_per_batch = packs_per_batch
@@ -141,41 +139,29 @@ class PackedStreamingDataset(IterableDataset):
                         "overlong": overlong, "buffer_size": packing_buffer_size}
         self._split = not filter_overlong and overlong == "split"
         self.collator = collator or PackCollator(self.packing_length)
-        self.keep_columns = check_keep_columns(keep_columns)
-        if lengths is None:
-            from streaming.packing.lengths import load_lengths
+        self._cached: tuple[Any, EpochPacks] | None = None
+        self.source = source if source is not None else _streaming_source(packing_column,
+                                                                           dataset_args)
+        try:
+            self.keep_columns = check_keep_columns(keep_columns)
+            self._attach(lengths)
+        except BaseException:
+            if source is None:  # the source built here is closed again if packing cannot start
+                self.source.close()
+            raise
 
-            lengths = load_lengths(source, packing_column)
+    def _attach(self, lengths: np.ndarray | None) -> None:
+        """Take the source's lengths (loaded unless given) and create this rank's resume
+        point on the node."""
+        if lengths is None:
+            from streaming.dataset.lengths import load_lengths
+
+            lengths = load_lengths(self.source, self.packing_column)
         self.lengths = lengths
         self._lengths_digest = xxhash.xxh3_64_hexdigest(np.ascontiguousarray(lengths, np.int64))
-        self._resume_name = source.session.shared_name(f"k{source.world.rank_in_node}")
+        self._resume_name = self.session.shared_name(f"k{self.source.world.rank_in_node}")
         self._resume_seg: SharedArray | None = SharedArray.create(self._resume_name, (2,),
                                                                   np.int64)
-        self._cached: tuple[Any, EpochPacks] | None = None
-
-    @classmethod
-    def over(cls, make_source: Callable[..., PackSource], arguments: dict[str, Any]
-             ) -> PackedStreamingDataset:
-        """A packed dataset over `make_source(**rest)`, where `arguments` holds this class's
-        keywords and the source's (`rest`, whose `lengths_column` defaults to the packing
-        column); the source is closed again if packing cannot start.
-
-        Args:
-            make_source: Builds the source from its keyword arguments (StreamingDataset).
-            arguments: The keyword arguments of both, as one dict.
-        """
-        own = {name: parameter.default
-               for name, parameter in inspect.signature(cls).parameters.items()
-               if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name != "source"}
-        options = {name: value for name, value in arguments.items() if name in own}
-        rest = {name: value for name, value in arguments.items() if name not in own}
-        column = options.get("packing_column", own["packing_column"])
-        source = make_source(**{"lengths_column": column, **rest})
-        try:
-            return cls(source=source, **options)
-        except BaseException:
-            source.close()
-            raise
 
     def __getattr__(self, name: str) -> Any:
         """The source's public attributes (`streams`, `world`, `cache_stats`, ...)."""
@@ -427,3 +413,11 @@ class PackedStreamingDataset(IterableDataset):
             self._resume_seg.close()
             self._resume_seg = None
         self.source.close()
+
+
+def _streaming_source(packing_column: str, dataset_args: dict[str, Any]) -> PackSource:
+    """The StreamingDataset `dataset_args` describe, its `lengths_column` by default the
+    packed column (so that `mix_unit="tokens"` mixes by the tokens packed)."""
+    from streaming.dataset.streaming_dataset import StreamingDataset
+
+    return StreamingDataset(**{"lengths_column": packing_column, **dataset_args})
