@@ -176,7 +176,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         here, with the minimum in the CacheLimitError."""
         if self.catalog.all_local:
             return None
-        from streaming.cache.engine.cache_engine import CacheEngine  # local-only datasets never load it
+        from streaming.cache.engine.cache_engine import CacheEngine  # not for local-only data
 
         engine = CacheEngine(self.catalog.preparer, cache_limit=self.cache_limit,
                              predownload=self.predownload, flag=self.session.node).attach()
