@@ -19,9 +19,10 @@ from streaming.cache.policy.minimum_limit import check_cache_limit
 from streaming.coord.shm import clean_stale_shared_memory
 from streaming.coord.world_detect import detect_world
 from streaming.dataset.catalog import Catalog, build_streams, read_indexes
+from streaming.dataset.iteration_run import Iteration
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.resolve import fit_plan
-from streaming.dataset.session import Iteration, Session
+from streaming.dataset.session import Session
 from streaming.errors import ArgumentError
 from streaming.loader.default_collate import collate_column
 from streaming.observe.metrics import IterationWatch
@@ -182,7 +183,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                              predownload=self.predownload, flag=self.session.node).attach()
         if engine.effective_limit() is not None:
             try:
-                plan = self.session.node_plan(self.config, self.world, 0, 0)
+                plan = self.session.plans.node_plan(self.config, self.world, 0, 0)
                 engine.check_plan(plan.ids, self.catalog.locator.shard_starts, plan.batch_size)
             except BaseException:
                 engine.close()
@@ -235,8 +236,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def __len__(self) -> int:
         """Samples this rank yields per epoch (all of it on one rank; with several ranks the
         epoch padded to a multiple of the rank count, divided over them)."""
-        self.session.check_world()  # a trainer sizes its epoch with len: fail before that
-        return self.session.samples_per_rank()
+        self.session.run.check_world()  # a trainer sizes its epoch with len: fail before that
+        return self.session.plans.samples_per_rank()
 
     # ----- random access -----------------------------------------------------------------
     def get_item(self, sample_id: int) -> dict[str, Any]:
@@ -258,12 +259,12 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def worker_sample_ids(self, epoch: int, sample_in_epoch: int,
                           world: World | None = None) -> np.ndarray:
         """This worker's planned global ids for an epoch (-1 marks padding)."""
-        return self.session.worker_sample_ids(epoch, sample_in_epoch, world)
+        return self.session.plans.worker_sample_ids(epoch, sample_in_epoch, world)
 
     def rank_sample_ids(self, epoch: int) -> np.ndarray:
         """This rank's planned global ids for `epoch` from its start, as one DataLoader worker
         would read them (-1 marks padding)."""
-        return self.session.worker_sample_ids(epoch, 0, self.session.rank_world())
+        return self.session.plans.worker_sample_ids(epoch, 0, self.session.plans.rank_world())
 
     def read_samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
         """The samples of planned `ids` in order (-1 padding skipped)."""
@@ -271,11 +272,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             yield from chunk
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        self.session.note_pending()
+        self.session.run.note_pending()
         return self._samples_of_iteration()
 
     def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
-        with self.session.iteration() as it:
+        with self.session.run.iteration() as it:
             ids = self._planned_ids(it)
             chunks = self._sample_chunks(ids, self._read_size(1))
             watch = self._watch
@@ -318,7 +319,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         transport). With `handed_on`, DataLoader workers go on with the iteration after this
         read: when it ends, the shards it would read next stay wanted in the node's cache until
         `withdraw_horizon()`."""
-        with self.session.iteration() as it:
+        with self.session.run.iteration() as it:
             ids = self._planned_ids(it)
             names = self.catalog.codecs[0].column_names
             chunks = self.rows.chunks(ids, size=self._read_size(batch_size, batch_size),
@@ -333,14 +334,14 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                            for name, values in zip(names, part)}
 
     def _read_size(self, multiple: int, first: int = FIRST_READ) -> ReadSize:
-        world = self.session.worker_world()
+        world = self.session.plans.worker_world()
         return self.rows.read_size(multiple, world.ranks_per_node * world.workers_per_rank,
                                    first)
 
     def _planned_ids(self, it: Iteration) -> np.ndarray:
         """The planned ids of iteration `it` from where it starts."""
-        with self.session.failing_on_error():
-            return self.session.iteration_ids(it.start, it.world)
+        with self.session.run.failing_on_error():
+            return self.session.plans.iteration_ids(it.start, it.world)
 
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
@@ -354,7 +355,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             from_beginning: Count them from the epoch's first sample, not from where its
                 iteration started.
         """
-        return self.session.state_dict(num_samples, from_beginning)
+        return self.session.resume.state_dict(num_samples, from_beginning)
 
     def state_after(self, num_samples: int, *, from_beginning: bool = False) -> dict[str, Any]:
         """The state after `num_samples` global samples of the current epoch, counted from
@@ -364,18 +365,18 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             num_samples: Global samples of the current epoch a loader counted.
             from_beginning: Count them from the epoch's first sample.
         """
-        return self.session.state_after(num_samples, from_beginning=from_beginning)
+        return self.session.resume.state_after(num_samples, from_beginning=from_beginning)
 
     def iteration_state(self) -> dict[str, Any]:
         """The state after what this process's iteration yielded (inside a DataLoader worker,
         the worker's own; see docs/resumption.md)."""
-        return self.session.iteration_state()
+        return self.session.resume.iteration_state()
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
         """Continue from `obj` at the next iteration (also mid-run and on another topology).
         StateMismatchError if `obj` came from a differently configured dataset, unless
         `strict=False`."""
-        self.session.load_state_dict(obj, strict)
+        self.session.resume.load_state_dict(obj, strict)
 
     # ----- lifecycle ---------------------------------------------------------------------
     def close(self) -> None:

@@ -181,7 +181,7 @@ def token_shares(dataset: Any, epoch: int = 0, column: str | None = None) -> np.
     lengths = getattr(dataset, "lengths", None)
     if lengths is None or column is not None:
         lengths = load_lengths(dataset, column or getattr(dataset, "lengths_column", "tokens"))
-    cfg, world = dataset.session.config_now(), dataset.world
+    cfg, world = dataset.session.plans.config_now(), dataset.world
     ids = [plan_node(cfg, world.with_position(node), epoch, 0).ids.reshape(-1)
            for node in range(world.num_nodes)]
     flat = np.concatenate(ids)

@@ -23,13 +23,14 @@ from streaming.observe.metrics import cache_metrics, disk_metrics
 from streaming.packing.equal import job_most_packs
 from streaming.packing.kept_columns import KeptValues, check_keep_columns
 from streaming.packing.pack_planner import EpochPacks, grow, pack_lengths
+from streaming.packing.pack_session import PackSession
 from streaming.packing.pack_stats import PackCounts, PackFill, fill_of
 from streaming.packing.strategies import make_packer
 from streaming.packing.watch import PackWatch
 from streaming.plan import World
 
 if TYPE_CHECKING:
-    from streaming.dataset.session import Iteration, Session
+    from streaming.dataset.iteration_run import Iteration
     from streaming.packing.collate import PackCollator
 
 
@@ -37,7 +38,7 @@ class PackSource(Protocol):
     """What packing needs of a dataset (StreamingDataset offers it)."""
 
     world: World
-    session: Session
+    session: PackSession
 
     def rank_sample_ids(self, epoch: int) -> np.ndarray: ...
 
@@ -171,7 +172,7 @@ class PackedStreamingDataset(IterableDataset):
         return getattr(source, name)
 
     @property
-    def session(self) -> Session:
+    def session(self) -> PackSession:
         return self.source.session
 
     def batches_supported(self) -> bool:
@@ -181,7 +182,7 @@ class PackedStreamingDataset(IterableDataset):
     # ----- planning ----------------------------------------------------------------------
     def rank_packs(self, epoch: int) -> EpochPacks:
         """This rank's packs for `epoch`, in canonical order (the same for any worker count)."""
-        cfg = self.session.config_now()
+        cfg = self.session.plans.config_now()
         key = (epoch, cfg.num_canonical_nodes, cfg.shuffle_seed)
         if self._cached is None or self._cached[0] != key:
             ids = self.source.rank_sample_ids(epoch)
@@ -196,25 +197,25 @@ class PackedStreamingDataset(IterableDataset):
         it, so all ranks step equally. Found once per node (its ranks and DataLoader workers
         share the result through the session's plan board); each node counts its own ranks and
         the nodes swap counts (packing.equal)."""
-        world = self.session.rank_world()
+        world = self.session.plans.rank_world()
         if world.data_parallel_ranks == 1:
             return None
-        cfg = self.session.config_now()
+        cfg = self.session.plans.config_now()
         key = (f"packs|{cfg.fingerprint()}|{cfg.num_canonical_nodes}|{cfg.shuffle_seed}|{epoch}|"
                f"{world.num_nodes}|{world.ranks_per_node}|{self._packing_identity()}|"
                f"{self._lengths_digest}")
 
         def count_rank(rank: World) -> int:
-            ids = self.session.worker_sample_ids(epoch, 0, rank)
+            ids = self.session.plans.worker_sample_ids(epoch, 0, rank)
             ids = ids[ids >= 0]
             return len(pack_lengths(self.lengths[ids], self.packing_length, **self.packing))
 
-        return self.session.node_value(key, lambda: job_most_packs(count_rank, world, key))
+        return self.session.plans.node_value(key, lambda: job_most_packs(count_rank, world, key))
 
     def __len__(self) -> int:
         """Batches of packs this rank yields in the epoch it iterates now, or between epochs in
         the next one (equal on every rank with `equal_packs`)."""
-        epoch = self.session.running_or_next_epoch()
+        epoch = self.session.run.running_or_next_epoch()
         return -(-self.rank_packs(epoch).num_packs // self.packs_per_batch)
 
     def pack_count(self, epoch: int = 0) -> int:
@@ -223,20 +224,20 @@ class PackedStreamingDataset(IterableDataset):
 
     # ----- iteration ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        self.session.note_pending()
+        self.session.run.note_pending()
         return self._packs_of_iteration()
 
     def _packs_of_iteration(self) -> Iterator[dict[str, Any]]:
         session = self.session
-        with session.iteration(settle=False) as it:
+        with session.run.iteration(settle=False) as it:
             world, start = it.world, it.start
-            with session.failing_on_error():
+            with session.run.failing_on_error():
                 plan = self.rank_packs(start.epoch)
                 mine = worker_packs(plan, self._resume_skip(start.epoch), self.packs_per_batch,
                                     world.worker, world.workers_per_rank)
                 mine = mine.select(np.arange(min(start.skip, mine.num_packs), mine.num_packs))
             self._watch.begin(self._fill(mine, 0))
-            yield from self._watch.timed(self._batches(mine, it), lambda: session.count)
+            yield from self._watch.timed(self._batches(mine, it), lambda: session.run.count)
 
     def _batches(self, plan: EpochPacks, it: Iteration) -> Iterator[dict[str, Any]]:
         import torch
@@ -346,14 +347,14 @@ class PackedStreamingDataset(IterableDataset):
             from_beginning: Count them from the epoch's first pack.
         """
         session = self.session
-        epoch = session.latest_epoch()
-        if num_samples == 0 and session.running_or_next_epoch() > epoch:
-            return self._packed_state(session.resume_state(epoch + 1, 0), 0)  # it ended
+        epoch = session.run.latest_epoch()
+        if num_samples == 0 and session.run.running_or_next_epoch() > epoch:
+            return self._packed_state(session.resume.resume_state(epoch + 1, 0), 0)  # it ended
         dp = self.source.world.data_parallel_ranks
         packs = num_samples // dp + (0 if from_beginning else self._resume_skip(epoch))
         if packs >= self.rank_packs(epoch).num_packs:
             epoch, packs = epoch + 1, 0
-        return self._packed_state(session.resume_state(epoch, 0), packs)
+        return self._packed_state(session.resume.resume_state(epoch, 0), packs)
 
     def _packed_state(self, source: dict[str, Any], packs: int) -> dict[str, Any]:
         dp = self.source.world.data_parallel_ranks
@@ -366,14 +367,15 @@ class PackedStreamingDataset(IterableDataset):
         plus this worker's own count, beside the source state (see
         Session.iteration_state)."""
         session = self.session
-        now = session.progress()
+        now = session.run.progress()
         epoch, packs = now.start.epoch, self._resume_skip(now.start.epoch)
         if now.slot is not None:
-            source = {**session.resume_state(epoch, 0), "worker": session.worker_position(now)}
+            resume = session.resume
+            source = {**resume.resume_state(epoch, 0), "worker": resume.worker_position(now)}
             return self._packed_state(source, packs)
         if now.ended:
-            return self._packed_state(session.resume_state(epoch + 1, 0), 0)
-        return self._packed_state(session.resume_state(epoch, 0), packs + now.done)
+            return self._packed_state(session.resume.resume_state(epoch + 1, 0), 0)
+        return self._packed_state(session.resume.resume_state(epoch, 0), packs + now.done)
 
     def _packing_identity(self) -> dict[str, Any]:
         return {**self.packing, "packing_length": self.packing_length,
@@ -395,7 +397,7 @@ class PackedStreamingDataset(IterableDataset):
                 f"{self._packing_identity()!r}; pass strict=False to restart the epoch")
         source = obj["source"] if "source" in obj else {
             k: v for k, v in obj.items() if k not in ("packs_in_epoch", "packing")}
-        self.session.load_state_dict({**source, "sample_in_epoch": 0}, strict=strict)
+        self.session.resume.load_state_dict({**source, "sample_in_epoch": 0}, strict=strict)
         packs = int(obj["packs_in_epoch"]) // self.source.world.data_parallel_ranks if same else 0
         self._resume_array()[:] = (int(source["epoch"]) + 1, packs)
 

@@ -29,7 +29,7 @@ class FakeSource:
         self.read: list[int] = []
 
     def rank_sample_ids(self, epoch: int) -> np.ndarray:
-        return self.session.worker_sample_ids(epoch, 0, self.session.rank_world())
+        return self.session.plans.worker_sample_ids(epoch, 0, self.session.plans.rank_world())
 
     def read_samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
         for i in ids[ids >= 0].tolist():
