@@ -72,14 +72,12 @@ class Resumption:
 
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
                    ) -> dict[str, Any]:
-        """The resumption state in one of two forms: after `num_samples` global samples
-        (`state_after`, the reference's and Composer's form) or, without `num_samples`, after
-        what this process's iteration yielded (`iteration_state`, torchdata's form).
+        """`state_after(num_samples)` when a count is given (the reference's form), else
+        `iteration_state()` (torchdata's form).
 
         Args:
-            num_samples: Global samples of the current epoch a loader counted, or None.
-            from_beginning: Count them from the epoch's first sample, not from where its
-                iteration started.
+            num_samples: See `state_after`; None: this process's iteration's state.
+            from_beginning: See `state_after`.
         """
         if num_samples is None:
             return self.iteration_state()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -63,15 +64,33 @@ def iter_id_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SI
     return closed_at_exit(_id_chunks(ids, rows, size.rows))
 
 
-def _chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize, columns: bool, views: bool,
-            handed_on: bool) -> Generator[list[Any], None, None]:
+@dataclass(frozen=True)
+class _Pass:
+    """One pass over planned ids: the real ids (padding dropped), their shards and rows, the
+    readers of the pass; `rows.source` already follows the shards."""
+
+    ids: np.ndarray
+    shards: np.ndarray
+    places: np.ndarray
+    readers: PassReaders
+
+
+def _begin_pass(ids: np.ndarray, rows: ShardRows) -> _Pass | None:
+    """The pass over `ids` with the source following its shards, None when all are padding."""
     ids = ids[ids >= 0]
     if not len(ids):
-        return
+        return None
     shards, places = rows.locate(ids)
-    source = rows.source
-    source.follow(shards)
-    readers = PassReaders(rows)
+    rows.source.follow(shards)
+    return _Pass(ids, shards, places, PassReaders(rows))
+
+
+def _chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize, columns: bool, views: bool,
+            handed_on: bool) -> Generator[list[Any], None, None]:
+    run = _begin_pass(ids, rows)
+    if run is None:
+        return
+    ids, shards, places, readers, source = run.ids, run.shards, run.places, run.readers, rows.source
     bounds = [0, *range(min(size.first, size.rows), len(ids), size.rows), len(ids)]
 
     def fetch(k: int, nowait: bool = False) -> Fetched:
@@ -97,13 +116,10 @@ def _chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize, columns: bool, vie
 
 
 def _id_chunks(ids: np.ndarray, rows: ShardRows, chunk: int) -> Generator[list[int], None, None]:
-    ids = ids[ids >= 0]
-    if not len(ids):
+    run = _begin_pass(ids, rows)
+    if run is None:
         return
-    shards, _ = rows.locate(ids)
-    source = rows.source
-    source.follow(shards)
-    readers = PassReaders(rows)
+    ids, shards, readers, source = run.ids, run.shards, run.readers, rows.source
     try:
         for lo in range(0, len(ids), chunk):
             source.advance(lo)
