@@ -13,7 +13,6 @@ datasets, which only has to prepare (decompress, verify) shards ahead of the rea
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -38,6 +37,13 @@ class FileOpener(Protocol[Opened]):
 
     def open_file(self, shard: int, path: Path) -> Opened:
         """`shard`'s ready raw file at `path`, opened."""
+
+
+class Preparer(Protocol):
+    """Makes a shard's raw file ready on this node (`cache.prepare.preparer.ShardPreparer`)."""
+
+    def prepare(self, shard: int) -> Path:
+        """`shard`'s ready raw file (fetched, decompressed, verified as needed)."""
 
 
 class ShardSource(Protocol):
@@ -91,9 +97,8 @@ class LocalSource:
     An error of a preparing thread is kept and raised by `check()` in the reading thread.
     """
 
-    def __init__(self, prepare: Callable[[int], Path], ahead: int,
-                 threads: int = PREPARE_THREADS) -> None:
-        self._prepare = prepare
+    def __init__(self, preparer: Preparer, ahead: int, threads: int = PREPARE_THREADS) -> None:
+        self._preparer = preparer
         self.ahead = max(int(ahead), 1)
         self.threads = max(int(threads), 1)
         self._pass: _Ahead | None = None
@@ -103,7 +108,7 @@ class LocalSource:
 
     def follow(self, shards: np.ndarray) -> None:
         self.stop()
-        self._pass = _Ahead(self._prepare, np.asarray(shards, np.int64), self.ahead,
+        self._pass = _Ahead(self._preparer, np.asarray(shards, np.int64), self.ahead,
                             self.threads)
 
     def advance(self, position: int) -> None:
@@ -111,7 +116,7 @@ class LocalSource:
             self._pass.advance(position)
 
     def acquire(self, shard: int, *, wait: bool = True) -> Path | None:
-        return self._prepare(int(shard))
+        return self._preparer.prepare(int(shard))
 
     def release(self, shard: int) -> None:
         return None
@@ -144,9 +149,9 @@ class LocalSource:
 class _Ahead:
     """One pass of a `LocalSource`: its threads and how far the reader has got."""
 
-    def __init__(self, prepare: Callable[[int], Path], shards: np.ndarray, ahead: int,
+    def __init__(self, preparer: Preparer, shards: np.ndarray, ahead: int,
                  threads: int) -> None:
-        self._prepare = prepare
+        self._preparer = preparer
         self._shards, self._first_use = first_uses(shards)
         self._ahead = ahead
         self._position = 0
@@ -177,7 +182,7 @@ class _Ahead:
                         return
                     shard = self._shards[self._next]
                     self._next += 1
-                self._prepare(shard)
+                self._preparer.prepare(shard)
         except BaseException as exc:  # surfaced in the reader by check()
             self.error = exc
 
@@ -208,7 +213,7 @@ def first_uses(shards: np.ndarray) -> tuple[list[int], list[int]]:
 def shard_source(engine: CacheEngine | None, preparer: ShardPreparer, ahead: int) -> ShardSource:
     """A dataset's source: its node cache engine, or without one (every stream local-only) a
     LocalSource preparing shards `ahead` samples before the reader."""
-    return engine if engine is not None else LocalSource(preparer.prepare, ahead)
+    return engine if engine is not None else LocalSource(preparer, ahead)
 
 
 def acquire_open(source: ShardSource, shard: int, opener: FileOpener[Opened], *,
