@@ -1,6 +1,6 @@
 """Start-up of packed and token-weighted datasets over S3: seconds to construct them on a fresh
 node, with their sample-length side files (one per shard) and their streams' index.json files
-fetched at once (the default: up to `streaming.packing.lengths.SIDE_FETCHES` and
+fetched at once (the default: up to `streaming.dataset.lengths.SIDE_FETCHES` and
 `streaming.dataset.catalog.INDEX_FETCHES` in flight) against one after the other, in the same
 run.
 
@@ -8,7 +8,7 @@ run.
                                                 [--delay 0.05] [--rounds 3]
 
 Rows:
-- `packed, N shards`: `StreamingDataset(remote=..., packing=True)` over one stream of N
+- `packed, N shards`: `PackedStreamingDataset(remote=...)` over one stream of N
   shards, each with its side file (`MDSWriter(lengths="tokens")`);
 - `packed, N shards, scanned`: the same samples written without side files (as the reference
   writes them), so every shard is downloaded and scanned (`SCAN_AT_ONCE` of them at once, or
@@ -41,17 +41,17 @@ from _delayed_s3 import delayed_s3  # noqa: E402
 
 CHILD = r"""
 import sys, tempfile, time
-from streaming import Stream, StreamingDataset
+from streaming import PackedStreamingDataset, Stream, StreamingDataset
 from streaming.dataset import catalog
-from streaming.packing import lengths
+from streaming.dataset import lengths
 kind, count, one_by_one = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 if one_by_one:
     catalog.INDEX_FETCHES = lengths.SIDE_FETCHES = lengths.SCAN_AT_ONCE = 1
 root = tempfile.mkdtemp()
 t0 = time.perf_counter()
 if kind in ("packed", "plain"):
-    ds = StreamingDataset(remote=f"s3://bench/{kind}{count}", local=f"{root}/p", batch_size=4,
-                          packing=True, packing_length=256)
+    ds = PackedStreamingDataset(remote=f"s3://bench/{kind}{count}", local=f"{root}/p",
+                                batch_size=4, packing_length=256)
 else:
     ds = StreamingDataset(streams=[Stream(remote=f"s3://bench/mix/s{k}", local=f"{root}/s{k}",
                                           proportion=1 + k % 3) for k in range(count)],
@@ -110,7 +110,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     from streaming.dataset.catalog import INDEX_FETCHES
-    from streaming.packing.lengths import SIDE_FETCHES
+    from streaming.dataset.lengths import SIDE_FETCHES
 
     with delayed_s3(args.delay) as (client, env):
         with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,7 @@ EXPORTS = {
     "clean_stale_shared_memory": "streaming.coord.shm",
     "PackedDataset": "streaming.packing.precomputed",
     "PackedStreamingDataset": "streaming.packing.streaming",
-    "load_lengths": "streaming.packing.lengths",
+    "load_lengths": "streaming.dataset.lengths",
 }
 
 

@@ -137,13 +137,6 @@ def two_way_edges(edges: dict[str, set[str]]) -> dict[frozenset[str], list[str]]
             for a, b in between if (b, a) in between and a < b}
 
 
-# Two-way edges between packages still pending, each with the branch that removes it.
-PENDING_TWO_WAY: dict[frozenset[str], str] = {
-    # removed on branch issue-52read
-    frozenset({"streaming.dataset", "streaming.packing"}): "issue-52read",
-}
-
-
 def test_the_checker_sees_a_two_way_edge() -> None:
     edges = {"streaming.a.x": {"streaming.b.y"}, "streaming.b.y": set(),
              "streaming.b.z": {"streaming.a"}, "streaming.a": set(), "streaming.c": {"streaming.a"}}
@@ -154,13 +147,7 @@ def test_the_checker_sees_a_two_way_edge() -> None:
 def test_no_two_packages_import_each_other() -> None:
     """Package level: no two packages of streaming/ (a top-level module such as stream.py
     counts as one) import each other both ways, lazy and TYPE_CHECKING imports included."""
-    found = two_way_edges(graph())
-    assert {pair: lines for pair, lines in found.items() if pair not in PENDING_TWO_WAY} == {}
-
-
-def test_pending_two_way_edges_still_exist() -> None:
-    assert sorted(sorted(pair) for pair in set(PENDING_TWO_WAY) - set(two_way_edges(graph()))) \
-        == []
+    assert two_way_edges(graph()) == {}
 
 
 _ABOVE_CORE = ("streaming.dataset", "streaming.loader", "streaming.packing", "streaming.observe",
@@ -199,8 +186,9 @@ _ABOVE_CORE = ("streaming.dataset", "streaming.loader", "streaming.packing", "st
     ("streaming.loader", ("streaming.cache", "streaming.read", "streaming.storage",
                           "streaming.format", "streaming.plan", "streaming.cli",
                           "streaming.integrations", "streaming.base")),
-    ("streaming.dataset", ("streaming.loader", "streaming.cli", "streaming.integrations",
-                           "streaming.base")),
+    # Packing builds on the dataset (it packs a StreamingDataset's plan), never the reverse.
+    ("streaming.dataset", ("streaming.loader", "streaming.packing", "streaming.cli",
+                           "streaming.integrations", "streaming.base")),
     ("streaming.observe", ("streaming.dataset", "streaming.loader", "streaming.packing",
                            "streaming.read", "streaming.storage", "streaming.cli",
                            "streaming.integrations", "streaming.base")),

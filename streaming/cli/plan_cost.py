@@ -81,8 +81,8 @@ def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[Leng
     """The run to predict from the config and the options, with each stream's sample-lengths
     traffic (none unless the config packs or mixes by tokens)."""
     from streaming.cache.policy.cache_limit import CacheLimit
-    from streaming.dataset.row_reader import samples_ahead
     from streaming.observe.forecast import RunSpec
+    from streaming.read.row_reader import samples_ahead
 
     limit = args.cache_limit or setup.run.get("cache_limit")
     predownload = args.predownload if args.predownload is not None else setup.run.get(

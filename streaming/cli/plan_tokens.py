@@ -75,8 +75,8 @@ def token_weights(streams: Sequence[ConfigStream], indexes: Sequence[DatasetInde
         column: the column whose lengths count (`lengths_column`).
         epoch_size: the config's `epoch_size` (None: every stream's samples).
     """
+    from streaming.dataset.token_mix import check_mix_unit, mix_by_tokens
     from streaming.packing.lengths_traffic import records_lengths
-    from streaming.packing.token_mix import check_mix_unit, mix_by_tokens
     from streaming.plan import StreamWeights
     from streaming.stream import Stream
 

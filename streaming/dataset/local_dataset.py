@@ -17,11 +17,11 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from streaming.dataset.catalog import Catalog
-from streaming.dataset.row_reader import RowReader
 from streaming.errors import UnknownHashError
 from streaming.format.hashing import SUPPORTED_HASHES, is_supported_hash
 from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
+from streaming.read.row_reader import RowReader
 from streaming.stream import Stream
 from streaming.util.files import has_size
 

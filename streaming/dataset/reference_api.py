@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from streaming.cache.engine.cache_engine import CacheEngine
     from streaming.cache.prepare.preparer import ShardPreparer
     from streaming.dataset.catalog import Catalog
-    from streaming.dataset.row_reader import RowReader
     from streaming.dataset.session import Session
     from streaming.plan import PlanConfig, World
+    from streaming.read.row_reader import RowReader
     from streaming.read.sample_locator import SampleLocator
     from streaming.stream import Stream
 
@@ -123,11 +123,11 @@ class ReferenceAPI:
     # ----- configuration, resolved ---------------------------------------------------------
     num_canonical_nodes = _resolved(
         "num_canonical_nodes",
-        lambda self: int(self.session.config_now().canonical_nodes(self.world)))
+        lambda self: int(self.session.plans.config_now().canonical_nodes(self.world)))
     shuffle_algo = _resolved("shuffle_algo", lambda self: self.config.shuffle_algo)
     shuffle_block_size = _resolved(
         "shuffle_block_size",
-        lambda self: int(self.session.config_now().block_size(self.num_canonical_nodes)))
+        lambda self: int(self.session.plans.config_now().block_size(self.num_canonical_nodes)))
     sampling_method = _resolved("sampling_method", lambda self: self.config.sampling_method)
     sampling_granularity = _resolved("sampling_granularity",
                                      lambda self: self.config.sampling_granularity)
@@ -221,7 +221,7 @@ class ReferenceAPI:
         canonical node count and seed)."""
         if int(epoch) < 0:
             raise ArgumentError(f"next_epoch must be >= 0, got {epoch}")
-        self.session.restart_at(int(epoch))
+        self.session.resume.restart_at(int(epoch))
 
     def resample_streams(self, epoch: int, stream_id: int | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
@@ -231,7 +231,7 @@ class ReferenceAPI:
         then the partial pass's rows sorted). `stream_id` limits both to one stream."""
         from streaming.plan.order import EpochOrder
 
-        cfg = dataclasses.replace(self.session.config_now(), shuffle=False)
+        cfg = dataclasses.replace(self.session.plans.config_now(), shuffle=False)
         ncn = int(cfg.canonical_nodes(self.world))
         order = EpochOrder(cfg, ncn, int(epoch))
         ids = np.sort(np.concatenate([order.picks(c)[0] for c in range(ncn)]).astype(np.int64))

@@ -8,9 +8,8 @@ and the session on the node: coordination, epoch counter, plan publication and r
 
 from __future__ import annotations
 
-import inspect
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,16 +21,19 @@ from streaming.coord.shm import clean_stale_shared_memory
 from streaming.coord.world_detect import detect_world
 from streaming.dataset.catalog import Catalog, build_streams, read_indexes
 from streaming.dataset.column_batch import collate_column
+from streaming.dataset.iteration_run import Iteration
 from streaming.dataset.reference_api import ReferenceAPI
-from streaming.dataset.row_reader import RowReader, ids_of, samples_ahead, start_cache
-from streaming.dataset.session import Iteration, Session
+from streaming.dataset.session import Session
+from streaming.errors import ArgumentError
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
 from streaming.plan.world import replication_factor
-from streaming.read.sizing import FIRST_READ, ReadSize
+from streaming.read.row_reader import RowReader, ids_of, samples_ahead
+from streaming.read.sizing import DEFAULT_SIZE, FIRST_READ, ReadSize
 from streaming.stream import Stream
 
 if TYPE_CHECKING:
+    from streaming.cache.engine.cache_engine import CacheEngine
     from streaming.cache.table.cache_stats import CacheStats
     from streaming.read.shard_rows import ReadTally
 
@@ -95,18 +97,9 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             Not in the reference.
         lengths_column: The column whose per-sample lengths `mix_unit="tokens"` uses. Not in
             the reference.
-        packing: True builds a `streaming.packing.streaming.PackedStreamingDataset` (which
-            also takes `packing_length`, `packing_strategy`, ...) and yields packed batches.
-            Not in the reference.
+        packing: Must be False: packed batches come from `PackedStreamingDataset(...)`, which
+            takes these arguments and its own (`packing_length`, ...). Not in the reference.
     """
-
-    def __new__(cls, *args: Any, packing: bool = False, **kwargs: Any) -> Any:
-        if packing and cls is StreamingDataset:  # built here: it is not a StreamingDataset
-            # One way: the packed dataset is handed its source and never imports this module.
-            from streaming.packing.streaming import PackedStreamingDataset
-
-            return PackedStreamingDataset.over(lambda **rest: cls(*args, **rest), kwargs)
-        return super().__new__(cls)
 
     def __init__(
         self, *, streams: Sequence[Stream] | None = None, remote: str | None = None,
@@ -122,15 +115,13 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         stream_config: dict[str, Any] | None = None, world: World | None = None,
         mix_unit: str = "samples", lengths_column: str = "tokens", packing: bool = False,
     ) -> None:
-        if packing:  # reached only by subclasses: StreamingDataset(packing=True) is redirected
-            raise TypeError(f"{type(self).__name__} does not pack; packing=True works with "
-                            "StreamingDataset(...) or PackedStreamingDataset")
+        _refuse_packing(type(self), packing)
         streams = build_streams(streams, remote, local, split, stream_name, stream_config,
                                 download_retry=download_retry, download_timeout=download_timeout,
                                 validate_hash=validate_hash, keep_zip=keep_zip)
         self.lengths_column = lengths_column
         if mix_unit != "samples":  # proportions are token shares: see docs/packing.md
-            from streaming.packing.token_mix import check_mix_unit
+            from streaming.dataset.token_mix import check_mix_unit
 
             check_mix_unit(streams, mix_unit)  # before anything is fetched
         self.predownload = samples_ahead(predownload, batch_size)
@@ -143,7 +134,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         streams = _copied_to_cache(streams, limit)
         indexes = read_indexes(streams)
         if mix_unit == "tokens":
-            from streaming.packing.token_mix import mix_by_tokens
+            from streaming.dataset.token_mix import mix_by_tokens
 
             streams, epoch_size = mix_by_tokens(streams, indexes, lengths_column, epoch_size)
         self.catalog = Catalog.of(streams, indexes, allow_unsafe_types=allow_unsafe_types)
@@ -175,17 +166,30 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self.session = Session(self.config, self.world, [s.local_dir for s in streams],
                                detected=detected)
         try:
-            self.cache = start_cache(self.catalog, limit, self.predownload,
-                                     self.session.node,
-                                     lambda: self.session.node_plan(self.config, self.world, 0, 0))
+            self.cache = self._start_cache(limit)
         except BaseException:
             self.session.close()
             raise
         self.rows = RowReader(self.catalog, self.cache, self.predownload, read_shard)
 
-    # inspect.signature(StreamingDataset) reads __new__: show __init__'s keywords instead
-    # (llm-foundry filters its config keys by them).
-    __new__.__signature__ = inspect.signature(__init__)  # type: ignore[attr-defined]
+    def _start_cache(self, limit: CacheLimit | None) -> CacheEngine | None:
+        """The node-shared cache engine over the remote streams' folders (None when every
+        stream is local-only), under this process's `limit`; a node limit the epoch-0 node plan
+        cannot run in is refused here, with the minimum in the CacheLimitError."""
+        if self.catalog.all_local:
+            return None
+        from streaming.cache.engine.cache_engine import CacheEngine  # not for local-only data
+
+        engine = CacheEngine(self.catalog.preparer, cache_limit=limit,
+                             predownload=self.predownload, flag=self.session.node).attach()
+        if engine.node_limit() is not None:
+            try:
+                plan = self.session.plans.node_plan(self.config, self.world, 0, 0)
+                engine.check_plan(plan.ids, self.catalog.locator.shard_starts, plan.batch_size)
+            except BaseException:
+                engine.close()
+                raise
+        return engine
 
     @property
     def _watch(self) -> IterationWatch:
@@ -222,7 +226,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     # ----- sizes -------------------------------------------------------------------------
     def token_shares(self, epoch: int = 0) -> np.ndarray:
         """Share of tokens each stream contributes to `epoch` (of `lengths_column`)."""
-        from streaming.packing.token_mix import token_shares
+        from streaming.dataset.token_mix import token_shares
 
         return token_shares(self, epoch)
 
@@ -233,8 +237,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def __len__(self) -> int:
         """Samples this rank yields per epoch (all of it on one rank; with several ranks the
         epoch padded to a multiple of the rank count, divided over them)."""
-        self.session.check_world()  # a trainer sizes its epoch with len: fail before that
-        return self.session.samples_per_rank()
+        self.session.run.check_world()  # a trainer sizes its epoch with len: fail before that
+        return self.session.plans.samples_per_rank()
 
     # ----- random access -----------------------------------------------------------------
     def get_item(self, sample_id: int) -> dict[str, Any]:
@@ -256,34 +260,50 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def worker_sample_ids(self, epoch: int, sample_in_epoch: int,
                           world: World | None = None) -> np.ndarray:
         """This worker's planned global ids for an epoch (-1 marks padding)."""
-        return self.session.worker_sample_ids(epoch, sample_in_epoch, world)
+        return self.session.plans.worker_sample_ids(epoch, sample_in_epoch, world)
 
     def rank_sample_ids(self, epoch: int) -> np.ndarray:
         """This rank's planned global ids for `epoch` from its start, as one DataLoader worker
         would read them (-1 marks padding)."""
-        return self.session.worker_sample_ids(epoch, 0, self.session.rank_world())
+        return self.session.plans.worker_sample_ids(epoch, 0, self.session.plans.rank_world())
 
     def read_samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
         """The samples of planned `ids` in order (-1 padding skipped)."""
-        item = self.__getitem__ if self._overridden() else None
-        for chunk in self.rows.chunks(ids, item):
+        for chunk in self._sample_chunks(ids):
             yield from chunk
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        self.session.note_pending()
+        self.session.run.note_pending()
         return self._samples_of_iteration()
 
     def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
-        with self.session.iteration() as it:
+        with self.session.run.iteration() as it:
             ids = self._planned_ids(it)
-            item = self.__getitem__ if self._overridden() else None
-            chunks = self.rows.chunks(ids, item, self._read_size(1))
+            chunks = self._sample_chunks(ids, self._read_size(1))
             watch = self._watch
             watch.begin(ids)
             for chunk in watch.timed(chunks):
                 for sample in chunk:
                     it.count()
                     yield sample
+
+    def _sample_chunks(self, ids: np.ndarray, size: ReadSize | None = None
+                       ) -> Iterator[list[Any]]:
+        """The samples of planned `ids`, read in chunks by the row reader, or, when a subclass
+        overrides `__getitem__` / `get_item`, through that override, one id at a time (the
+        row reader still prepares and opens their shards ahead)."""
+        size = size or DEFAULT_SIZE
+        if not self._overridden():
+            return self.rows.chunks(ids, size)
+        return self._chunks_by_item(self.rows.id_chunks(ids, size))
+
+    def _chunks_by_item(self, chunks: Generator[list[int], None, None]
+                        ) -> Iterator[list[Any]]:
+        try:
+            for chunk in chunks:
+                yield [self[i] for i in chunk]
+        finally:
+            chunks.close()  # ends the row reader's pass now, not when it is collected
 
     def batches_supported(self) -> bool:
         """Whether `iter_batches` reads what `__iter__` would (no subclass override)."""
@@ -300,7 +320,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         transport). With `handed_on`, DataLoader workers go on with the iteration after this
         read: when it ends, the shards it would read next stay wanted in the node's cache until
         `withdraw_horizon()`."""
-        with self.session.iteration() as it:
+        with self.session.run.iteration() as it:
             ids = self._planned_ids(it)
             names = self.catalog.codecs[0].column_names
             chunks = self.rows.chunks(ids, size=self._read_size(batch_size, batch_size),
@@ -315,12 +335,14 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                            for name, values in zip(names, part)}
 
     def _read_size(self, multiple: int, first: int = FIRST_READ) -> ReadSize:
-        return self.rows.read_size(multiple, self.session.worker_world(), first)
+        world = self.session.plans.worker_world()
+        return self.rows.read_size(multiple, world.ranks_per_node * world.workers_per_rank,
+                                   first)
 
     def _planned_ids(self, it: Iteration) -> np.ndarray:
         """The planned ids of iteration `it` from where it starts."""
-        with self.session.failing_on_error():
-            return self.session.iteration_ids(it.start, it.world)
+        with self.session.run.failing_on_error():
+            return self.session.plans.iteration_ids(it.start, it.world)
 
     # ----- resumption --------------------------------------------------------------------
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = False
@@ -334,7 +356,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             from_beginning: Count them from the epoch's first sample, not from where its
                 iteration started.
         """
-        return self.session.state_dict(num_samples, from_beginning)
+        return self.session.resume.state_dict(num_samples, from_beginning)
 
     def state_after(self, num_samples: int, *, from_beginning: bool = False) -> dict[str, Any]:
         """The state after `num_samples` global samples of the current epoch, counted from
@@ -344,18 +366,18 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             num_samples: Global samples of the current epoch a loader counted.
             from_beginning: Count them from the epoch's first sample.
         """
-        return self.session.state_after(num_samples, from_beginning=from_beginning)
+        return self.session.resume.state_after(num_samples, from_beginning=from_beginning)
 
     def iteration_state(self) -> dict[str, Any]:
         """The state after what this process's iteration yielded (inside a DataLoader worker,
         the worker's own; see docs/resumption.md)."""
-        return self.session.iteration_state()
+        return self.session.resume.iteration_state()
 
     def load_state_dict(self, obj: dict[str, Any], strict: bool = True) -> None:
         """Continue from `obj` at the next iteration (also mid-run and on another topology).
         StateMismatchError if `obj` came from a differently configured dataset, unless
         `strict=False`."""
-        self.session.load_state_dict(obj, strict)
+        self.session.resume.load_state_dict(obj, strict)
 
     # ----- lifecycle ---------------------------------------------------------------------
     def close(self) -> None:
@@ -370,3 +392,12 @@ def _copied_to_cache(streams: list[Stream], limit: CacheLimit | None) -> list[St
     for stream in streams:
         stream.copy_to_cache(limit)
     return streams
+
+
+def _refuse_packing(cls: type, packing: bool) -> None:
+    """ArgumentError for `packing=True`, naming the class that packs (the argument stays in the
+    signature, so that a config filtered by the signature cannot silently drop it)."""
+    if packing:
+        raise ArgumentError(f"{cls.__name__} does not pack: build packed batches with "
+                            "streaming.PackedStreamingDataset(..., packing_length=...), which "
+                            "takes these same arguments (docs/packing.md)")

@@ -352,8 +352,8 @@ class StreamingDataLoader(DataLoader):
         if self._streams is None:
             return
         source = self.dataset
-        epoch, start = source.session.start_point()  # where this iteration started
-        world = source.session.rank_world()
+        epoch, start = source.session.resume.start_point()  # where this iteration started
+        world = source.session.plans.rank_world()
         self._streams.begin(lambda: source.worker_sample_ids(epoch, start, world),
                             self._meter.samples)
 

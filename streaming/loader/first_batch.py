@@ -97,12 +97,12 @@ def _worth_it(dataset: StreamingDataset, batch_size: int, drop_last: bool) -> bo
     first batch and at least one more."""
     session: Session = dataset.session
     try:
-        start = session.next_start()
+        start = session.run.next_start()
     except StateMismatchError:  # per-worker states of another worker count: workers say so
         return False
     if start.skip or start.ended:
         return False
-    ids = dataset.worker_sample_ids(start.epoch, start.sample_in_epoch, session.rank_world())
+    ids = dataset.worker_sample_ids(start.epoch, start.sample_in_epoch, session.plans.rank_world())
     valid = ids >= 0
     count = int(np.count_nonzero(valid))
     if len(ids) < batch_size or not valid[:batch_size].all():
@@ -140,8 +140,8 @@ def handing_over(dataset: StreamingDataset, num_workers: int, batches: int) -> I
         yield
         return
     session = dataset.session
-    session.hand_over(num_workers, batches)
+    session.run.hand_over(num_workers, batches)
     try:
         yield
     finally:
-        session.forget_hand_over()  # workers started later begin an iteration of their own
+        session.run.forget_hand_over()  # workers started later begin an iteration of their own

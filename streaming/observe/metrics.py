@@ -361,19 +361,19 @@ class IterationWatch:
 
     def consumed(self) -> int:
         """Samples the loop took from this process's iterations so far."""
-        return self.base + int(self.dataset.session.count)
+        return self.base + int(self.dataset.session.run.count)
 
     def timed(self, chunks: Iterable[Sequence[Any]]) -> Iterator[Sequence[Any]]:
         """`chunks`, with the time until each arrives recorded as a step."""
         it = iter(chunks)
         session = self.dataset.session
         while True:
-            self.seen = session.count
+            self.seen = session.run.count
             asked = time.perf_counter_ns()
             try:
                 chunk = next(it)
             except StopIteration:
-                self.seen = session.count
+                self.seen = session.run.count
                 return
             now = time.perf_counter_ns()
             self.meter.step(now - asked, len(chunk), now)

@@ -6,17 +6,17 @@ The torch-based pieces live in their own modules so importing this package never
 
 from __future__ import annotations
 
+from streaming.dataset.token_mix import (
+    measured_token_shares,
+    realised_token_shares,
+    token_mix_counts,
+)
 from streaming.packing.best_fit import BestFitPacker
 from streaming.packing.first_fit import FirstFitPacker
 from streaming.packing.pack_planner import pack_lengths, plan_packs
 from streaming.packing.pack_stats import PackStats, pack_stats
 from streaming.packing.packer import Packer
 from streaming.packing.strategies import STRATEGIES, make_packer
-from streaming.packing.token_mix import (
-    measured_token_shares,
-    realised_token_shares,
-    token_mix_counts,
-)
 from streaming.packing.window import WindowPacker
 
 __all__ = [

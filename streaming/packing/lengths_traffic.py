@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from streaming.dataset.lengths import recorded_spec
 from streaming.format.index import LENGTHS_DTYPE, DatasetIndex
-from streaming.packing.lengths import recorded_spec
 
 LENGTH_BYTES = np.dtype(LENGTHS_DTYPE).itemsize  # per sample, in a side file or a scan's result
 

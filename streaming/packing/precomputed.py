@@ -73,8 +73,8 @@ class PackedDataset:
         collator: Any = None,
         keep_columns: str | Sequence[str] | None = None,
     ) -> None:
+        from streaming.dataset.lengths import load_lengths
         from streaming.packing.collate import PackCollator
-        from streaming.packing.lengths import load_lengths
 
         if isinstance(source, (str, os.PathLike)):
             from streaming.dataset.local_dataset import LocalDataset

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from streaming.dataset.scratch_shards import RawShard, scratch_shards
 from streaming.errors import ArgumentError, FormatError
 from streaming.format.hashing import hexdigest
 from streaming.format.index import (
@@ -34,7 +35,6 @@ from streaming.format.index import (
 )
 from streaming.format.sample_lengths import shard_lengths
 from streaming.format.shard import ShardReader
-from streaming.packing.scratch_shards import RawShard, scratch_shards
 from streaming.storage import fetch, join, upload
 from streaming.stream import Stream
 from streaming.util.at_once import map_at_once

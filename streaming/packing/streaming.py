@@ -10,7 +10,6 @@ number of workers, and the state is the source's plus one number: packs consumed
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,13 +23,14 @@ from streaming.observe.metrics import cache_metrics, disk_metrics
 from streaming.packing.equal import job_most_packs
 from streaming.packing.kept_columns import KeptValues, check_keep_columns
 from streaming.packing.pack_planner import EpochPacks, grow, pack_lengths
+from streaming.packing.pack_session import PackSession
 from streaming.packing.pack_stats import PackCounts, PackFill, fill_of
 from streaming.packing.strategies import make_packer
 from streaming.packing.watch import PackWatch
 from streaming.plan import World
 
 if TYPE_CHECKING:
-    from streaming.dataset.session import Iteration, Session
+    from streaming.dataset.iteration_run import Iteration
     from streaming.packing.collate import PackCollator
 
 
@@ -38,7 +38,7 @@ class PackSource(Protocol):
     """What packing needs of a dataset (StreamingDataset offers it)."""
 
     world: World
-    session: Session
+    session: PackSession
 
     def rank_sample_ids(self, epoch: int) -> np.ndarray: ...
 
@@ -65,9 +65,10 @@ def worker_packs(plan: EpochPacks, skip: int, per_batch: int, worker: int,
 
 
 class PackedStreamingDataset(IterableDataset):
-    """Collated batches of `packs_per_batch` packs of `packing_column` over a `source`: a
-    StreamingDataset (`StreamingDataset(..., packing=True)` builds both) or any object with
-    the same surface (`PackSource`).
+    """Collated batches of `packs_per_batch` packs of `packing_column` over a `source`: the
+    StreamingDataset it builds from the dataset arguments it is given (`remote`, `local`,
+    `shuffle`, ...: `PackedStreamingDataset(remote=..., packing_length=...)`), or one passed
+    as `source` (any object with the same surface, `PackSource`).
 
     Use it with `StreamingDataLoader(ds, batch_size=None, num_workers=...)`: the loader then
     counts packs, and `state_dict()` / `load_state_dict()` resume exactly (no pack lost or
@@ -89,13 +90,15 @@ class PackedStreamingDataset(IterableDataset):
         equal_packs: Every rank ends the epoch with the same number of packs (splitting
             packs or adding empty ones), so no rank waits for another.
         collator: Turns packs into tensors; None: `PackCollator(packing_length)`.
-        packing: Must be True (it is what `StreamingDataset(packing=True)` passes on).
-        source: The StreamingDataset (or `PackSource`) to pack; required.
+        packing: Must be True (accepted so that one config serves both classes).
+        source: The StreamingDataset (or `PackSource`) to pack; None: a StreamingDataset
+            built from `**dataset_args`, its `lengths_column` defaulting to `packing_column`.
         lengths: Each sample's tokens, if already known; None: loaded from `source`.
         keep_columns: Columns of the samples carried into each batch beside `sample_ids`
             (a user's document id, say): one value per entry of `sample_ids`, a tensor for
             numbers, else a list. None: none.
-        **kwargs: Refused with a message: dataset arguments go to the source.
+        **dataset_args: The StreamingDataset's keyword arguments, without a `source`
+            (refused beside one: they go to it).
     """
 
     def __init__(
@@ -114,7 +117,7 @@ class PackedStreamingDataset(IterableDataset):
         source: PackSource | None = None,
         lengths: np.ndarray | None = None,
         keep_columns: str | Sequence[str] | None = None,
-        **kwargs: Any,
+        **dataset_args: Any,
     ) -> None:
         from streaming.packing.collate import PackCollator
 
@@ -126,13 +129,9 @@ class PackedStreamingDataset(IterableDataset):
             raise PlanError(f"packs_per_batch must be a positive int, got {packs_per_batch!r}")
         make_packer(packing_strategy, packing_length, filter_overlong=filter_overlong,
                     overlong=overlong, buffer_size=packing_buffer_size)  # validate early
-        if source is None:
-            raise ArgumentError("PackedStreamingDataset packs a `source`: pass source="
-                                "StreamingDataset(...), or build both with "
-                                "StreamingDataset(..., packing=True, ...)")
-        if kwargs:
-            raise ArgumentError(f"with `source`, dataset arguments {sorted(kwargs)} go to it")
-        self.source = source
+        if source is not None and dataset_args:
+            raise ArgumentError(f"with `source`, dataset arguments {sorted(dataset_args)} go "
+                                "to it")
         self.packing_length = int(packing_length)
         self.packing_column = packing_column
         self.packs_per_batch = packs_per_batch
@@ -141,41 +140,29 @@ class PackedStreamingDataset(IterableDataset):
                         "overlong": overlong, "buffer_size": packing_buffer_size}
         self._split = not filter_overlong and overlong == "split"
         self.collator = collator or PackCollator(self.packing_length)
-        self.keep_columns = check_keep_columns(keep_columns)
-        if lengths is None:
-            from streaming.packing.lengths import load_lengths
+        self._cached: tuple[Any, EpochPacks] | None = None
+        self.source = source if source is not None else _streaming_source(packing_column,
+                                                                           dataset_args)
+        try:
+            self.keep_columns = check_keep_columns(keep_columns)
+            self._attach(lengths)
+        except BaseException:
+            if source is None:  # the source built here is closed again if packing cannot start
+                self.source.close()
+            raise
 
-            lengths = load_lengths(source, packing_column)
+    def _attach(self, lengths: np.ndarray | None) -> None:
+        """Take the source's lengths (loaded unless given) and create this rank's resume
+        point on the node."""
+        if lengths is None:
+            from streaming.dataset.lengths import load_lengths
+
+            lengths = load_lengths(self.source, self.packing_column)
         self.lengths = lengths
         self._lengths_digest = xxhash.xxh3_64_hexdigest(np.ascontiguousarray(lengths, np.int64))
-        self._resume_name = source.session.shared_name(f"k{source.world.rank_in_node}")
+        self._resume_name = self.session.shared_name(f"k{self.source.world.rank_in_node}")
         self._resume_seg: SharedArray | None = SharedArray.create(self._resume_name, (2,),
                                                                   np.int64)
-        self._cached: tuple[Any, EpochPacks] | None = None
-
-    @classmethod
-    def over(cls, make_source: Callable[..., PackSource], arguments: dict[str, Any]
-             ) -> PackedStreamingDataset:
-        """A packed dataset over `make_source(**rest)`, where `arguments` holds this class's
-        keywords and the source's (`rest`, whose `lengths_column` defaults to the packing
-        column); the source is closed again if packing cannot start.
-
-        Args:
-            make_source: Builds the source from its keyword arguments (StreamingDataset).
-            arguments: The keyword arguments of both, as one dict.
-        """
-        own = {name: parameter.default
-               for name, parameter in inspect.signature(cls).parameters.items()
-               if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name != "source"}
-        options = {name: value for name, value in arguments.items() if name in own}
-        rest = {name: value for name, value in arguments.items() if name not in own}
-        column = options.get("packing_column", own["packing_column"])
-        source = make_source(**{"lengths_column": column, **rest})
-        try:
-            return cls(source=source, **options)
-        except BaseException:
-            source.close()
-            raise
 
     def __getattr__(self, name: str) -> Any:
         """The source's public attributes (`streams`, `world`, `cache_stats`, ...)."""
@@ -185,7 +172,7 @@ class PackedStreamingDataset(IterableDataset):
         return getattr(source, name)
 
     @property
-    def session(self) -> Session:
+    def session(self) -> PackSession:
         return self.source.session
 
     def batches_supported(self) -> bool:
@@ -195,7 +182,7 @@ class PackedStreamingDataset(IterableDataset):
     # ----- planning ----------------------------------------------------------------------
     def rank_packs(self, epoch: int) -> EpochPacks:
         """This rank's packs for `epoch`, in canonical order (the same for any worker count)."""
-        cfg = self.session.config_now()
+        cfg = self.session.plans.config_now()
         key = (epoch, cfg.num_canonical_nodes, cfg.shuffle_seed)
         if self._cached is None or self._cached[0] != key:
             ids = self.source.rank_sample_ids(epoch)
@@ -210,25 +197,25 @@ class PackedStreamingDataset(IterableDataset):
         it, so all ranks step equally. Found once per node (its ranks and DataLoader workers
         share the result through the session's plan board); each node counts its own ranks and
         the nodes swap counts (packing.equal)."""
-        world = self.session.rank_world()
+        world = self.session.plans.rank_world()
         if world.data_parallel_ranks == 1:
             return None
-        cfg = self.session.config_now()
+        cfg = self.session.plans.config_now()
         key = (f"packs|{cfg.fingerprint()}|{cfg.num_canonical_nodes}|{cfg.shuffle_seed}|{epoch}|"
                f"{world.num_nodes}|{world.ranks_per_node}|{self._packing_identity()}|"
                f"{self._lengths_digest}")
 
         def count_rank(rank: World) -> int:
-            ids = self.session.worker_sample_ids(epoch, 0, rank)
+            ids = self.session.plans.worker_sample_ids(epoch, 0, rank)
             ids = ids[ids >= 0]
             return len(pack_lengths(self.lengths[ids], self.packing_length, **self.packing))
 
-        return self.session.node_value(key, lambda: job_most_packs(count_rank, world, key))
+        return self.session.plans.node_value(key, lambda: job_most_packs(count_rank, world, key))
 
     def __len__(self) -> int:
         """Batches of packs this rank yields in the epoch it iterates now, or between epochs in
         the next one (equal on every rank with `equal_packs`)."""
-        epoch = self.session.running_or_next_epoch()
+        epoch = self.session.run.running_or_next_epoch()
         return -(-self.rank_packs(epoch).num_packs // self.packs_per_batch)
 
     def pack_count(self, epoch: int = 0) -> int:
@@ -237,20 +224,20 @@ class PackedStreamingDataset(IterableDataset):
 
     # ----- iteration ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        self.session.note_pending()
+        self.session.run.note_pending()
         return self._packs_of_iteration()
 
     def _packs_of_iteration(self) -> Iterator[dict[str, Any]]:
         session = self.session
-        with session.iteration(settle=False) as it:
+        with session.run.iteration(settle=False) as it:
             world, start = it.world, it.start
-            with session.failing_on_error():
+            with session.run.failing_on_error():
                 plan = self.rank_packs(start.epoch)
                 mine = worker_packs(plan, self._resume_skip(start.epoch), self.packs_per_batch,
                                     world.worker, world.workers_per_rank)
                 mine = mine.select(np.arange(min(start.skip, mine.num_packs), mine.num_packs))
             self._watch.begin(self._fill(mine, 0))
-            yield from self._watch.timed(self._batches(mine, it), lambda: session.count)
+            yield from self._watch.timed(self._batches(mine, it), lambda: session.run.count)
 
     def _batches(self, plan: EpochPacks, it: Iteration) -> Iterator[dict[str, Any]]:
         import torch
@@ -360,14 +347,14 @@ class PackedStreamingDataset(IterableDataset):
             from_beginning: Count them from the epoch's first pack.
         """
         session = self.session
-        epoch = session.latest_epoch()
-        if num_samples == 0 and session.running_or_next_epoch() > epoch:
-            return self._packed_state(session.resume_state(epoch + 1, 0), 0)  # it ended
+        epoch = session.run.latest_epoch()
+        if num_samples == 0 and session.run.running_or_next_epoch() > epoch:
+            return self._packed_state(session.resume.resume_state(epoch + 1, 0), 0)  # it ended
         dp = self.source.world.data_parallel_ranks
         packs = num_samples // dp + (0 if from_beginning else self._resume_skip(epoch))
         if packs >= self.rank_packs(epoch).num_packs:
             epoch, packs = epoch + 1, 0
-        return self._packed_state(session.resume_state(epoch, 0), packs)
+        return self._packed_state(session.resume.resume_state(epoch, 0), packs)
 
     def _packed_state(self, source: dict[str, Any], packs: int) -> dict[str, Any]:
         dp = self.source.world.data_parallel_ranks
@@ -380,14 +367,15 @@ class PackedStreamingDataset(IterableDataset):
         plus this worker's own count, beside the source state (see
         Session.iteration_state)."""
         session = self.session
-        now = session.progress()
+        now = session.run.progress()
         epoch, packs = now.start.epoch, self._resume_skip(now.start.epoch)
         if now.slot is not None:
-            source = {**session.resume_state(epoch, 0), "worker": session.worker_position(now)}
+            resume = session.resume
+            source = {**resume.resume_state(epoch, 0), "worker": resume.worker_position(now)}
             return self._packed_state(source, packs)
         if now.ended:
-            return self._packed_state(session.resume_state(epoch + 1, 0), 0)
-        return self._packed_state(session.resume_state(epoch, 0), packs + now.done)
+            return self._packed_state(session.resume.resume_state(epoch + 1, 0), 0)
+        return self._packed_state(session.resume.resume_state(epoch, 0), packs + now.done)
 
     def _packing_identity(self) -> dict[str, Any]:
         return {**self.packing, "packing_length": self.packing_length,
@@ -409,7 +397,7 @@ class PackedStreamingDataset(IterableDataset):
                 f"{self._packing_identity()!r}; pass strict=False to restart the epoch")
         source = obj["source"] if "source" in obj else {
             k: v for k, v in obj.items() if k not in ("packs_in_epoch", "packing")}
-        self.session.load_state_dict({**source, "sample_in_epoch": 0}, strict=strict)
+        self.session.resume.load_state_dict({**source, "sample_in_epoch": 0}, strict=strict)
         packs = int(obj["packs_in_epoch"]) // self.source.world.data_parallel_ranks if same else 0
         self._resume_array()[:] = (int(source["epoch"]) + 1, packs)
 
@@ -427,3 +415,11 @@ class PackedStreamingDataset(IterableDataset):
             self._resume_seg.close()
             self._resume_seg = None
         self.source.close()
+
+
+def _streaming_source(packing_column: str, dataset_args: dict[str, Any]) -> PackSource:
+    """The StreamingDataset `dataset_args` describe, its `lengths_column` by default the
+    packed column (so that `mix_unit="tokens"` mixes by the tokens packed)."""
+    from streaming.dataset.streaming_dataset import StreamingDataset
+
+    return StreamingDataset(**{"lengths_column": packing_column, **dataset_args})

@@ -33,7 +33,7 @@ from streaming.format.shard import (
 )
 from streaming.read.open_shards import MIN_CAPACITY, default_capacity
 from streaming.read.shard_rows import ReadTally, ShardRows
-from streaming.read.shard_source import acquire_open
+from streaming.read.shard_source import FileOpener, acquire_open
 
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
 
@@ -97,8 +97,7 @@ class PassReaders:
         self._opened: set[int] = set()  # kept shards opened (so prepared) in this pass
         # Kept shards one chunk read may hold open at once: half what OpenShards keeps open.
         self.group_shards = max(MIN_CAPACITY, default_capacity() // 2)
-        self._layouts: OrderedDict[int, ShardLayout] = OrderedDict()
-        self._layout_bytes = 0
+        self._layouts = PinnedLayouts(rows)
 
     def kept(self, shard: int) -> bool:
         """Whether `shard` is kept open (not read under a pin)."""
@@ -130,8 +129,7 @@ class PassReaders:
         if self.kept(shard):
             yield self.reader(shard)
             return
-        reader = acquire_open(self._source, shard,
-                              lambda path: self._rows.open_file(shard, path))
+        reader = acquire_open(self._source, shard, self._rows)
         assert reader is not None  # acquired waiting
         try:
             yield reader
@@ -147,8 +145,7 @@ class PassReaders:
         (validated on its first use in the pass); with `nowait`, NotOpen instead of waiting
         for it to arrive. A present shard's header was just written, so its first open reads
         the page cache."""
-        opened = acquire_open(self._source, shard, lambda path: self._layout_fd(shard, path),
-                              wait=not nowait)
+        opened = acquire_open(self._source, shard, self._layouts, wait=not nowait)
         if opened is None:
             raise NotOpen(f"shard {shard} is not present")
         try:
@@ -159,10 +156,32 @@ class PassReaders:
             finally:
                 self._source.release(shard)
 
-    def _layout_fd(self, shard: int, path: Path) -> tuple[ShardLayout, int]:
+
+
+class PinnedLayouts:
+    """The layouts of the pinned shards one pass read (validated through `files` on a shard's
+    first read, at most LAYOUT_BYTES of them, least recently used forgotten first): the
+    `FileOpener` of pinned reads, which open a layout and a descriptor, not a reader.
+
+    Args:
+        files: opens a shard's ready file as a reader checked against the index.
+    """
+
+    def __init__(self, files: FileOpener[ShardReader]) -> None:
+        self._files = files
+        self._layouts: OrderedDict[int, ShardLayout] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, shard: int) -> ShardLayout | None:
+        """The remembered layout of `shard`, None before its first read."""
+        return self._layouts.get(shard)
+
+    def open_file(self, shard: int, path: Path) -> tuple[ShardLayout, int]:
+        """The layout of `shard`'s ready file at `path` (validated on first use) and a new
+        descriptor of that file."""
         layout = self._layouts.get(shard)
         if layout is None:
-            with self._rows.open_file(shard, path) as reader:
+            with self._files.open_file(shard, path) as reader:
                 layout = self._remember(shard, reader.layout())
         else:
             self._layouts.move_to_end(shard)
@@ -170,10 +189,10 @@ class PassReaders:
 
     def _remember(self, shard: int, layout: ShardLayout) -> ShardLayout:
         self._layouts[shard] = layout
-        self._layout_bytes += layout.nbytes
-        while self._layout_bytes > LAYOUT_BYTES and len(self._layouts) > 1:
+        self._bytes += layout.nbytes
+        while self._bytes > LAYOUT_BYTES and len(self._layouts) > 1:
             _, old = self._layouts.popitem(last=False)
-            self._layout_bytes -= old.nbytes
+            self._bytes -= old.nbytes
         return layout
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,14 +16,13 @@ from streaming.format.shard import NOWAIT_READS
 from streaming.read.chunk_copy import Fetched, NotOpen, PassReaders, decode, tally_chunk
 from streaming.read.chunk_copy import fetch as fetch_chunk
 from streaming.read.shard_rows import ShardRows
-from streaming.read.shard_source import ShardSource
 from streaming.read.sizing import DEFAULT_SIZE, ReadSize
 from streaming.util.exit_close import closed_at_exit
 
 
 def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE, *,
-                item: Callable[[int], Any] | None = None, columns: bool = False,
-                views: bool = False, handed_on: bool = False) -> Iterator[list[Any]]:
+                columns: bool = False, views: bool = False,
+                handed_on: bool = False) -> Iterator[list[Any]]:
     """Yield the decoded rows of planned ids (skipping -1 padding) `size.rows` at a time (the
     first chunk only `size.first`, for a quick first batch), with `rows.source` preparing
     shards ahead. A chunk is a list of samples, or with `columns` a list of per-column value
@@ -31,36 +31,66 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
 
     The first chunk is read here and handed over before any other read; then the rows of chunk
     k + 1 are copied out by a reader thread (positional reads release the GIL) while chunk k is
-    decoded in one vectorised pass. `item(i)`, when given, replaces the direct read (a
-    `__getitem__` override; samples only).
+    decoded in one vectorised pass.
 
     The shards the source marks pinned are read under a pin, one at a time, through a
     descriptor closed after each read (`rows.open_file` validates a shard once per pass),
     since an open file of an evicted shard would keep its blocks (see `chunk_copy`); others
-    stay open (`rows.reader`). `rows.tally` counts what each chunk read copied (not `item`'s).
+    stay open (`rows.reader`). `rows.tally` counts what each chunk read copied.
 
     Args:
         ids: the planned global sample ids, -1 for padding.
         rows: the rows read, their shards and the source making them ready.
         size: rows per read.
-        item: reads one sample instead of the chunked reads.
         columns: yield per-column value lists instead of samples.
         views: with `columns`, `bytes` values as memoryviews of the read buffer.
         handed_on: others go on with the pass: at its end, only `stop` the source.
     """
-    return closed_at_exit(_chunks(ids, rows, size, item, columns, views, handed_on))
+    return closed_at_exit(_chunks(ids, rows, size, columns, views, handed_on))
 
 
-def _chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize,
-            item: Callable[[int], Any] | None, columns: bool, views: bool,
-            handed_on: bool) -> Generator[list[Any], None, None]:
+def iter_id_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE
+                   ) -> Generator[list[int], None, None]:
+    """The planned ids (skipping -1 padding) `size.rows` at a time, for a reader that reads
+    each sample itself (a dataset whose `__getitem__` is overridden): `rows.source` still
+    prepares the shards ahead, and the kept shards of each chunk are opened before it is
+    handed over.
+
+    Args:
+        ids: the planned global sample ids, -1 for padding.
+        rows: the rows read, their shards and the source making them ready.
+        size: rows per chunk.
+    """
+    return closed_at_exit(_id_chunks(ids, rows, size.rows))
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One pass over planned ids: the real ids (padding dropped), their shards and rows, the
+    readers of the pass; `rows.source` already follows the shards."""
+
+    ids: np.ndarray
+    shards: np.ndarray
+    places: np.ndarray
+    readers: PassReaders
+
+
+def _begin_pass(ids: np.ndarray, rows: ShardRows) -> _Pass | None:
+    """The pass over `ids` with the source following its shards, None when all are padding."""
     ids = ids[ids >= 0]
     if not len(ids):
-        return
+        return None
     shards, places = rows.locate(ids)
-    source = rows.source
-    source.follow(shards)
-    readers = PassReaders(rows)
+    rows.source.follow(shards)
+    return _Pass(ids, shards, places, PassReaders(rows))
+
+
+def _chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize, columns: bool, views: bool,
+            handed_on: bool) -> Generator[list[Any], None, None]:
+    run = _begin_pass(ids, rows)
+    if run is None:
+        return
+    ids, shards, places, readers, source = run.ids, run.shards, run.places, run.readers, rows.source
     bounds = [0, *range(min(size.first, size.rows), len(ids), size.rows), len(ids)]
 
     def fetch(k: int, nowait: bool = False) -> Fetched:
@@ -68,35 +98,38 @@ def _chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize,
         return fetch_chunk(shards[lo:hi], places[lo:hi], readers, nowait)
 
     try:
-        if item is not None:
-            yield from _item_chunks(ids, shards, size.rows, readers, source, item)
-        else:
-            with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:
-                reads = _Reads(pool, fetch)
-                pending = None
-                for k in range(len(bounds) - 1):
-                    source.advance(bounds[k])
-                    fetched = fetch(k) if pending is None else pending.result()
-                    tally_chunk(rows.tally, fetched)
-                    if k > 0 and k + 2 < len(bounds):
-                        pending = reads.start(k + 1)
-                    yield decode(fetched, columns, views)
-                    if k == 0 and len(bounds) > 2:
-                        pending = reads.start(1)
+        with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:
+            reads = _Reads(pool, fetch)
+            pending = None
+            for k in range(len(bounds) - 1):
+                source.advance(bounds[k])
+                fetched = fetch(k) if pending is None else pending.result()
+                tally_chunk(rows.tally, fetched)
+                if k > 0 and k + 2 < len(bounds):
+                    pending = reads.start(k + 1)
+                yield decode(fetched, columns, views)
+                if k == 0 and len(bounds) > 2:
+                    pending = reads.start(1)
         source.check()
     finally:
         (source.stop if handed_on else source.end)()
 
 
-def _item_chunks(ids: np.ndarray, shards: np.ndarray, chunk: int, readers: PassReaders,
-                 source: ShardSource, item: Callable[[int], Any]) -> Iterator[list[Any]]:
-    """`iter_chunks` through `item(i)`: the shards still prepared ahead and kept open."""
-    for lo in range(0, len(ids), chunk):
-        source.advance(lo)
-        for shard in np.unique(shards[lo:lo + chunk]).tolist():
-            if readers.kept(shard):
-                readers.reader(shard)
-        yield [item(i) for i in ids[lo:lo + chunk].tolist()]
+def _id_chunks(ids: np.ndarray, rows: ShardRows, chunk: int) -> Generator[list[int], None, None]:
+    run = _begin_pass(ids, rows)
+    if run is None:
+        return
+    ids, shards, readers, source = run.ids, run.shards, run.readers, rows.source
+    try:
+        for lo in range(0, len(ids), chunk):
+            source.advance(lo)
+            for shard in np.unique(shards[lo:lo + chunk]).tolist():
+                if readers.kept(shard):
+                    readers.reader(shard)
+            yield ids[lo:lo + chunk].tolist()
+        source.check()
+    finally:
+        source.end()
 
 
 class _Reads:

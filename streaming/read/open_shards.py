@@ -7,7 +7,8 @@ from __future__ import annotations
 import errno
 import resource
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Protocol
 
 from streaming.errors import TooManyOpenFilesError
 from streaming.format.shard import ShardReader
@@ -39,21 +40,32 @@ def too_many_open_files(exc: OSError, what: str) -> OSError:
                    f"{exc.strerror}); raise the limit (ulimit -n 65536) or close other datasets")
 
 
+class ReaderOpener(Protocol):
+    """What opens a shard's reader on a miss (the row reader: made ready, then opened)."""
+
+    def open_prepared(self, shard: int) -> ShardReader:
+        """A reader of `shard`, made ready on this node first."""
+
+
 class OpenShards:
     """Readers by shard id, at most `capacity` open, least recently used closed first.
 
     Thread-safe. A closed reader whose samples are still referenced keeps its mapping (and
-    descriptor) until those samples are dropped."""
+    descriptor) until those samples are dropped.
 
-    def __init__(self, open_reader: Callable[[int], ShardReader],
-                 capacity: int | None = None) -> None:
-        self._open_reader = open_reader
+    Args:
+        opener: opens a shard's reader on a miss.
+        capacity: readers kept open at once; None: `default_capacity()`.
+    """
+
+    def __init__(self, opener: ReaderOpener, capacity: int | None = None) -> None:
+        self._opener = opener
         self.capacity = max(int(capacity or default_capacity()), 1)
         self._readers: OrderedDict[int, ShardReader] = OrderedDict()
         self._lock = ForkSafeLock()
 
     def get(self, shard: int) -> ShardReader:
-        """The open reader of `shard` (opened by `open_reader` on a miss)."""
+        """The open reader of `shard` (opened by the opener on a miss)."""
         reader = self._readers.get(shard)
         if reader is not None:  # a hit needs no lock: both calls are atomic under the GIL
             try:  # noqa: SIM105 (a hot path: contextlib.suppress costs more than the call)
@@ -62,7 +74,7 @@ class OpenShards:
                 pass
             return reader
         try:
-            reader = self._open_reader(shard)
+            reader = self._opener.open_prepared(shard)
         except OSError as exc:
             raise too_many_open_files(exc, f"shard {shard}") from exc
         with self._lock:
@@ -103,10 +115,10 @@ class OpenShards:
             reader.close()
 
     def __getstate__(self) -> dict:
-        return {"_open_reader": self._open_reader, "capacity": self.capacity}
+        return {"_opener": self._opener, "capacity": self.capacity}
 
     def __setstate__(self, state: dict) -> None:
-        self._open_reader = state["_open_reader"]
+        self._opener = state["_opener"]
         self.capacity = state["capacity"]
         self._readers = OrderedDict()
         self._lock = ForkSafeLock()

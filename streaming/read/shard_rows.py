@@ -1,6 +1,6 @@
 """What the read side needs of the rows it reads: one `ShardRows` object that locates sample ids,
 opens shard readers, makes shards ready through its `ShardSource` and tallies what was read. The
-dataset's row reader (`streaming.dataset.row_reader.RowReader`) is the one implementation."""
+row reader (`streaming.read.row_reader.RowReader`) is the one implementation."""
 
 from __future__ import annotations
 

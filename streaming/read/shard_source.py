@@ -13,7 +13,6 @@ datasets, which only has to prepare (decompress, verify) shards ahead of the rea
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -29,7 +28,22 @@ if TYPE_CHECKING:
 
 STOP_TIMEOUT = 60.0  # seconds a stopped pass waits for the preparations under way
 REOPEN_TRIES = 3  # times a shard deleted between acquire and open is fetched again
-Opened = TypeVar("Opened")
+Opened = TypeVar("Opened", covariant=True)
+
+
+class FileOpener(Protocol[Opened]):
+    """Opens a shard's ready file: as a reader checked against the index (the dataset's
+    catalog), or as a layout and descriptor (`chunk_copy.PinnedLayouts`)."""
+
+    def open_file(self, shard: int, path: Path) -> Opened:
+        """`shard`'s ready raw file at `path`, opened."""
+
+
+class Preparer(Protocol):
+    """Makes a shard's raw file ready on this node (`cache.prepare.preparer.ShardPreparer`)."""
+
+    def prepare(self, shard: int) -> Path:
+        """`shard`'s ready raw file (fetched, decompressed, verified as needed)."""
 
 
 class ShardSource(Protocol):
@@ -83,9 +97,8 @@ class LocalSource:
     An error of a preparing thread is kept and raised by `check()` in the reading thread.
     """
 
-    def __init__(self, prepare: Callable[[int], Path], ahead: int,
-                 threads: int = PREPARE_THREADS) -> None:
-        self._prepare = prepare
+    def __init__(self, preparer: Preparer, ahead: int, threads: int = PREPARE_THREADS) -> None:
+        self._preparer = preparer
         self.ahead = max(int(ahead), 1)
         self.threads = max(int(threads), 1)
         self._pass: _Ahead | None = None
@@ -95,7 +108,7 @@ class LocalSource:
 
     def follow(self, shards: np.ndarray) -> None:
         self.stop()
-        self._pass = _Ahead(self._prepare, np.asarray(shards, np.int64), self.ahead,
+        self._pass = _Ahead(self._preparer, np.asarray(shards, np.int64), self.ahead,
                             self.threads)
 
     def advance(self, position: int) -> None:
@@ -103,7 +116,7 @@ class LocalSource:
             self._pass.advance(position)
 
     def acquire(self, shard: int, *, wait: bool = True) -> Path | None:
-        return self._prepare(int(shard))
+        return self._preparer.prepare(int(shard))
 
     def release(self, shard: int) -> None:
         return None
@@ -136,9 +149,9 @@ class LocalSource:
 class _Ahead:
     """One pass of a `LocalSource`: its threads and how far the reader has got."""
 
-    def __init__(self, prepare: Callable[[int], Path], shards: np.ndarray, ahead: int,
+    def __init__(self, preparer: Preparer, shards: np.ndarray, ahead: int,
                  threads: int) -> None:
-        self._prepare = prepare
+        self._preparer = preparer
         self._shards, self._first_use = first_uses(shards)
         self._ahead = ahead
         self._position = 0
@@ -169,7 +182,7 @@ class _Ahead:
                         return
                     shard = self._shards[self._next]
                     self._next += 1
-                self._prepare(shard)
+                self._preparer.prepare(shard)
         except BaseException as exc:  # surfaced in the reader by check()
             self.error = exc
 
@@ -200,19 +213,20 @@ def first_uses(shards: np.ndarray) -> tuple[list[int], list[int]]:
 def shard_source(engine: CacheEngine | None, preparer: ShardPreparer, ahead: int) -> ShardSource:
     """A dataset's source: its node cache engine, or without one (every stream local-only) a
     LocalSource preparing shards `ahead` samples before the reader."""
-    return engine if engine is not None else LocalSource(preparer.prepare, ahead)
+    return engine if engine is not None else LocalSource(preparer, ahead)
 
 
-def acquire_open(source: ShardSource, shard: int, opener: Callable[[Path], Opened], *,
+def acquire_open(source: ShardSource, shard: int, opener: FileOpener[Opened], *,
                  wait: bool = True) -> Opened | None:
-    """`opener(path)` of `shard`'s acquired file, the shard staying acquired (the caller
-    releases it); None when `wait=False` and it is not ready. A file deleted between the
-    acquire and the open (a clean-up script, another job) is prepared again and reopened.
+    """`opener.open_file(shard, path)` of `shard`'s acquired file, the shard staying acquired
+    (the caller releases it); None when `wait=False` and it is not ready. A file deleted
+    between the acquire and the open (a clean-up script, another job) is prepared again and
+    reopened.
 
     Args:
         source: what makes the shard ready.
         shard: the shard to open.
-        opener: opens the ready file (a reader, a layout and descriptor).
+        opener: opens the ready file (as a reader, or as a layout and descriptor).
         wait: whether to wait for a shard that is not ready.
     """
     for attempt in range(REOPEN_TRIES):
@@ -220,7 +234,7 @@ def acquire_open(source: ShardSource, shard: int, opener: Callable[[Path], Opene
         if path is None:
             return None
         try:
-            return opener(path)
+            return opener.open_file(shard, path)
         except FileNotFoundError:
             source.release(shard)
             if attempt == REOPEN_TRIES - 1 or not source.lost(shard, path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming import StreamingDataset
+from streaming import PackedStreamingDataset
 from streaming.format.index import read_index
 from streaming.stream import Stream
 from tests.cache._data import upload_dir
@@ -115,10 +115,10 @@ def test_predicted_lengths_bytes_equal_what_a_packed_dataset_fetched(
     predicted = _plan(cli, _config(tmp_path, streams, "packing: true\n"))["lengths"]
     proxy = fault_proxy()
     monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
-    ds = StreamingDataset(streams=[Stream(remote=f"s3://{bucket}/{name}",
+    ds = PackedStreamingDataset(streams=[Stream(remote=f"s3://{bucket}/{name}",
                                           local=str(tmp_path / "run" / name))
                                    for name in ("sides", "bare")],
-                          batch_size=4, packing=True, packing_length=512)
+                                batch_size=4, packing_length=512)
     try:
         fetched = 0
         for request in proxy.log:

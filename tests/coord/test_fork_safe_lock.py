@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 
@@ -33,7 +34,7 @@ LOCKS: dict[str, Callable[[], ForkSafeLock]] = {
     "index_once": lambda: index_once._opened_lock,
     "node_claim": lambda: node_claim._held_lock,
     "process_tables": lambda: process_tables._tables_lock,
-    "open_shards": lambda: OpenShards(lambda shard: None)._lock,
+    "open_shards": lambda: OpenShards(SimpleNamespace(open_prepared=lambda shard: None))._lock,
 }
 
 

@@ -143,11 +143,12 @@ def test_first_uses_and_local_source_order_and_errors() -> None:
     done: list[int] = []
     lock = threading.Lock()
 
-    def prepare(shard: int) -> None:
-        with lock:
-            done.append(shard)
+    class Logged:
+        def prepare(self, shard: int) -> None:
+            with lock:
+                done.append(shard)
 
-    prefetch = LocalSource(prepare, ahead=15, threads=3)
+    prefetch = LocalSource(Logged(), ahead=15, threads=3)
     prefetch.follow(np.repeat(np.arange(8), 10))
 
     def wait_for(count: int) -> None:
@@ -163,10 +164,11 @@ def test_first_uses_and_local_source_order_and_errors() -> None:
     prefetch.stop()
     assert sorted(done) == list(range(8))
 
-    def broken(shard: int) -> None:
-        raise OSError(f"no shard {shard}")
+    class Broken:
+        def prepare(self, shard: int) -> None:
+            raise OSError(f"no shard {shard}")
 
-    failing = LocalSource(broken, ahead=8)
+    failing = LocalSource(Broken(), ahead=8)
     failing.follow(np.array([4, 4]))
     deadline = time.monotonic() + 10
     with pytest.raises(OSError, match="no shard 4") as caught:  # the root cause, as it is

@@ -42,7 +42,7 @@ def planned_batches(make: Callable[[World], StreamingDataset], nodes: int, batch
     world = World(nodes, 2, WORKERS, 0, 0, 0, 1)
     ds = make(world)
     ds.load_state_dict(state)
-    cfg = ds.session.config_now()
+    cfg = ds.session.plans.config_now()
     ranks = []
     for node in range(nodes):
         plan = plan_node(cfg, World(nodes, 2, WORKERS, node, 0, 0, 1), state["epoch"],

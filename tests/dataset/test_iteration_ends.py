@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming import StreamingDataset
+from streaming import PackedStreamingDataset, StreamingDataset
 from tests.dataset.conftest import write_ids
 from tests.packing.datasets import write_tokens
 
@@ -56,8 +56,8 @@ def test_an_iteration_run_to_its_end_ends_and_one_closed_early_does_not(data, it
 
 def test_a_packed_iteration_run_to_its_end_ends_and_one_closed_early_does_not(tmp_path):
     write_tokens(tmp_path / "a", N, max_len=300)
-    ds = StreamingDataset(local=str(tmp_path / "a"), packing=True, packing_length=512,
-                          packs_per_batch=2, shuffle=True)
+    ds = PackedStreamingDataset(local=str(tmp_path / "a"), packing_length=512,
+                                packs_per_batch=2, shuffle=True)
     try:
         assert sum(1 for _ in ds) == len(ds)
         state = ds.state_dict()

@@ -107,8 +107,8 @@ def mixed_lengths(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_known_lengths_give_the_known_fill(equal_lengths, workers):
-    ds = StreamingDataset(packing=True, local=str(equal_lengths), packing_length=CAP,
-                          packs_per_batch=2, packing_strategy="first_fit", shuffle=True)
+    ds = PackedStreamingDataset(local=str(equal_lengths), packing_length=CAP,
+                                packs_per_batch=2, packing_strategy="first_fit", shuffle=True)
     loader = StreamingDataLoader(ds, batch_size=None, num_workers=workers)
     assert sum(len(b["pack_lengths"]) for b in loader) == 8
     m = loader.metrics()
@@ -146,8 +146,8 @@ def _take(loader, count: int) -> list:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_the_fill_is_that_of_the_packs_taken(mixed_lengths, workers):
     def make() -> PackedStreamingDataset:
-        return StreamingDataset(packing=True, local=str(mixed_lengths), packing_length=CAP,
-                                packs_per_batch=3, shuffle=True)
+        return PackedStreamingDataset(local=str(mixed_lengths), packing_length=CAP,
+                                      packs_per_batch=3, shuffle=True)
 
     loader = StreamingDataLoader(make(), batch_size=None, num_workers=workers)
     batches = list(loader) + _take(loader, 4)  # an epoch, then part of the next
@@ -160,8 +160,8 @@ def test_the_fill_is_that_of_the_packs_taken(mixed_lengths, workers):
 
 
 def test_a_packed_dataset_iterated_directly_counts_its_packs(mixed_lengths):
-    ds = StreamingDataset(packing=True, local=str(mixed_lengths), packing_length=CAP,
-                          packs_per_batch=2)
+    ds = PackedStreamingDataset(local=str(mixed_lengths), packing_length=CAP,
+                                packs_per_batch=2)
     batches = list(ds)
     it = iter(ds)
     batches += [next(it) for _ in range(3)]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import streaming
-from streaming import StreamingDataLoader, StreamingDataset
+from streaming import PackedStreamingDataset, StreamingDataLoader, StreamingDataset
 from tests.dataset.conftest import write_ids
 from tests.packing.datasets import write_tokens
 
@@ -61,8 +61,8 @@ def test_epochs_never_asked_for_metrics_keep_no_plan(tmp_path: Path, through: st
 
 def test_packed_epochs_never_asked_for_metrics_keep_no_pack_plan(tmp_path: Path) -> None:
     write_tokens(tmp_path / "a", 4000, max_len=40)
-    ds = StreamingDataset(packing=True, local=str(tmp_path / "a"), shuffle=True,
-                          packing_length=64, packs_per_batch=4)
+    ds = PackedStreamingDataset(local=str(tmp_path / "a"), shuffle=True,
+                                packing_length=64, packs_per_batch=4)
     packs = 0
 
     def epoch() -> None:

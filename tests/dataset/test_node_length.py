@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import streaming.dataset.session as session_module
+import streaming.dataset.plan_view as plan_view_module
 from streaming import StreamingDataset
 from tests.dataset.conftest import write_ids
 from tests.support.fresh import fresh_context
@@ -46,13 +46,13 @@ def test_a_second_rank_takes_its_length_from_the_published_plan(
         for name, value in _launcher_env(1, run).items():
             monkeypatch.setenv(name, value)
         calls: list[int] = []
-        real = session_module.plan_node
+        real = plan_view_module.plan_node
 
         def counting(*args, **kwargs):
             calls.append(1)
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(session_module, "plan_node", counting)
+        monkeypatch.setattr(plan_view_module, "plan_node", counting)
         ds = StreamingDataset(local=str(data), shuffle=True, batch_size=4)
         try:
             assert len(ds) == 300

@@ -4,6 +4,7 @@ turns running out of descriptors into a TooManyOpenFilesError naming the limit."
 from __future__ import annotations
 
 import errno
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_capacity_bounds_open_readers(tmp_path):
         opened.append(ShardReader(paths[shard]))
         return opened[-1]
 
-    shards = OpenShards(open_reader, capacity=3)
+    shards = OpenShards(SimpleNamespace(open_prepared=open_reader), capacity=3)
     for shard in [0, 1, 2, 0, 3, 4]:
         assert shards.get(shard).path == paths[shard]
     assert len(shards) == 3 and 0 in shards and 1 not in shards and 2 not in shards
@@ -40,7 +41,7 @@ def test_running_out_of_descriptors_names_the_limit():
         raise OSError(errno.EMFILE, "Too many open files")
 
     with pytest.raises(TooManyOpenFilesError, match=rf"{open_file_limit()}.*ulimit -n"):
-        OpenShards(no_more).get(7)
+        OpenShards(SimpleNamespace(open_prepared=no_more)).get(7)
 
 
 def test_default_capacity_leaves_room():

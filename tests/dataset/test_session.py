@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import streaming.dataset.session as session_module
+import streaming.dataset.plan_view as plan_view_module
 from streaming import StreamingDataset
 from streaming.dataset.session import Session
 from streaming.errors import StateMismatchError
@@ -31,38 +31,40 @@ def _session(folder: Path, **options) -> Session:
 def test_a_state_taken_mid_epoch_resumes_in_a_fresh_session(tmp_path):
     first = _session(tmp_path / "a")
     try:
-        with first.iteration(settle=False) as it:
+        with first.run.iteration(settle=False) as it:
             assert (it.start.epoch, it.start.sample_in_epoch) == (0, 0)
-            ids = first.worker_sample_ids(it.start.epoch, it.start.sample_in_epoch, it.world)
+            ids = first.plans.worker_sample_ids(it.start.epoch, it.start.sample_in_epoch,
+                                                it.world)
             it.count(40)  # the owner yielded 40 samples
-            state = first.iteration_state()
+            state = first.resume.iteration_state()
             assert (state["epoch"], state["sample_in_epoch"]) == (0, 40)
-            assert first.state_dict(40) == state  # the loader's count says the same
-            whole = first.state_dict(SHARDS * PER_SHARD)  # the reference's form: still epoch 0
+            assert first.resume.state_dict(40) == state  # the loader's count says the same
+            whole = first.resume.state_dict(SHARDS * PER_SHARD)  # the reference's form: epoch 0
             assert (whole["epoch"], whole["sample_in_epoch"]) == (0, SHARDS * PER_SHARD)
     finally:
         first.close()
     second = _session(tmp_path / "b")
     try:
-        second.load_state_dict(state)
-        with second.iteration(settle=False) as it:
+        second.resume.load_state_dict(state)
+        with second.run.iteration(settle=False) as it:
             assert (it.start.epoch, it.start.sample_in_epoch) == (0, 40)
-            rest = second.worker_sample_ids(it.start.epoch, it.start.sample_in_epoch, it.world)
+            rest = second.plans.worker_sample_ids(it.start.epoch, it.start.sample_in_epoch,
+                                                  it.world)
             assert rest.tolist() == ids[40:].tolist()
-        assert second.iteration_state()["epoch"] == 1  # an ended pass points at the next
+        assert second.resume.iteration_state()["epoch"] == 1  # an ended pass points at the next
     finally:
         second.close()
 
 
 def test_a_state_of_another_config_is_refused_unless_not_strict(tmp_path):
     first = _session(tmp_path / "a")
-    state = first.state_dict(10)
+    state = first.resume.state_dict(10)
     first.close()
     other = _session(tmp_path / "b", shuffle_algo="py1b")
     try:
         with pytest.raises(StateMismatchError, match="fingerprint"):
-            other.load_state_dict(state)
-        other.load_state_dict(state, strict=False)
+            other.resume.load_state_dict(state)
+        other.resume.load_state_dict(state, strict=False)
         assert other.epochs.current() == (0, 10)
     finally:
         other.close()
@@ -71,13 +73,13 @@ def test_a_state_of_another_config_is_refused_unless_not_strict(tmp_path):
 def test_start_up_plans_the_node_once(tmp_path, monkeypatch):
     remote = write_ids(tmp_path / "remote", 600)
     calls: list[int] = []
-    real = session_module.plan_node
+    real = plan_view_module.plan_node
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(session_module, "plan_node", counting)
+    monkeypatch.setattr(plan_view_module, "plan_node", counting)
     ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), shuffle=True,
                           cache_limit="1gb")  # the cache checks the plan fits the limit
     try:

@@ -128,7 +128,7 @@ def test_a_source_failure_reaches_the_reader_and_the_source_is_stopped(local):
 
 def test_the_local_source_reads_the_same_rows_as_the_fake_one(local):
     ids = np.random.default_rng(2).permutation(SAMPLES)
-    source = LocalSource(local.preparer.prepare, ahead=64)
+    source = LocalSource(local.preparer, ahead=64)
     assert source.pinned() is None and source.present(np.arange(3))
     assert _read(local, source, ids) == ids.tolist()
 

@@ -12,12 +12,12 @@ def make_loader(data: str, workers: int, persistent: bool, batch_size: int,
     `packing`, a PackedStreamingDataset yielding batches of 2 packs of 256 tokens)."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
-    from streaming import StreamingDataset
+    from streaming import PackedStreamingDataset, StreamingDataset
 
     persistent = persistent and workers > 0
     if packing:
-        dataset = StreamingDataset(local=data, shuffle=True, packing=True, packing_length=256,
-                                   packs_per_batch=2)
+        dataset = PackedStreamingDataset(local=data, shuffle=True, packing_length=256,
+                                         packs_per_batch=2)
         return StatefulDataLoader(dataset, batch_size=None, num_workers=workers,
                                   persistent_workers=persistent)
     dataset = StreamingDataset(local=data, shuffle=True, batch_size=batch_size)

@@ -58,10 +58,10 @@ def record_forward(model: Any) -> list[dict[str, Any]]:
 
 
 def dataset(data: Path, **options: Any) -> Any:
-    from streaming.dataset.streaming_dataset import StreamingDataset
+    from streaming.packing.streaming import PackedStreamingDataset
 
-    return StreamingDataset(packing=True, local=str(data), shuffle=True, shuffle_seed=3,
-                            packing_length=PACKING_LENGTH, packs_per_batch=2, **options)
+    return PackedStreamingDataset(local=str(data), shuffle=True, shuffle_seed=3,
+                                  packing_length=PACKING_LENGTH, packs_per_batch=2, **options)
 
 
 def train(data: Path, out: Path, *, max_steps: int = 20, resume: str | None = None,

@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 def main() -> int:
     import streaming.packing.equal as equal
-    from streaming.dataset.streaming_dataset import StreamingDataset
     from streaming.loader.dataloader import StreamingDataLoader
+    from streaming.packing.streaming import PackedStreamingDataset
 
     counted: list[int] = []
     node_most_packs = equal.node_most_packs
@@ -32,8 +32,8 @@ def main() -> int:
         import torch.distributed as dist
 
         dist.init_process_group("gloo", init_method="env://")
-    ds = StreamingDataset(packing=True, local=sys.argv[1], shuffle=True, packing_length=512,
-                          packs_per_batch=2, batch_size=4)
+    ds = PackedStreamingDataset(local=sys.argv[1], shuffle=True, packing_length=512,
+                                packs_per_batch=2, batch_size=4)
     first = ds.pack_count(0)  # in the training process: the node counts epoch 0 here
     loader = StreamingDataLoader(ds, batch_size=None, num_workers=2)
     promised, steps, epochs = [len(loader)], [], []

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from torch.distributed import TCPStore
 
-from streaming.dataset.streaming_dataset import StreamingDataset
 from streaming.packing.equal import PackCountWarning
 from streaming.packing.streaming import PackedStreamingDataset
 from streaming.plan import World
@@ -47,9 +46,9 @@ def no_launcher(monkeypatch) -> None:
 
 
 def rank_zero_of_two_nodes(data: Path) -> PackedStreamingDataset:
-    return StreamingDataset(packing=True, local=str(data), shuffle=True, packing_length=512,
-                            packs_per_batch=2, batch_size=4,
-                            world=World(NODES, PER_NODE, 1, 0, 0))
+    return PackedStreamingDataset(local=str(data), shuffle=True, packing_length=512,
+                                  packs_per_batch=2, batch_size=4,
+                                  world=World(NODES, PER_NODE, 1, 0, 0))
 
 
 def counted_warned(data: Path, match: str) -> int:

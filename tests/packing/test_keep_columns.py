@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from streaming import StreamingDataLoader, StreamingDataset
+from streaming import PackedStreamingDataset, StreamingDataLoader
 from streaming.errors import PlanError
 from streaming.packing.precomputed import PackedDataset
 from writers.mds import MDSWriter
@@ -42,9 +42,8 @@ def _check(batch: dict) -> None:
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_streaming_packs_carry_the_kept_columns(docs: Path, tmp_path: Path, workers: int):
-    ds = StreamingDataset(local=str(docs), shuffle=True, batch_size=1, packing=True,
-                          packing_length=256, packs_per_batch=2,
-                          keep_columns=["doc_id", "url"])
+    ds = PackedStreamingDataset(local=str(docs), shuffle=True, batch_size=1, packing_length=256,
+                                packs_per_batch=2, keep_columns=["doc_id", "url"])
     seen = []
     for batch in StreamingDataLoader(ds, batch_size=None, num_workers=workers):
         _check(batch)
@@ -53,8 +52,8 @@ def test_streaming_packs_carry_the_kept_columns(docs: Path, tmp_path: Path, work
 
 
 def test_split_pieces_repeat_the_value_as_sample_ids_do(docs: Path):
-    ds = StreamingDataset(local=str(docs), batch_size=1, packing=True, packing_length=64,
-                          filter_overlong=False, overlong="split", keep_columns="doc_id")
+    ds = PackedStreamingDataset(local=str(docs), batch_size=1, packing_length=64,
+                                filter_overlong=False, overlong="split", keep_columns="doc_id")
     batches = list(ds)
     ids = [i for b in batches for i in b["sample_ids"].tolist()]
     assert len(ids) > len(set(ids))  # some samples were split into pieces
@@ -73,8 +72,7 @@ def test_precomputed_packs_carry_the_kept_columns(docs: Path):
 
 
 def test_without_keep_columns_a_batch_has_only_the_packing_keys(docs: Path):
-    batch = next(iter(StreamingDataset(local=str(docs), batch_size=1, packing=True,
-                                       packing_length=256)))
+    batch = next(iter(PackedStreamingDataset(local=str(docs), batch_size=1, packing_length=256)))
     assert "doc_id" not in batch and "url" not in batch
 
 
@@ -82,13 +80,13 @@ def test_without_keep_columns_a_batch_has_only_the_packing_keys(docs: Path):
                                           (["doc_id", "doc_id"], "twice"), ([3], "column names")])
 def test_bad_keep_columns_are_refused_at_construction(docs: Path, bad, message):
     with pytest.raises(PlanError, match=message):
-        StreamingDataset(local=str(docs), batch_size=1, packing=True, keep_columns=bad)
+        PackedStreamingDataset(local=str(docs), batch_size=1, keep_columns=bad)
     with pytest.raises(PlanError, match=message):
         PackedDataset(str(docs), rank=0, num_ranks=1, keep_columns=bad)
 
 
 def test_a_missing_column_is_named(docs: Path):
-    ds = StreamingDataset(local=str(docs), batch_size=1, packing=True, packing_length=256,
-                          keep_columns=["title"])
+    ds = PackedStreamingDataset(local=str(docs), batch_size=1, packing_length=256,
+                                keep_columns=["title"])
     with pytest.raises(PlanError, match=r"no column 'title'.*'doc_id'"):
         next(iter(ds))

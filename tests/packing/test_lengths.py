@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streaming.dataset.lengths import load_lengths
 from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import FormatError, IndexFileError, PlanError
 from streaming.format.index import LENGTHS_KEY, merge_index, read_index
 from streaming.format.value_length import value_length
-from streaming.packing.lengths import load_lengths
 from tests.packing.datasets import write_tokens
 from writers.mds import MDSWriter
 

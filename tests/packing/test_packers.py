@@ -195,7 +195,7 @@ def test_state_from_another_configuration_is_refused():
 def test_planner_modules_do_not_import_torch():
     code = (
         "import sys, streaming.packing, streaming.packing.pack_planner, "
-        "streaming.packing.token_mix;"
+        "streaming.dataset.token_mix;"
         "sys.exit('torch' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

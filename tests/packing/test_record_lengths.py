@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming import StreamingDataset
+from streaming import PackedStreamingDataset
 from streaming.cli.main import main
+from streaming.dataset.lengths import load_lengths
 from streaming.errors import ArgumentError, FormatError, ShardCorruptError
 from streaming.format.index import LENGTHS_KEY, read_index
-from streaming.packing.lengths import load_lengths
 from streaming.packing.record_lengths import record_lengths
 from tests.packing.datasets import write_tokens
 from tests.packing.test_lengths import reference_style_read
@@ -118,8 +118,8 @@ def test_in_an_object_store_a_packed_dataset_then_reads_no_shard(s3_env, referen
     assert sides and sides <= keys
     after = client.get_object(Bucket=bucket, Key="llm/index.json")["Body"].read()
     assert json.loads(after)["shards"] == json.loads(before)["shards"]
-    ds = StreamingDataset(remote=f"s3://{bucket}/llm", local=str(tmp_path / "cache"),
-                          batch_size=4, packing=True, packing_length=256)
+    ds = PackedStreamingDataset(remote=f"s3://{bucket}/llm", local=str(tmp_path / "cache"),
+                                batch_size=4, packing_length=256)
     np.testing.assert_array_equal(ds.lengths,
                                   _expected_lengths(reference_fixtures, "llm_zstd", "tokens"))
     cached = [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()]

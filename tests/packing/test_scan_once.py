@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from streaming import StreamingDataset
+from streaming.dataset import lengths as lengths_module
+from streaming.dataset.lengths import SCAN_AT_ONCE, load_lengths
 from streaming.errors import DownloadTimeoutError
 from streaming.format.index import read_index
-from streaming.packing import lengths as lengths_module
-from streaming.packing.lengths import SCAN_AT_ONCE, load_lengths
 from streaming.storage.singleflight import single_flight
 from tests.cache._data import upload_dir
 from tests.packing.datasets import write_tokens
@@ -26,9 +26,8 @@ RANKS = 3
 DELAY = 0.5  # seconds the proxy waits before answering each request
 CHILD = """
 import sys
-from streaming import StreamingDataset
-ds = StreamingDataset(remote=sys.argv[1], local=sys.argv[2], batch_size=4, packing=True,
-                      packing_length=512)
+from streaming import PackedStreamingDataset, StreamingDataset
+ds = PackedStreamingDataset(remote=sys.argv[1], local=sys.argv[2], batch_size=4, packing_length=512)
 print(int(ds.lengths.sum()), len(ds.lengths))
 ds.close()
 """

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from streaming import StreamingDataset
+from streaming.dataset import lengths as lengths_module
+from streaming.dataset.lengths import load_lengths
 from streaming.errors import ObjectNotFoundError
-from streaming.packing import lengths as lengths_module
-from streaming.packing.lengths import load_lengths
 from streaming.stream import Stream
 from tests.cache._data import upload_dir
 from tests.packing.datasets import write_tokens

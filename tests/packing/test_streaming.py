@@ -10,7 +10,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from streaming.dataset.streaming_dataset import StreamingDataset
-from streaming.errors import PlanError, StateMismatchError
+from streaming.errors import ArgumentError, PlanError, StateMismatchError
 from streaming.loader.dataloader import StreamingDataLoader
 from streaming.packing import realised_token_shares
 from streaming.packing.streaming import PackedStreamingDataset
@@ -29,7 +29,7 @@ def tokens_dir(tmp_path_factory) -> tuple[Path, np.ndarray]:
 
 def make(root: Path, **options) -> PackedStreamingDataset:
     options = {"shuffle": True, "packing_length": 512, "packs_per_batch": 2, **options}
-    return StreamingDataset(packing=True, local=str(root / "a"), **options)
+    return PackedStreamingDataset(local=str(root / "a"), **options)
 
 
 def flat(batches) -> list[int]:
@@ -145,9 +145,9 @@ def test_mix_unit_tokens(tmp_path: Path) -> None:
 RESUME_SCRIPT = """
 import json, sys
 from streaming.loader.dataloader import StreamingDataLoader
-from streaming.dataset.streaming_dataset import StreamingDataset
-ds = StreamingDataset(packing=True, local=sys.argv[1], shuffle=True, packing_length=512,
-                      packs_per_batch=2)
+from streaming.packing.streaming import PackedStreamingDataset
+ds = PackedStreamingDataset(local=sys.argv[1], shuffle=True, packing_length=512,
+                            packs_per_batch=2)
 loader = StreamingDataLoader(ds, batch_size=None, num_workers=2)
 loader.load_state_dict(json.loads(sys.argv[2]))
 print(json.dumps([i for b in loader for i in b["sample_ids"].tolist()]))
@@ -180,26 +180,25 @@ def test_resume_in_a_new_process(tokens_dir) -> None:
     assert not set(seen) & set(rest) and sorted(seen + rest) == list(range(N))
 
 
-def test_streaming_dataset_packing_flag_builds_the_packed_dataset(tokens_dir) -> None:
+def test_the_packed_dataset_builds_its_streaming_source(tokens_dir) -> None:
     root, _ = tokens_dir
-    flagged = StreamingDataset(local=str(root / "a"), packing=True, packing_length=512,
-                               packs_per_batch=2, shuffle=True)
-    assert isinstance(flagged, PackedStreamingDataset)
+    built = PackedStreamingDataset(local=str(root / "a"), packing_length=512, packs_per_batch=2,
+                                   shuffle=True)
+    assert type(built.source) is StreamingDataset
     source = StreamingDataset(local=str(root / "a"), shuffle=True)
     explicit = PackedStreamingDataset(source=source, packing_length=512, packs_per_batch=2)
-    assert flat(flagged) == flat(explicit)
+    assert flat(built) == flat(explicit)
     plain = StreamingDataset(local=str(root / "a"), packing=False)
     assert type(plain) is StreamingDataset
 
     class Mine(StreamingDataset):
         pass
 
-    with pytest.raises(TypeError, match="does not pack"):
-        Mine(local=str(root / "a"), packing=True)
+    for kind in (StreamingDataset, Mine):  # the old spelling names the one that packs
+        with pytest.raises(ArgumentError, match=r"does not pack.*PackedStreamingDataset\("):
+            kind(local=str(root / "a"), packing=True)
     with pytest.raises(ValueError, match="always packs"):
         PackedStreamingDataset(local=str(root / "a"), packing=False)
-    with pytest.raises(ValueError, match=r"packs a `source`.*packing=True"):
-        PackedStreamingDataset(local=str(root / "a"))
 
 
 @pytest.mark.parametrize(("kind", "workers"), [("ours", 0), ("ours", 2), ("torch", 2)])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming import StreamingDataLoader, StreamingDataset
+from streaming import PackedStreamingDataset, StreamingDataLoader, StreamingDataset
 from streaming.errors import CacheLimitError
 from streaming.stream import Stream
 from tests.dataset._epochs import watched_epoch
@@ -105,9 +105,9 @@ def test_under_a_cache_limit(corpus: Path, tmp_path: Path) -> None:
 
 
 def test_packed_by_a_token_columns_lengths(corpus: Path, tmp_path: Path) -> None:
-    ds = StreamingDataset(packing=True, streams=[parquet(corpus, tmp_path / "c",
+    ds = PackedStreamingDataset(streams=[parquet(corpus, tmp_path / "c",
                                                          columns=["id", "tokens"])],
-                          packing_length=64, packs_per_batch=2, shuffle=True, batch_size=2)
+                                packing_length=64, packs_per_batch=2, shuffle=True, batch_size=2)
     ids: list[int] = []
     for batch in ds:
         assert (batch["pack_lengths"] <= 64).all()

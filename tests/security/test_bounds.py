@@ -214,7 +214,7 @@ def test_a_file_that_is_also_a_folder_is_named(tmp_path: Path):
 
 def test_a_lengths_entry_without_a_basename_is_named(tmp_path: Path):
     from streaming import LocalDataset
-    from streaming.packing.lengths import load_lengths
+    from streaming.dataset.lengths import load_lengths
 
     source = clean_dataset(tmp_path / "ds", compression=None)
     count = json.loads((source / "index.json").read_text())["shards"]

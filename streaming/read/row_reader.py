@@ -1,32 +1,31 @@
 """Reading a catalog's rows in one process: shards made ready (through the node's cache, or in
 place), kept open a few at a time, read one by one (`ds[i]`) or in planned chunks, in reads
-sized to the cache (`streaming.read.sizing`)."""
+sized to the cache (`streaming.read.sizing`). The dataset holds one `RowReader` and calls it;
+nothing here calls the dataset back: what the reader needs of the dataset's catalog is the
+`ShardCatalog` it was built with."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from streaming.dataset.catalog import Catalog
 from streaming.errors import PlanError
 from streaming.format.shard import ShardReader
-from streaming.read.iterate import iter_chunks
+from streaming.read.iterate import iter_chunks, iter_id_chunks
 from streaming.read.open_shards import OpenShards
+from streaming.read.sample_locator import SampleLocator
 from streaming.read.shard_rows import ReadTally
 from streaming.read.shard_source import ShardSource, acquire_open, shard_source
 from streaming.read.sizing import DEFAULT_SIZE, FIRST_READ, ReadSize, read_size
 
 if TYPE_CHECKING:
     from streaming.cache.engine.cache_engine import CacheEngine
-    from streaming.cache.policy.cache_limit import CacheLimit
+    from streaming.cache.prepare.preparer import ShardPreparer
     from streaming.cache.table.cache_stats import CacheStats
-    from streaming.coord.wait import Flag
-    from streaming.plan import World
-    from streaming.plan.planner import NodePlan
 
 
 def samples_ahead(predownload: int | None, batch_size: int | None) -> int:
@@ -53,22 +52,41 @@ def ids_of(index: slice | Sequence[int] | np.ndarray, num_samples: int) -> list[
     return [int(i) for i in ids]
 
 
+class ShardCatalog(Protocol):
+    """What the row reader needs of a dataset's catalog (`streaming.dataset.catalog.Catalog`).
+
+    Args:
+        locator: global sample id -> (shard, row).
+        preparer: makes a shard's raw file ready on this node without a cache engine.
+        mean_sample_bytes: the mean raw bytes of a sample, which reads are sized by.
+    """
+
+    locator: SampleLocator
+    preparer: ShardPreparer
+
+    @property
+    def mean_sample_bytes(self) -> float: ...
+
+    def open_file(self, shard: int, path: Path) -> ShardReader:
+        """A reader of `shard`'s ready file at `path`, checked against the index."""
+
+
 class RowReader:
     """The rows of `catalog`, read through `cache` (None: every stream is read in place): the
     read side's `ShardRows`.
 
     Args:
-        catalog: the dataset's streams and shards.
+        catalog: the dataset's shards: where samples are, how shard files open.
         cache: the node's cache engine, None when every stream is read in place.
         predownload: samples to prepare ahead of the reader.
         read_shard: see `PlanFit.read_shard`.
     """
 
-    def __init__(self, catalog: Catalog, cache: CacheEngine | None, predownload: int,
+    def __init__(self, catalog: ShardCatalog, cache: CacheEngine | None, predownload: int,
                  read_shard: int) -> None:
         self.catalog, self.cache, self.predownload = catalog, cache, predownload
         self.read_shard = read_shard
-        self.readers = OpenShards(self.open_prepared)
+        self.readers = OpenShards(self)
         self.source: ShardSource = shard_source(cache, catalog.preparer, predownload)
         self.tally = ReadTally()  # what this process's chunk reads copied from local disk
 
@@ -87,10 +105,11 @@ class RowReader:
         return self.catalog.open_file(shard, path)
 
     def open_prepared(self, shard: int) -> ShardReader:
+        """A reader of `shard`, made ready first (`OpenShards` opens its misses here)."""
         cache = self.cache
         if cache is None:
             return self.open_file(shard, self.prepare(shard))
-        reader = acquire_open(cache, shard, lambda path: self.open_file(shard, path))
+        reader = acquire_open(cache, shard, self)
         cache.release(shard)  # kept open: read without a pin (no limit, or not cached)
         assert reader is not None
         return reader
@@ -122,7 +141,7 @@ class RowReader:
             return self.reader(shard).get(row)
         cache = self.cache
         assert cache is not None
-        reader = acquire_open(cache, shard, lambda path: self.open_file(shard, path))
+        reader = acquire_open(cache, shard, self)
         assert reader is not None
         try:
             with reader:
@@ -130,26 +149,42 @@ class RowReader:
         finally:
             cache.release(shard)
 
-    def read_size(self, multiple: int, world: World, first: int = FIRST_READ) -> ReadSize:
-        """Rows per vectorised read for the readers of `world`'s node taking turns along its
+    def read_size(self, multiple: int, readers: int, first: int = FIRST_READ) -> ReadSize:
+        """Rows per vectorised read for `readers` readers of the node taking turns along its
         order, a multiple of `multiple` (see `streaming.read.sizing.rows_per_read`).
 
         Args:
             multiple: the batch size reads are a multiple of.
-            world: the reading worker's world.
+            readers: the node's readers (ranks times DataLoader workers).
             first: rows of the first read.
         """
         return read_size(self.catalog.mean_sample_bytes, multiple, first=first,
-                         pinned=self.reads_pin(), read_shard=self.read_shard,
-                         readers=world.ranks_per_node * world.workers_per_rank)
+                         pinned=self.reads_pin(), read_shard=self.read_shard, readers=readers)
 
-    def chunks(self, ids: np.ndarray, item: Callable[[int], Any] | None = None,
-               size: ReadSize = DEFAULT_SIZE, *, columns: bool = False,
+    def chunks(self, ids: np.ndarray, size: ReadSize = DEFAULT_SIZE, *, columns: bool = False,
                views: bool = False, handed_on: bool = False) -> Iterator[list[Any]]:
         """The rows of planned `ids` in chunks of `size` (see `iter_chunks`), through this
-        process's shard source."""
-        return iter_chunks(ids, self, size, item=item, columns=columns, views=views,
-                           handed_on=handed_on)
+        process's shard source.
+
+        Args:
+            ids: the planned global sample ids, -1 for padding.
+            size: rows per read.
+            columns: per-column value lists instead of samples.
+            views: with `columns`, `bytes` values as memoryviews of the read buffer.
+            handed_on: others go on with the pass (see `iter_chunks`).
+        """
+        return iter_chunks(ids, self, size, columns=columns, views=views, handed_on=handed_on)
+
+    def id_chunks(self, ids: np.ndarray, size: ReadSize = DEFAULT_SIZE
+                  ) -> Generator[list[int], None, None]:
+        """Planned `ids` in chunks of `size.rows`, their shards made ready and opened ahead,
+        for a caller that reads each sample itself (see `iter_id_chunks`).
+
+        Args:
+            ids: the planned global sample ids, -1 for padding.
+            size: ids per chunk.
+        """
+        return iter_id_chunks(ids, self, size)
 
     def cache_stats(self) -> CacheStats:
         """The node cache's counters (all zero without a cache)."""
@@ -161,24 +196,3 @@ class RowReader:
         self.readers.close()
         if self.cache is not None:
             self.cache.close()
-
-
-def start_cache(catalog: Catalog, limit: CacheLimit | None, predownload: int,
-                flag: Flag, node_plan: Callable[[], NodePlan]) -> CacheEngine | None:
-    """The node-shared cache engine over the remote streams' folders (None when every stream
-    is local-only), under this process's `limit`; a node limit the epoch-0 `node_plan` cannot
-    run in is refused here, with the minimum in the CacheLimitError."""
-    if catalog.all_local:
-        return None
-    from streaming.cache.engine.cache_engine import CacheEngine  # local-only datasets never load it
-
-    engine = CacheEngine(catalog.preparer, cache_limit=limit, predownload=predownload,
-                         flag=flag).attach()
-    if engine.node_limit() is not None:
-        try:
-            plan = node_plan()
-            engine.check_plan(plan.ids, catalog.locator.shard_starts, plan.batch_size)
-        except BaseException:
-            engine.close()
-            raise
-    return engine

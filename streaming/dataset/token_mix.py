@@ -153,7 +153,7 @@ def mix_by_tokens(streams: Sequence[Any], indexes: Sequence[DatasetIndex], colum
         column: the token column whose lengths count.
         epoch_size: the samples asked for an epoch (None: every stream's samples).
     """
-    from streaming.packing.lengths import per_stream_lengths, stream_source
+    from streaming.dataset.lengths import per_stream_lengths, stream_source
     from streaming.plan.mixing import parse_epoch_size
 
     lengths = per_stream_lengths([stream_source(stream, index)
@@ -175,13 +175,13 @@ def mix_by_tokens(streams: Sequence[Any], indexes: Sequence[DatasetIndex], colum
 def token_shares(dataset: Any, epoch: int = 0, column: str | None = None) -> np.ndarray:
     """Share of tokens each stream contributes to `epoch` over every rank, measured on the
     epoch's plan (padding excluded) with the dataset's lengths."""
-    from streaming.packing.lengths import load_lengths
+    from streaming.dataset.lengths import load_lengths
     from streaming.plan import plan_node
 
     lengths = getattr(dataset, "lengths", None)
     if lengths is None or column is not None:
         lengths = load_lengths(dataset, column or getattr(dataset, "lengths_column", "tokens"))
-    cfg, world = dataset.session.config_now(), dataset.world
+    cfg, world = dataset.session.plans.config_now(), dataset.world
     ids = [plan_node(cfg, world.with_position(node), epoch, 0).ids.reshape(-1)
            for node in range(world.num_nodes)]
     flat = np.concatenate(ids)

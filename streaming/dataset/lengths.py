@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from streaming.dataset.scratch_shards import RawShard, scratch_shards
 from streaming.errors import (
     DownloadTimeoutError,
     FormatError,
@@ -29,7 +30,6 @@ from streaming.errors import (
 from streaming.format.index import LENGTHS_DTYPE, LENGTHS_KEY, DatasetIndex
 from streaming.format.sample_lengths import LengthFn, shard_lengths
 from streaming.format.text_shard import open_shard
-from streaming.packing.scratch_shards import RawShard, scratch_shards
 from streaming.storage.singleflight import single_flight
 from streaming.stream import Stream
 from streaming.util.at_once import map_at_once
