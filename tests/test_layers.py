@@ -291,3 +291,95 @@ def test_architecture_lists_every_module() -> None:
             if heading + "/".join(parts[len(heading.strip("/").split("/")):]) not in listed:
                 missing.append(relative)
     assert not missing, f"modules docs/architecture.md does not list: {missing}"
+
+
+# The picture of the package structure in docs/architecture.md, generated from the imports:
+# `.venv/bin/python tests/test_layers.py` rewrites it; the test below keeps it current.
+PICTURE_START, PICTURE_END = "<!-- package-graph:start -->", "<!-- package-graph:end -->"
+
+
+def package_of(module: str) -> str | None:
+    """The box a module is drawn in: `writers`, a package of streaming (`read`), a part of the
+    cache (`cache/engine`, `cache/shard_facts.py`) or a top-level module (`stream.py`); None for
+    what is not drawn (`streaming` itself and errors.py, which every layer imports)."""
+    parts = module.split(".")
+    if parts[0] == "writers":
+        return "writers"
+    if len(parts) == 1 or parts[1] == "errors":
+        return None
+    if (ROOT / "streaming" / f"{parts[1]}.py").exists():
+        return f"{parts[1]}.py"
+    if parts[1] == "cache" and len(parts) > 2:
+        part = ROOT / "streaming" / "cache" / parts[2]
+        return f"cache/{parts[2]}" if part.is_dir() else f"cache/{parts[2]}.py"
+    return parts[1]
+
+
+def package_edges() -> dict[str, set[str]]:
+    """Box -> the boxes its modules import (package `__init__` re-exports left out)."""
+    edges: dict[str, set[str]] = {}
+    known = modules()
+    for name, deps in graph().items():
+        source = package_of(name)
+        if source is None or known[name].name == "__init__.py":
+            continue
+        edges.setdefault(source, set())
+        edges[source] |= {t for t in map(package_of, deps) if t is not None and t != source}
+    return edges
+
+
+def transitive_reduction(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The edges no longer path implies (the graph has no circles between boxes)."""
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(edges.get(start, ()))
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo.extend(edges.get(node, ()))
+        return seen
+
+    return {a: {b for b in targets if not any(b in reach(c) for c in targets - {b})}
+            for a, targets in edges.items()}
+
+
+def package_picture() -> str:
+    """A mermaid flowchart of the boxes, each arrow `A --> B` saying A imports B (arrows a
+    longer path already implies are left out)."""
+    reduced = transitive_reduction(package_edges())
+    ids = {box: box.replace("/", "_").replace(".", "_") for box in reduced}
+    lines = ["```mermaid", "flowchart TD"]
+    lines += [f'    {ids[box]}["{box}"]' for box in sorted(reduced)]
+    lines += [f"    {ids[a]} --> {ids[b]}" for a in sorted(reduced) for b in sorted(reduced[a])]
+    return "\n".join([*lines, "```"])
+
+
+def _doc_with_picture(text: str) -> str:
+    head, _, rest = text.partition(PICTURE_START + "\n")
+    _, _, tail = rest.partition(PICTURE_END)
+    return f"{head}{PICTURE_START}\n{package_picture()}\n{PICTURE_END}{tail}"
+
+
+def test_the_package_boxes_have_no_circles() -> None:
+    assert cycles({a: set(b) for a, b in package_edges().items()} | {
+        b: set() for targets in package_edges().values() for b in targets
+        if b not in package_edges()}) == []
+
+
+def test_architecture_shows_the_package_graph_of_the_code() -> None:
+    """The picture in docs/architecture.md is the one the imports draw today (regenerate it
+    with `.venv/bin/python tests/test_layers.py`)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    assert PICTURE_START in text and PICTURE_END in text
+    assert text == _doc_with_picture(text), "regenerate: .venv/bin/python tests/test_layers.py"
+
+
+def test_transitive_reduction_keeps_only_arrows_no_path_implies() -> None:
+    edges = {"a": {"b", "c"}, "b": {"c"}, "c": set()}
+    assert transitive_reduction(edges) == {"a": {"b"}, "b": {"c"}, "c": set()}
+
+
+if __name__ == "__main__":
+    doc = ROOT / "docs" / "architecture.md"
+    doc.write_text(_doc_with_picture(doc.read_text()))
