@@ -220,6 +220,11 @@ class ShardReader:
             self._fd = fd
         return self._fd
 
+    def drain_bytes_read(self) -> int:
+        """Bytes this reader read from disk outside the chunk reads' positional copies since
+        last asked (none for an MDS shard: its rows are copied as byte spans)."""
+        return 0
+
     def get_columns(self, rows: np.ndarray, *, copy: bool = False) -> list[Sequence[Any]]:
         """Decode many samples at once, column by column (codec column order): the batch path.
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming import StreamingDataset
-from streaming.errors import ParquetSchemaError, PlanError
+from streaming.errors import ParquetFileError, ParquetSchemaError, PlanError
 from streaming.stream import Stream
 from tests.parquet._corpus import check_sample, write_files
 
@@ -58,6 +58,27 @@ def test_the_files_are_not_copied_whole(corpus: Path, tmp_path: Path) -> None:
     whole = sum(p.stat().st_size for p in corpus.iterdir())
     assert held < whole
     assert all(p.stat().st_size < (corpus / "part-000.parquet").stat().st_size / 3 for p in groups)
+
+
+def test_a_local_file_is_read_in_place(corpus: Path, tmp_path: Path) -> None:
+    """A file on a filesystem is decoded where it lies: the cache holds an empty marker per
+    row group read (no block written), and the rows are those of the file."""
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c", format="parquet")],
+                          batch_size=8, shuffle=True)
+    assert _ids(ds) == list(range(900))
+    markers = sorted((tmp_path / "c").glob("*.rg*"))
+    assert len(markers) == 15
+    assert all(p.stat().st_blocks == 0 for p in markers)
+    assert "in_place" in (tmp_path / "c" / "index.json").read_text()
+
+
+def test_a_local_file_removed_mid_run_is_named(corpus: Path, tmp_path: Path) -> None:
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c", format="parquet",
+                                          download_retry=0)], batch_size=8)
+    check_sample(ds[0])
+    (corpus / "part-001.parquet").unlink()
+    with pytest.raises(ParquetFileError, match=r"part-001\.parquet row group \d.*gone"):
+        ds[400]
 
 
 def test_a_projection_fetches_only_its_columns(corpus: Path, tmp_path: Path) -> None:

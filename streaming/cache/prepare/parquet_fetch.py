@@ -1,7 +1,9 @@
 """A Parquet stream's transfers: its index (built from footers, once per node, see
 `parquet_footers`) and each row group fetched into the cache with ranged GETs of the projected
 column chunks, then checked against the file's footer as it was indexed, so a file replaced
-mid-run is refused by name instead of mixing old and new bytes."""
+mid-run is refused by name instead of mixing old and new bytes. A file on a filesystem is not
+copied: its row group gets an empty marker in the cache and is decoded from the file itself
+(`ParquetShardReader`)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from streaming.format.parquet_footer import group_span, projected_leaves
 from streaming.format.parquet_index import footer_basename, split_group_name
 from streaming.format.parquet_shard import CachedFooter, cached_footer
 from streaming.storage.backend import Backend
+from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
 from streaming.storage.transfer import timed_backend, transfer_policy
 from streaming.util.at_once import map_at_once
@@ -89,6 +92,9 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
         raise ParquetFileError(f"{file} row group {group}: its footer gives {span.nbytes} bytes, "
                                f"the index {expected_size} (the footer changed)")
     backend, root = timed_backend(base, timeout)
+    if isinstance(backend, LocalBackend):
+        return _mark_in_place(backend.url(under(root, file)), under(root, file),
+                              f"{file} row group {group}", footer, dest, span.nbytes)
     got = _GroupGet(backend, under(root, file), f"{file} row group {group}",
                     footer, transfer_policy(timeout, retry, 0.25, base))
     ranges = span.ranges
@@ -108,6 +114,28 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
             os.close(fd)
         if not got.checked:
             got.same_file()
+    return dest
+
+
+def _mark_in_place(url: str, path: str, where: str, footer: CachedFooter, dest: Path,
+                   nbytes: int) -> Path:
+    """The cache's marker of a row group read in place from file `path`: a sparse file of the
+    row group's `nbytes` (no block written), once the file still has its indexed size and
+    modification time (ParquetFileError naming `where` otherwise)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ParquetFileError(f"{where}: {url} is gone since its footer was read") from None
+    if info.st_size != footer.size or (footer.mtime_ns and info.st_mtime_ns != footer.mtime_ns):
+        raise ParquetFileError(f"{where}: {url} changed since its footer was read (now another "
+                               f"{'size' if info.st_size != footer.size else 'modification time'}"
+                               "); restart to index it again")
+    with staged_file(dest) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            os.ftruncate(fd, nbytes)
+        finally:
+            os.close(fd)
     return dest
 
 

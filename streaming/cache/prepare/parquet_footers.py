@@ -214,7 +214,8 @@ def build_index(selection: ParquetSelection, backend: Backend, root: str,
         with atomic_output(target, durable=False) as handle:
             write_sliced(handle, footer_file_bytes(file.size, file.tail, file.mtime_ns))
     _warn_large_groups(files)
-    document = index_document(files, selection.key())
+    in_place = os.path.abspath(root) if isinstance(backend, LocalBackend) else None
+    document = index_document(files, selection.key(), in_place)
     log.info("%s: %d Parquet files, %d row groups, index from their footers",
              selection.base, len(files), len(document["shards"]))
     return json.dumps(document).encode()
