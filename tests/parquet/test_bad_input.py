@@ -13,7 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming import StreamingDataset
+from streaming.cache.prepare.parquet_footers import read_footer
 from streaming.errors import ParquetFileError, ParquetSchemaError
+from streaming.storage.local_folder import LocalBackend
+from streaming.storage.retry import RetryPolicy
 from streaming.stream import Stream
 from tests.parquet._corpus import check_sample, table, write_files
 
@@ -156,3 +159,17 @@ def test_a_local_file_changed_in_place_with_the_same_footer_is_refused(tmp_path:
     with pytest.raises(ParquetFileError, match=r"a\.parquet row group 1.*modification time"):
         ds[99]
     assert _dataset(folder, tmp_path / "c")[99]["id"] == 7777  # a new start reads the new file
+
+
+@pytest.mark.parametrize("delta", [-40, 0, 40])
+def test_a_file_whose_listed_size_is_stale_is_read_at_its_size(tmp_path: Path, delta: int
+                                                               ) -> None:
+    """A file replaced between the listing and its footer's read (another size than listed):
+    its footer is read again at the size the store gives now, never parsed from wrong bytes."""
+    path = tmp_path / "a.parquet"
+    pq.write_table(table(0, 120), path, row_group_size=50)
+    size = path.stat().st_size
+    found = read_footer(LocalBackend(), str(path), "a.parquet", None,
+                        RetryPolicy(attempts=1), listed_size=size + delta)
+    assert found.size == size
+    assert [group.rows for group in found.groups] == [50, 50, 20]
