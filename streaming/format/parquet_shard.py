@@ -229,6 +229,14 @@ class ParquetShardReader(ShardReader):
             _DECODED.put(self._key(), found, nbytes)
         return found
 
+    def decoded(self) -> bool:
+        """Whether this row group's columns are decoded in this process already."""
+        return _DECODED.get(self._key()) is not None
+
+    def decode(self) -> None:
+        """Decode this row group's columns now (kept for this process's reads)."""
+        self.columns()
+
     def _decode(self) -> tuple[list[Column], int]:
         footer = self._footer()
         names, meta = self.codec.column_names, footer.meta

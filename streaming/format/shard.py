@@ -220,6 +220,15 @@ class ShardReader:
             self._fd = fd
         return self._fd
 
+    def decoded(self) -> bool:
+        """Whether reading rows needs no decode of the whole shard first (always, for an MDS
+        shard: its rows are decoded as they are read)."""
+        return True
+
+    def decode(self) -> None:
+        """Decode the whole shard now, where reading its rows needs that first (nothing to do
+        for an MDS shard)."""
+
     def drain_bytes_read(self) -> int:
         """Bytes this reader read from disk outside the chunk reads' positional copies since
         last asked (none for an MDS shard: its rows are copied as byte spans)."""

@@ -34,7 +34,11 @@ from streaming.format.shard import (
 from streaming.read.open_shards import MIN_CAPACITY, default_capacity
 from streaming.read.shard_rows import ReadTally, ShardRows
 from streaming.read.shard_source import acquire_open
+from streaming.util.at_once import map_at_once
 
+# Shards of one chunk decoded at once before its rows are taken (Parquet row groups: the
+# decoder releases the GIL).
+DECODES_AT_ONCE = max(2, min(4, os.cpu_count() or 1))
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
 
 
@@ -209,7 +213,7 @@ def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
     codec = opened[0].codec
     if any(reader.codec != codec for reader in opened) or not by_span(codec):
         same = all(reader.codec == codec for reader in opened)
-        return _decoded(uniq, which, rows, readers, codec if same else None)
+        return _decoded(uniq, which, rows, readers, codec if same else None, nowait)
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for k, reader in enumerate(opened):
         part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
@@ -234,7 +238,7 @@ def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, reader
             codec = reader.codec
         if reader.codec != codec or not by_span(codec):
             same = all(readers.reader(other).codec == codec for other in listed)
-            return _decoded(uniq, which, rows, readers, codec if same else None)
+            return _decoded(uniq, which, rows, readers, codec if same else None, nowait)
         starts[parts[k]], ends[parts[k]] = reader.spans(rows[parts[k]])
     places = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(ends - starts, out=places[1:])
@@ -276,7 +280,7 @@ def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers
     codec = layouts[0].codec
     if any(layout.codec != codec for layout in layouts) or not by_span(codec):
         same = all(layout.codec == codec for layout in layouts)
-        return _decoded(uniq, which, rows, readers, codec if same else None)
+        return _decoded(uniq, which, rows, readers, codec if same else None, nowait)
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for layout, part in zip(layouts, parts):
         starts[part], ends[part] = layout.spans(rows[part])
@@ -324,9 +328,17 @@ def decode(fetched: Fetched, columns: bool, views: bool = False) -> list[Any]:
 
 
 def _decoded(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,
-             codec: SampleCodec | RowCodec | None) -> DecodedChunk:
+             codec: SampleCodec | RowCodec | None, nowait: bool = False) -> DecodedChunk:
     """One chunk decoded shard by shard: its columns when every shard has schema `codec`, else
-    (None: schemas differ) its samples."""
+    (None: schemas differ) its samples. With `nowait`, NotOpen unless every shard is open and
+    already decoded in this process (a decode, such as a Parquet row group's, then runs on the
+    reader thread while the chunk before is consumed)."""
+    if nowait and not all(readers.kept(shard) and readers.reader(shard).decoded()
+                          for shard in uniq.tolist()):
+        raise NotOpen("a shard of this chunk is not decoded yet")
+    ahead = [readers.reader(shard) for shard in uniq.tolist() if readers.kept(shard)]
+    map_at_once(lambda reader: reader.decode(), [r for r in ahead if not r.decoded()],
+                DECODES_AT_ONCE, name="streaming-decode")
     if codec is None:
         return _read_by_shard(uniq, which, rows, readers)
     names = list(codec.column_names)

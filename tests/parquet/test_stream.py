@@ -4,6 +4,8 @@ its columns' chunks; an unrepresentable column is refused at construction, by na
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import ParquetFileError, ParquetSchemaError, PlanError
+from streaming.format.parquet_shard import ParquetShardReader
 from streaming.stream import Stream
 from tests.parquet._corpus import check_sample, write_files
 
@@ -161,3 +164,29 @@ def test_samples_do_not_share_mutable_values(corpus: Path, tmp_path: Path) -> No
     with pytest.raises(ValueError, match="read-only"):
         first["tokens"][0] = -1
     check_sample(ds[5])
+
+
+def test_a_chunks_row_groups_are_decoded_at_once(corpus: Path, tmp_path: Path,
+                                                 monkeypatch) -> None:
+    """A shuffled chunk spans many row groups: they are decoded on several threads at once
+    (the decoder releases the GIL), not one after another in the reading thread."""
+    active, most, lock = [0], [0], threading.Lock()
+    decode = ParquetShardReader._decode
+
+    def watched(reader: ParquetShardReader):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            time.sleep(0.1)
+            return decode(reader)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(ParquetShardReader, "_decode", watched)
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c", format="parquet")],
+                          batch_size=8, shuffle=True, shuffle_seed=5)
+    assert sorted(int(i) for batch in ds.iter_batches(8) for i in batch["id"]) \
+        == list(range(900))
+    assert most[0] >= 2
