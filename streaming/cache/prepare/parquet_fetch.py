@@ -16,11 +16,18 @@ from streaming.cache.prepare.parquet_footers import (
     ParquetSelection,
     build_index,
     modified_ns,
+    read_footer,
     under,
+    write_footer,
 )
 from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
 from streaming.format.parquet_footer import group_span, projected_leaves
-from streaming.format.parquet_index import footer_basename, split_group_name
+from streaming.format.parquet_index import (
+    ParquetFile,
+    footer_basename,
+    footer_digest,
+    split_group_name,
+)
 from streaming.format.parquet_shard import CachedFooter, cached_footer
 from streaming.storage.backend import Backend
 from streaming.storage.local_folder import LocalBackend
@@ -81,22 +88,23 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
     if named is None:
         raise ParquetFileError(f"{basename}: not a Parquet row group of this stream")
     file, group = named
+    backend, root = timed_backend(base, timeout)
+    policy = transfer_policy(timeout, retry, 0.25, base)
     try:
         footer = cached_footer(folder / footer_basename(file))
-    except (OSError, ValueError) as exc:
-        raise ParquetFileError(f"{file}: its cached footer is unreadable ({exc})") from None
+    except (OSError, ValueError, ParquetFileError):  # damaged in the cache: read it again
+        footer = _footer_again(folder, basename, read_footer(backend, under(root, file), file,
+                                                             columns, policy))
     schema = footer.meta.schema.to_arrow_schema()
     names = list(columns) if columns is not None else [field.name for field in schema]
     span = group_span(footer.meta, group, projected_leaves(schema, names), file)
     if expected_size is not None and span.nbytes != expected_size:
         raise ParquetFileError(f"{file} row group {group}: its footer gives {span.nbytes} bytes, "
                                f"the index {expected_size} (the footer changed)")
-    backend, root = timed_backend(base, timeout)
     if isinstance(backend, LocalBackend):
         return _mark_in_place(backend.url(under(root, file)), under(root, file),
                               f"{file} row group {group}", footer, dest, span.nbytes)
-    got = _GroupGet(backend, under(root, file), f"{file} row group {group}",
-                    footer, transfer_policy(timeout, retry, 0.25, base))
+    got = _GroupGet(backend, under(root, file), f"{file} row group {group}", footer, policy)
     ranges = span.ranges
     if len(ranges) == 1:  # one GET, with the file's end when the footer follows closely
         pieces = [got.range(*ranges[0], with_tail=got.tail_follows(ranges[0][1]))]
@@ -115,6 +123,21 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
         if not got.checked:
             got.same_file()
     return dest
+
+
+def _footer_again(folder: Path, basename: str, read: ParquetFile) -> CachedFooter:
+    """The footer of row group `basename`'s file as read again from the store, kept in cache
+    `folder` in place of a damaged copy, once its digest is the one the index recorded
+    (ParquetFileError naming the file otherwise: it changed since it was indexed)."""
+    import json
+
+    shards = json.loads((folder / "index.json").read_bytes())["shards"]
+    indexed = next((shard["footer"]["digest"] for shard in shards
+                    if shard["raw_data"]["basename"] == basename), None)
+    if indexed != footer_digest(read.tail):
+        raise ParquetFileError(f"{read.name}: its footer changed since it was indexed (the "
+                               "cached copy was damaged too); restart to index it again")
+    return cached_footer(write_footer(folder, read))
 
 
 def _mark_in_place(url: str, path: str, where: str, footer: CachedFooter, dest: Path,

@@ -227,17 +227,29 @@ def build_index(selection: ParquetSelection, backend: Backend, root: str,
 
     files = _in_order(one, names, threads)
     for file in files:
-        target = folder / footer_basename(file.name)
-        confine(folder, target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(target, durable=False) as handle:
-            write_sliced(handle, footer_file_bytes(file.size, file.tail, file.mtime_ns))
+        write_footer(folder, file)
     _warn_large_groups(files)
     in_place = os.path.abspath(root) if isinstance(backend, LocalBackend) else None
     document = index_document(files, selection.key(), in_place)
     log.info("%s: %d Parquet files, %d row groups, index from their footers",
              selection.base, len(files), len(document["shards"]))
     return json.dumps(document).encode()
+
+
+def write_footer(folder: Path, file: ParquetFile) -> Path:
+    """Keep `file`'s footer in the stream's cache folder `folder` (`<file>.footer`, replaced
+    whole); returns its path.
+
+    Args:
+        folder: the stream's cache folder.
+        file: the file, its footer read.
+    """
+    target = folder / footer_basename(file.name)
+    confine(folder, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(target, durable=False) as handle:
+        write_sliced(handle, footer_file_bytes(file.size, file.tail, file.mtime_ns))
+    return target
 
 
 def _warn_large_groups(files: Sequence[ParquetFile]) -> None:
