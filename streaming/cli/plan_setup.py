@@ -53,10 +53,7 @@ def _mapping(value: Any, where: str, allowed: set[str]) -> dict:
 def load_setup(path: Path) -> Setup:
     """Read the YAML config, every stream's index.json, and build PlanConfig + World."""
     yaml = require("yaml", feature="plan configs", extra="yaml", package="pyyaml")
-    from streaming.cli.parquet_location import footers_index_json
-    from streaming.format.index import parse_index, read_index
     from streaming.plan import PlanConfig, StreamWeights, World
-    from streaming.storage.schemes import join
 
     if not path.is_file():
         raise UserError(f"config file {path} does not exist")
@@ -76,21 +73,9 @@ def load_setup(path: Path) -> Setup:
             raise UserError(f"{path}: streams[{i}] needs 'local' (a dataset folder) or 'remote'")
         split = str(stream.get("split") or "")
         folder = (path.parent / str(local or "")) / split
-        index_file = folder / "index.json"
-        parquet = _parquet_columns(stream, f"{path}: streams[{i}]")
-        if parquet is not None:
-            location = str(folder) if not remote else join(str(remote), split) if split \
-                else str(remote)
-            data = footers_index_json(location, parquet.columns)
-            indexes.append(parse_index(data, source=f"{location} (Parquet footers)"))
-            index_bytes.append(len(data))
-        elif (local and index_file.is_file()) or not remote:
-            indexes.append(read_index(index_file))  # names a missing file
-            index_bytes.append(index_file.stat().st_size)
-        else:
-            data = remote_index_json(str(remote), split)
-            indexes.append(parse_index(data, source=f"{remote} index.json"))
-            index_bytes.append(len(data))
+        found = _stream_index(stream, f"{path}: streams[{i}]", folder, split)
+        indexes.append(found.index)
+        index_bytes.append(found.nbytes)
         names.append(str(stream.get("name") or local or remote))
         remotes.append(None if remote is None else str(remote))
         weights.append(StreamWeights(**{k: stream[k] for k in ("proportion", "repeat", "choose")
@@ -116,6 +101,35 @@ def load_setup(path: Path) -> Setup:
     )
     run = {k: config[k] for k in _RUN_KEYS | _MIX_KEYS if k in config}
     return Setup(names, indexes, cfg, world, remotes, run, index_bytes)
+
+
+@dataclass(frozen=True)
+class _StreamIndex:
+    """A config stream's index, and the bytes of its index.json."""
+
+    index: DatasetIndex
+    nbytes: int
+
+
+def _stream_index(stream: dict, where: str, folder: Path, split: str) -> _StreamIndex:
+    """The index of config `stream` (named `where`): derived from the footers of its Parquet
+    files, read from its dataset `folder`, or fetched from its remote."""
+    from streaming.cli.parquet_location import footers_index_json
+    from streaming.format.index import parse_index, read_index
+    from streaming.storage.schemes import join
+
+    local, remote = stream.get("local", stream.get("path")), stream.get("remote")
+    index_file = folder / "index.json"
+    parquet = _parquet_columns(stream, where)
+    if parquet is not None:
+        location = str(folder) if not remote else join(str(remote), split) if split \
+            else str(remote)
+        data = footers_index_json(location, parquet.columns)
+        return _StreamIndex(parse_index(data, source=f"{location} (Parquet footers)"), len(data))
+    if (local and index_file.is_file()) or not remote:
+        return _StreamIndex(read_index(index_file), index_file.stat().st_size)  # names a missing
+    data = remote_index_json(str(remote), split)
+    return _StreamIndex(parse_index(data, source=f"{remote} index.json"), len(data))
 
 
 @dataclass(frozen=True)
