@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.errors import ParquetSchemaError
+from streaming.errors import ParquetSchemaError, PlanError
 from streaming.format.index_entries import check_file_entry, fail, is_count
 from streaming.format.parquet_footer import RowGroupSpan
 from streaming.format.rows import RowCodec
@@ -45,6 +45,14 @@ class ParquetCodec(RowCodec):
         self.column_names = list(columns)
         self.column_encodings = list(columns.values())
         self.in_place = in_place
+
+
+    def only(self, column: str) -> ParquetCodec:
+        """This codec narrowed to `column` (PlanError when it has no such column)."""
+        if column not in self.column_names:
+            raise PlanError(f"no Parquet column {column!r} (columns: {self.column_names})")
+        return ParquetCodec({column: self.column_encodings[self.column_names.index(column)]},
+                            self.in_place)
 
 
 def group_basename(file: str, group: int) -> str:
