@@ -153,12 +153,8 @@ def _mark_in_place(url: str, path: str, where: str, footer: CachedFooter, dest: 
         raise ParquetFileError(f"{where}: {url} changed since its footer was read (now another "
                                f"{'size' if info.st_size != footer.size else 'modification time'}"
                                "); restart to index it again")
-    with staged_file(dest) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        try:
-            os.ftruncate(fd, nbytes)
-        finally:
-            os.close(fd)
+    with staged_file(dest) as tmp, open(tmp, "wb") as out:
+        out.truncate(nbytes)  # sparse: no block written
     return dest
 
 
