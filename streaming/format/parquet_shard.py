@@ -189,6 +189,16 @@ def _open_file(source: RangeFile | str, meta: Any) -> Any:
     return pq.ParquetFile(source, **options)
 
 
+@dataclass(frozen=True)
+class _FileVersion:
+    """What tells one version of a file on a filesystem from another read at another time."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+
 class ParquetShardReader(ShardReader):
     """The rows of one cached Parquet row group (`path`: `<file>.rgNNNNN`).
 
@@ -294,9 +304,9 @@ class ParquetShardReader(ShardReader):
         return table
 
     def _same_file(self, path: Path, footer: CachedFooter, check_tail: bool = True
-                   ) -> tuple[int, int, int, int]:
-        """(device, inode, size, mtime) of `path`, once it is the file indexed:
-        ParquetFileError naming it and the row group otherwise."""
+                   ) -> _FileVersion:
+        """The version of the file at `path`, once it is the file indexed: ParquetFileError
+        naming it and the row group otherwise."""
         where = f"{self.file} row group {self.group}: {path}"
         try:
             with open(path, "rb") as handle:
@@ -313,7 +323,7 @@ class ParquetShardReader(ShardReader):
         if changed:
             raise ParquetFileError(f"{where} changed since its footer was read (now another "
                                    f"{changed}); restart to index it again")
-        return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+        return _FileVersion(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
     def drain_bytes_read(self) -> int:
         """Bytes of the row group this reader decoded from disk since last asked (its ranges,
