@@ -90,8 +90,8 @@ def by_span(codec: SampleCodec | RowCodec) -> bool:
 
 
 def tally_chunk(tally: ReadTally, fetched: Fetched) -> None:
-    """Count one fetched chunk in `tally` (a chunk of mixed schemas counts its rows only: its
-    shards were decoded as they were read)."""
+    """Count one fetched chunk in `tally` (a chunk decoded shard by shard counts the bytes its
+    decodes read: a Parquet row group's column chunks once, an MDS shard's none)."""
     if isinstance(fetched, ReadChunk):
         tally.add(len(fetched.rows), int((fetched.hi - fetched.lo).sum()))
     elif fetched.columns is not None:
