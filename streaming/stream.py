@@ -244,14 +244,17 @@ class Stream:
         self.proportion, self.repeat, self.choose = proportion, repeat, choose
 
     def fetch(self, basename: str, dest: Path, *, expected_size: int | None = None,
-              expected_hashes: dict[str, str] | None = None) -> Path:
+              expected_hashes: dict[str, str] | None = None,
+              columns: Sequence[str] | None = None) -> Path:
         """Copy one file from the remote to `dest` atomically, once per node at a time
-        (concurrent callers wait for the first). Override for custom transports."""
+        (concurrent callers wait for the first). Override for custom transports. `columns`:
+        of a Parquet row group, fetch only these columns' chunks (None: the stream's)."""
         if self.parquet is not None:
             from streaming.cache.prepare.parquet_fetch import fetch_row_group
 
             return fetch_row_group(self.local_dir, self.remote_dir or "", basename, dest,
-                                   columns=self.columns, expected_size=expected_size,
+                                   columns=columns or self.columns,
+                                   expected_size=None if columns else expected_size,
                                    **self._transfer_options())
         from streaming.storage import fetch_once
 

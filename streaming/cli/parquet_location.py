@@ -44,6 +44,15 @@ def parquet_index(location: str, columns: Sequence[str] | None, scratch: Path
     return read_index(parquet_stream(location, columns, scratch).index_file())
 
 
+def footers_index_json(location: str, columns: Sequence[str] | None) -> bytes:
+    """The derived index.json of the Parquet files at `location`, from their footers alone,
+    built in a scratch folder removed after (see `parquet_stream` for the arguments)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="streaming-parquet-") as scratch:
+        return parquet_stream(location, columns, Path(scratch)).index_file().read_bytes()
+
+
 def check_row_groups(location: str, columns: Sequence[str] | None, scratch: Path,
                      workers: int) -> tuple[DatasetIndex, dict[str, str]]:
     """The index of the Parquet files at `location` and what is wrong with each bad row group

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from streaming.format.index import DatasetIndex
     from streaming.plan import PlanConfig, World
 
-_STREAM_KEYS = {"local", "path", "remote", "name", "proportion", "repeat", "choose", "split"}
+_STREAM_KEYS = {"local", "path", "remote", "name", "proportion", "repeat", "choose", "split",
+                "format", "columns"}
 _PLAN_KEYS = {"batch_size", "batching_method", "epoch_size", "shuffle", "shuffle_algo",
               "shuffle_seed", "shuffle_block_size", "num_canonical_nodes", "partition_algo",
               "sampling_method", "sampling_granularity"}
@@ -52,7 +53,6 @@ def _mapping(value: Any, where: str, allowed: set[str]) -> dict:
 def load_setup(path: Path) -> Setup:
     """Read the YAML config, every stream's index.json, and build PlanConfig + World."""
     yaml = require("yaml", feature="plan configs", extra="yaml", package="pyyaml")
-    from streaming.format.index import parse_index, read_index
     from streaming.plan import PlanConfig, StreamWeights, World
 
     if not path.is_file():
@@ -73,20 +73,18 @@ def load_setup(path: Path) -> Setup:
             raise UserError(f"{path}: streams[{i}] needs 'local' (a dataset folder) or 'remote'")
         split = str(stream.get("split") or "")
         folder = (path.parent / str(local or "")) / split
-        index_file = folder / "index.json"
-        if (local and index_file.is_file()) or not remote:
-            indexes.append(read_index(index_file))  # names a missing file
-            index_bytes.append(index_file.stat().st_size)
-        else:
-            data = remote_index_json(str(remote), split)
-            indexes.append(parse_index(data, source=f"{remote} index.json"))
-            index_bytes.append(len(data))
+        found = _stream_index(stream, f"{path}: streams[{i}]", folder, split)
+        indexes.append(found.index)
+        index_bytes.append(found.nbytes)
         names.append(str(stream.get("name") or local or remote))
         remotes.append(None if remote is None else str(remote))
         weights.append(StreamWeights(**{k: stream[k] for k in ("proportion", "repeat", "choose")
                                         if stream.get(k) is not None}))
         mixed.append(ConfigStream(names[-1], None if remote else folder, remotes[-1], split,
                                   stream.get("proportion")))
+    if config.get("mix_unit") == "tokens" and any(s.get("format") == "parquet" for s in streams):
+        raise UserError(f"{path}: mix_unit: tokens is not predicted for a Parquet stream; "
+                        "plan it by samples")
     topology = _mapping(config.get("topology") or {}, f"{path}: topology", _TOPOLOGY_KEYS)
     world = World(num_nodes=int(topology.get("nodes", 1)),
                   ranks_per_node=int(topology.get("ranks_per_node", 1)),
@@ -103,6 +101,57 @@ def load_setup(path: Path) -> Setup:
     )
     run = {k: config[k] for k in _RUN_KEYS | _MIX_KEYS if k in config}
     return Setup(names, indexes, cfg, world, remotes, run, index_bytes)
+
+
+@dataclass(frozen=True)
+class _StreamIndex:
+    """A config stream's index, and the bytes of its index.json."""
+
+    index: DatasetIndex
+    nbytes: int
+
+
+def _stream_index(stream: dict, where: str, folder: Path, split: str) -> _StreamIndex:
+    """The index of config `stream` (named `where`): derived from the footers of its Parquet
+    files, read from its dataset `folder`, or fetched from its remote."""
+    from streaming.cli.parquet_location import footers_index_json
+    from streaming.format.index import parse_index, read_index
+    from streaming.storage.schemes import join
+
+    local, remote = stream.get("local", stream.get("path")), stream.get("remote")
+    index_file = folder / "index.json"
+    parquet = _parquet_columns(stream, where)
+    if parquet is not None:
+        location = str(folder) if not remote else join(str(remote), split) if split \
+            else str(remote)
+        data = footers_index_json(location, parquet.columns)
+        return _StreamIndex(parse_index(data, source=f"{location} (Parquet footers)"), len(data))
+    if (local and index_file.is_file()) or not remote:
+        return _StreamIndex(read_index(index_file), index_file.stat().st_size)  # names a missing
+    data = remote_index_json(str(remote), split)
+    return _StreamIndex(parse_index(data, source=f"{remote} index.json"), len(data))
+
+
+@dataclass(frozen=True)
+class _ParquetColumns:
+    """A config stream's `format: parquet`, with its `columns` (None: every column)."""
+
+    columns: list[str] | None
+
+
+def _parquet_columns(stream: dict, where: str) -> _ParquetColumns | None:
+    """The stream's Parquet projection when its `format` is parquet, None for MDS (UserError
+    naming `where` for any other format, or `columns` that are not a list of names or are
+    given to an MDS stream)."""
+    fmt = stream.get("format", "mds")
+    columns = stream.get("columns")
+    if fmt not in ("mds", "parquet"):
+        raise UserError(f"{where}: format must be mds or parquet, got {fmt!r}")
+    if columns is not None and (fmt != "parquet" or not isinstance(columns, list) or not columns
+                                or not all(isinstance(c, str) for c in columns)):
+        raise UserError(f"{where}: columns must be a list of column names, for a Parquet "
+                        f"stream (format: parquet); got {columns!r}")
+    return _ParquetColumns(columns) if fmt == "parquet" else None
 
 
 def remote_index_json(remote: str, split: str) -> bytes:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from streaming.dataset.scratch_shards import RawShard, scratch_shards
+from streaming.dataset.scratch_shards import ColumnShards, RawShard, column_shards, scratch_shards
 from streaming.errors import (
     DownloadTimeoutError,
     FormatError,
@@ -54,6 +54,8 @@ class LengthSource:
     raw_shard: RawShard
     fetch: Callable[[dict[str, Any], Path], None] | None = None
     scan_at_once: int = 1  # shards a header scan reads at once (each raw copy takes room)
+    # Parquet: the row groups holding only the given column's chunks (None: MDS)
+    column_shards: Callable[[str], ColumnShards] | None = None
 
 
 def recorded_spec(index: DatasetIndex) -> dict[str, Any] | None:
@@ -144,11 +146,15 @@ def _computed(source: LengthSource, column: str | None, fn: LengthFn | None) -> 
         raise PlanError(f"{source.index.source}: no column {column!r} to measure "
                         f"(columns: {codec.column_names})")
     counts = source.index.samples_per_shard
+    raw_shard, whole = source.raw_shard, True
+    if column is not None and fn is None and source.column_shards is not None:
+        narrowed = source.column_shards(column)
+        codec, raw_shard, whole = narrowed.codec, narrowed.raw, False
 
     def one(shard: int) -> np.ndarray:
-        with source.raw_shard(shard) as raw, open_shard(
+        with raw_shard(shard) as raw, open_shard(
                 raw, codec, expected_samples=int(counts[shard]),
-                expected_bytes=int(source.index.raw_bytes[shard])) as reader:
+                expected_bytes=int(source.index.raw_bytes[shard]) if whole else None) as reader:
             return shard_lengths(reader, column, fn)
 
     at_once = source.scan_at_once if fn is None else 1  # a user's function may not be reentrant
@@ -259,8 +265,11 @@ def stream_source(stream: Stream, index: DatasetIndex) -> LengthSource:
             stream.fetch(entry["basename"], dest, expected_size=entry.get("bytes"),
                          expected_hashes=entry.get("hashes") or None)
 
+    def narrowed(column: str) -> ColumnShards:
+        return column_shards(stream, index, column)
+
     return LengthSource(index, stream.local_dir, scratch_shards(stream, index), fetch,
-                        SCAN_AT_ONCE)
+                        SCAN_AT_ONCE, narrowed if stream.parquet is not None else None)
 
 
 def load_lengths(dataset: Any, column: str | None = None, *,

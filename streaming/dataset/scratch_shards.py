@@ -9,18 +9,22 @@ would fill the cache folder with the whole dataset, outside the cache's accounti
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+from streaming.errors import PlanError
 from streaming.format.compression import decompress_file
 from streaming.format.index import DatasetIndex
+from streaming.format.parquet_index import ParquetCodec
 from streaming.stream import Stream
 
 RawShard = Callable[[int], AbstractContextManager[Path]]
 
 
-def scratch_shards(stream: Stream, index: DatasetIndex) -> RawShard:
+def scratch_shards(stream: Stream, index: DatasetIndex, columns: Sequence[str] | None = None
+                   ) -> RawShard:
     """`raw(shard)`: a context giving shard `shard`'s raw file of `stream`, read in place when
     the stream's folder (or its filesystem remote) holds it, else a scratch copy fetched with
     the stream's own `fetch` (checked with its `validate_hash`) and removed on exit.
@@ -28,6 +32,7 @@ def scratch_shards(stream: Stream, index: DatasetIndex) -> RawShard:
     Args:
         stream: the stream.
         index: its index.
+        columns: of a Parquet stream, fetch only these columns' chunks (None: the stream's).
     """
 
     @contextmanager
@@ -42,7 +47,8 @@ def scratch_shards(stream: Stream, index: DatasetIndex) -> RawShard:
                 from streaming.cache.prepare.parquet_fetch import scratch_place
 
                 place = scratch_place(stream.local_dir, raw_name, Path(scratch))
-                yield stream.fetch(raw_name, place, expected_size=int(index.raw_bytes[shard]))
+                yield stream.fetch(raw_name, place, expected_size=int(index.raw_bytes[shard]),
+                                   **({"columns": columns} if columns else {}))
                 return
             if zip_name is None:
                 yield _fetched(stream, raw_name, Path(scratch, "raw"), int(index.raw_bytes[shard]),
@@ -55,6 +61,34 @@ def scratch_shards(stream: Stream, index: DatasetIndex) -> RawShard:
                                   expected_size=int(index.raw_bytes[shard]), durable=False)
 
     return raw
+
+
+@dataclass(frozen=True)
+class ColumnShards:
+    """A Parquet stream's row groups holding one column's chunks only (a lengths scan's).
+
+    Args:
+        codec: the stream's codec narrowed to the column.
+        raw: each row group's file, as `scratch_shards` gives them.
+    """
+
+    codec: ParquetCodec
+    raw: RawShard
+
+
+def column_shards(stream: Stream, index: DatasetIndex, column: str) -> ColumnShards:
+    """The row groups of Parquet `stream` holding only `column`'s chunks (PlanError when the
+    stream has no such column).
+
+    Args:
+        stream: a Parquet stream.
+        index: its index.
+        column: the column.
+    """
+    codec = index.codec()
+    if not isinstance(codec, ParquetCodec):
+        raise PlanError(f"{index.source}: not a Parquet stream's index")
+    return ColumnShards(codec.only(column), scratch_shards(stream, index, [column]))
 
 
 def _in_place(stream: Stream, name: str) -> Path | None:

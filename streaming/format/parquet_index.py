@@ -5,7 +5,8 @@ A row group's entry names its file (`file`), its number (`row_group`), the byte 
 projected column chunks (`ranges`), the cached copy of those bytes (`raw_data`: basename
 `<file>.rg<group>`, bytes = the ranges' total) and the footer it is decoded with (`footer`:
 basename `<file>.footer`, the file's size and a digest of its footer, so an entry changes
-whenever its file does).
+whenever its file does). Files on a filesystem are read in place: their entries name the folder
+they lie in (`in_place`), and the cache holds only an empty marker of each row group read.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.errors import ParquetSchemaError
+from streaming.errors import ParquetSchemaError, PlanError
 from streaming.format.index_entries import CheckedShard, check_file_entry, fail, is_count
 from streaming.format.parquet_footer import RowGroupSpan
 from streaming.format.rows import RowCodec
@@ -33,14 +34,25 @@ class ParquetCodec(RowCodec):
 
     Args:
         columns: column name -> kind, in the files' order.
+        in_place: the folder the files lie in when they are read there (a filesystem), else
+            None (their row groups' bytes are in the cache).
     """
 
     format = "parquet"
     by_span = False
 
-    def __init__(self, columns: Mapping[str, str]) -> None:
+    def __init__(self, columns: Mapping[str, str], in_place: str | None = None) -> None:
         self.column_names = list(columns)
         self.column_encodings = list(columns.values())
+        self.in_place = in_place
+
+
+    def only(self, column: str) -> ParquetCodec:
+        """This codec narrowed to `column` (PlanError when it has no such column)."""
+        if column not in self.column_names:
+            raise PlanError(f"no Parquet column {column!r} (columns: {self.column_names})")
+        return ParquetCodec({column: self.column_encodings[self.column_names.index(column)]},
+                            self.in_place)
 
 
 def group_basename(file: str, group: int) -> str:
@@ -118,12 +130,15 @@ def check_same_schema(files: Sequence[ParquetFile]) -> dict[str, str]:
     return first.columns
 
 
-def index_document(files: Sequence[ParquetFile], remote: str) -> dict[str, Any]:
+def index_document(files: Sequence[ParquetFile], remote: str, in_place: str | None = None
+                   ) -> dict[str, Any]:
     """The index.json document of a Parquet stream over `files` (in order).
 
     Args:
         files: the stream's files, their footers read.
         remote: where the files lie (recorded for people reading the index).
+        in_place: the absolute folder the files lie in when they are read there (a
+            filesystem), else None.
     """
     columns = check_same_schema(files)
     shards = []
@@ -137,7 +152,8 @@ def index_document(files: Sequence[ParquetFile], remote: str) -> dict[str, Any]:
                 "columns": columns, "ranges": [list(r) for r in group.ranges],
                 "raw_data": {"basename": group_basename(file.name, g), "bytes": group.nbytes,
                              "hashes": {}},
-                "zip_data": None, "compression": None, "hashes": [], "footer": footer})
+                "zip_data": None, "compression": None, "hashes": [], "footer": footer,
+                **({"in_place": in_place} if in_place is not None else {})})
     return {"version": 2, "shards": shards,
             "parquet": {"remote": remote, "files": len(files), "columns": columns}}
 
@@ -167,10 +183,13 @@ def check_parquet_shard(shard: Any, i: int, source: str, codecs: dict[tuple, Row
     columns = shard.get("columns")
     if not isinstance(columns, dict) or not all(isinstance(v, str) for v in columns.values()):
         raise fail(source, where, f"columns must map names to kinds, got {columns!r}")
-    key = tuple(columns.items())
+    in_place = shard.get("in_place")
+    if in_place is not None and not (isinstance(in_place, str) and in_place.startswith("/")):
+        raise fail(source, where, f"in_place must be an absolute folder, got {in_place!r}")
+    key = (tuple(columns.items()), in_place)
     codec = codecs.get(key)
     if codec is None:
-        codec = codecs[key] = ParquetCodec(columns)
+        codec = codecs[key] = ParquetCodec(columns, in_place)
     return CheckedShard(raw_name, raw_size, None, 0, codec)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from streaming.errors import ParquetFileError, PlanError
 from streaming.format.parquet_footer import (
+    RowGroupSpan,
     group_span,
     parse_footer,
     projected_leaves,
@@ -37,6 +38,7 @@ from streaming.format.parquet_index import (
 )
 from streaming.format.parquet_values import Column, column_lengths, decode_column, sample_dicts
 from streaming.format.shard import ShardLayout, ShardReader
+from streaming.util.confine import READING, confine
 
 DECODED_BYTES = 512 << 20  # decoded row groups a process keeps, by their Arrow size
 
@@ -172,7 +174,12 @@ def cached_footer(path: Path) -> CachedFooter:
     return found
 
 
-def _open_file(source: RangeFile, meta: Any) -> Any:
+def _one_chunk(column: Any) -> Any:
+    """A decoded table's column as one Arrow array (joined only when it came in several)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _open_file(source: RangeFile | str, meta: Any) -> Any:
     """A pyarrow ParquetFile over `source` with its footer given: no read-ahead past the
     cached ranges, and page checksums checked where the writer recorded them."""
     pq = pyarrow_parquet()
@@ -180,6 +187,16 @@ def _open_file(source: RangeFile, meta: Any) -> Any:
     if "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters:
         options["page_checksum_verification"] = True  # pyarrow >= 14
     return pq.ParquetFile(source, **options)
+
+
+@dataclass(frozen=True)
+class _FileVersion:
+    """What tells one version of a file on a filesystem from another read at another time."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
 
 
 class ParquetShardReader(ShardReader):
@@ -198,6 +215,7 @@ class ParquetShardReader(ShardReader):
         if named is None:
             raise ParquetFileError(f"{path}: not a cached Parquet row group's name")
         self.file, self.group = named
+        self.bytes_read = 0  # of the row group's ranges, by this reader's decode
         super().__init__(path, codec, **options)  # type: ignore[arg-type]
 
     def _corrupt(self, what: str) -> ParquetFileError:
@@ -221,38 +239,97 @@ class ParquetShardReader(ShardReader):
             _DECODED.put(self._key(), found, nbytes)
         return found
 
+    def decoded(self) -> bool:
+        """Whether this row group's columns are decoded in this process already."""
+        return _DECODED.get(self._key()) is not None
+
+    def decode(self) -> None:
+        """Decode this row group's columns now (kept for this process's reads)."""
+        self.columns()
+
     def _decode(self) -> tuple[list[Column], int]:
-        mapped = self._ensure_open()
-        footer = self.path.with_name(Path(self.file).name + FOOTER_SUFFIX)
-        try:
-            found = cached_footer(footer)
-        except FileNotFoundError:
-            raise self._corrupt(f"its footer {footer} is missing") from None
-        size, meta = found.size, found.meta
-        names = self.codec.column_names
+        footer = self._footer()
+        names, meta = self.codec.column_names, footer.meta
         if not 0 <= self.group < meta.num_row_groups:
             raise self._corrupt(f"the footer has {meta.num_row_groups} row groups")
-        schema = meta.schema.to_arrow_schema()
-        span = group_span(meta, self.group, projected_leaves(schema, names), self.file)
-        held = os.path.getsize(self.path)
-        if span.nbytes != held:
-            raise self._corrupt(f"holds {held} bytes, its footer gives {span.nbytes}")
-        data = memoryview(mapped)[:span.nbytes] if span.nbytes else b""
-        source = RangeFile(data, span.ranges, size)
+        span = group_span(meta, self.group, projected_leaves(meta.schema.to_arrow_schema(),
+                                                             names), self.file)
         try:
-            table = _open_file(source, meta).read_row_group(self.group, columns=names)
+            if self.codec.in_place is not None:
+                table = self._read_in_place(footer, names)
+            else:
+                table = self._read_cached(footer, span, names)
             if table.num_rows != span.rows or table.num_rows != len(self):
                 raise self._corrupt(f"decoded {table.num_rows} rows, expected {len(self)}")
-            table = table.combine_chunks()
-            columns = [decode_column(table.column(name).chunk(0) if table.num_rows
-                                     else table.column(name).combine_chunks(), kind)
+            columns = [decode_column(_one_chunk(table.column(name)), kind)
                        for name, kind in zip(names, self.codec.column_encodings)]
         except ParquetFileError:
             raise
         except (OSError, ValueError, TypeError, IndexError) as exc:
             raise self._corrupt(f"does not decode (truncated or corrupt row group): "
                                 f"{type(exc).__name__}: {exc}") from None
+        self.bytes_read = span.nbytes
         return columns, int(table.nbytes)
+
+    def _footer(self) -> CachedFooter:
+        footer = self.path.with_name(Path(self.file).name + FOOTER_SUFFIX)
+        try:
+            return cached_footer(footer)
+        except FileNotFoundError:
+            raise self._corrupt(f"its footer {footer} is missing") from None
+
+    def _read_cached(self, footer: CachedFooter, span: RowGroupSpan, names: list[str]) -> Any:
+        """The row group decoded from its cached ranges."""
+        mapped = self._ensure_open()
+        held = os.path.getsize(self.path)
+        if span.nbytes != held:
+            raise self._corrupt(f"holds {held} bytes, its footer gives {span.nbytes}")
+        data = memoryview(mapped)[:span.nbytes] if span.nbytes else b""
+        source = RangeFile(data, span.ranges, footer.size)
+        return _open_file(source, footer.meta).read_row_group(self.group, columns=names,
+                                                              use_threads=False)
+
+    def _read_in_place(self, footer: CachedFooter, names: list[str]) -> Any:
+        """The row group decoded from the Parquet file itself (a filesystem source), which
+        must still be the file indexed (its size, modification time and footer) before and
+        after the read."""
+        root = self.codec.in_place or ""
+        path = confine(root, Path(root) / self.file, spared=READING)
+        before = self._same_file(path, footer)
+        table = _open_file(str(path), footer.meta).read_row_group(self.group, columns=names,
+                                                                  use_threads=False)
+        if self._same_file(path, footer, check_tail=False) != before:
+            raise ParquetFileError(f"{self.file} row group {self.group}: {path} was replaced "
+                                   "while it was read; restart to index it again")
+        return table
+
+    def _same_file(self, path: Path, footer: CachedFooter, check_tail: bool = True
+                   ) -> _FileVersion:
+        """The version of the file at `path`, once it is the file indexed: ParquetFileError
+        naming it and the row group otherwise."""
+        where = f"{self.file} row group {self.group}: {path}"
+        try:
+            with open(path, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                tail = (os.pread(handle.fileno(), len(footer.tail), info.st_size -
+                                 len(footer.tail)) if check_tail and
+                        info.st_size >= len(footer.tail) else footer.tail)
+        except FileNotFoundError:
+            raise ParquetFileError(f"{where} is gone since its footer was read") from None
+        changed = ("size" if info.st_size != footer.size else
+                   "modification time" if footer.mtime_ns and
+                   info.st_mtime_ns != footer.mtime_ns else
+                   "footer" if tail != footer.tail else None)
+        if changed:
+            raise ParquetFileError(f"{where} changed since its footer was read (now another "
+                                   f"{changed}); restart to index it again")
+        return _FileVersion(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def drain_bytes_read(self) -> int:
+        """Bytes of the row group this reader decoded from disk since last asked (its ranges,
+        once per decode)."""
+        nbytes, self.bytes_read = self.bytes_read, 0
+        return nbytes
 
     def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError("Parquet rows are not byte spans; use get_many")

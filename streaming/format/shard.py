@@ -220,6 +220,20 @@ class ShardReader:
             self._fd = fd
         return self._fd
 
+    def decoded(self) -> bool:
+        """Whether reading rows needs no decode of the whole shard first (always, for an MDS
+        shard: its rows are decoded as they are read)."""
+        return True
+
+    def decode(self) -> None:
+        """Decode the whole shard now, where reading its rows needs that first (nothing to do
+        for an MDS shard)."""
+
+    def drain_bytes_read(self) -> int:
+        """Bytes this reader read from disk outside the chunk reads' positional copies since
+        last asked (none for an MDS shard: its rows are copied as byte spans)."""
+        return 0
+
     def get_columns(self, rows: np.ndarray, *, copy: bool = False) -> list[Sequence[Any]]:
         """Decode many samples at once, column by column (codec column order): the batch path.
 

@@ -34,7 +34,11 @@ from streaming.format.shard import (
 from streaming.read.open_shards import MIN_CAPACITY, default_capacity
 from streaming.read.shard_rows import ReadTally, ShardRows
 from streaming.read.shard_source import FileOpener, acquire_open
+from streaming.util.at_once import map_at_once
 
+# Shards of one chunk decoded at once before its rows are taken (Parquet row groups: the
+# decoder releases the GIL).
+DECODES_AT_ONCE = max(2, min(4, os.cpu_count() or 1))
 LAYOUT_BYTES = 64 << 20  # offsets of pinned shards remembered per pass (LRU beyond that)
 
 
@@ -59,9 +63,21 @@ class ReadChunk:
 
 @dataclass(frozen=True)
 class DecodedChunk:
-    """A chunk over shards of different schemas, decoded shard by shard while it was read."""
+    """A chunk decoded shard by shard while it was read: over shards of different schemas, its
+    samples; over shards of one schema whose rows are not byte spans (Parquet row groups), its
+    columns, one list per name, with no dict per sample.
 
-    samples: list[Any]
+    Args:
+        samples: the samples in plan order (None: see `columns`).
+        columns: with one schema, each column's values in plan order.
+        names: the columns' names.
+        nbytes: the bytes the shards' decodes read from disk for this chunk.
+    """
+
+    samples: list[Any] | None
+    columns: list[list[Any]] | None = None
+    names: list[str] | None = None
+    nbytes: int = 0
 
 
 Fetched = ReadChunk | DecodedChunk
@@ -74,12 +90,14 @@ def by_span(codec: SampleCodec | RowCodec) -> bool:
 
 
 def tally_chunk(tally: ReadTally, fetched: Fetched) -> None:
-    """Count one fetched chunk in `tally` (a chunk of mixed schemas counts its rows only: its
-    shards were decoded as they were read)."""
+    """Count one fetched chunk in `tally` (a chunk decoded shard by shard counts the bytes its
+    decodes read: a Parquet row group's column chunks once, an MDS shard's none)."""
     if isinstance(fetched, ReadChunk):
         tally.add(int((fetched.hi - fetched.lo).sum()), len(fetched.rows))
+    elif fetched.columns is not None:
+        tally.add(fetched.nbytes, len(fetched.columns[0]) if fetched.columns else 0)
     else:
-        tally.add(0, len(fetched.samples))
+        tally.add(fetched.nbytes, len(fetched.samples or ()))
 
 
 class PassReaders:
@@ -213,7 +231,8 @@ def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
     opened = [readers.reader(shard) for shard in listed]
     codec = opened[0].codec
     if any(reader.codec != codec for reader in opened) or not by_span(codec):
-        return DecodedChunk(_read_by_shard(uniq, which, rows, readers))
+        same = all(reader.codec == codec for reader in opened)
+        return _decoded(uniq, which, rows, readers, codec if same else None, nowait)
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for k, reader in enumerate(opened):
         part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
@@ -237,7 +256,8 @@ def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, reader
         if codec is None:
             codec = reader.codec
         if reader.codec != codec or not by_span(codec):
-            return DecodedChunk(_read_by_shard(uniq, which, rows, readers))
+            same = all(readers.reader(other).codec == codec for other in listed)
+            return _decoded(uniq, which, rows, readers, codec if same else None, nowait)
         starts[parts[k]], ends[parts[k]] = reader.spans(rows[parts[k]])
     places = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(ends - starts, out=places[1:])
@@ -278,7 +298,8 @@ def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers
         layouts.append(readers.layout(shard))
     codec = layouts[0].codec
     if any(layout.codec != codec for layout in layouts) or not by_span(codec):
-        return DecodedChunk(_read_by_shard(uniq, which, rows, readers))
+        same = all(layout.codec == codec for layout in layouts)
+        return _decoded(uniq, which, rows, readers, codec if same else None, nowait)
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for layout, part in zip(layouts, parts):
         starts[part], ends[part] = layout.spans(rows[part])
@@ -306,7 +327,11 @@ def decode(fetched: Fetched, columns: bool, views: bool = False) -> list[Any]:
     """Decode a fetched chunk into samples or columns (a corrupt row raises its shard's error,
     when the shards are still open); `views` as in `SampleCodec.decode_columns`."""
     if isinstance(fetched, DecodedChunk):
-        samples = fetched.samples
+        if fetched.columns is not None:
+            if columns:
+                return fetched.columns
+            return [dict(zip(fetched.names or (), values)) for values in zip(*fetched.columns)]
+        samples = fetched.samples or []
         return [[s[name] for s in samples] for name in samples[0]] if columns else samples
     codec = fetched.codec
     try:
@@ -321,12 +346,45 @@ def decode(fetched: Fetched, columns: bool, views: bool = False) -> list[Any]:
     return values if columns else samples_of(codec.column_names, values)
 
 
+def _decoded(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,
+             codec: SampleCodec | RowCodec | None, nowait: bool = False) -> DecodedChunk:
+    """One chunk decoded shard by shard: its columns when every shard has schema `codec`, else
+    (None: schemas differ) its samples. With `nowait`, NotOpen unless every shard is open and
+    already decoded in this process (a decode, such as a Parquet row group's, then runs on the
+    reader thread while the chunk before is consumed)."""
+    if nowait and not all(readers.kept(shard) and readers.reader(shard).decoded()
+                          for shard in uniq.tolist()):
+        raise NotOpen("a shard of this chunk is not decoded yet")
+    ahead = [readers.reader(shard) for shard in uniq.tolist() if readers.kept(shard)]
+    map_at_once(lambda reader: reader.decode(), [r for r in ahead if not r.decoded()],
+                DECODES_AT_ONCE, name="streaming-decode")
+    if codec is None:
+        return _read_by_shard(uniq, which, rows, readers)
+    names = list(codec.column_names)
+    parts = _groups(which, len(uniq))
+    out: list[list[Any]] = [[None] * len(rows) for _ in names]
+    nbytes = 0
+    for shard, part in zip(uniq.tolist(), parts):
+        with readers.lend(shard) as reader:
+            values = reader.get_columns(rows[part], copy=True)
+            nbytes += reader.drain_bytes_read()
+        if len(parts) == 1:
+            return DecodedChunk(None, [list(column) for column in values], names, nbytes)
+        places = part.tolist()
+        for column, got in zip(out, values):
+            for k, value in zip(places, got):
+                column[k] = value
+    return DecodedChunk(None, out, names, nbytes)
+
+
 def _read_by_shard(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders
-                   ) -> list[Any]:
+                   ) -> DecodedChunk:
     """One chunk in plan order, decoded shard by shard (shards with different schemas)."""
     out: list[Any] = [None] * len(rows)
+    nbytes = 0
     for shard, part in zip(uniq.tolist(), _groups(which, len(uniq))):
         with readers.lend(shard) as reader:
             for k, value in zip(part.tolist(), reader.get_many(rows[part], copy=True)):
                 out[k] = value
-    return out
+            nbytes += reader.drain_bytes_read()
+    return DecodedChunk(out, nbytes=nbytes)

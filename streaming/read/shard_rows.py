@@ -25,8 +25,8 @@ class ReadTally:
     """What this process's chunk reads copied out of shards on local disk so far.
 
     Args:
-        bytes_read: the raw bytes of the rows read (a chunk of mixed schemas adds none: its
-            shards were decoded as they were read).
+        bytes_read: the raw bytes of the rows read (a chunk decoded shard by shard adds the
+            bytes its decodes read: a Parquet row group's column chunks, once per decode).
         rows: the rows read.
         sink: also told every count (None: nobody).
     """

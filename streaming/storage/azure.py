@@ -295,6 +295,11 @@ class AzureBackend(Backend):
         with self._translated(prefix):
             return sorted(self._container.list_blob_names(name_starts_with=prefix or None))
 
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        with self._translated(prefix):
+            blobs = self._container.list_blobs(name_starts_with=prefix or None)
+            return dict(sorted((blob.name, int(blob.size)) for blob in blobs))
+
     def delete(self, path: str) -> None:
         from azure.core.exceptions import ResourceNotFoundError
 

@@ -108,6 +108,12 @@ class Backend(abc.ABC):
     def list(self, prefix: str) -> list[str]:
         """Sorted paths of every object whose path starts with `prefix`."""
 
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        """The byte size of every object whose path starts with `prefix`, by path, in path
+        order. Stores whose listing carries sizes answer from it; this default asks each
+        object's size after listing."""
+        return {path: self.size(path) for path in self.list(prefix)}
+
     @abc.abstractmethod
     def delete(self, path: str) -> None:
         """Remove the object; a missing object is not an error (like S3)."""

@@ -222,6 +222,13 @@ class GCSBackend(Backend):
             )
             return sorted(blob.name for blob in blobs)
 
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        with self._translated(prefix):
+            blobs = _get_clients().storage.list_blobs(
+                self.bucket, prefix=prefix, timeout=self._timeout, retry=None
+            )
+            return dict(sorted((blob.name, int(blob.size)) for blob in blobs))
+
     def delete(self, path: str) -> None:
         from google.api_core import exceptions as gx
 

@@ -201,6 +201,14 @@ class S3Backend(Backend):
                 keys.extend(item["Key"] for item in page.get("Contents", ()))
         return sorted(keys)
 
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        with self._translated(prefix):
+            pages = self.client.get_paginator("list_objects_v2")
+            for page in pages.paginate(Bucket=self.bucket, Prefix=prefix):
+                sizes.update((item["Key"], int(item["Size"])) for item in page.get("Contents", ()))
+        return dict(sorted(sizes.items()))
+
     def delete(self, path: str) -> None:
         with self._translated(path):
             self.client.delete_object(Bucket=self.bucket, Key=path)

@@ -47,7 +47,7 @@ def test_write_operations(store_env, tmp_path):
     backend, root = backend_for(store_env.url(space, "w"))
     if not store_env.writable:
         for call in (lambda: backend.put(root + "/x", b"x"), lambda: backend.list(root),
-                     lambda: backend.delete(root + "/x")):
+                     lambda: backend.list_sizes(root), lambda: backend.delete(root + "/x")):
             with pytest.raises(UnsupportedFeatureError, match="read-only"):
                 call()
         with pytest.raises(UnsupportedFeatureError, match="read-only"):  # before any shard
@@ -58,6 +58,7 @@ def test_write_operations(store_env, tmp_path):
     backend.put("wx/d", b"other")
     assert backend.list(f"{root}/") == [f"{root}/a", f"{root}/b/c"]
     assert backend.list(root) == [f"{root}/a", f"{root}/b/c", "wx/d"]
+    assert backend.list_sizes(f"{root}/") == {f"{root}/a": 5, f"{root}/b/c": 6}
     big = os.urandom(9 << 20)  # above GCS's single-request and a resumable upload's chunk
     (tmp_path / "big").write_bytes(big)
     upload(tmp_path / "big", store_env.url(space, "w/big"))

@@ -13,7 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming import StreamingDataset
+from streaming.cache.prepare.parquet_footers import read_footer
 from streaming.errors import ParquetFileError, ParquetSchemaError
+from streaming.storage.local_folder import LocalBackend
+from streaming.storage.retry import RetryPolicy
 from streaming.stream import Stream
 from tests.parquet._corpus import check_sample, table, write_files
 
@@ -156,3 +159,49 @@ def test_a_local_file_changed_in_place_with_the_same_footer_is_refused(tmp_path:
     with pytest.raises(ParquetFileError, match=r"a\.parquet row group 1.*modification time"):
         ds[99]
     assert _dataset(folder, tmp_path / "c")[99]["id"] == 7777  # a new start reads the new file
+
+
+@pytest.mark.parametrize("delta", [-40, 0, 40])
+def test_a_file_whose_listed_size_is_stale_is_read_at_its_size(tmp_path: Path, delta: int
+                                                               ) -> None:
+    """A file replaced between the listing and its footer's read (another size than listed):
+    its footer is read again at the size the store gives now, never parsed from wrong bytes."""
+    path = tmp_path / "a.parquet"
+    pq.write_table(table(0, 120), path, row_group_size=50)
+    size = path.stat().st_size
+    found = read_footer(LocalBackend(), str(path), "a.parquet", None,
+                        RetryPolicy(attempts=1), listed_size=size + delta)
+    assert found.size == size
+    assert [group.rows for group in found.groups] == [50, 50, 20]
+
+
+def test_a_corrupt_cached_footer_is_read_again_at_the_next_start(corpus: Path, tmp_path: Path
+                                                                 ) -> None:
+    """The copy of a footer kept in the cache folder is damaged between two runs: the next
+    start reads that file's footer again from the file itself and serves every row."""
+    assert sorted(check_sample(s) for s in _dataset(corpus, tmp_path / "c")) == list(range(400))
+    cached = tmp_path / "c" / "part-001.parquet.footer"
+    good = cached.read_bytes()
+    cached.write_bytes(good[:16] + b"not a footer" * 8)
+    assert sorted(check_sample(s) for s in _dataset(corpus, tmp_path / "c")) == list(range(400))
+    assert cached.read_bytes() == good
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_a_cached_footer_damaged_mid_run_is_read_again(corpus: Path, tmp_path: Path,
+                                                       changed: bool) -> None:
+    """The cached copy of a footer is damaged before its row groups are fetched: the footer is
+    read again from the file and the rows served; if the file changed as well, the error
+    names it."""
+    ds = _dataset(corpus, tmp_path / "c")
+    check_sample(ds[0])
+    cached = tmp_path / "c" / "part-001.parquet.footer"
+    good = cached.read_bytes()
+    cached.write_bytes(good[:16] + b"not a footer" * 8)
+    if changed:
+        pq.write_table(table(1000, 200), corpus / "part-001.parquet", row_group_size=40)
+        with pytest.raises(ParquetFileError, match=r"part-001\.parquet: its footer changed"):
+            ds[250]
+    else:
+        assert check_sample(ds[250]) == 250
+        assert cached.read_bytes() == good

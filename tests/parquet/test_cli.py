@@ -72,3 +72,40 @@ def test_plan_predicts_the_egress_of_a_parquet_stream(corpus: Path, tmp_path: Pa
     list(ds)
     fetched = sum(p.stat().st_size for p in cache.glob("*.rg*"))
     assert predicted == fetched == int(ds.catalog.facts.raw_bytes.sum())
+
+
+def test_plan_reads_a_parquet_stream_from_its_footers(corpus: Path, tmp_path: Path,
+                                                      capsys) -> None:
+    """A config stream with `format: parquet` and `columns` is indexed from the files' footers
+    (nothing cached where the config lies), and its predicted egress is the projected column
+    chunks an epoch then fetches from the same files."""
+    from streaming import StreamingDataset
+    from streaming.stream import Stream
+
+    config = tmp_path / "plan.yaml"
+    config.write_text(f"streams:\n  - remote: {corpus}\n    format: parquet\n"
+                      "    columns: [id, tokens]\nbatch_size: 8\n")
+    assert cli_main(["plan", str(config), "--epochs", "1", "--json"]) == 0
+    predicted = json.loads(capsys.readouterr().out)["egress_bytes"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.yaml", "pq"]
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c", format="parquet",
+                                          columns=["id", "tokens"])], batch_size=8)
+    list(ds)
+    everything = int(ds.catalog.facts.raw_bytes.sum())
+    assert predicted == everything > 0
+    config.write_text(f"streams:\n  - remote: {corpus}\n    format: parquet\nbatch_size: 8\n")
+    assert cli_main(["plan", str(config), "--epochs", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["egress_bytes"] > predicted  # every column
+
+
+@pytest.mark.parametrize(("stream", "why"), [
+    ("format: arrow", "format must be mds or parquet"),
+    ("columns: [id]", "columns must be a list of column names, for a Parquet stream"),
+    ("format: parquet\n    columns: id", "columns must be a list of column names"),
+])
+def test_plan_refuses_a_bad_format_or_columns(corpus: Path, tmp_path: Path, capsys,
+                                              stream: str, why: str) -> None:
+    config = tmp_path / "plan.yaml"
+    config.write_text(f"streams:\n  - remote: {corpus}\n    {stream}\nbatch_size: 8\n")
+    assert cli_main(["plan", str(config), "--json"]) != 0
+    assert why in capsys.readouterr().err

@@ -4,6 +4,8 @@ its columns' chunks; an unrepresentable column is refused at construction, by na
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming import StreamingDataset
-from streaming.errors import ParquetSchemaError, PlanError
+from streaming.errors import ParquetFileError, ParquetSchemaError, PlanError
+from streaming.format.parquet_shard import ParquetShardReader
 from streaming.stream import Stream
 from tests.parquet._corpus import check_sample, write_files
 
@@ -58,6 +61,27 @@ def test_the_files_are_not_copied_whole(corpus: Path, tmp_path: Path) -> None:
     whole = sum(p.stat().st_size for p in corpus.iterdir())
     assert held < whole
     assert all(p.stat().st_size < (corpus / "part-000.parquet").stat().st_size / 3 for p in groups)
+
+
+def test_a_local_file_is_read_in_place(corpus: Path, tmp_path: Path) -> None:
+    """A file on a filesystem is decoded where it lies: the cache holds an empty marker per
+    row group read (no block written), and the rows are those of the file."""
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c", format="parquet")],
+                          batch_size=8, shuffle=True)
+    assert _ids(ds) == list(range(900))
+    markers = sorted((tmp_path / "c").glob("*.rg*"))
+    assert len(markers) == 15
+    assert all(p.stat().st_blocks == 0 for p in markers)
+    assert "in_place" in (tmp_path / "c" / "index.json").read_text()
+
+
+def test_a_local_file_removed_mid_run_is_named(corpus: Path, tmp_path: Path) -> None:
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c", format="parquet",
+                                          download_retry=0)], batch_size=8)
+    check_sample(ds[0])
+    (corpus / "part-001.parquet").unlink()
+    with pytest.raises(ParquetFileError, match=r"part-001\.parquet row group \d.*gone"):
+        ds[400]
 
 
 def test_a_projection_fetches_only_its_columns(corpus: Path, tmp_path: Path) -> None:
@@ -140,3 +164,29 @@ def test_samples_do_not_share_mutable_values(corpus: Path, tmp_path: Path) -> No
     with pytest.raises(ValueError, match="read-only"):
         first["tokens"][0] = -1
     check_sample(ds[5])
+
+
+def test_a_chunks_row_groups_are_decoded_at_once(corpus: Path, tmp_path: Path,
+                                                 monkeypatch) -> None:
+    """A shuffled chunk spans many row groups: they are decoded on several threads at once
+    (the decoder releases the GIL), not one after another in the reading thread."""
+    active, most, lock = [0], [0], threading.Lock()
+    decode = ParquetShardReader._decode
+
+    def watched(reader: ParquetShardReader):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            time.sleep(0.1)
+            return decode(reader)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(ParquetShardReader, "_decode", watched)
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c", format="parquet")],
+                          batch_size=8, shuffle=True, shuffle_seed=5)
+    assert sorted(int(i) for batch in ds.iter_batches(8) for i in batch["id"]) \
+        == list(range(900))
+    assert most[0] >= 2

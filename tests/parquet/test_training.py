@@ -159,6 +159,17 @@ def test_loader_metrics_count_a_parquet_stream(corpus: Path, tmp_path: Path) -> 
     assert metrics["cache/bytes_downloaded"] >= sum(p.stat().st_size for p in groups)
 
 
+def test_disk_bytes_read_counts_the_row_groups_decoded(corpus: Path, tmp_path: Path) -> None:
+    """Every row group is decoded at least once, by some worker: the bytes its column chunks
+    hold are counted as read from disk."""
+    ds = StreamingDataset(streams=[parquet(corpus, tmp_path / "c", columns=["id"])],
+                          batch_size=10, shuffle=True)
+    loader = StreamingDataLoader(ds, batch_size=10, num_workers=2, collate_fn=ids_of)
+    assert sorted(i for batch in loader for i in batch) == list(range(ROWS))
+    groups = sorted((tmp_path / "c").glob("*.rg*"))
+    assert loader.metrics()["disk/bytes_read"] >= sum(p.stat().st_size for p in groups) > 0
+
+
 def test_a_dataset_wide_validate_hash_leaves_the_parquet_stream_alone(corpus: Path,
                                                                       tmp_path: Path) -> None:
     mds = write_ids(tmp_path / "mds", 100, start=10_000, hashes=["xxh64"])

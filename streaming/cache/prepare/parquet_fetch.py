@@ -1,7 +1,9 @@
 """A Parquet stream's transfers: its index (built from footers, once per node, see
 `parquet_footers`) and each row group fetched into the cache with ranged GETs of the projected
 column chunks, then checked against the file's footer as it was indexed, so a file replaced
-mid-run is refused by name instead of mixing old and new bytes."""
+mid-run is refused by name instead of mixing old and new bytes. A file on a filesystem is not
+copied: its row group gets an empty marker in the cache and is decoded from the file itself
+(`ParquetShardReader`)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,21 @@ from streaming.cache.prepare.parquet_footers import (
     ParquetSelection,
     build_index,
     modified_ns,
+    read_footer,
     under,
+    write_footer,
 )
 from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
 from streaming.format.parquet_footer import group_span, projected_leaves
-from streaming.format.parquet_index import footer_basename, split_group_name
+from streaming.format.parquet_index import (
+    ParquetFile,
+    footer_basename,
+    footer_digest,
+    split_group_name,
+)
 from streaming.format.parquet_shard import CachedFooter, cached_footer
 from streaming.storage.backend import Backend
+from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
 from streaming.storage.transfer import timed_backend, transfer_policy
 from streaming.util.at_once import map_at_once
@@ -78,19 +88,23 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
     if named is None:
         raise ParquetFileError(f"{basename}: not a Parquet row group of this stream")
     file, group = named
+    backend, root = timed_backend(base, timeout)
+    policy = transfer_policy(timeout, retry, 0.25, base)
     try:
         footer = cached_footer(folder / footer_basename(file))
-    except (OSError, ValueError) as exc:
-        raise ParquetFileError(f"{file}: its cached footer is unreadable ({exc})") from None
+    except (OSError, ValueError, ParquetFileError):  # damaged in the cache: read it again
+        footer = _footer_again(folder, basename, read_footer(backend, under(root, file), file,
+                                                             columns, policy))
     schema = footer.meta.schema.to_arrow_schema()
     names = list(columns) if columns is not None else [field.name for field in schema]
     span = group_span(footer.meta, group, projected_leaves(schema, names), file)
     if expected_size is not None and span.nbytes != expected_size:
         raise ParquetFileError(f"{file} row group {group}: its footer gives {span.nbytes} bytes, "
                                f"the index {expected_size} (the footer changed)")
-    backend, root = timed_backend(base, timeout)
-    got = _GroupGet(backend, under(root, file), f"{file} row group {group}",
-                    footer, transfer_policy(timeout, retry, 0.25, base))
+    if isinstance(backend, LocalBackend):
+        return _mark_in_place(backend.url(under(root, file)), under(root, file),
+                              f"{file} row group {group}", footer, dest, span.nbytes)
+    got = _GroupGet(backend, under(root, file), f"{file} row group {group}", footer, policy)
     ranges = span.ranges
     if len(ranges) == 1:  # one GET, with the file's end when the footer follows closely
         pieces = [got.range(*ranges[0], with_tail=got.tail_follows(ranges[0][1]))]
@@ -108,6 +122,39 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
             os.close(fd)
         if not got.checked:
             got.same_file()
+    return dest
+
+
+def _footer_again(folder: Path, basename: str, read: ParquetFile) -> CachedFooter:
+    """The footer of row group `basename`'s file as read again from the store, kept in cache
+    `folder` in place of a damaged copy, once its digest is the one the index recorded
+    (ParquetFileError naming the file otherwise: it changed since it was indexed)."""
+    import json
+
+    shards = json.loads((folder / "index.json").read_bytes())["shards"]
+    indexed = next((shard["footer"]["digest"] for shard in shards
+                    if shard["raw_data"]["basename"] == basename), None)
+    if indexed != footer_digest(read.tail):
+        raise ParquetFileError(f"{read.name}: its footer changed since it was indexed (the "
+                               "cached copy was damaged too); restart to index it again")
+    return cached_footer(write_footer(folder, read))
+
+
+def _mark_in_place(url: str, path: str, where: str, footer: CachedFooter, dest: Path,
+                   nbytes: int) -> Path:
+    """The cache's marker of a row group read in place from file `path`: a sparse file of the
+    row group's `nbytes` (no block written), once the file still has its indexed size and
+    modification time (ParquetFileError naming `where` otherwise)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ParquetFileError(f"{where}: {url} is gone since its footer was read") from None
+    if info.st_size != footer.size or (footer.mtime_ns and info.st_mtime_ns != footer.mtime_ns):
+        raise ParquetFileError(f"{where}: {url} changed since its footer was read (now another "
+                               f"{'size' if info.st_size != footer.size else 'modification time'}"
+                               "); restart to index it again")
+    with staged_file(dest) as tmp, open(tmp, "wb") as out:
+        out.truncate(nbytes)  # sparse: no block written
     return dest
 
 

@@ -109,8 +109,11 @@ def under(root: str, name: str) -> str:
     return f"{root}/{name}" if root else name
 
 
-def listed_files(selection: ParquetSelection, backend: Backend, root: str) -> list[str]:
-    """The selected files' names under `root` (the backend's path of `selection.base`), sorted.
+def listed_files(selection: ParquetSelection, backend: Backend, root: str
+                 ) -> dict[str, int | None]:
+    """The selected files' names under `root` (the backend's path of `selection.base`), sorted,
+    with their sizes as the listing gave them (one LIST request per 1,000 keys on S3; None for
+    a list of files, which is not listed).
 
     Args:
         selection: which files.
@@ -118,24 +121,26 @@ def listed_files(selection: ParquetSelection, backend: Backend, root: str) -> li
         root: `selection.base` as the backend's path.
     """
     if selection.files is not None:
-        return list(selection.files)
+        return dict.fromkeys(selection.files)
     prefix = under(root, "")
     try:
-        paths = backend.list(prefix)
+        sizes = backend.list_sizes(prefix)
     except StorageError as exc:
         raise StorageError(f"{backend.url(prefix)}: cannot list the Parquet files ({exc}); "
                            "give the stream a list of files instead") from exc
-    names = [path[len(prefix):] for path in paths if path.startswith(prefix)]
+    named = {path[len(prefix):]: size for path, size in sizes.items() if path.startswith(prefix)}
     if selection.pattern is not None:
-        return sorted(n for n in names if fnmatch.fnmatchcase(n, selection.pattern))
-    return sorted(n for n in names if n.endswith(PARQUET_SUFFIXES)
-                  and not any(part.startswith((".", "_")) for part in n.split("/")))
+        return {n: named[n] for n in sorted(named) if fnmatch.fnmatchcase(n, selection.pattern)}
+    return {n: named[n] for n in sorted(named) if n.endswith(PARQUET_SUFFIXES)
+            and not any(part.startswith((".", "_")) for part in n.split("/"))}
 
 
 def read_footer(backend: Backend, path: str, name: str, columns: Sequence[str] | None,
-                policy: RetryPolicy) -> ParquetFile:
+                policy: RetryPolicy, listed_size: int | None = None) -> ParquetFile:
     """One file's footer, read with ranged GETs (the last `TAIL_GUESS` bytes, then the rest of
-    a larger footer), into its row groups and columns.
+    a larger footer), into its row groups and columns. With the size the listing gave, no
+    request asks for it; a file that no longer has that size (replaced since the listing) is
+    read again at its size asked anew.
 
     Args:
         backend: the store holding it.
@@ -143,9 +148,22 @@ def read_footer(backend: Backend, path: str, name: str, columns: Sequence[str] |
         name: its name in the stream (for messages and the index).
         columns: the projection (None: every column).
         policy: retries and deadlines of each request.
+        listed_size: its size as listed (None: ask the store).
     """
     mtime_ns = modified_ns(backend, path)
+    if listed_size is not None:
+        try:
+            return _read_footer_at(backend, path, name, columns, policy, listed_size, mtime_ns)
+        except (ParquetFileError, StorageError):
+            log.info("%s: not as listed (%d bytes); reading it again", name, listed_size)
     size = policy.run(backend.url(path), lambda deadline: backend.size(path))
+    return _read_footer_at(backend, path, name, columns, policy, size, mtime_ns)
+
+
+def _read_footer_at(backend: Backend, path: str, name: str, columns: Sequence[str] | None,
+                    policy: RetryPolicy, size: int, mtime_ns: int) -> ParquetFile:
+    """`read_footer` of a file of `size` bytes: ParquetFileError when its end is no footer,
+    StorageError when fewer bytes arrive (the file is shorter)."""
     if size == 0:
         footer_length(b"", 0, name)  # raises: an empty file
     start = max(0, size - TAIL_GUESS)
@@ -197,27 +215,41 @@ def build_index(selection: ParquetSelection, backend: Backend, root: str,
     """
     import json
 
-    names = listed_files(selection, backend, root)
+    listed = listed_files(selection, backend, root)
+    names = list(listed)
     if not names:
         raise ParquetFileError(f"{backend.url(root)}: no Parquet files found"
                                + (f" matching {selection.pattern!r}" if selection.pattern
                                   else ""))
 
     def one(name: str) -> ParquetFile:
-        return read_footer(backend, under(root, name), name, columns, policy)
+        return read_footer(backend, under(root, name), name, columns, policy, listed[name])
 
     files = _in_order(one, names, threads)
     for file in files:
-        target = folder / footer_basename(file.name)
-        confine(folder, target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(target, durable=False) as handle:
-            write_sliced(handle, footer_file_bytes(file.size, file.tail, file.mtime_ns))
+        write_footer(folder, file)
     _warn_large_groups(files)
-    document = index_document(files, selection.key())
+    in_place = os.path.abspath(root) if isinstance(backend, LocalBackend) else None
+    document = index_document(files, selection.key(), in_place)
     log.info("%s: %d Parquet files, %d row groups, index from their footers",
              selection.base, len(files), len(document["shards"]))
     return json.dumps(document).encode()
+
+
+def write_footer(folder: Path, file: ParquetFile) -> Path:
+    """Keep `file`'s footer in the stream's cache folder `folder` (`<file>.footer`, replaced
+    whole); returns its path.
+
+    Args:
+        folder: the stream's cache folder.
+        file: the file, its footer read.
+    """
+    target = folder / footer_basename(file.name)
+    confine(folder, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(target, durable=False) as handle:
+        write_sliced(handle, footer_file_bytes(file.size, file.tail, file.mtime_ns))
+    return target
 
 
 def _warn_large_groups(files: Sequence[ParquetFile]) -> None:
