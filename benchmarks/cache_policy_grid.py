@@ -1,6 +1,7 @@
 """The cache policy's egress over a grid of plans, in the offline simulation that drives the
-engine's own policy functions (`streaming.cache.simulate`), against the floor (each shard a
-node's epoch reads, fetched once) and the Belady optimum for the same plan and limit.
+engine's own policy functions (`streaming.cache.policy.simulated_cache`), against the floor
+(each shard a node's epoch reads, fetched once) and the Belady optimum for the same plan and
+limit.
 
     .venv/bin/python benchmarks/cache_policy_grid.py            # the whole grid
     .venv/bin/python benchmarks/cache_policy_grid.py --quick    # stream-shaped methods, 1 node
@@ -30,8 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streaming.cache.limit import Footprint, minimum_limit  # noqa: E402
-from streaming.cache.optimum import belady_egress, floor_egress  # noqa: E402
+from streaming.cache.policy.egress_bounds import belady_egress, floor_egress  # noqa: E402
+from streaming.cache.policy.minimum_limit import Footprint, minimum_limit  # noqa: E402
 from streaming.observe.forecast import RunSpec, job_minimum, predict, reader_sequences  # noqa: E402
 from streaming.plan import PlanConfig, StreamWeights, World, plan_node  # noqa: E402
 

@@ -1,6 +1,7 @@
-"""The cache policy (played offline by `streaming.cache.simulate`, which drives the engine's own
-pure policy functions) downloads at most 1.10x the Belady optimum for the same plan and limit,
-for the stream-shaped batching methods too, at the minimum limit where the room is tightest.
+"""The cache policy (played offline by `streaming.cache.policy.simulated_cache`, which drives the
+engine's own pure policy functions) downloads at most 1.10x the Belady optimum for the same
+plan and limit, for the stream-shaped batching methods too, at the minimum limit where the room
+is tightest.
 The cells are the worst ones `benchmarks/cache_policy_grid.py` found before prefetches were
 kept from evicting shards still needed (1.11x-1.21x the optimum)."""
 
@@ -11,8 +12,8 @@ import warnings
 import numpy as np
 import pytest
 
-from streaming.cache.limit import Footprint, minimum_limit
-from streaming.cache.optimum import belady_egress, floor_egress
+from streaming.cache.policy.egress_bounds import belady_egress, floor_egress
+from streaming.cache.policy.minimum_limit import Footprint, minimum_limit
 from streaming.observe.forecast import RunSpec, job_minimum, predict, reader_sequences
 from streaming.plan import PlanConfig, StreamWeights, World, plan_node
 
