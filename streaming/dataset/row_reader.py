@@ -144,9 +144,12 @@ class RowReader:
 
     def chunks(self, ids: np.ndarray, item: Callable[[int], Any] | None = None,
                size: ReadSize = DEFAULT_SIZE, *, columns: bool = False,
-               views: bool = False, handed_on: bool = False) -> Iterator[list[Any]]:
-        """The rows of planned `ids` in chunks of `size` (see `iter_chunks`), through this
-        process's shard source."""
+               views: bool = False, handed_on: bool = False,
+               epoch: int = 0) -> Iterator[list[Any]]:
+        """The rows of planned `ids` (of epoch `epoch`) in chunks of `size` (see
+        `iter_chunks`), through this process's shard source."""
+        if self.cache is not None:
+            self.cache.drift.begin(epoch)
         return iter_chunks(ids, self, size, item=item, columns=columns, views=views,
                            handed_on=handed_on)
 
@@ -163,16 +166,18 @@ class RowReader:
 
 
 def start_cache(catalog: Catalog, cache_limit: int | str | None, predownload: int,
-                flag: Flag, node_plan: Callable[[], NodePlan]) -> CacheEngine | None:
+                flag: Flag, node_plan: Callable[[], NodePlan],
+                job: str | None = None) -> CacheEngine | None:
     """The node-shared cache engine over the remote streams' folders (None when every stream
     is local-only); a cache_limit the epoch-0 `node_plan` cannot run in is refused here, with
-    the minimum in the CacheLimitError."""
+    the minimum in the CacheLimitError. The readers of `job` (the dataset's job namespace on
+    the node) keep within the drift the limit allows (`CacheEngine.advance`)."""
     if catalog.all_local:
         return None
     from streaming.cache.engine.cache_engine import CacheEngine  # local-only datasets never load it
 
     engine = CacheEngine(catalog.preparer, cache_limit=cache_limit, predownload=predownload,
-                         flag=flag).attach()
+                         flag=flag, job=job).attach()
     if engine.effective_limit() is not None:
         try:
             plan = node_plan()

@@ -176,7 +176,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         try:
             self.cache = start_cache(self.catalog, self.cache_limit, self.predownload,
                                      self.session.node,
-                                     lambda: self.session.node_plan(self.config, self.world, 0, 0))
+                                     lambda: self.session.node_plan(self.config, self.world, 0, 0),
+                                     job=self.session.namespace.token)
         except BaseException:
             self.session.close()
             raise
@@ -262,10 +263,10 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         would read them (-1 marks padding)."""
         return self.session.worker_sample_ids(epoch, 0, self.session.rank_world())
 
-    def read_samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
-        """The samples of planned `ids` in order (-1 padding skipped)."""
+    def read_samples(self, ids: np.ndarray, epoch: int = 0) -> Iterator[dict[str, Any]]:
+        """The samples of planned `ids` (of epoch `epoch`) in order (-1 padding skipped)."""
         item = self.__getitem__ if self._overridden() else None
-        for chunk in self.rows.chunks(ids, item):
+        for chunk in self.rows.chunks(ids, item, epoch=epoch):
             yield from chunk
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -276,7 +277,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         with self.session.iteration() as it:
             ids = self._planned_ids(it)
             item = self.__getitem__ if self._overridden() else None
-            chunks = self.rows.chunks(ids, item, self._read_size(1))
+            chunks = self.rows.chunks(ids, item, self._read_size(1), epoch=it.start.epoch)
             watch = self._watch
             watch.begin(ids)
             for chunk in watch.timed(chunks):
@@ -303,7 +304,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             ids = self._planned_ids(it)
             names = self.catalog.codecs[0].column_names
             chunks = self.rows.chunks(ids, size=self._read_size(batch_size, batch_size),
-                                      columns=True, views=views, handed_on=handed_on)
+                                      columns=True, views=views, handed_on=handed_on,
+                                      epoch=it.start.epoch)
             for columns in chunks:
                 for lo in range(0, len(columns[0]) if columns else 0, batch_size):
                     part = [values[lo:lo + batch_size] for values in columns]
