@@ -27,16 +27,21 @@ def _plan(readers: int, batches: int) -> np.ndarray:
     return ids[None]
 
 
-def test_the_bound_is_the_most_batches_whose_shards_fit_the_limit():
+def test_the_bound_is_the_most_batches_taking_half_the_room_over_the_minimum():
     readers, batches = 2, 200
     ids, starts = _plan(readers, batches), np.arange(0, readers * batches * BATCH, BATCH)
     fp = _footprint(readers * batches)
-    # D + 1 batches of 2 readers hold 2 (D + 1) shards
-    assert drift_batches(ids, fp, starts, BATCH, 2 * (9 + 1) * SHARD) == 9
-    assert drift_batches(ids, fp, starts, BATCH, 2 * (9 + 1) * SHARD + SHARD) == 9
-    assert drift_batches(ids, fp, starts, BATCH, 2 * (10 + 1) * SHARD) == 10
+    minimum = 2 * SHARD  # one batch of 2 readers: 2 shards
+    # D + 1 batches of 2 readers hold 2 (D + 1) shards, which may take half the room over
+    # the minimum: 2 (D + 1) SHARD <= minimum + (limit - minimum) / 2
+    def limit(d: int) -> int:
+        return 2 * (2 * (d + 1) * SHARD - minimum) + minimum
+
+    assert drift_batches(ids, fp, starts, BATCH, limit(9)) == 9
+    assert drift_batches(ids, fp, starts, BATCH, limit(10) - 1) == 9
+    assert drift_batches(ids, fp, starts, BATCH, limit(10)) == 10
     # other files in the folders take their room first
-    assert drift_batches(ids, fp, starts, BATCH, 2 * (10 + 1) * SHARD, other_bytes=1) == 9
+    assert drift_batches(ids, fp, starts, BATCH, limit(10), other_bytes=2) == 9
 
 
 def test_the_bound_stays_within_its_floor_and_ceiling():

@@ -3,10 +3,13 @@
 The minimum limit (`minimum_limit`) holds the shards the node's readers read at one batch, with
 the readers in lock-step. Readers that drift apart read the shards of several batches at once
 between them, and once those no longer fit the limit, each reader's downloads evict the shards
-the readers behind it are about to read, which are downloaded again. So a reader more than `D`
-batches ahead of the slowest running reader of its job waits for it, where `D` is the most
-batches whose shards, for every block of `D + 1` batches of the node's plan, fit the limit
-(`drift_batches`). `D` is at least `MIN_BATCHES`: the DataLoader workers of one rank run up to
+the readers behind it are about to read, which are downloaded again; before that, they crowd
+out the shards the plan reads again later, which the limit's room over the minimum keeps for
+the readers in lock-step. So a reader more than `D` batches ahead of the slowest running reader
+of its job waits for it, where `D` is the most batches whose shards, for every block of `D + 1`
+batches of the node's plan, take at most half the limit's room over the minimum
+(`drift_batches`); the other half stays for what the readers read again and for prefetching.
+`D` is at least `MIN_BATCHES`: the DataLoader workers of one rank run up to
 its `prefetch_factor` batches apart by design, and a rank's training loop waits for its workers
 in turn, so a smaller bound could hold back the very worker the loop waits for.
 """
@@ -26,8 +29,9 @@ def drift_batches(node_ids: np.ndarray, footprint: Footprint, shard_starts: np.n
                   unit: int, limit: int, other_bytes: int = 0) -> int:
     """The batches `D` a reader may lead the slowest reader of its job: the largest `D` (from
     `MIN_BATCHES` to `MAX_BATCHES`) such that the shards the node's readers read in each block
-    of `D + 1` batches, with one being prepared, fit `limit` beside `other_bytes`; derived from
-    the first `PLAN_STEPS` samples of each reader's plan.
+    of `D + 1` batches, with one being prepared, take at most the minimum limit (one batch's)
+    plus half the room `limit` leaves over it, beside `other_bytes`; derived from the first
+    `PLAN_STEPS` samples of each reader's plan.
 
     Args:
         node_ids: the node plan's global sample ids [ranks, workers, n] (-1 padding).
@@ -40,9 +44,11 @@ def drift_batches(node_ids: np.ndarray, footprint: Footprint, shard_starts: np.n
     ids = np.asarray(node_ids, np.int64)[..., :PLAN_STEPS]
     unit = max(int(unit), 1)
 
+    minimum = minimum_limit(ids, footprint, shard_starts, unit).bytes
+    budget = minimum + max(limit - other_bytes - minimum, 0) // 2
+
     def fits(batches: int) -> bool:
-        need = minimum_limit(ids, footprint, shard_starts, unit * (batches + 1))
-        return need.bytes + other_bytes <= limit
+        return minimum_limit(ids, footprint, shard_starts, unit * (batches + 1)).bytes <= budget
 
     good = MIN_BATCHES
     if not fits(good):
