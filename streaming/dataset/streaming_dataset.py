@@ -263,6 +263,24 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         would read them (-1 marks padding)."""
         return self.session.worker_sample_ids(epoch, 0, self.session.rank_world())
 
+    def check_cache_for_workers(self, num_workers: int) -> None:
+        """Refuse (CacheLimitError naming the minimum) a cache_limit the node's plan cannot run
+        in once each rank reads through `num_workers` DataLoader workers: the check at
+        construction counts the workers the dataset's world states (one per rank unless a
+        world was given). StreamingDataLoader calls this when it is built.
+
+        Args:
+            num_workers: DataLoader worker processes per rank.
+        """
+        base = self.world
+        if self.cache is None or self.cache.effective_limit() is None or \
+                num_workers <= base.workers_per_rank:
+            return
+        world = World(base.num_nodes, base.ranks_per_node, num_workers, base.node,
+                      base.rank_in_node, 0, base.replication)
+        plan = self.session.node_plan(self.config, world, 0, 0)
+        self.cache.check_plan(plan.ids, self.catalog.locator.shard_starts, plan.batch_size)
+
     def read_samples(self, ids: np.ndarray, epoch: int = 0) -> Iterator[dict[str, Any]]:
         """The samples of planned `ids` (of epoch `epoch`) in order (-1 padding skipped)."""
         item = self.__getitem__ if self._overridden() else None

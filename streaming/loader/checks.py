@@ -29,6 +29,20 @@ def check_batch_size(dataset: object, batch_size: object) -> None:
             "to both", UserWarning, stacklevel=3)
 
 
+def check_cache_for_workers(dataset: object, num_workers: int) -> None:
+    """Refuse (CacheLimitError naming the minimum) a dataset's cache_limit that its node's plan
+    cannot run in once each rank reads through `num_workers` DataLoader workers: the dataset
+    checked it at construction for one reader per rank, not knowing its loader's workers.
+
+    Args:
+        dataset: the loader's dataset (checked when it offers `check_cache_for_workers`).
+        num_workers: the loader's worker processes.
+    """
+    check = getattr(dataset, "check_cache_for_workers", None)
+    if num_workers > 1 and callable(check):
+        check(num_workers)
+
+
 def check_resumable(dataset: object, num_workers: int, batch_size: int | None) -> None:
     """Warn when a mid-epoch resume of this loader would fail: a dataset without `batch_size`
     whose samples several workers batch cannot map a position to the workers' batches (a

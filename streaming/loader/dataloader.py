@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from streaming.coord.proc import ProcessId
 from streaming.coord.world_detect import worker_slot
 from streaming.loader import worker_ring as transport
-from streaming.loader.checks import check_batch_size, check_resumable
+from streaming.loader.checks import check_batch_size, check_cache_for_workers, check_resumable
 from streaming.loader.default_collate import (
     batch_length,
     collate,
@@ -192,6 +192,7 @@ class StreamingDataLoader(DataLoader):
         self._running_len: int | None = None
         self._finished = False  # the last iteration ran to its end
         check_resumable(self.dataset, self.num_workers, self.batch_size)
+        check_cache_for_workers(self.dataset, self.num_workers)
         self._meter = Meter()
         self._streams = _stream_counts(dataset)
         self._packs = _pack_counts(dataset)
