@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,16 @@ def _advancing(engine: CacheEngine, position: int) -> threading.Thread:
     return thread
 
 
+def _held_until(engine: CacheEngine, position: int, release: Callable[[], object]) -> None:
+    """`engine.advance(position)` waits, and goes on once `release()` ran."""
+    ahead = _advancing(engine, position)
+    ahead.join(0.3)
+    assert ahead.is_alive()
+    release()
+    ahead.join(5)
+    assert not ahead.is_alive()
+
+
 def _close(*engines: CacheEngine) -> None:
     for engine in engines:
         engine.close()
@@ -79,12 +90,7 @@ def test_readers_of_another_job_and_readers_without_a_job_hold_no_one_back(handl
 def test_a_reader_that_ended_its_pass_holds_no_one_back(handle):
     slow, fast = _reader(handle), _reader(handle)
     slow.advance(0)
-    ahead = _advancing(fast, 200)
-    ahead.join(0.3)
-    assert ahead.is_alive()
-    slow.end()
-    ahead.join(5)
-    assert not ahead.is_alive()
+    _held_until(fast, 200, slow.end)
     _close(slow, fast)
 
 
@@ -104,13 +110,7 @@ def test_a_reader_that_died_holds_no_one_back(handle):
     child.start()
     assert ready.wait(30)
     fast = _reader(handle)
-    ahead = _advancing(fast, 200)
-    ahead.join(0.3)
-    assert ahead.is_alive()  # held back by the child while it runs
-    os.kill(child.pid, 9)
-    child.join(30)
-    ahead.join(5)
-    assert not ahead.is_alive()
+    _held_until(fast, 200, lambda: (os.kill(child.pid, 9), child.join(30)))
     _close(fast)
 
 
@@ -124,12 +124,7 @@ def test_a_reader_in_the_next_pass_waits_for_one_finishing_the_last(handle):
     started = time.monotonic()
     fast.advance(BOUND)
     assert time.monotonic() - started < 2
-    ahead = _advancing(fast, 50)
-    ahead.join(0.3)
-    assert ahead.is_alive()
-    slow.end()
-    ahead.join(5)
-    assert not ahead.is_alive()
+    _held_until(fast, 50, slow.end)
     _close(slow, fast)
 
 
