@@ -10,8 +10,8 @@ of its job waits for it, where `D` is the most batches whose shards, for every b
 batches of the node's plan, take at most half the limit's room over the minimum
 (`drift_batches`); the other half stays for what the readers read again and for prefetching.
 `D` is at least `MIN_BATCHES`: the DataLoader workers of one rank run up to
-its `prefetch_factor` batches apart by design, and a rank's training loop waits for its workers
-in turn, so a smaller bound could hold back the very worker the loop waits for.
+its `prefetch_factor` batches apart by design, and a smaller bound would have them wait for
+each other for nothing.
 """
 
 from __future__ import annotations
