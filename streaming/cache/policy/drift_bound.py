@@ -7,7 +7,7 @@ the readers behind it are about to read, which are downloaded again; before that
 out the shards the plan reads again later, which the limit's room over the minimum keeps for
 the readers in lock-step. So a reader more than `D` batches ahead of the slowest running reader
 of its job waits for it, where `D` is the most batches whose shards, for every block of `D + 1`
-batches of the node's plan, take at most half the limit's room over the minimum
+batches of the node's plan, take at most the minimum plus half the limit's room over it
 (`drift_batches`); the other half stays for what the readers read again and for prefetching.
 `D` is at least `MIN_BATCHES`: the DataLoader workers of one rank run up to
 its `prefetch_factor` batches apart by design, and a smaller bound would have them wait for
