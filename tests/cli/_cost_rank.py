@@ -53,7 +53,8 @@ def main() -> int:
     dist.barrier()
     if int(os.environ["LOCAL_RANK"]) == 0:
         out = Path(args.out_dir) / f"node{node}.json"
-        out.write_text(json.dumps(ds.cache_stats().as_dict()))
+        out.write_text(json.dumps({**ds.cache_stats().as_dict(),
+                                   "drift_steps": ds.cache.drift.steps}))
     dist.barrier()
     ds.close()
     dist.destroy_process_group()

@@ -4,6 +4,7 @@ of what the plans read, and against what real jobs on the loopback S3 server dow
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,8 @@ def test_ranks_that_drift_apart_do_not_evict_each_others_next_shards(cli, s3_env
               for node, stats in zip(predicted["nodes"], measured)]
     print("measured / predicted bytes per node:", ratios)
     assert all(abs(r - 1) <= 0.05 for r in ratios), ratios
+    # the bound the readers kept is the one `streaming plan` states
+    assert [stats["drift_steps"] for stats in measured] == [8 * predicted["drift_batches"]] * 2
 
 
 def test_plan_draws_cache_occupancy(cli, dataset, tmp_path):
@@ -150,6 +153,7 @@ def test_plan_draws_cache_occupancy(cli, dataset, tmp_path):
               "--png", tmp_path / "batches.png")
     assert ran.code == 0, ran.err
     assert "node 1 epoch 1:" in ran.out and "egress" in ran.out
+    assert re.search(r"drift bound +\d+ batches", ran.out), ran.out
     assert (tmp_path / "run.cache.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
