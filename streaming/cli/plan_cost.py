@@ -293,7 +293,29 @@ def _predict(args: argparse.Namespace, setup: Setup, minimum: JobMinimum | None 
         raise UserError(str(exc)) from None
     report = cost_report(forecast, restart, args.egress_price, lengths_report(setup, traffic))
     report["min_cache_bytes"], report["no_eviction_cache_bytes"] = minimum.bytes, minimum.whole
+    report["drift_batches"] = drift_report(spec, forecast.config, forecast.node_ids)
     return forecast, report
+
+
+def drift_report(spec: RunSpec, config: PlanConfig, nodes: tuple[int, ...]) -> int | None:
+    """The batches a reader may run ahead of the slowest reader of its job on its node under
+    the limit (`policy.drift_bound`), the fewest over `nodes`' epoch-0 plans; None without a
+    limit.
+
+    Args:
+        spec: the run.
+        config: the plan config fitted to the limit.
+        nodes: the nodes predicted.
+    """
+    limit = spec.limit_bytes
+    if limit is None:
+        return None
+    from streaming.cache.policy.drift_bound import drift_batches
+    from streaming.plan import plan_node
+
+    plans = (plan_node(config, spec.world.with_position(n), 0) for n in nodes)
+    return min(drift_batches(plan.ids, spec.footprint, config.shard_offsets, plan.batch_size,
+                             limit, spec.other_bytes) for plan in plans)
 
 
 def lengths_report(setup: Setup, traffic: list[LengthsTraffic]) -> dict[str, Any] | None:
@@ -334,6 +356,9 @@ def print_cost(args: argparse.Namespace, setup: Setup, config: Path,
         print(f"shuffle block     {report['shuffle_block_samples']} samples, about "
               f"{report['shuffle_block_shards']} shards of this epoch: how far a sample "
               "moves from its shard's place")
+    if report["drift_batches"] is not None:
+        print(f"drift bound       {report['drift_batches']} batches: a reader further ahead of "
+              "the slowest reader of its job on its node waits for it")
     other = "another simulated node" if "simulated_nodes" in report else "another node"
     for node in report["nodes"]:
         for e in node["epochs"]:

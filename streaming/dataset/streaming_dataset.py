@@ -181,7 +181,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         from streaming.cache.engine.cache_engine import CacheEngine  # not for local-only data
 
         engine = CacheEngine(self.catalog.preparer, cache_limit=limit,
-                             predownload=self.predownload, flag=self.session.node).attach()
+                             predownload=self.predownload, flag=self.session.node,
+                             job=self.session.namespace.token).attach()
         if engine.node_limit() is not None:
             try:
                 plan = self.session.plans.node_plan(self.config, self.world, 0, 0)
@@ -267,9 +268,27 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         would read them (-1 marks padding)."""
         return self.session.plans.worker_sample_ids(epoch, 0, self.session.plans.rank_world())
 
-    def read_samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
-        """The samples of planned `ids` in order (-1 padding skipped)."""
-        for chunk in self._sample_chunks(ids):
+    def check_cache_for_workers(self, num_workers: int) -> None:
+        """Refuse (CacheLimitError naming the minimum) a cache_limit the node's plan cannot run
+        in once each rank reads through `num_workers` DataLoader workers: the check at
+        construction counts the workers the dataset's world states (one per rank unless a
+        world was given). StreamingDataLoader calls this when it is built.
+
+        Args:
+            num_workers: DataLoader worker processes per rank.
+        """
+        base = self.world
+        if self.cache is None or self.cache.node_limit() is None or \
+                num_workers <= base.workers_per_rank:
+            return
+        world = World(base.num_nodes, base.ranks_per_node, num_workers, base.node,
+                      base.rank_in_node, 0, base.replication)
+        plan = self.session.plans.node_plan(self.config, world, 0, 0)
+        self.cache.check_plan(plan.ids, self.catalog.locator.shard_starts, plan.batch_size)
+
+    def read_samples(self, ids: np.ndarray, epoch: int = 0) -> Iterator[dict[str, Any]]:
+        """The samples of planned `ids` (of epoch `epoch`) in order (-1 padding skipped)."""
+        for chunk in self._sample_chunks(ids, epoch=epoch):
             yield from chunk
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -279,7 +298,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
     def _samples_of_iteration(self) -> Iterator[dict[str, Any]]:
         with self.session.run.iteration() as it:
             ids = self._planned_ids(it)
-            chunks = self._sample_chunks(ids, self._read_size(1))
+            chunks = self._sample_chunks(ids, self._read_size(1), epoch=it.start.epoch)
             watch = self._watch
             watch.begin(ids)
             for chunk in watch.timed(chunks):
@@ -287,15 +306,15 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                     it.count()
                     yield sample
 
-    def _sample_chunks(self, ids: np.ndarray, size: ReadSize | None = None
+    def _sample_chunks(self, ids: np.ndarray, size: ReadSize | None = None, *, epoch: int = 0
                        ) -> Iterator[list[Any]]:
-        """The samples of planned `ids`, read in chunks by the row reader, or, when a subclass
-        overrides `__getitem__` / `get_item`, through that override, one id at a time (the
-        row reader still prepares and opens their shards ahead)."""
+        """The samples of planned `ids` (of epoch `epoch`), read in chunks by the row reader,
+        or, when a subclass overrides `__getitem__` / `get_item`, through that override, one id
+        at a time (the row reader still prepares and opens their shards ahead)."""
         size = size or DEFAULT_SIZE
         if not self._overridden():
-            return self.rows.chunks(ids, size)
-        return self._chunks_by_item(self.rows.id_chunks(ids, size))
+            return self.rows.chunks(ids, size, epoch=epoch)
+        return self._chunks_by_item(self.rows.id_chunks(ids, size, epoch=epoch))
 
     def _chunks_by_item(self, chunks: Generator[list[int], None, None]
                         ) -> Iterator[list[Any]]:
@@ -324,7 +343,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             ids = self._planned_ids(it)
             names = self.catalog.codecs[0].column_names
             chunks = self.rows.chunks(ids, size=self._read_size(batch_size, batch_size),
-                                      columns=True, views=views, handed_on=handed_on)
+                                      columns=True, views=views, handed_on=handed_on,
+                                      epoch=it.start.epoch)
             for columns in chunks:
                 for lo in range(0, len(columns[0]) if columns else 0, batch_size):
                     part = [values[lo:lo + batch_size] for values in columns]

@@ -9,6 +9,7 @@ import warnings
 from streaming.errors import PlanError
 from streaming.loader.dataset_protocols import (
     BatchPlannedDataset,
+    CacheCheckedDataset,
     ResumableDataset,
     planned_by,
 )
@@ -32,6 +33,20 @@ def check_batch_size(dataset: object, batch_size: object) -> None:
             f"batch_size={planned}: the dataset pads its epoch and applies batching_method per "
             f"batch of {planned}, so loader batches straddle planned ones; pass the same value "
             "to both", UserWarning, stacklevel=3)
+
+
+def check_cache_for_workers(dataset: object, num_workers: int) -> None:
+    """Refuse (CacheLimitError naming the minimum) a dataset's cache_limit that its node's plan
+    cannot run in once each rank reads through `num_workers` DataLoader workers: the dataset
+    checked it at construction for one reader per rank, not knowing its loader's workers.
+
+    Args:
+        dataset: the loader's dataset (a packed dataset's source is checked).
+        num_workers: the loader's worker processes.
+    """
+    source = planned_by(dataset)
+    if num_workers > 1 and isinstance(source, CacheCheckedDataset):
+        source.check_cache_for_workers(num_workers)
 
 
 def check_resumable(dataset: object, num_workers: int, batch_size: int | None) -> None:

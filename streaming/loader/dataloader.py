@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from streaming.coord.proc import ProcessId
 from streaming.loader import worker_ring as transport
 from streaming.loader.batch_stream import BatchStream
-from streaming.loader.checks import check_batch_size, check_resumable
+from streaming.loader.checks import check_batch_size, check_cache_for_workers, check_resumable
 from streaming.loader.dataset_protocols import (
     BatchSource,
     DataParallelDataset,
@@ -177,6 +177,7 @@ class StreamingDataLoader(DataLoader):
         self._running_len: int | None = None
         self._finished = False  # the last iteration ran to its end
         check_resumable(self.dataset, self.num_workers, self.batch_size)
+        check_cache_for_workers(self.dataset, self.num_workers)
         self._meter = Meter()
         self._streams = _stream_counts(dataset)
         self._packs = dataset.pack_counts() if isinstance(dataset, PackedDataset) else None

@@ -79,6 +79,15 @@ class PackedDataset(Protocol):
         """The fill of the rank's first n packs of the running iteration."""
 
 
+@runtime_checkable
+class CacheCheckedDataset(Protocol):
+    """A dataset whose cache limit depends on how many DataLoader workers read it: checked
+    again once the loader knows its workers."""
+
+    def check_cache_for_workers(self, num_workers: int) -> None:
+        """Refuse a cache limit the plan cannot run in with `num_workers` readers per rank."""
+
+
 def planned_by(dataset: object) -> object:
     """The dataset whose plan and reads `dataset`'s batches come from: a packed dataset's
     source, else `dataset` itself.

@@ -42,7 +42,7 @@ class PackSource(Protocol):
 
     def rank_sample_ids(self, epoch: int) -> np.ndarray: ...
 
-    def read_samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]: ...
+    def read_samples(self, ids: np.ndarray, epoch: int = 0) -> Iterator[dict[str, Any]]: ...
 
     def close(self) -> None: ...
 
@@ -242,7 +242,7 @@ class PackedStreamingDataset(IterableDataset):
     def _batches(self, plan: EpochPacks, it: Iteration) -> Iterator[dict[str, Any]]:
         import torch
 
-        samples = self.source.read_samples(plan.ids)
+        samples = self.source.read_samples(plan.ids, it.start.epoch)
         cap, per_batch = self.packing_length, self.packs_per_batch
         for lo in range(0, plan.num_packs, per_batch):
             hi = min(lo + per_batch, plan.num_packs)

@@ -162,9 +162,10 @@ class RowReader:
                          pinned=self.reads_pin(), read_shard=self.read_shard, readers=readers)
 
     def chunks(self, ids: np.ndarray, size: ReadSize = DEFAULT_SIZE, *, columns: bool = False,
-               views: bool = False, handed_on: bool = False) -> Iterator[list[Any]]:
-        """The rows of planned `ids` in chunks of `size` (see `iter_chunks`), through this
-        process's shard source.
+               views: bool = False, handed_on: bool = False, epoch: int = 0
+               ) -> Iterator[list[Any]]:
+        """The rows of planned `ids` (of epoch `epoch`) in chunks of `size` (see `iter_chunks`),
+        through this process's shard source.
 
         Args:
             ids: the planned global sample ids, -1 for padding.
@@ -172,10 +173,13 @@ class RowReader:
             columns: per-column value lists instead of samples.
             views: with `columns`, `bytes` values as memoryviews of the read buffer.
             handed_on: others go on with the pass (see `iter_chunks`).
+            epoch: the epoch `ids` belong to (readers of the node keep within the cache's
+                drift bound within one epoch).
         """
+        self._begin_epoch(epoch)
         return iter_chunks(ids, self, size, columns=columns, views=views, handed_on=handed_on)
 
-    def id_chunks(self, ids: np.ndarray, size: ReadSize = DEFAULT_SIZE
+    def id_chunks(self, ids: np.ndarray, size: ReadSize = DEFAULT_SIZE, *, epoch: int = 0
                   ) -> Generator[list[int], None, None]:
         """Planned `ids` in chunks of `size.rows`, their shards made ready and opened ahead,
         for a caller that reads each sample itself (see `iter_id_chunks`).
@@ -183,8 +187,14 @@ class RowReader:
         Args:
             ids: the planned global sample ids, -1 for padding.
             size: ids per chunk.
+            epoch: as in `chunks`.
         """
+        self._begin_epoch(epoch)
         return iter_id_chunks(ids, self, size)
+
+    def _begin_epoch(self, epoch: int) -> None:
+        if self.cache is not None:
+            self.cache.drift.begin(epoch)
 
     def cache_stats(self) -> CacheStats:
         """The node cache's counters (all zero without a cache)."""

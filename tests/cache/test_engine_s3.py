@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from streaming.cache.engine.cache_engine import LOCK_SLACK, CacheEngine, shard_footprint
-from streaming.cache.policy.minimum_limit import reader_shards
+from streaming.cache.policy.minimum_limit import minimum_limit, reader_shards
 from streaming.cache.prepare.preparer import zipless_shards
 from streaming.errors import (
     CacheLimitError,
@@ -83,7 +83,7 @@ def test_too_small_limit_is_refused_with_the_minimum(s3_env, bucket, tmp_path):
     handle = open_dataset(f"s3://{name}/ds", str(tmp_path / "cache"))
     ids = _node_plan(handle, ranks=2, workers=2)
     probe = CacheEngine(handle.preparer, cache_limit="1tb")
-    minimum = probe.minimum_limit(ids, handle.locator.shard_starts)
+    minimum = minimum_limit(ids, probe.footprint, handle.locator.shard_starts)
     needed = minimum.bytes + probe.table.other_bytes
     probe.close()
     shards = reader_shards(ids, handle.locator.shard_starts)

@@ -2,9 +2,9 @@
 torch.distributed's variables, reads `--epochs` epochs of an S3 dataset through a
 StreamingDataLoader into the node's cache `<local-root>/node<n>` (ranks stepping together,
 as in data-parallel training; with `--drift` the odd local ranks lag and the ranks meet
-every `--sync-every` batches), and, once every
-rank is done,
-the node's first rank writes the node's cache_stats() as JSON to `<out-dir>/node<n>.json`."""
+every `--sync-every` batches, or only at the end with `--sync-every 0`), and, once every rank
+is done, the node's first rank writes the node's cache_stats() as JSON to
+`<out-dir>/node<n>.json`."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def main() -> int:
     p.add_argument("--drift", type=float, default=0.0,
                    help="seconds the node's odd local ranks sleep after each batch; the ranks "
                         "then meet only every --sync-every batches (they drift apart between "
-                        "synchronisations, as with gradient accumulation)")
+                        "synchronisations, as with gradient accumulation; 0: they never meet "
+                        "before the end)")
     p.add_argument("--sync-every", type=int, default=8)
     args = p.parse_args()
     import torch.distributed as dist
@@ -46,12 +47,14 @@ def main() -> int:
         for step, _batch in enumerate(loader):
             if lagging:
                 time.sleep(args.drift)
-            if not args.drift or step % args.sync_every == args.sync_every - 1:
+            if not args.drift or (args.sync_every
+                                  and step % args.sync_every == args.sync_every - 1):
                 dist.barrier()  # ranks step together, as gradient all-reduces make them
     dist.barrier()
     if int(os.environ["LOCAL_RANK"]) == 0:
         out = Path(args.out_dir) / f"node{node}.json"
-        out.write_text(json.dumps(ds.cache_stats().as_dict()))
+        out.write_text(json.dumps({**ds.cache_stats().as_dict(),
+                                   "drift_steps": ds.cache.drift.steps}))
     dist.barrier()
     ds.close()
     dist.destroy_process_group()

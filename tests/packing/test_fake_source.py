@@ -31,7 +31,7 @@ class FakeSource:
     def rank_sample_ids(self, epoch: int) -> np.ndarray:
         return self.session.plans.worker_sample_ids(epoch, 0, self.session.plans.rank_world())
 
-    def read_samples(self, ids: np.ndarray) -> Iterator[dict[str, Any]]:
+    def read_samples(self, ids: np.ndarray, epoch: int = 0) -> Iterator[dict[str, Any]]:
         for i in ids[ids >= 0].tolist():
             self.read.append(i)
             yield {"tokens": np.full(int(self.lengths[i]), i, np.int64)}
@@ -136,7 +136,7 @@ def test_a_failed_read_fails_the_node_and_leaves_the_iteration_open(tmp_path):
     ds = _packed(tmp_path / "a")
     source = ds.source
 
-    def broken(ids: np.ndarray) -> Iterator[dict[str, Any]]:
+    def broken(ids: np.ndarray, epoch: int = 0) -> Iterator[dict[str, Any]]:
         raise OSError("disk gone")
         yield  # a generator, as a source's reader is
 

@@ -22,11 +22,12 @@ import numpy as np
 
 from streaming.cache.engine.cache_space import BringOutcome, CacheSpace
 from streaming.cache.engine.landed_signal import Landings
+from streaming.cache.engine.reader_drift import ReaderDrift, job_word
 from streaming.cache.engine.shard_files import ShardFiles
 from streaming.cache.folder import disk_files as disk
 from streaming.cache.policy.cache_limit import CacheLimit, LimitValue
 from streaming.cache.policy.lookahead import ReaderRuns, horizon_runs, prefetch_window
-from streaming.cache.policy.minimum_limit import Footprint, MinimumLimit, minimum_limit
+from streaming.cache.policy.minimum_limit import Footprint, MinimumLimit
 from streaming.cache.prepare.preparer import ShardPreparer, zipless_shards
 from streaming.cache.shard_facts import ShardFacts
 from streaming.cache.table import node_table as tb
@@ -77,12 +78,13 @@ class CacheEngine:
         wait_timeout: seconds a reader waits for one shard (default: from the streams'
             download timeouts and retries).
         flag: the node's failure flag, checked while waiting.
+        job: the reader's job on the node, whose slowest reader it keeps near (`drift`).
     """
 
     def __init__(self, preparer: ShardPreparer, *, cache_limit: LimitValue = None,
                  predownload: int = 64, max_downloads: int | None = 8,
                  prefetch_threads: int = PREPARE_THREADS, wait_timeout: float | None = None,
-                 flag: Flag | None = None) -> None:
+                 flag: Flag | None = None, job: str | None = None) -> None:
         self.preparer = preparer
         self.footprint = shard_footprint(preparer.facts, preparer.streams)
         self.cached = self.footprint.resident > 0  # raw shards are never empty
@@ -92,6 +94,7 @@ class CacheEngine:
         self.prefetch_threads = max(int(prefetch_threads), 1)
         self.wait_timeout = wait_timeout if wait_timeout is not None else self._default_wait()
         self.flag = flag
+        self.drift = ReaderDrift(job_word(job))  # its steps: `check_plan`
         owner = np.asarray(preparer.facts.stream_of_shard, np.int64)
         self.dirs = sorted({str(preparer.streams[s].local_dir)
                             for s in set(owner[self.cached].tolist())})
@@ -176,8 +179,7 @@ class CacheEngine:
 
     # ----- the node's space --------------------------------------------------------------
     def node_limit(self) -> int | None:
-        """The node's limit in bytes: the smallest any live process sharing these folders asked
-        for (None: none asked for one)."""
+        """The node's limit in bytes: the smallest a live process of these folders asked for."""
         return self.space.node_limit
 
     def usage(self) -> int:
@@ -198,27 +200,19 @@ class CacheEngine:
         its id, or None when no shard can be evicted now."""
         return self.space.evict_coldest()
 
-    def minimum_limit(self, node_ids: np.ndarray, shard_starts: np.ndarray,
-                      unit: int = 1) -> MinimumLimit:
-        """Smallest cache_limit under which the node plan `node_ids` [ranks, workers, n] runs.
-
-        Args:
-            node_ids: the node plan's sample ids.
-            shard_starts: the first sample id of each shard.
-            unit: samples a reader reads at a step (the plan's batch size).
-        """
-        return minimum_limit(node_ids, self.footprint, shard_starts, unit)
-
     def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray,
                    unit: int = 1) -> MinimumLimit | None:
-        """Refuse (CacheLimitError with the number) a cache_limit the node plan cannot run in.
+        """Refuse (CacheLimitError with the number) a cache_limit the node plan cannot run in,
+        and set `drift.steps` from the limit's room over the plan (`drift_bound`).
 
         Args:
             node_ids: the node plan's sample ids [ranks, workers, n].
             shard_starts: the first sample id of each shard.
             unit: samples a reader reads at a step (the plan's batch size).
         """
-        return self.space.check_plan(node_ids, shard_starts, unit)
+        needed = self.space.check_plan(node_ids, shard_starts, unit)
+        self.drift.steps = self.space.drift_steps(node_ids, shard_starts, unit)
+        return needed
 
     # ----- the reader's plan -------------------------------------------------------------
     def follow(self, shards: np.ndarray) -> None:
@@ -234,6 +228,7 @@ class CacheEngine:
         self._position = 0
         self._refresh_at = 0
         self._publish(0)
+        self.drift.enter(self.slot)
         space.trim()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._prefetch, daemon=True,
@@ -243,13 +238,15 @@ class CacheEngine:
             thread.start()
 
     def advance(self, position: int) -> None:
-        """The reader is at step `position` of the sequence given to `follow`."""
+        """The reader is at step `position` of the sequence given to `follow`; under a limit, it
+        waits first while it is too far ahead of the slowest reader of its job (`ReaderDrift`)."""
         self._position = int(position)
         if self._position >= self._refresh_at:
             self._publish(self._position)
         else:
             self.slot.advance(self._position)
         self._wake.set()
+        self.drift.hold(self.slot, self._position, self.flag)
 
     def _publish(self, position: int, window: int = 16) -> None:
         """Write this reader's next distinct shards, and the steps at which it starts and stops
@@ -404,7 +401,10 @@ class CacheEngine:
             self._errors.pop(shard, None)
 
     def stop(self) -> None:
-        """Stop prefetching (the reader may still acquire shards)."""
+        """Stop prefetching (the reader may still acquire shards) and stop counting as a
+        reader of its pass: no reader of its job waits for it any longer."""
+        if self._space is not None and self._pid == os.getpid():
+            self._space.reader.leave_pass()
         self._stop.set()
         self._wake.set()
         for thread in self._threads:

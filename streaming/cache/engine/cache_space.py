@@ -17,6 +17,7 @@ import numpy as np
 
 from streaming.cache.engine.shard_files import ShardFiles
 from streaming.cache.folder import disk_files as disk
+from streaming.cache.policy.drift_bound import drift_batches
 from streaming.cache.policy.eviction import NEVER, choose_victims, worth_bringing
 from streaming.cache.policy.minimum_limit import Footprint, MinimumLimit, check_limit, minimum_limit
 from streaming.cache.table import node_table as tb
@@ -385,6 +386,21 @@ class CacheSpace:
         pinned = int(table.disk[table.pinned(table.live_slots(recent=True))].sum())
         return (f"waiting for room: it needs {self.footprint.download_cost(shard)} bytes, "
                 f"cache_limit {self.node_limit}, in use {table.used()}, pinned by readers {pinned}")
+
+    def drift_steps(self, node_ids: np.ndarray, shard_starts: np.ndarray,
+                    unit: int = 1) -> int | None:
+        """Steps a reader may lead the slowest reader of its job under the node's limit
+        (`drift_bound.drift_batches`, in steps); None without a limit.
+
+        Args:
+            node_ids: the node plan's sample ids [ranks, workers, n].
+            shard_starts: the first sample id of each shard.
+            unit: samples a reader reads at a step (the plan's batch size).
+        """
+        if self.node_limit is None:
+            return None
+        return max(int(unit), 1) * drift_batches(node_ids, self.footprint, shard_starts, unit,
+                                                 self.node_limit, self.table.other_bytes)
 
     def check_plan(self, node_ids: np.ndarray, shard_starts: np.ndarray,
                    unit: int = 1) -> MinimumLimit | None:

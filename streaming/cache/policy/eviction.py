@@ -38,16 +38,21 @@ def choose_victims(
 ) -> np.ndarray | None:
     """Shards to evict so that `free + their sizes >= need`, farthest next use first.
 
-    `evictable` marks shards that may go (present, unpinned, with a remote copy). Only shards
-    whose `distance` exceeds `farther_than` qualify: a prefetch must not evict what is needed
-    before the shard it brings in, while a reader that needs a shard now passes -1. Among equal
-    distances the bigger shard goes first (fewer evictions). Returns None if even every
-    qualifying shard together would not free enough, and an empty array if nothing need go.
+    `evictable` marks shards that may go (present, unpinned, with a remote copy). A reader that
+    needs a shard now passes `farther_than` -1 (0: its run has begun), and any evictable shard
+    not in use qualifies. A prefetch passes the distance of the use it brings its shard for
+    (above 0), and only shards no reader is known to need again qualify: evicting one that is
+    still needed, however far away, costs a download that fetching on demand avoids whenever
+    shards finishing before the prefetched one's use would have freed the room by then (which
+    is how the Belady optimum, fetching on demand, downloads less). Among equal distances the
+    bigger shard goes first (fewer evictions). Returns None if even every qualifying shard
+    together would not free enough, and an empty array if nothing need go.
     """
     if free >= need:
         return np.zeros(0, np.int64)
-    candidates = np.flatnonzero(np.asarray(evictable, bool)
-                                & (np.asarray(distance) > farther_than))
+    dist = np.asarray(distance)
+    qualifies = dist == NEVER if farther_than > 0 else dist > farther_than
+    candidates = np.flatnonzero(np.asarray(evictable, bool) & qualifies)
     if not len(candidates):
         return None
     sz = np.asarray(sizes, np.int64)[candidates]

@@ -33,16 +33,18 @@ STATE_NAMES = ("absent", "preparing", "present", "evicting")
 
 LOCK_TIMEOUT = 30.0  # the lock is only ever held for bookkeeping and unlinks
 SEEN_ALIVE_NS = 500_000_000  # a holder seen running this recently counts as running (live_slots)
-MAGIC = 0x53444343_00000005  # "SDCC" v5
+MAGIC = 0x53444343_00000006  # "SDCC" v6
 _GLOBALS = 9  # magic, shards, slots, pins, horizon, then the four words below
 # global words written after creation; WARNED holds one bit per warning given on the node
 OTHER_BYTES, NODE_LIMIT, NODE_DOWNLOADS, WARNED = 5, 6, 7, 8
 THRASHING = 1  # the WARNED bit of the warning that evictions remove shards still needed
 _COLUMNS = 5  # state, owner, disk, reserved, fails
-# pid, start, pidns, horizon version, the slot's cache_limit and max_downloads, and when a
-# process last saw the holder running (CLOCK_MONOTONIC ns)
-_IDENTITY = 7
-VERSION, ASKED_LIMIT, ASKED_DOWNLOADS, SEEN_ALIVE = 3, 4, 5, 6
+# pid, start, pidns, horizon version, the slot's cache_limit and max_downloads, when a
+# process last saw the holder running (CLOCK_MONOTONIC ns), and the reader's pass: its job (a
+# hash of the dataset's job namespace, 0: none) and the pass (epoch + 1, 0: not reading), whose
+# step is its horizon's (`ReaderSlot.enter_pass`, `policy.drift_bound`)
+_IDENTITY = 9
+VERSION, ASKED_LIMIT, ASKED_DOWNLOADS, SEEN_ALIVE, JOB, PASS = 3, 4, 5, 6, 7, 8
 # Slot columns of the counters, in COUNTERS order.
 HITS, MISSES, DOWNLOADS, BYTES, EVICTIONS, WAIT, NEEDED_EVICTIONS = (
     _IDENTITY + i for i in range(len(COUNTERS)))
@@ -202,7 +204,7 @@ class CacheTable:
             for shard in np.flatnonzero((self.owner == slot + 1) & (self.state == PREPARING)):
                 on_dead_owner(int(shard))
             self.slots[slot, :_IDENTITY] = (me.pid, me.start, me.pidns, 0, 0, 0,
-                                            time.monotonic_ns())
+                                            time.monotonic_ns(), 0, 0)
             self.pins[slot] = -1
             self._clear_horizon(slot)
             return slot
@@ -218,6 +220,7 @@ class CacheTable:
         self.slots[slot, :3] = 0
         self.slots[slot, SEEN_ALIVE] = 0
         self.slots[slot, ASKED_LIMIT:ASKED_DOWNLOADS + 1] = 0
+        self.slots[slot, JOB:PASS + 1] = 0
         self._settle_asks()
 
     def _clear_horizon(self, slot: int) -> None:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from streaming.cache.policy.drift_bound import lead_over_slowest
+from streaming.cache.table import node_table as tb
 from streaming.cache.table import reader_horizon as horizon
 from streaming.cache.table.node_table import CacheTable
 from streaming.cache.table.process_tables import forget_table, shared_table
@@ -121,6 +123,40 @@ class ReaderSlot:
             position: the reader's step now.
         """
         horizon.publish(self.table, self.index, shards, starts, ends, position)
+
+    def enter_pass(self, job: int, pass_no: int) -> None:
+        """Record that the reader reads pass `pass_no` (epoch + 1) of job `job`; its step in
+        the pass is its horizon's (`advance`, `publish`).
+
+        Args:
+            job: the reader's job (a hash of its dataset's job namespace; 0: none).
+            pass_no: the pass, above 0.
+        """
+        row = self.table.slots[self.index]
+        row[tb.JOB] = job
+        row[tb.PASS] = pass_no
+
+    def leave_pass(self) -> None:
+        """The reader stopped reading: it holds no reader of its job back any longer."""
+        self.table.slots[self.index, tb.PASS] = 0
+
+    def lead(self, job: int, pass_no: int, position: int) -> int:
+        """Steps this reader, at `position` of pass `pass_no`, is ahead of the slowest running
+        reader of job `job` on the node (`drift_bound.lead_over_slowest`); readers that died
+        or stopped reading do not count.
+
+        Args:
+            job: the reader's job.
+            pass_no: its pass.
+            position: its step.
+        """
+        table = self.table
+        with table.locked():  # live_slots notes when it saw a holder running
+            alive = table.live_slots(recent=True)
+        alive[self.index] = False
+        rows = table.slots[alive]
+        return lead_over_slowest(job, pass_no, position, rows[:, tb.JOB], rows[:, tb.PASS],
+                                 horizon.snapshot(table, alive).progress)
 
     def free(self) -> bool:
         """Give the slot back; True when no live reader is left on the table (caller holds the
