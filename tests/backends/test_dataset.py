@@ -22,9 +22,8 @@ from streaming.errors import (
 )
 from streaming.format.index import merge_index, read_index
 from streaming.stream import Stream
-from tests.cache._data import write_dataset
 from tests.dataset._epochs import epoch_fails, loader_epoch, raw_bytes, watched_epoch, whole_sample
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_dataset, write_ids
 from writers.convert import convert
 from writers.mds import MDSWriter
 

@@ -13,7 +13,7 @@ import pytest
 
 from streaming.errors import UnsafePathError
 from streaming.util.confine import confine, remove
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from streaming.cache.shard_facts import ShardFacts
 from streaming.format.index import read_index
 from streaming.observe.forecast import reader_sequences
 from streaming.plan import World
-from tests.cache._data import write_dataset
+from tests.support.datasets import write_dataset
 
 SAMPLES = 12_000  # ~34 zstd shards of 128 KiB raw per stream
 WORKERS = 2

@@ -11,7 +11,7 @@ import pytest
 
 from streaming.cache.engine.cache_engine import CacheEngine
 from streaming.cache.table import node_table as tb
-from tests.cache._data import engine_source, open_dataset
+from tests.cache.helpers import engine_source, open_dataset
 
 
 @pytest.fixture(scope="module")

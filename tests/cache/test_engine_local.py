@@ -17,12 +17,7 @@ from streaming.cache.table import node_table as tb
 from streaming.cache.table.process_tables import drop_table
 from streaming.coord.flag import FailureFlag
 from streaming.errors import CoordinationError
-from tests.cache._data import (
-    die_while_preparing,
-    engine_source,
-    open_dataset,
-    read_in_order,
-)
+from tests.cache.helpers import die_while_preparing, engine_source, open_dataset, read_in_order
 
 SAMPLES = 600
 
@@ -246,7 +241,8 @@ def test_a_raised_failure_flag_stops_a_waiting_reader(source, tmp_path):
 def test_four_readers_finish_at_exactly_the_minimum_limit(source, tmp_path, shuffle):
     from streaming.cache.policy.minimum_limit import minimum_limit
     from streaming.plan import PlanConfig, World, plan_node
-    from tests.cache._data import cache_bytes, run_rank
+    from tests.cache.helpers import run_rank
+    from tests.support.folder_size import cache_bytes
 
     cache = tmp_path / "c"
     handle = _open(source, cache)

@@ -23,14 +23,9 @@ from streaming.errors import (
 )
 from streaming.format.compression import decompress
 from streaming.plan import PlanConfig, World, plan_node
-from tests.cache._data import (
-    open_dataset,
-    peak_size,
-    read_in_order,
-    run_rank,
-    upload_dir,
-    write_dataset,
-)
+from tests.cache.helpers import open_dataset, read_in_order, run_rank
+from tests.support.datasets import upload_dir, write_dataset
+from tests.support.folder_size import peak_size
 
 SAMPLES = 3000
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cache._data import upload_dir, write_dataset
+from tests.support.datasets import upload_dir, write_dataset
 from tests.support.node_ranks import run_node_ranks
 
 RANKS = 3

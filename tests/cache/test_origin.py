@@ -128,7 +128,7 @@ def test_a_path_and_its_file_url_are_one_remote(tmp_path: Path, first: str, seco
 
 def test_a_file_url_and_a_stream_read_one_cache_folder(tmp_path: Path) -> None:
     from streaming.dataset.streaming_dataset import StreamingDataset
-    from tests.cache._data import write_dataset
+    from tests.support.datasets import write_dataset
 
     remote, local = tmp_path / "data", tmp_path / "cache"
     write_dataset(remote, 20, compression=None)

@@ -8,7 +8,8 @@ import time
 import numpy as np
 
 from streaming.cache.engine.cache_engine import CacheEngine
-from tests.cache._data import open_dataset, upload_dir, write_dataset
+from tests.cache.helpers import open_dataset
+from tests.support.datasets import upload_dir, write_dataset
 
 
 def test_a_failed_prefetch_later_fetched_does_not_fail_the_pass(s3_env, fault_proxy, tmp_path,

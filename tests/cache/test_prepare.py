@@ -14,7 +14,8 @@ import pytest
 from streaming.errors import DecompressionError, HashMismatchError
 from streaming.format.compression import decompress_file
 from streaming.stream import Stream
-from tests.cache._data import open_dataset, write_dataset
+from tests.cache.helpers import open_dataset
+from tests.support.datasets import write_dataset
 
 
 @pytest.fixture(scope="module")

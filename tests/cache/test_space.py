@@ -15,7 +15,8 @@ import pytest
 from streaming.cache.engine.cache_engine import CacheEngine
 from streaming.cache.folder import disk_files as disk
 from streaming.errors import CacheSpaceError
-from tests.cache._data import open_dataset, read_in_order, write_dataset
+from tests.cache.helpers import open_dataset, read_in_order
+from tests.support.datasets import write_dataset
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from streaming.cache.engine.cache_engine import CacheEngine
-from tests.cache._data import engine_source, open_dataset, read_in_order
+from tests.cache.helpers import engine_source, open_dataset, read_in_order
 
 SAMPLES = 200
 DEADLINE = 60

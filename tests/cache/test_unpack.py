@@ -16,7 +16,7 @@ from streaming.cache.engine.cache_engine import CacheEngine
 from streaming.cache.prepare import preparer as prepare
 from streaming.cache.prepare import zstd_unpack as unpack
 from streaming.errors import DecompressionError
-from tests.cache._data import engine_source, open_dataset, read_in_order
+from tests.cache.helpers import engine_source, open_dataset, read_in_order
 
 RAW = np.random.default_rng(0).integers(0, 8, 3 * unpack.PIECE + 12345, np.uint8).tobytes()
 

@@ -15,7 +15,7 @@ from streaming import StreamingDataLoader, StreamingDataset
 from streaming.cache.table.cache_stats import CacheStats
 from streaming.errors import CoordinationError
 from streaming.format.index import read_index
-from tests.cache._data import peak_size
+from tests.support.folder_size import peak_size
 from tests.support.loaders import drain
 
 

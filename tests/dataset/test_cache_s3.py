@@ -21,10 +21,10 @@ from streaming.errors import (
 )
 from streaming.format.index import read_index
 from streaming.stream import Stream
-from tests.cache._data import peak_size, upload_dir, write_dataset
 from tests.dataset._epochs import epoch_fails, loader_epoch, raw_bytes, watched_epoch, whole_sample
 from tests.dataset._remote import train_rank
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import upload_dir, write_dataset, write_ids
+from tests.support.folder_size import peak_size
 from tests.support.fresh import fresh_context
 
 SAMPLES = 2000

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, get_worker_info
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.loader.dataloader import BatchStream
 from streaming.loader.default_collate import Ragged, collate
-from tests.dataset.conftest import take
+from tests.support.loaders import take
 from writers.mds import MDSWriter
 
 

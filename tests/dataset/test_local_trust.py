@@ -28,7 +28,7 @@ from streaming.errors import (
 from streaming.format.index import merge_index
 from tests.dataset._epochs import read_ids
 from tests.dataset._runs import epoch_in_new_process
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
 from streaming.observe.metrics import gather_metrics
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 SECOND = 10_000  # ids of the second stream start here
 

@@ -14,8 +14,8 @@ import pytest
 
 import streaming
 from streaming import StreamingDataLoader, StreamingDataset
-from tests.dataset.conftest import write_ids
 from tests.packing.datasets import write_tokens
+from tests.support.datasets import write_ids
 
 EPOCH = 20_000  # planned ids per epoch: 160 KB each as int64
 

@@ -22,8 +22,8 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.plan import World, plan_node
-from tests.dataset.conftest import write_ids
 from tests.dataset.harness import ForkedJob, RankResult, epoch_ids, global_batches
+from tests.support.datasets import write_ids
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from streaming.coord.proc import ProcessId
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = textwrap.dedent("""

@@ -13,7 +13,7 @@ import pytest
 import streaming.read.chunk_copy as chunk_copy
 from streaming import StreamingDataset
 from streaming.format.index import read_index
-from tests.dataset.conftest import MANY_SHARDS_SAMPLES as SAMPLES
+from tests.support.datasets import MANY_SHARDS_SAMPLES as SAMPLES
 
 
 def _epoch(remote: Path, local: Path, limit: int | None, opened: Counter | None = None):

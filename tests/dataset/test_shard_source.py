@@ -15,7 +15,8 @@ from streaming.read.iterate import iter_chunks
 from streaming.read.shard_rows import ReadTally
 from streaming.read.shard_source import LocalSource, ShardSource
 from streaming.read.sizing import ReadSize
-from tests.cache._data import open_dataset, write_dataset
+from tests.cache.helpers import open_dataset
+from tests.support.datasets import write_dataset
 
 SAMPLES = 600
 

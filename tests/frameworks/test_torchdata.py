@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from streaming.errors import StateMismatchError
-from tests.dataset.conftest import write_ids
 from tests.frameworks.torchdata_common import batch_ids, make_loader
+from tests.support.datasets import write_ids
 
 pytest.importorskip("torchdata.stateful_dataloader")
 

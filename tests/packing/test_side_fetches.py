@@ -17,8 +17,8 @@ from streaming.errors import ObjectNotFoundError
 from streaming.packing import lengths as lengths_module
 from streaming.packing.lengths import load_lengths
 from streaming.stream import Stream
-from tests.cache._data import upload_dir
 from tests.packing.datasets import write_tokens
+from tests.support.datasets import upload_dir
 
 STREAMS = 3
 SAMPLES = 40

@@ -14,8 +14,9 @@ from streaming import StreamingDataLoader, StreamingDataset
 from streaming.errors import CacheLimitError
 from streaming.stream import Stream
 from tests.dataset._epochs import watched_epoch
-from tests.dataset.conftest import take, write_ids
 from tests.parquet._corpus import check_sample, tokens_of, write_files
+from tests.support.datasets import write_ids
+from tests.support.loaders import take
 
 pytestmark = pytest.mark.timeout(120)
 ROWS = 4 * 250

@@ -1,13 +1,11 @@
-"""Shared helpers for the cache integration tests: an MDS dataset in a moto bucket, an engine over
-it, and a reader that checks every sample (importable by spawned processes)."""
+"""Helpers for the cache tests: a small dataset for an engine, an engine over it, a reader that
+checks every sample, and a rank of readers (importable by spawned processes)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,21 +18,7 @@ from streaming.format.index import read_index
 from streaming.format.shard import ShardReader
 from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream
-from writers.mds import MDSWriter
-
-COLUMNS = {"id": "int", "text": "str", "blob": "bytes"}
-
-
-def write_dataset(out: Path, samples: int, *, size_limit: int = 16_000,
-                  compression: str | None = "zstd") -> None:
-    """Compressible samples whose `id` column equals their global sample id."""
-    rng = np.random.default_rng(0)
-    with MDSWriter(columns=COLUMNS, out=str(out), compression=compression,
-                   size_limit=size_limit, hashes=["xxh64", "sha1"]) as writer:
-        for i in range(samples):
-            words = " ".join(f"w{int(x)}" for x in rng.integers(0, 50, 40))
-            writer.write({"id": i, "text": words, "blob": bytes(rng.integers(0, 4, 200,
-                                                                           np.uint8))})
+from tests.support.datasets import write_dataset
 
 
 def engine_source(tmp_path_factory, samples: int = 600) -> Path:
@@ -42,11 +26,6 @@ def engine_source(tmp_path_factory, samples: int = 600) -> Path:
     src = tmp_path_factory.mktemp("src")
     write_dataset(src, samples, size_limit=8_000)
     return src
-
-
-def upload_dir(client, bucket: str, prefix: str, folder: Path) -> None:
-    for path in sorted(folder.iterdir()):
-        client.upload_file(str(path), bucket, f"{prefix}/{path.name}")
 
 
 @dataclass
@@ -128,38 +107,6 @@ def run_rank(env: dict, remote: str, local: str, rows: np.ndarray, limit: int | 
     for engine in engines:
         engine.close()
     return sum(counts), stats
-
-
-@contextlib.contextmanager
-def peak_size(folder: Path, every: float = 0.002) -> Iterator[list[int]]:
-    """Watch `cache_bytes(folder)` from a thread every `every` s; yields [largest seen]."""
-    peak, stop = [0], threading.Event()
-
-    def poll() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(FileNotFoundError):  # not made yet: nothing held
-                peak[0] = max(peak[0], cache_bytes(folder))
-            time.sleep(every)
-
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
-    try:
-        yield peak
-    finally:
-        stop.set()
-        poller.join()
-
-
-def cache_bytes(folder: Path) -> int:
-    """What a user's `du` of the cache folder sees: the sum of the sizes of its files."""
-    total = 0
-    for entry in os.scandir(folder):
-        try:
-            if entry.is_file(follow_symlinks=False):
-                total += entry.stat(follow_symlinks=False).st_size
-        except FileNotFoundError:
-            pass
-    return total
 
 
 def die_while_preparing(remote: str, local: str, shard: int) -> None:
