@@ -22,8 +22,8 @@ from streaming.errors import (
 )
 from streaming.format.index import merge_index, read_index
 from streaming.stream import Stream
-from tests.dataset._epochs import epoch_fails, loader_epoch, raw_bytes, watched_epoch, whole_sample
 from tests.support.datasets import write_dataset, write_ids
+from tests.support.epochs import epoch_fails, loader_epoch, raw_bytes, watched_epoch, whole_sample
 from writers.convert import convert
 from writers.mds import MDSWriter
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from streaming.format.index import read_index
-from tests.dataset.harness import ForkedJob
 from tests.support.datasets import upload_dir, write_dataset
+from tests.support.jobs import ForkedJob
 
 RANK = Path(__file__).with_name("_cost_rank.py")
 SAMPLES = 18000

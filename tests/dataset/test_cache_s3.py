@@ -21,9 +21,15 @@ from streaming.errors import (
 )
 from streaming.format.index import read_index
 from streaming.stream import Stream
-from tests.dataset._epochs import epoch_fails, loader_epoch, raw_bytes, watched_epoch, whole_sample
-from tests.dataset._remote import train_rank
 from tests.support.datasets import upload_dir, write_dataset, write_ids
+from tests.support.epochs import (
+    epoch_fails,
+    loader_epoch,
+    raw_bytes,
+    train_rank,
+    watched_epoch,
+    whole_sample,
+)
 from tests.support.folder_size import peak_size
 from tests.support.fresh import fresh_context
 

@@ -13,9 +13,9 @@ import pytest
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.errors import CacheLimitError
 from streaming.stream import Stream
-from tests.dataset._epochs import watched_epoch
 from tests.parquet._corpus import check_sample, tokens_of, write_files
 from tests.support.datasets import write_ids
+from tests.support.epochs import watched_epoch
 from tests.support.loaders import take
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,7 +1,7 @@
 """Launch simulated multi-node training jobs as real processes and collect what each rank saw.
 
-Each rank runs `run_rank.py` in its own process (a fork of `fork_ranks.py`, which imported torch
-once) with torch.distributed's environment variables (gloo over 127.0.0.1); simulated node n
+Each rank runs `run_rank.py` in its own process (a fork of `run_rank_forks.py`, which imported
+torch once) with torch.distributed's environment variables (gloo over 127.0.0.1); simulated node n
 caches shards in `<local_root>/node<n>` over one shared file:// source, exactly as separate
 machines would.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from tests.support.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-FORKER = Path(__file__).with_name("fork_ranks.py")
+FORKER = Path(__file__).with_name("run_rank_forks.py")
 RUNNER = Path(__file__).with_name("run_rank.py")
 
 
@@ -60,7 +60,7 @@ class RankResult:
 
 class ForkedJob:
     """A running job of nodes x ranks_per_node rank processes, forks of one launcher that
-    imported torch once (`fork_ranks.py`): each rank has its own environment, DataLoader
+    imported torch once (`run_rank_forks.py`): each rank has its own environment, DataLoader
     workers and exit, as torchrun's ranks do. `env` adds variables to every rank's environment;
     `wait()` collects the results."""
 

@@ -1,11 +1,15 @@
-"""One epoch of a dataset as the dataset and backend suites run it: in this process, through a
-DataLoader, under a watched cache folder, or until a bad shard stops it."""
+"""One epoch of a dataset as the tests run it: in this process, through a DataLoader, under a
+watched cache folder, until a bad shard stops it, in a fresh process (no shared cache table
+inherited, as a second run finds the disk), or as one rank of a one-node job."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +19,9 @@ from streaming import StreamingDataLoader, StreamingDataset
 from streaming.cache.table.cache_stats import CacheStats
 from streaming.errors import CoordinationError
 from streaming.format.index import read_index
+from streaming.plan import World
 from tests.support.folder_size import peak_size
+from tests.support.fresh import fresh_context
 from tests.support.loaders import drain
 
 
@@ -76,3 +82,31 @@ def epoch_fails(ds: StreamingDataset, epoch: Iterable, wanted: type[Exception],
     finally:
         ds.close()
     assert isinstance(info.value, wanted) or wanted.__name__ in str(info.value)
+
+
+def _epoch(kwargs: dict[str, Any]) -> tuple[list[int], dict]:
+    ds = StreamingDataset(**kwargs)
+    try:
+        return [int(sample["id"]) for sample in ds], ds.cache_stats().as_dict()
+    finally:
+        ds.close()
+
+
+def epoch_in_new_process(**kwargs: Any) -> tuple[list[int], dict]:
+    """The ids of one epoch of StreamingDataset(**kwargs) and its cache stats, from a fresh
+    process."""
+    with ProcessPoolExecutor(1, mp_context=fresh_context()) as pool:
+        return pool.submit(_epoch, kwargs).result(timeout=120)
+
+
+def train_rank(env: dict, remote: str, local: str, rank: int, ranks: int) -> tuple[list, dict]:
+    """One training process (rank `rank` of a one-node job): one epoch, its ids and the node's
+    cache stats."""
+    os.environ.update(env)
+    ds = StreamingDataset(remote=remote, local=local, batch_size=8, shuffle=True,
+                          world=World(1, ranks, 1, 0, rank, 0, 1))
+    try:
+        ids = [int(sample["id"]) for sample in ds]
+        return ids, ds.cache_stats().as_dict()
+    finally:
+        ds.close()

@@ -1,4 +1,4 @@
-"""One rank of a simulated training job (launched by tests/dataset/harness.py).
+"""One rank of a simulated training job (launched by tests/support/jobs.py).
 
 Reads its topology from RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT,
 joins a gloo process group (unless --no-dist: then the dataset finds its place from those
@@ -65,7 +65,7 @@ def main() -> int:
         out.write(json.dumps({"len": len(ds), "rank": rank}) + "\n")
         try:
             _train(args, loader, out)
-        except Exception as exc:  # reported to the harness, which checks the message
+        except Exception as exc:  # reported to ForkedJob, which checks the message
             record = {"error": f"{type(exc).__name__}: {exc}", "t": time.time()}
             out.write(json.dumps(record) + "\n")
             return 3

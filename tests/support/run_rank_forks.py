@@ -1,11 +1,11 @@
 """Start the ranks of a simulated job as forks of one interpreter that imported torch and
-streaming once (launched by tests/dataset/harness.py's ForkedJob).
+streaming once (launched by tests/support/jobs.py's ForkedJob).
 
 Importing torch costs seconds of CPU per process; a job of 16 ranks on 2 cores would spend most
 of its time there. Each fork is still its own process with its own environment (RANK,
 LOCAL_RANK, ...), its own DataLoader workers and its own exit, as torchrun's ranks are.
 
-Usage: fork_ranks.py PLAN.json, where PLAN is a list of {"env", "script", "argv", "stderr",
+Usage: run_rank_forks.py PLAN.json, where PLAN is a list of {"env", "script", "argv", "stderr",
 "rc"}: the variables to set, the rank's script (run_rank.py or another) and its arguments, and
 the files for the rank's stderr and exit code.
 """
