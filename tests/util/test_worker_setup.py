@@ -71,8 +71,7 @@ def _in_fresh_python(code: str, **env: str) -> str:
 
 
 _PROBE = """
-import sys; sys.path.insert(0, 'tests/dataset')
-from _mallinfo import own_mapping
+from tests.util.helpers import own_mapping
 from streaming.util.malloc import keep_buffers_in_heap
 before = own_mapping()
 done = keep_buffers_in_heap()
