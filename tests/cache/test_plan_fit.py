@@ -27,7 +27,7 @@ def _footprint(cached: bool = True) -> Footprint:
                         np.full(SHARDS, cached), slack=0)
 
 
-def _no_measurements(fit: PlanFit) -> None:
+def _assert_no_measurements(fit: PlanFit) -> None:
     for message in fit.warnings:
         assert not re.search(r"\d(\.\d+)?x\b", message), message  # no benchmark ratios
 
@@ -55,7 +55,7 @@ def test_an_unset_block_is_fitted_to_the_limit_with_a_warning():
     assert expected < default
     assert fit.config.shuffle_block_size == expected and fit.read_shard == PER_SHARD
     assert len(fit.warnings) == 1 and "cache_limit=60mb" in fit.warnings[0]
-    _no_measurements(fit)
+    _assert_no_measurements(fit)
     assert cfg.shuffle_block_size is None  # the input config is left alone
 
 
@@ -64,7 +64,7 @@ def test_a_block_the_user_set_is_kept_with_large_reads_and_a_warning():
     fit = fit_plan(cfg, World(), _footprint(), 60 * MB)
     assert fit.config is cfg and fit.read_shard == 0
     assert len(fit.warnings) == 1 and "shuffle_block_size=262144" in fit.warnings[0]
-    _no_measurements(fit)
+    _assert_no_measurements(fit)
     small = _config(shuffle=True, shuffle_block_size=PER_SHARD)
     assert fit_plan(small, World(), _footprint(), 60 * MB) == PlanFit(small, PER_SHARD, ())
 
@@ -77,11 +77,11 @@ def test_shard_shuffles_interleave_fewer_canonical_nodes():
     expected = canonical_for_limit(60 * MB, _footprint(), default, 2, "py1s")
     assert expected < default and expected % 2 == 0
     assert fit.config.num_canonical_nodes == expected and len(fit.warnings) == 1
-    _no_measurements(fit)
+    _assert_no_measurements(fit)
     given = _config(shuffle=True, shuffle_algo="py2s", num_canonical_nodes=64)
     kept = fit_plan(given, world, _footprint(), 60 * MB)
     assert kept.config is given and kept.read_shard == 0 and "64" in kept.warnings[0]
-    _no_measurements(kept)
+    _assert_no_measurements(kept)
 
 
 def test_the_naive_shuffle_and_local_only_shards_are_left_alone():

@@ -13,7 +13,7 @@ from streaming.format.index import read_index
 from tests.support.datasets import upload_dir, write_dataset
 from tests.support.jobs import ForkedJob
 
-RANK = Path(__file__).with_name("_cost_rank.py")
+RANK = Path(__file__).with_name("cost_rank.py")
 SAMPLES = 18000
 CONFIG = ("streams:\n  - {{remote: '{remote}', local: cache}}\nbatch_size: 8\npredownload: 64\n"
           "shuffle: true\nshuffle_seed: 7\n"

@@ -23,7 +23,7 @@ from streaming.format.index import read_index
 from streaming.stream import Stream
 from tests.support.datasets import upload_dir, write_dataset, write_ids
 from tests.support.epochs import (
-    epoch_fails,
+    assert_epoch_fails,
     loader_epoch,
     raw_bytes,
     train_rank,
@@ -160,8 +160,8 @@ def test_corrupt_shard_in_the_bucket_raises_hash_mismatch_in_training(s3_env, bu
             client.upload_file(str(path), name, f"bad/{path.name}")
     ds = StreamingDataset(remote=f"s3://{name}/bad", local=str(tmp_path / "c"),
                           validate_hash="sha1", batch_size=16)
-    epoch_fails(ds, StreamingDataLoader(ds, batch_size=16, num_workers=2), HashMismatchError,
-                victim)
+    assert_epoch_fails(ds, StreamingDataLoader(ds, batch_size=16, num_workers=2),
+                       HashMismatchError, victim)
 
 
 def test_a_cache_limit_sizes_the_default_shuffle_block_and_keeps_an_explicit_one(

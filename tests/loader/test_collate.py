@@ -82,7 +82,7 @@ def tokens_dir(tmp_path: Path) -> Path:
     return tmp_path / "d"
 
 
-def _same(a: dict, b: dict) -> None:
+def _assert_same(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
     for key, x in a.items():
         y = b[key]
@@ -111,7 +111,7 @@ def test_batch_path_equals_sample_path(tokens_dir: Path, workers: int) -> None:
     want = list(slow)
     assert len(got) == len(want) == 26
     for a, b in zip(got, want):
-        _same(a, b)
+        _assert_same(a, b)
     ids = [i for b in got for i in b["id"].tolist()]  # one rank: each of 203 samples once
     assert sorted(ids) == list(range(203)) and len(got[-1]["id"]) == 3
 
@@ -170,7 +170,7 @@ def test_workers_send_numpy_and_the_loop_gets_tensors(tokens_dir: Path, subclass
     assert loader.state_dict()["epoch"] == 1
     direct = list(StreamingDataLoader(cls(local=tokens_dir, batch_size=8), batch_size=8))
     for a, b in zip(batches, direct):
-        _same(a, b)
+        _assert_same(a, b)
 
 
 def test_large_worker_batches_travel_in_shared_memory(tmp_path: Path) -> None:
@@ -217,7 +217,7 @@ def test_batches_skip_the_profiler_annotation_unless_profiling(tokens_dir: Path,
     assert len(calls) == 27 - (workers > 0)
     assert any(e.key.startswith("enumerate(DataLoader)") for e in prof.key_averages())
     for a, b in zip(plain, profiled):
-        _same(a, b)
+        _assert_same(a, b)
     assert loader.state_dict()["sample_in_epoch"] == 0  # two whole epochs, counted as such
 
 

@@ -43,16 +43,16 @@ def ring_files(token: str) -> list[str]:
     return [name for name in os.listdir(shm_dir()) if token in name]
 
 
-def same(a: object, b: object) -> None:
+def assert_same(a: object, b: object) -> None:
     """Equal values and equal types, leaf by leaf."""
     assert type(a) is type(b), (type(a), type(b))
     if isinstance(a, dict):
         assert a.keys() == b.keys()
         for key in a:
-            same(a[key], b[key])
+            assert_same(a[key], b[key])
     elif isinstance(a, Ragged):
-        same(a.values, b.values)
-        same(a.offsets, b.offsets)
+        assert_same(a.values, b.values)
+        assert_same(a.offsets, b.offsets)
     elif isinstance(a, np.ndarray):
         assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
         assert a.flags.writeable and b.flags.writeable
@@ -120,7 +120,7 @@ def test_unpacked_batches_equal_the_sent_ones(cols, rows, seed, repeats) -> None
             batch.update({f"c{i}": build(*col, rows, rng) for i, col in enumerate(cols)})
             sent = sender.pack(batch)
             got = receiver.unpack(sent)
-            same(got, batch)
+            assert_same(got, batch)
             assert isinstance(sent, Packed) == any(map(goes_to_ring, batch.values()))
             if isinstance(sent, Packed):  # the copy owns its memory: the slot can be reused
                 assert not sender.ring.flags.any()
@@ -160,11 +160,11 @@ def test_a_batch_larger_than_a_slot_gets_a_new_ring(pair) -> None:
     second = sender.pack(large)  # the first ring is still busy: it is retired, not removed
     assert (first.gen, second.gen) == (0, 1) and first.ring != second.ring
     assert len(sender.retired) == 1
-    same(receiver.unpack(first), small)
-    same(receiver.unpack(second), large)
+    assert_same(receiver.unpack(first), small)
+    assert_same(receiver.unpack(second), large)
     third = sender.pack(small)  # fits the new ring; the idle old one is removed
     assert third.gen == 1 and not sender.retired
-    same(receiver.unpack(third), small)
+    assert_same(receiver.unpack(third), small)
     assert list(receiver.rings) == [second.ring]
 
 
@@ -255,7 +255,7 @@ def test_loader_batches_equal_the_in_process_ones(blobs_dir: Path, monkeypatch) 
     want = list(loader(blobs_dir, 0))
     assert len(got) == len(want) == 12
     for a, b in zip(got, want):
-        same(a, b)
+        assert_same(a, b)
     assert ring.state_dict()["epoch"] == 1
     assert ring._receiver is not None and not ring._receiver.rings  # closed after the epoch
     assert not ring_files(ring._batch_stream.ring[0])
@@ -323,7 +323,7 @@ def test_a_worker_that_exits_first_keeps_its_last_batch_readable() -> None:
     time.sleep(0.5)  # the worker has finished its work and is exiting meanwhile
     receiver = Receiver()
     try:
-        same(receiver.unpack(packed), {"b": [b"z" * BIG]})
+        assert_same(receiver.unpack(packed), {"b": [b"z" * BIG]})
     finally:
         receiver.close()
     worker.join(timeout=30)

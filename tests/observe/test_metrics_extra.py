@@ -128,7 +128,7 @@ def _taken(batches) -> tuple[int, int, int]:
     return packs, tokens, sequences
 
 
-def _check(m: dict[str, float], packs: int, tokens: int, sequences: int) -> None:
+def _assert_packing_metrics(m: dict[str, float], packs: int, tokens: int, sequences: int) -> None:
     assert (m["packing/packs"], m["packing/tokens"]) == (packs, tokens)
     assert m["packing/fill_rate"] == pytest.approx(tokens / (packs * CAP), rel=1e-12)
     assert m["packing/sequences_per_pack"] == pytest.approx(sequences / packs, rel=1e-12)
@@ -151,12 +151,12 @@ def test_the_fill_is_that_of_the_packs_taken(mixed_lengths, workers):
 
     loader = StreamingDataLoader(make(), batch_size=None, num_workers=workers)
     batches = list(loader) + _take(loader, 4)  # an epoch, then part of the next
-    _check(loader.metrics(), *_taken(batches))
+    _assert_packing_metrics(loader.metrics(), *_taken(batches))
     resumed = StreamingDataLoader(make(), batch_size=None, num_workers=workers)
     resumed.load_state_dict(loader.state_dict())  # the rest of epoch 1
     rest = list(resumed)
     assert rest and resumed.metrics()["packing/packs"] == _taken(rest)[0]
-    _check(resumed.metrics(), *_taken(rest))
+    _assert_packing_metrics(resumed.metrics(), *_taken(rest))
 
 
 def test_a_packed_dataset_iterated_directly_counts_its_packs(mixed_lengths):
@@ -166,7 +166,7 @@ def test_a_packed_dataset_iterated_directly_counts_its_packs(mixed_lengths):
     it = iter(ds)
     batches += [next(it) for _ in range(3)]
     m = ds.metrics()
-    _check(m, *_taken(batches))
+    _assert_packing_metrics(m, *_taken(batches))
     assert m["batches"] == len(batches) and m["samples"] == _taken(batches)[0]
     assert m["disk/rows_read"] >= _taken(batches)[2]
     assert not any(key.startswith("stream/") for key in m)

@@ -14,8 +14,7 @@ import pytest
 
 import streaming
 from streaming import StreamingDataLoader, StreamingDataset
-from tests.packing.datasets import write_tokens
-from tests.support.datasets import write_ids
+from tests.support.datasets import write_ids, write_tokens
 
 EPOCH = 20_000  # planned ids per epoch: 160 KB each as int64
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from streaming.dataset.streaming_dataset import StreamingDataset
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import write_tokens
 from tests.support.folder_size import peak_size
 
 N = 300

@@ -15,7 +15,7 @@ from streaming.errors import FormatError, IndexFileError, PlanError
 from streaming.format.index import LENGTHS_KEY, merge_index, read_index
 from streaming.format.value_length import value_length
 from streaming.packing.lengths import load_lengths
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import write_tokens
 from writers.mds import MDSWriter
 
 

@@ -18,8 +18,7 @@ from streaming.format.index import read_index
 from streaming.packing import lengths as lengths_module
 from streaming.packing.lengths import SCAN_AT_ONCE, load_lengths
 from streaming.storage.singleflight import single_flight
-from tests.packing.datasets import write_tokens
-from tests.support.datasets import upload_dir
+from tests.support.datasets import upload_dir, write_tokens
 from tests.support.node_ranks import run_node_ranks
 
 RANKS = 3

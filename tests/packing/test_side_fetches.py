@@ -17,8 +17,7 @@ from streaming.errors import ObjectNotFoundError
 from streaming.packing import lengths as lengths_module
 from streaming.packing.lengths import load_lengths
 from streaming.stream import Stream
-from tests.packing.datasets import write_tokens
-from tests.support.datasets import upload_dir
+from tests.support.datasets import upload_dir, write_tokens
 
 STREAMS = 3
 SAMPLES = 40

@@ -15,7 +15,7 @@ import pytest
 from streaming import StreamingDataset
 from streaming.errors import ParquetFileError, ParquetSchemaError
 from streaming.stream import Stream
-from tests.parquet._corpus import check_sample, table, write_files
+from tests.parquet.helpers import assert_sample, table, write_files
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -65,7 +65,7 @@ def test_a_corrupt_row_group_is_named_with_its_number(corpus: Path, tmp_path: Pa
     path.write_bytes(bytes(data))
     ds = _dataset(corpus, tmp_path / "c")
     for i in range(200):  # the untouched file reads
-        check_sample(ds[i])
+        assert_sample(ds[i])
     with pytest.raises(ParquetFileError, match=r"part-001\.parquet row group 2"):
         list(ds)
 
@@ -105,7 +105,7 @@ def test_a_file_replaced_mid_run_is_refused_by_name(corpus: Path, tmp_path: Path
                                                     ) -> None:
     ds = _dataset(corpus, tmp_path / "c")
     for i in range(0, 200, 50):
-        check_sample(ds[i])  # part-000's row groups are cached
+        assert_sample(ds[i])  # part-000's row groups are cached
     replacement = tmp_path / "new.parquet"
     pq.write_table(table(1000, 200), replacement, row_group_size=50)  # same shape, new rows
     shutil.copyfile(replacement, corpus / "part-001.parquet")
@@ -113,7 +113,7 @@ def test_a_file_replaced_mid_run_is_refused_by_name(corpus: Path, tmp_path: Path
         ds[row]
     # the next start indexes the new file, and serves its rows
     again = _dataset(corpus, tmp_path / "c")
-    assert sorted(check_sample(s) for s in again) == [*range(200), *range(1000, 1200)]
+    assert sorted(assert_sample(s) for s in again) == [*range(200), *range(1000, 1200)]
 
 
 def test_a_file_cut_short_mid_run_is_refused_by_name(corpus: Path, tmp_path: Path) -> None:

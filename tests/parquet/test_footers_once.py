@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from streaming.stream import Stream
-from tests.parquet._corpus import write_files
+from tests.parquet.helpers import write_files
 from tests.support.datasets import upload_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

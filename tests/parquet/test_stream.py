@@ -14,11 +14,11 @@ import pytest
 from streaming import StreamingDataset
 from streaming.errors import ParquetSchemaError, PlanError
 from streaming.stream import Stream
-from tests.parquet._corpus import check_sample, write_files
+from tests.parquet.helpers import assert_sample, write_files
 
 
 def _ids(ds: StreamingDataset) -> list[int]:
-    return sorted(check_sample(sample) for sample in ds)
+    return sorted(assert_sample(sample) for sample in ds)
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_every_row_once_with_every_type(corpus: Path, tmp_path: Path, how: str) 
         list(range(300)) + list(range(600, 900))
     assert len(ds) == len(want)
     assert _ids(ds) == want
-    assert check_sample(ds[len(want) - 1]) == want[-1]
+    assert assert_sample(ds[len(want) - 1]) == want[-1]
     assert ds.num_samples == len(want)
     assert not any(p.suffix == ".mds" for p in corpus.iterdir())  # nothing written beside them
 
@@ -139,4 +139,4 @@ def test_samples_do_not_share_mutable_values(corpus: Path, tmp_path: Path) -> No
     first["meta"]["a"] = -1
     with pytest.raises(ValueError, match="read-only"):
         first["tokens"][0] = -1
-    check_sample(ds[5])
+    assert_sample(ds[5])

@@ -1,7 +1,8 @@
 """Small MDS datasets written with MDSWriter, for any test folder: `write_ids` (an `id` and a
 tiny payload per sample), `write_dataset` (compressible text and bytes, hashed), `upload_dir`
 (a written folder into a bucket), and the fixtures `many_shards` and `ids_dataset` built on them
-(tests/conftest.py makes them available everywhere)."""
+(tests/conftest.py makes them available everywhere), and `write_tokens` (token sequences of
+random lengths, for packing)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from writers.mds import MDSWriter
 
 COLUMNS = {"id": "int", "text": "str", "blob": "bytes"}
 MANY_SHARDS_SAMPLES = 6000
+TOKEN_COLUMNS = {"tokens": "ndarray:int32", "id": "int"}
 
 
 def write_ids(out: Path, n: int, *, start: int = 0, size_limit: int = 1 << 10,
@@ -36,6 +38,19 @@ def write_dataset(out: Path, samples: int, *, size_limit: int = 16_000,
             words = " ".join(f"w{int(x)}" for x in rng.integers(0, 50, 40))
             writer.write({"id": i, "text": words, "blob": bytes(rng.integers(0, 4, 200,
                                                                            np.uint8))})
+
+
+def write_tokens(out: Path, n: int, *, start: int = 0, max_len: int = 300, seed: int = 0,
+                 lengths: object = "tokens", size_limit: int = 1 << 14,
+                 compression: str | None = None, hashes: list[str] | None = None) -> np.ndarray:
+    """Sample i holds `id` = start + i and `tokens` = [start + i] * L_i; returns the L_i."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, max_len + 1, n)
+    with MDSWriter(columns=TOKEN_COLUMNS, out=out, size_limit=size_limit, lengths=lengths,
+                   compression=compression, hashes=hashes) as writer:
+        for i, size in enumerate(sizes.tolist()):
+            writer.write({"id": start + i, "tokens": np.full(size, start + i, np.int32)})
+    return sizes
 
 
 def upload_dir(client, bucket: str, prefix: str, folder: Path) -> None:

@@ -69,7 +69,7 @@ def watched_epoch(ds: StreamingDataset, cache: Path) -> tuple[list[int], int, Ca
     return seen, peak[0], stats
 
 
-def epoch_fails(ds: StreamingDataset, epoch: Iterable, wanted: type[Exception],
+def assert_epoch_fails(ds: StreamingDataset, epoch: Iterable, wanted: type[Exception],
                 victim: str) -> None:
     """Iterating `epoch` (over `ds`, closed after) fails with `wanted` naming `victim`. The
     worker that met the bad shard raises `wanted`; a worker waiting on the node at that moment

@@ -1,4 +1,6 @@
-"""Run a framework script as a real process group with a hard deadline (tests/frameworks)."""
+"""Helpers of the framework tests: run a framework script as a real process group with a hard
+deadline, read the batches it wrote, and the torchdata StatefulDataLoader that the resume tests
+build in the test and in the resuming process alike (tests/frameworks/torchdata_resume.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,3 +38,27 @@ def run_script(script: str, args: list[str], *, timeout: float, env: dict | None
 def read_batches(path: Path) -> list[list[int]]:
     """The `ids` of every JSON line of `path`, in order."""
     return [json.loads(line)["ids"] for line in path.read_text().splitlines()]
+
+
+def make_loader(data: str, workers: int, persistent: bool, batch_size: int,
+                packing: bool = False) -> Any:
+    """A torchdata StatefulDataLoader over a shuffled StreamingDataset of `data` (with
+    `packing`, a PackedStreamingDataset yielding batches of 2 packs of 256 tokens)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from streaming import StreamingDataset
+
+    persistent = persistent and workers > 0
+    if packing:
+        dataset = StreamingDataset(local=data, shuffle=True, packing=True, packing_length=256,
+                                   packs_per_batch=2)
+        return StatefulDataLoader(dataset, batch_size=None, num_workers=workers,
+                                  persistent_workers=persistent)
+    dataset = StreamingDataset(local=data, shuffle=True, batch_size=batch_size)
+    return StatefulDataLoader(dataset, batch_size=batch_size, num_workers=workers,
+                              persistent_workers=persistent)
+
+
+def batch_ids(batch: Any) -> list[int]:
+    """The sample ids of a batch (of samples, or of packs)."""
+    return (batch["sample_ids"] if "sample_ids" in batch else batch["id"]).tolist()

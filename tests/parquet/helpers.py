@@ -44,7 +44,7 @@ def write_files(folder: Path, files: int = 3, rows: int = 300, row_group: int = 
     return paths
 
 
-def check_sample(sample: dict[str, Any]) -> int:
+def assert_sample(sample: dict[str, Any]) -> int:
     """Assert `sample` is exactly the row its id names; return the id."""
     i = int(sample["id"])
     assert sample["text"] == f"row {i}"
