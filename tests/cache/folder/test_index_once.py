@@ -14,7 +14,7 @@ from tests.support.datasets import upload_dir, write_dataset
 from tests.support.node_ranks import run_node_ranks
 
 RANKS = 3
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHILD = """
 import sys
 from streaming.dataset.catalog import Catalog

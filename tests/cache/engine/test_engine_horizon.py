@@ -62,7 +62,7 @@ def test_a_pass_that_ended_withdraws_its_horizon(source, tmp_path):
 
 def test_a_shard_read_again_later_keeps_its_next_use_after_each_run(source, tmp_path):
     from streaming.cache.table.reader_horizon import snapshot
-    from tests.cache.test_horizon import true_next_use
+    from tests.cache.table.test_horizon import true_next_use
 
     # shard 0 for three steps, shard 1 for two, shard 0 again from step 30
     seq = np.array([0] * 3 + [1] * 2 + [2] * 25 + [0] * 3)
