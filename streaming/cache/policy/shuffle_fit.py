@@ -27,8 +27,8 @@ BLOCK_SHUFFLES = tuple(name for name, a in SHUFFLES.items() if a.block_based)
 SHARD_SHUFFLES = tuple(name for name, a in SHUFFLES.items() if a.shards_per_canonical)
 SPARE = 2  # resident shards kept out of the block: the next one fetched, one in hand-over
 # Peak shards wanted at once, in blocks' worth: each shuffle's `block_spread` (streaming.plan.
-# shuffle), checked on real plans in tests/cache/policy/test_fit.py and against the engine's downloads
-# in tests/dataset/test_cache_block.py
+# shuffle), checked on real plans in tests/cache/policy/test_fit.py and against the engine's
+# downloads in tests/dataset/test_cache_block.py
 SPREAD = {name: a.block_spread for name, a in SHUFFLES.items() if a.block_based}
 
 
