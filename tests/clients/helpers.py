@@ -1,8 +1,8 @@
 """Running Composer and llm-foundry in tests: the stand-ins they need on the path, and a skip
 (a failure under CI=true) when `make clients` has not installed them.
 
-`STANDINS` holds the torchvision and pkg_resources stand-ins (see their docstrings); it goes first
-on sys.path, in this process and in every process a test starts.
+`STANDINS` (tests/support/standins) holds the torchvision and pkg_resources stand-ins (see their
+docstrings); it goes first on sys.path, in this process and in every process a test starts.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-STANDINS = Path(__file__).resolve().parent / "standins"
+STANDINS = Path(__file__).resolve().parents[1] / "support" / "standins"
 REPO = Path(__file__).resolve().parents[2]
 
 
