@@ -36,7 +36,7 @@ from streaming.cache.shard_facts import ShardFacts  # noqa: E402
 from streaming.format.index import read_index  # noqa: E402
 from streaming.observe.forecast import RunSpec, job_minimum, reader_sequences  # noqa: E402
 from streaming.plan import World  # noqa: E402
-from tests.cache._data import write_dataset  # noqa: E402
+from tests.support.datasets import write_dataset  # noqa: E402
 
 WORKERS = 2
 CONFIGS = {  # name: (streams, proportions, epoch_size as a share of the stored samples)

@@ -38,7 +38,9 @@ def fresh_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[], Path]:
     base = tmp_path_factory.mktemp("examples")
     return lambda: Path(tempfile.mkdtemp(dir=base))
 
-# One moto S3 server process and the fault proxy factory for the whole suite.
+# One moto S3 server process and the fault proxy factory for the whole suite, and the small
+# datasets several folders read.
+from tests.support.datasets import ids_dataset, many_shards  # noqa: E402, F401
 from tests.support.faultproxy import fault_proxy  # noqa: E402, F401
 from tests.support.s3server import s3_env, s3_server  # noqa: E402, F401
 

@@ -5,7 +5,7 @@ torch offers no switch for it: `_BaseDataLoaderIter.__next__` wraps every batch 
 GIL's switch interval whenever another Python thread of the training process is busy. This is
 the one place that repeats `__next__`'s steps through the iterator's private attributes. It does
 so only when `__next__` touches exactly the names it was written against (TORCH_NEXT_NAMES);
-on any other torch the iterator is used as it is, and tests/dataset/test_loader_next.py fails
+on any other torch the iterator is used as it is, and tests/loader/test_loader_next.py fails
 so the steps below get checked against the new `__next__`.
 """
 

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.backends._stores import AzureStore, GCSStore, HTTPStore, S3Store, Store
 from tests.support.azurite import azurite_server  # noqa: F401
 from tests.support.faultproxy import FaultProxy
 from tests.support.gcsserver import gcs_server  # noqa: F401
 from tests.support.httpserver import http_server  # noqa: F401
+from tests.support.stores import AzureStore, GCSStore, HTTPStore, S3Store, Store
 
 BACKENDS = ("s3", "gcs", "azure", "http")
 _SERVERS = {"s3": ("s3_server", S3Store), "gcs": ("gcs_server", GCSStore),

@@ -19,9 +19,9 @@ from streaming.errors import (
 )
 from streaming.format.hashing import hexdigest
 from streaming.storage import backend_for, fetch, fetch_once, upload
-from tests.backends._stores import AzureStore
 from tests.support.azurite import KEY
 from tests.support.processes import free_port
+from tests.support.stores import AzureStore
 from writers.mds import MDSWriter
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from streaming.errors import UnsupportedFeatureError
-from tests.convert._util import read_samples
+from tests.support.converted import read_samples
 from writers.convert import convert
 
 

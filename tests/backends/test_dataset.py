@@ -22,9 +22,14 @@ from streaming.errors import (
 )
 from streaming.format.index import merge_index, read_index
 from streaming.stream import Stream
-from tests.cache._data import write_dataset
-from tests.dataset._epochs import epoch_fails, loader_epoch, raw_bytes, watched_epoch, whole_sample
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_dataset, write_ids
+from tests.support.epochs import (
+    assert_epoch_fails,
+    loader_epoch,
+    raw_bytes,
+    watched_epoch,
+    whole_sample,
+)
 from writers.convert import convert
 from writers.mds import MDSWriter
 
@@ -107,7 +112,7 @@ def test_an_unavailable_shard_fails_within_the_download_deadline(store_env, loca
                           download_retry=retry, batch_size=16)
     wanted = ObjectNotFoundError if how == "absent" else DownloadTimeoutError
     start = time.monotonic()
-    epoch_fails(ds, ds, wanted, victim)
+    assert_epoch_fails(ds, ds, wanted, victim)
     took = time.monotonic() - start
     assert took < timeout * (retry + 1) + 5.0, took
 
@@ -122,8 +127,8 @@ def test_a_corrupted_object_is_caught_by_its_hash(store_env, local_copies, tmp_p
     store_env.put(space, f"bad/{victim}", bytes(body))
     ds = StreamingDataset(remote=store_env.url(space, "bad"), local=str(tmp_path / "c"),
                           validate_hash="sha1", batch_size=16)
-    epoch_fails(ds, StreamingDataLoader(ds, batch_size=16, num_workers=2), HashMismatchError,
-                victim)
+    assert_epoch_fails(ds, StreamingDataLoader(ds, batch_size=16, num_workers=2),
+                       HashMismatchError, victim)
 
 
 def _rows(n: int, seed: int = 0) -> list[dict]:

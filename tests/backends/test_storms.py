@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from streaming import StreamingDataset
-from tests.cache._data import write_dataset
-from tests.dataset._epochs import loader_epoch, whole_sample
+from tests.support.datasets import write_dataset
+from tests.support.epochs import loader_epoch, whole_sample
 from tests.support.faultproxy import FaultProxy, Storm
 
 pytestmark = pytest.mark.slow

@@ -14,9 +14,8 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import IndexFileError, StreamingError
-from tests.cache._data import upload_dir
-from tests.dataset.conftest import write_ids
 from tests.support.canary import snapshot
+from tests.support.datasets import upload_dir, write_ids
 
 Mutation = Callable[[dict, Path], None]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from streaming.errors import DatasetMismatchError
-from tests.convert._util import read_samples
+from tests.support.converted import read_samples
 
 
 def jsonl(path: Path, start: int, n: int, **extra) -> Path:

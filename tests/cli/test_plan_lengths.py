@@ -12,8 +12,7 @@ import pytest
 from streaming import PackedStreamingDataset
 from streaming.format.index import read_index
 from streaming.stream import Stream
-from tests.cache._data import upload_dir
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import upload_dir, write_tokens
 
 TOPOLOGY = "topology: {nodes: 3, ranks_per_node: 2, workers_per_rank: 1}\n"
 

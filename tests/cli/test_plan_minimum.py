@@ -13,7 +13,7 @@ import pytest
 from streaming import Stream, StreamingDataset
 from streaming.errors import CacheLimitError
 from streaming.format.index import read_index
-from tests.cache._data import write_dataset
+from tests.support.datasets import write_dataset
 
 CONFIGS = {
     "one stream": ("streams:\n  - {{remote: '{a}', local: '{tmp}/a'}}\n", None),

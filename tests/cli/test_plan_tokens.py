@@ -12,8 +12,7 @@ import pytest
 from streaming import StreamingDataset
 from streaming.cli.plan_setup import load_setup
 from streaming.stream import Stream
-from tests.cache._data import upload_dir
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import upload_dir, write_tokens
 
 PROPORTIONS = (0.25, 0.75)
 

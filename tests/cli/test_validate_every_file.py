@@ -9,7 +9,7 @@ import pytest
 
 from streaming.format.compression import decompress_file
 from streaming.format.index import read_index
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 
 @pytest.mark.parametrize("hashes", [["sha1"], None])

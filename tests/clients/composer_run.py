@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.support.clients import use_standins
+from tests.clients.helpers import use_standins
 
 use_standins()
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.support.clients import use_standins
+from tests.clients.helpers import use_standins
 
 use_standins()
 

@@ -4,7 +4,7 @@ batch and at `1ep`, each resumed by a new process, continue the uninterrupted ru
 StreamingMetricsCallback.
 
 Composer imports torchvision at start-up; these runs use the stand-in in tests/support/standins
-(see tests/support/clients.py), since the index's torchvision wheel does not load beside CPU torch.
+(see tests/clients/helpers.py), since the index's torchvision wheel does not load beside CPU torch.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support.clients import child_env, require
+from tests.clients.helpers import child_env, require
 from tests.support.processes import free_port
 from writers import MDSWriter
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.clients import REPO, child_env, require
+from tests.clients.helpers import REPO, child_env, require
 
 CHECKS = Path(__file__).with_name("llmfoundry_checks.py")
 

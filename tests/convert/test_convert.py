@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from streaming.errors import EncodeError, MissingExtraError
-from tests.convert._util import read_samples
+from tests.support.converted import read_samples
 from writers.convert import convert, tokenize
 from writers.convert.api import detect_format
 

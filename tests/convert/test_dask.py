@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streaming.errors import DatasetMismatchError
-from tests.convert._engines import (
+from tests.convert.helpers import (
     COLUMNS,
     DieOnce,
     FailAt,

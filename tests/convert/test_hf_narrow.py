@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.convert._util import read_samples
+from tests.support.converted import read_samples
 from writers.convert import convert
 
 datasets = pytest.importorskip("datasets")

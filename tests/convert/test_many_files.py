@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from streaming.errors import ColumnMismatchError, EncodeError, FormatError
-from tests.convert._util import read_samples
+from tests.support.converted import read_samples
 from writers.convert import convert
 
 pa = pytest.importorskip("pyarrow")

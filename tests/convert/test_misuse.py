@@ -13,7 +13,7 @@ import pytest
 
 from streaming.cli.main import main as cli
 from streaming.errors import ArgumentError, EncodeError, FormatError, OutputExistsError
-from tests.convert._util import read_samples
+from tests.support.converted import read_samples
 from writers.convert import convert
 
 

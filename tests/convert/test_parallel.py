@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from streaming.errors import CoordinationError, OutputExistsError
-from tests.convert._util import read_samples
+from tests.support.converted import read_samples
 from writers.convert import api, convert, parallel
 from writers.convert.parallel import DONE_FILE
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from streaming.format.index import merge_index
-from tests.convert._util import read_samples
+from tests.support.converted import read_samples
 from writers.convert import convert
 
 

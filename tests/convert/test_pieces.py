@@ -12,7 +12,7 @@ from writers.convert.parquet import ParquetSource
 from writers.convert.source import even_bounds, ranges_to_pieces
 
 
-def check_cover(pieces, start: int, stop: int, limit: int) -> None:
+def assert_cover(pieces, start: int, stop: int, limit: int) -> None:
     assert 1 <= len(pieces) <= max(1, limit)
     assert pieces[0].start == start and pieces[-1].stop == stop
     for i, (a, b) in enumerate(itertools.pairwise(pieces)):
@@ -26,7 +26,7 @@ def test_parquet_pieces_are_row_ranges_near_even_shares(group_rows, count):
     source.group_rows, source.size = group_rows, sum(group_rows)
     source.group_starts = list(itertools.accumulate(group_rows, initial=0))
     pieces = source.pieces(count)
-    check_cover(pieces, 0, source.size, count)
+    assert_cover(pieces, 0, source.size, count)
     assert all(p.unit == "rows" for p in pieces)
     # Each cut is a row-group edge near an even share, or the even share itself (inside a
     # group): so a file of one row group still gives one piece per worker.
@@ -40,7 +40,7 @@ def test_parquet_pieces_are_row_ranges_near_even_shares(group_rows, count):
 @given(st.integers(0, 500), st.integers(1, 16))
 def test_index_ranges_are_even(total, count):
     pieces = ranges_to_pieces(even_bounds(total, count), "rows")
-    check_cover(pieces, 0, total, count)
+    assert_cover(pieces, 0, total, count)
     sizes = [p.stop - p.start for p in pieces]
     assert max(sizes) - min(sizes) <= 1
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from streaming.errors import DatasetMismatchError
-from tests.convert._engines import (
+from tests.convert.helpers import (
     COLUMNS,
     DieOnce,
     FailAt,

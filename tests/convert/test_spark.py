@@ -11,9 +11,9 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import OutputExistsError
-from tests.backends._stores import AzureStore, GCSStore
-from tests.convert._util import read_samples
-from tests.support.spark import local_spark
+from tests.convert.helpers import local_spark
+from tests.support.converted import read_samples
+from tests.support.stores import AzureStore, GCSStore
 
 pyspark = pytest.importorskip("pyspark")
 

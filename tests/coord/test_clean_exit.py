@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.format.index import read_index
-from tests.dataset.conftest import MANY_SHARDS_SAMPLES as SAMPLES
+from tests.support.datasets import MANY_SHARDS_SAMPLES as SAMPLES
 
 
 @pytest.mark.parametrize("algo", ["py1e", "py1b", "py1br", "py1s", "py2s"])

@@ -21,10 +21,16 @@ from streaming.errors import (
 )
 from streaming.format.index import read_index
 from streaming.stream import Stream
-from tests.cache._data import peak_size, upload_dir, write_dataset
-from tests.dataset._epochs import epoch_fails, loader_epoch, raw_bytes, watched_epoch, whole_sample
-from tests.dataset._remote import train_rank
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import upload_dir, write_dataset, write_ids
+from tests.support.epochs import (
+    assert_epoch_fails,
+    loader_epoch,
+    raw_bytes,
+    train_rank,
+    watched_epoch,
+    whole_sample,
+)
+from tests.support.folder_size import peak_size
 from tests.support.fresh import fresh_context
 
 SAMPLES = 2000
@@ -154,8 +160,8 @@ def test_corrupt_shard_in_the_bucket_raises_hash_mismatch_in_training(s3_env, bu
             client.upload_file(str(path), name, f"bad/{path.name}")
     ds = StreamingDataset(remote=f"s3://{name}/bad", local=str(tmp_path / "c"),
                           validate_hash="sha1", batch_size=16)
-    epoch_fails(ds, StreamingDataLoader(ds, batch_size=16, num_workers=2), HashMismatchError,
-                victim)
+    assert_epoch_fails(ds, StreamingDataLoader(ds, batch_size=16, num_workers=2),
+                       HashMismatchError, victim)
 
 
 def test_a_cache_limit_sizes_the_default_shuffle_block_and_keeps_an_explicit_one(

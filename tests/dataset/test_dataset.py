@@ -10,7 +10,8 @@ import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
 from streaming.errors import PlanError, StateMismatchError
-from tests.dataset.conftest import take, write_ids
+from tests.support.datasets import write_ids
+from tests.support.loaders import take
 
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 

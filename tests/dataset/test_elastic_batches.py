@@ -13,7 +13,7 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.plan import World, plan_node
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 WORKERS = 2
 

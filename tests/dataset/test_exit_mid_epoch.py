@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from streaming.coord import clean_stale_shared_memory
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from streaming import StreamingDataset
 from streaming.errors import HashMismatchError, ObjectNotFoundError, ShardCorruptError
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 from tests.support.loaders import drain
 
 N = 300

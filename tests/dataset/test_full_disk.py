@@ -12,7 +12,7 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import DiskFullError
-from tests.dataset._epochs import read_ids
+from tests.support.epochs import read_ids
 from tests.support.smalldisk import small_disk
 from writers.mds import MDSWriter
 

@@ -11,8 +11,8 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import HashMismatchError, IndexFileError, StreamingError, UnknownHashError
-from tests.dataset._epochs import read_ids
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
+from tests.support.epochs import read_ids
 
 
 def _flip(path: Path) -> None:

@@ -15,8 +15,7 @@ from streaming import StreamingDataset
 from streaming.dataset import catalog
 from streaming.errors import ObjectNotFoundError
 from streaming.stream import Stream
-from tests.cache._data import upload_dir
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import upload_dir, write_ids
 
 STREAMS = 4
 PER_STREAM = 30

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from streaming import PackedStreamingDataset, StreamingDataset
-from tests.dataset.conftest import write_ids
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import write_ids, write_tokens
 
 N = 120
 

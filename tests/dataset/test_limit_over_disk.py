@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from streaming import StreamingDataset
-from tests.dataset._epochs import read_ids
 from tests.dataset.test_full_disk import _zeros
+from tests.support.epochs import read_ids
 from tests.support.smalldisk import small_disk
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from streaming import Stream, StreamingDataset
-from tests.cache._data import peak_size
-from tests.dataset._epochs import read_ids
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
+from tests.support.epochs import read_ids
+from tests.support.folder_size import peak_size
 from tests.support.smalldisk import small_disk
 
 

@@ -26,9 +26,8 @@ from streaming.errors import (
     StreamingError,
 )
 from streaming.format.index import merge_index
-from tests.dataset._epochs import read_ids
-from tests.dataset._runs import epoch_in_new_process
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
+from tests.support.epochs import epoch_in_new_process, read_ids
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.dataset.conftest import write_ids
-from tests.dataset.harness import ForkedJob, epoch_ids, global_batches, run_job
+from tests.support.datasets import write_ids
+from tests.support.jobs import ForkedJob, epoch_ids, global_batches, run_job
 
 pytestmark = pytest.mark.slow
 

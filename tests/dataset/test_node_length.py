@@ -12,7 +12,7 @@ import pytest
 
 import streaming.dataset.plan_view as plan_view_module
 from streaming import StreamingDataset
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 from tests.support.fresh import fresh_context
 
 

@@ -1,7 +1,7 @@
 """A full node of processes: 8 ranks x 8 DataLoader workers (64 workers, 72 processes with the
 ranks) on one simulated node, then two such nodes, on tiny data.
 
-The ranks are forks of one interpreter that imported torch once (see fork_ranks.py) and find
+The ranks are forks of one interpreter that imported torch once (run_rank_forks.py) and find
 their place from the launcher variables alone (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 MASTER_ADDR/PORT; no process group); each node caches in its own folder and
 so gets its own job namespace. Every job keeps its shared segments in a fresh folder under
@@ -22,8 +22,8 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.plan import World, plan_node
-from tests.dataset.conftest import write_ids
-from tests.dataset.harness import ForkedJob, RankResult, epoch_ids, global_batches
+from tests.support.datasets import write_ids
+from tests.support.jobs import ForkedJob, RankResult, epoch_ids, global_batches
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

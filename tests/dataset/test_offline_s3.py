@@ -10,9 +10,8 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import StorageError
-from tests.cache._data import upload_dir
-from tests.dataset._epochs import read_ids
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import upload_dir, write_ids
+from tests.support.epochs import read_ids
 from tests.support.processes import free_port
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from streaming import StreamingDataset
 from streaming.format.index import merge_index
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 
 def test_a_kept_zip_in_a_part_folder_is_counted_and_evicted(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from streaming.format.index import read_index
 from streaming.loader.default_collate import batch_length
 from streaming.read.sample_locator import SampleLocator
 from streaming.stream import Stream, register_stream, stream_class
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 
 @given(st.lists(st.integers(0, 50), min_size=1, max_size=30), st.data())

@@ -19,7 +19,7 @@ OURS = Api(MDSWriter, StreamingDataset, Stream)
 SCRIPT = Path(__file__).with_name("reference_phrase_cases.py")
 
 
-def check(case: Case, got: Outcome) -> None:
+def assert_outcome(case: Case, got: Outcome) -> None:
     """`got` has the case's type (or only warned, for a warning) and contains its phrase."""
     assert case.kind in got.types, f"expected {case.kind}, got {got.types}: {got.message}"
     assert case.phrase in got.message, f"{case.phrase!r} is not in {got.message!r}"
@@ -50,10 +50,10 @@ def reference_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Ou
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_our_message_holds_the_references_phrase(data: Path, name: str) -> None:
-    check(CASES[name], outcome(CASES[name], OURS, data))
+    assert_outcome(CASES[name], outcome(CASES[name], OURS, data))
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_reference_says_the_phrase_too(reference_outcomes: dict[str, Outcome],
                                            name: str) -> None:
-    check(CASES[name], reference_outcomes[name])
+    assert_outcome(CASES[name], reference_outcomes[name])

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 
 from streaming import Stream, StreamingDataset
 from streaming.errors import StateMismatchError
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 

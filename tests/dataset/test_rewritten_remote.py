@@ -11,7 +11,7 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import HashMismatchError, StorageError
-from tests.cache._data import upload_dir
+from tests.support.datasets import upload_dir
 from writers.mds import MDSWriter
 
 SAMPLES, NEW = 200, 100_000

@@ -13,7 +13,7 @@ from streaming import StreamingDataset
 from streaming.dataset.session import Session
 from streaming.errors import StateMismatchError
 from streaming.plan import PlanConfig, World
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 SHARDS, PER_SHARD = 10, 30
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streaming import StreamingDataset
 from streaming.errors import CacheFolderError
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 # Each node is a fork of this process (torch is imported once), in a session of its own.
 _FORK = multiprocessing.get_context("fork")

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 from streaming import StreamingDataset
 from streaming.errors import HashMismatchError
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 from tests.support.loaders import drain
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
 from streaming.errors import PlanError
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 SECOND = 10_000
 

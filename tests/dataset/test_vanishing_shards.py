@@ -12,8 +12,8 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.cache.engine.cache_engine import CacheEngine
-from tests.dataset._epochs import read_ids
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
+from tests.support.epochs import read_ids
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.snippets import MARKER, MarkerError, Snippet, documents, snippets
+from tests.docs.helpers import MARKER, MarkerError, Snippet, documents, snippets
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60  # per block; keep blocks small (the whole file runs in about a minute)

@@ -38,7 +38,7 @@ def _doc(entries: list[dict], **kwargs) -> bytes:
                       **kwargs).encode()
 
 
-def _same(a, b) -> None:
+def _assert_same_index(a, b) -> None:
     assert list(a.shards) == list(b.shards)
     for field in ("samples_per_shard", "raw_bytes", "zip_bytes", "sample_offsets"):
         assert np.array_equal(getattr(a, field), getattr(b, field)), field
@@ -49,7 +49,7 @@ def _same(a, b) -> None:
     assert (a.columns, a.extra, a.num_shards) == (b.columns, b.extra, b.num_shards)
 
 
-def _check(doc: bytes, *, fast: bool) -> None:
+def _assert_scan_agrees(doc: bytes, *, fast: bool) -> None:
     """The scan's answer equals the json path's (it may decline unless `fast`);
     where the json path refuses, so does parse_index, with the same message."""
     try:
@@ -65,29 +65,30 @@ def _check(doc: bytes, *, fast: bool) -> None:
         return
     found = fast_index(doc, source="ix", root=None)
     assert found is not None or not fast
-    _same(parse_index(doc, source="ix"), want)
+    _assert_same_index(parse_index(doc, source="ix"), want)
     if found is not None:
-        _same(found, want)
+        _assert_same_index(found, want)
 
 
 @pytest.mark.parametrize("zipped", [False, True])
 @pytest.mark.parametrize("layout", [{"sort_keys": True}, {"indent": 2}, {"separators": (",", ":")}])
 def test_shared_layouts_read_vectorised(zipped, layout):
-    _check(_doc([_entry(i, zipped=zipped) for i in range(40)], **layout), fast=True)
+    _assert_scan_agrees(_doc([_entry(i, zipped=zipped) for i in range(40)], **layout), fast=True)
 
 
 def test_one_entry_and_merged_subfolders():
-    _check(_doc([_entry(0)]), fast=True)
-    _check(_doc([_entry(i, name=f"part{i % 3}/sub/shard.{i}.mds") for i in range(9)]),
-           fast=True)
+    _assert_scan_agrees(_doc([_entry(0)]), fast=True)
+    _assert_scan_agrees(
+        _doc([_entry(i, name=f"part{i % 3}/sub/shard.{i}.mds") for i in range(9)]), fast=True)
 
 
 def test_extra_keys_before_and_after_the_list():
     lengths = {"sample_lengths": {"column": "x", "files": [
         {"basename": f"shard.{i:05d}.mds.lengths"} for i in range(5)]}}
-    _check(_doc([_entry(i) for i in range(5)], extra=lengths, sort_keys=True), fast=True)
-    _check(json.dumps({"version": 2, "shards": [_entry(i) for i in range(5)],
-                       "zz": {"shards": [1]}}).encode(), fast=True)
+    _assert_scan_agrees(_doc([_entry(i) for i in range(5)], extra=lengths, sort_keys=True),
+                        fast=True)
+    _assert_scan_agrees(json.dumps({"version": 2, "shards": [_entry(i) for i in range(5)],
+                                    "zz": {"shards": [1]}}).encode(), fast=True)
 
 
 @pytest.mark.parametrize("change", [
@@ -122,7 +123,7 @@ def test_extra_keys_before_and_after_the_list():
 def test_a_changed_entry_reads_as_the_json_path_reads_it(change, where):
     entries = [_entry(i) for i in range(20)]
     change(entries[where])
-    _check(_doc(entries, sort_keys=True), fast=False)
+    _assert_scan_agrees(_doc(entries, sort_keys=True), fast=False)
 
 
 def test_plain_names_name_the_safe_ones():
@@ -152,7 +153,7 @@ def test_reference_indexes_read_vectorised():
             continue
         fast = fast_index(doc, source="ix", root=None)
         if fast is not None:
-            _same(fast, want)
+            _assert_same_index(fast, want)
 
 
 def test_small_index_text_is_read_by_json_and_large_by_the_scan():
@@ -163,9 +164,9 @@ def test_small_index_text_is_read_by_json_and_large_by_the_scan():
     assert len(small) < index.SCAN_FROM
     read = parse_index(small, source="ix")
     assert isinstance(read.shards, list)  # the json path: a fixed 0.7 ms scan costs more
-    _same(read, fast_index(small, source="ix", root=None))
+    _assert_same_index(read, fast_index(small, source="ix", root=None))
     large = _doc([_entry(i) for i in range(400)])
     assert len(large) >= index.SCAN_FROM
     read = parse_index(large, source="ix")
     assert isinstance(read.shards, TemplateEntries)
-    _same(read, parse_index(json.loads(large), source="ix"))
+    _assert_same_index(read, parse_index(json.loads(large), source="ix"))

@@ -41,7 +41,7 @@ def _expected(name: str) -> list[dict]:
     return [{k: _value(v) for k, v in s.items()} for s in EXPECTED["datasets"][name]["samples"]]
 
 
-def _same(got: list[dict], want: list[dict]) -> None:
+def _assert_same(got: list[dict], want: list[dict]) -> None:
     """Equal values and types, floats compared by repr (so -0.0 and 0.0 differ)."""
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -55,14 +55,14 @@ def _same(got: list[dict], want: list[dict]) -> None:
 def test_local_dataset_reads_reference_files(name, tmp_path):
     shutil.copytree(ROOT / name, tmp_path / "ds")
     ds = LocalDataset(tmp_path / "ds")
-    _same([ds[i] for i in range(len(ds))], _expected(name))
+    _assert_same([ds[i] for i in range(len(ds))], _expected(name))
 
 
 @pytest.mark.parametrize("name", ["csv_gz", "json_zstd_hashed"])
 def test_local_dataset_decompresses_text_shards_into_its_cache_dir(name, tmp_path):
     before = sorted(p.name for p in (ROOT / name).rglob("*"))
     ds = LocalDataset(ROOT / name, cache_dir=tmp_path / "cache")
-    _same([ds[i] for i in range(len(ds))], _expected(name))
+    _assert_same([ds[i] for i in range(len(ds))], _expected(name))
     assert sorted(p.name for p in (ROOT / name).rglob("*")) == before  # nothing written there
     assert list((tmp_path / "cache").rglob("*.meta"))
 
@@ -72,8 +72,8 @@ def test_streaming_dataset_reads_reference_files(name, tmp_path):
     ds = StreamingDataset(remote=str(ROOT / name), local=str(tmp_path / "cache"))
     try:
         want = _expected(name)
-        _same(list(ds), want)
-        _same([ds[i] for i in range(ds.size)], want)
+        _assert_same(list(ds), want)
+        _assert_same([ds[i] for i in range(ds.size)], want)
         batches = list(ds.iter_batches(7))
         assert [v for b in batches for v in b["id"]] == [s["id"] for s in want]
     finally:
@@ -124,7 +124,7 @@ def test_merge_index_prefixes_meta_files(tmp_path):
     merge_index(tmp_path)
     ds = LocalDataset(tmp_path)
     want = _expected("csv_plain")
-    _same([ds[i] for i in range(len(ds))], want + want)
+    _assert_same([ds[i] for i in range(len(ds))], want + want)
 
 
 def test_shard_reader_takes_offsets_from_the_meta_file():
@@ -209,7 +209,7 @@ def test_streaming_dataset_reads_text_formats_from_s3(s3_env, name, tmp_path):
                           validate_hash=EXPECTED["datasets"][name]["writer_args"].get(
                               "hashes", [None])[0], cache_limit="64kb")
     try:
-        _same(list(ds), _expected(name))
+        _assert_same(list(ds), _expected(name))
         assert ds.shards[0].format == name.split("_")[0]
         ds.evict_shard(0)
         assert ds[0] == _expected(name)[0]

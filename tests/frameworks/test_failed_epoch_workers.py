@@ -14,7 +14,7 @@ import pytest
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.errors import HashMismatchError
 from streaming.format.index import read_index
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 
 def _corrupted(root: Path) -> tuple[Path, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 SAMPLES = 120
 TIMEOUT = 120

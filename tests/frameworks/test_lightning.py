@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.dataset.conftest import write_ids
-from tests.frameworks._launch import read_batches, run_script
+from tests.frameworks.helpers import read_batches, run_script
+from tests.support.datasets import write_ids
 
 pytest.importorskip("lightning")
 

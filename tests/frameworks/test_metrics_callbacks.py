@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from streaming import StreamingDataLoader, StreamingDataset
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 SAMPLES, BATCH = 96, 4
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from streaming.errors import StateMismatchError
-from tests.dataset.conftest import write_ids
-from tests.frameworks.torchdata_common import batch_ids, make_loader
+from tests.frameworks.helpers import batch_ids, make_loader
+from tests.support.datasets import write_ids
 
 pytest.importorskip("torchdata.stateful_dataloader")
 
@@ -61,7 +61,7 @@ def resumed_runs(tmp_path_factory) -> dict[tuple, tuple[int, list, dict, list]]:
     """Every configuration's uninterrupted loops (in this process) and what loaders resumed
     from its states yield, all resumed by one new process: {(kind, workers, persistent):
     (samples, loops, expected, resumed)}."""
-    from tests.packing.datasets import write_tokens
+    from tests.support.datasets import write_tokens
 
     root = tmp_path_factory.mktemp("torchdata")
     plain = write_ids(root / "plain", SAMPLES)
@@ -97,16 +97,16 @@ def _resume(runs: list[dict], folder: Path) -> list:
 @pytest.mark.slow
 @pytest.mark.parametrize(("workers", "persistent"), PLAIN)
 def test_resume_in_new_process_continues_exactly(resumed_runs, workers, persistent) -> None:
-    _check_resumes(*resumed_runs[("plain", workers, persistent)])
+    _assert_resumes(*resumed_runs[("plain", workers, persistent)])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("workers", "persistent"), PACKED)
 def test_packed_batches_resume_exactly(resumed_runs, workers, persistent) -> None:
-    _check_resumes(*resumed_runs[("packed", workers, persistent)])
+    _assert_resumes(*resumed_runs[("packed", workers, persistent)])
 
 
-def _check_resumes(samples: int, loops: list, expected: dict, resumed: list) -> None:
+def _assert_resumes(samples: int, loops: list, expected: dict, resumed: list) -> None:
     assert all(sorted(i for b in loop for i in b) == list(range(samples)) for loop in loops)
     assert loops[0] != loops[1]
     for name, got in zip(expected, resumed):

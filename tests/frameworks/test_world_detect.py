@@ -110,7 +110,7 @@ def test_a_dataset_built_before_the_process_group_is_refused(tmp_path, monkeypat
     import torch.distributed as dist
 
     from streaming import StreamingDataset
-    from tests.dataset.conftest import write_ids
+    from tests.support.datasets import write_ids
 
     data = write_ids(tmp_path / "src", 20)
     monkeypatch.setenv("RANK", "1")

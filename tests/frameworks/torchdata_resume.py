@@ -20,7 +20,7 @@ def main() -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
-    from tests.frameworks.torchdata_common import batch_ids, make_loader
+    from tests.frameworks.helpers import batch_ids, make_loader
 
     results = []
     for run in json.loads(Path(args.runs).read_text()):

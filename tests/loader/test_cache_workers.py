@@ -11,7 +11,7 @@ import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.errors import CacheLimitError
-from tests.cache._data import write_dataset
+from tests.cache.helpers import write_dataset
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from streaming import Stream, StreamingDataLoader, StreamingDataset
 from streaming.cache.table import reader_horizon as horizon
 from streaming.errors import ObjectNotFoundError
 from streaming.plan import World
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 BATCH = 8
 

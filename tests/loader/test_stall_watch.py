@@ -19,7 +19,7 @@ import pytest
 from streaming import Stream, StreamingDataLoader, StreamingDataset
 from streaming.coord import worker_stacks
 from streaming.loader import stall_watch
-from tests.dataset.conftest import write_ids
+from tests.support.datasets import write_ids
 
 BATCH = 4
 pytestmark = pytest.mark.skipif(worker_stacks.STACKS_SIGNAL is None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from streaming.packing.streaming import PackedStreamingDataset
-from tests.cache._data import peak_size
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import write_tokens
+from tests.support.folder_size import peak_size
 
 N = 300
 

@@ -21,7 +21,7 @@ from torch.distributed import TCPStore
 from streaming.packing.equal import PackCountWarning
 from streaming.packing.streaming import PackedStreamingDataset
 from streaming.plan import World
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import write_tokens
 from tests.support.processes import free_port
 
 N = 400

@@ -33,7 +33,7 @@ def docs(tmp_path_factory) -> Path:
     return out
 
 
-def _check(batch: dict) -> None:
+def _assert_kept_columns(batch: dict) -> None:
     ids = batch["sample_ids"].tolist()
     assert isinstance(batch["doc_id"], torch.Tensor)
     assert batch["doc_id"].tolist() == [doc_id(i) for i in ids]
@@ -46,7 +46,7 @@ def test_streaming_packs_carry_the_kept_columns(docs: Path, tmp_path: Path, work
                                 packs_per_batch=2, keep_columns=["doc_id", "url"])
     seen = []
     for batch in StreamingDataLoader(ds, batch_size=None, num_workers=workers):
-        _check(batch)
+        _assert_kept_columns(batch)
         seen += batch["sample_ids"].tolist()
     assert sorted(seen) == list(range(SAMPLES))
 
@@ -65,7 +65,7 @@ def test_precomputed_packs_carry_the_kept_columns(docs: Path):
     packed = PackedDataset(str(docs), packing_length=256, rank=0, num_ranks=1,
                            keep_columns=["doc_id", "url"])
     for k in range(len(packed)):
-        _check(packed[k])
+        _assert_kept_columns(packed[k])
     both = packed.batch([0, 1])
     ids = packed[0]["sample_ids"].tolist() + packed[1]["sample_ids"].tolist()
     assert both["doc_id"].tolist() == [doc_id(i) for i in ids]

@@ -15,7 +15,7 @@ from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import FormatError, IndexFileError, PlanError
 from streaming.format.index import LENGTHS_KEY, merge_index, read_index
 from streaming.format.value_length import value_length
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import write_tokens
 from writers.mds import MDSWriter
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from streaming.dataset.local_dataset import LocalDataset
 from streaming.errors import PlanError
 from streaming.packing.precomputed import PackedDataset, epoch_packs, rank_packs
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import write_tokens
 
 
 def expected_occurrences(lengths: np.ndarray, cap: int, filter_overlong: bool,

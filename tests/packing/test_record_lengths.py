@@ -21,9 +21,9 @@ from streaming.dataset.lengths import load_lengths
 from streaming.errors import ArgumentError, FormatError, ShardCorruptError
 from streaming.format.index import LENGTHS_KEY, read_index
 from streaming.packing.record_lengths import record_lengths
-from tests.packing.datasets import write_tokens
 from tests.packing.test_lengths import reference_style_read
 from tests.parity.test_reference_parity import reference_python, without_reference
+from tests.support.datasets import write_tokens
 from writers.mds import MDSWriter
 from writers.text_writers import JSONWriter
 

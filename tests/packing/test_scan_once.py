@@ -18,8 +18,7 @@ from streaming.dataset.lengths import SCAN_AT_ONCE, load_lengths
 from streaming.errors import DownloadTimeoutError
 from streaming.format.index import read_index
 from streaming.storage.singleflight import single_flight
-from tests.cache._data import upload_dir
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import upload_dir, write_tokens
 from tests.support.node_ranks import run_node_ranks
 
 RANKS = 3

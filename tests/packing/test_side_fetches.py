@@ -17,8 +17,7 @@ from streaming.dataset import lengths as lengths_module
 from streaming.dataset.lengths import load_lengths
 from streaming.errors import ObjectNotFoundError
 from streaming.stream import Stream
-from tests.cache._data import upload_dir
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import upload_dir, write_tokens
 
 STREAMS = 3
 SAMPLES = 40

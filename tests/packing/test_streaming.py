@@ -16,7 +16,7 @@ from streaming.packing import realised_token_shares
 from streaming.packing.streaming import PackedStreamingDataset
 from streaming.plan import World
 from streaming.stream import Stream
-from tests.packing.datasets import write_tokens
+from tests.support.datasets import write_tokens
 
 N = 400
 
@@ -36,7 +36,7 @@ def flat(batches) -> list[int]:
     return [i for batch in batches for i in batch["sample_ids"].tolist()]
 
 
-def check_batch(batch, cap: int) -> None:
+def assert_batch(batch, cap: int) -> None:
     assert (batch["pack_lengths"] <= cap).all()
     real = batch["input_ids"][batch["labels"] != -100]
     assert real.numel() <= int(batch["pack_lengths"].sum())
@@ -47,7 +47,7 @@ def test_workers_do_not_change_the_packs(tokens_dir) -> None:
     solo = make(root)
     batches = list(solo)
     for batch in batches:
-        check_batch(batch, 512)
+        assert_batch(batch, 512)
     ids = flat(batches)
     assert sorted(ids) == list(range(N)) and len(batches) == len(solo)
     pooled = make(root)
@@ -91,7 +91,7 @@ def test_resume_without_loader_and_split_pieces(tokens_dir) -> None:
     pieces = Counter(flat(head + tail))
     assert pieces == {i: -(-int(n) // 128) for i, n in enumerate(sizes.tolist())}
     for batch in head + tail:
-        check_batch(batch, 128)
+        assert_batch(batch, 128)
 
 
 @pytest.mark.parametrize("method", ["random", "per_stream"])

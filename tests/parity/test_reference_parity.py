@@ -20,8 +20,8 @@ import pytest
 
 from streaming import Stream, StreamingDataset
 from streaming.plan import World, plan_node
-from tests.dataset.conftest import write_ids
 from tests.plan.helpers import rank_sequence
+from tests.support.datasets import write_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("reference_plan.py")

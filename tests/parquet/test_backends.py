@@ -12,7 +12,7 @@ import pytest
 from streaming import StreamingDataLoader, StreamingDataset
 from streaming.errors import ParquetFileError
 from streaming.stream import Stream
-from tests.parquet._corpus import check_sample, table, write_files
+from tests.parquet.helpers import assert_sample, table, write_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 FILES, ROWS = 3, 200
@@ -43,7 +43,7 @@ def test_every_row_once_from_the_store(published, local_files, tmp_path: Path) -
     stream = Stream(remote=_remote(store, space, local_files), local=tmp_path / "c",
                     format="parquet")
     ds = StreamingDataset(streams=[stream], shuffle=True, batch_size=8)
-    assert sorted(check_sample(s) for s in ds) == list(range(FILES * ROWS))
+    assert sorted(assert_sample(s) for s in ds) == list(range(FILES * ROWS))
     whole = sum(p.stat().st_size for p in local_files)
     assert sum(p.stat().st_size for p in (tmp_path / "c").glob("*.rg*")) < whole
 
@@ -64,7 +64,7 @@ def test_a_file_replaced_on_the_store_is_refused(published, local_files, tmp_pat
     stream = Stream(remote=_remote(store, space, local_files), local=tmp_path / "c",
                     format="parquet", download_retry=0)
     ds = StreamingDataset(streams=[stream], batch_size=8)
-    check_sample(ds[0])
+    assert_sample(ds[0])
     other = tmp_path / "other.parquet"
     pq.write_table(table(5000, ROWS), other, row_group_size=50)
     store.put(space, f"corpus/{local_files[1].name}", other.read_bytes())

@@ -18,7 +18,7 @@ from streaming.errors import ParquetFileError, ParquetSchemaError
 from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
 from streaming.stream import Stream
-from tests.parquet._corpus import check_sample, table, write_files
+from tests.parquet.helpers import assert_sample, table, write_files
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,7 +68,7 @@ def test_a_corrupt_row_group_is_named_with_its_number(corpus: Path, tmp_path: Pa
     path.write_bytes(bytes(data))
     ds = _dataset(corpus, tmp_path / "c")
     for i in range(200):  # the untouched file reads
-        check_sample(ds[i])
+        assert_sample(ds[i])
     with pytest.raises(ParquetFileError, match=r"part-001\.parquet row group 2"):
         list(ds)
 
@@ -108,7 +108,7 @@ def test_a_file_replaced_mid_run_is_refused_by_name(corpus: Path, tmp_path: Path
                                                     ) -> None:
     ds = _dataset(corpus, tmp_path / "c")
     for i in range(0, 200, 50):
-        check_sample(ds[i])  # part-000's row groups are cached
+        assert_sample(ds[i])  # part-000's row groups are cached
     replacement = tmp_path / "new.parquet"
     pq.write_table(table(1000, 200), replacement, row_group_size=50)  # same shape, new rows
     shutil.copyfile(replacement, corpus / "part-001.parquet")
@@ -116,7 +116,7 @@ def test_a_file_replaced_mid_run_is_refused_by_name(corpus: Path, tmp_path: Path
         ds[row]
     # the next start indexes the new file, and serves its rows
     again = _dataset(corpus, tmp_path / "c")
-    assert sorted(check_sample(s) for s in again) == [*range(200), *range(1000, 1200)]
+    assert sorted(assert_sample(s) for s in again) == [*range(200), *range(1000, 1200)]
 
 
 def test_a_file_cut_short_mid_run_is_refused_by_name(corpus: Path, tmp_path: Path) -> None:
@@ -179,11 +179,11 @@ def test_a_corrupt_cached_footer_is_read_again_at_the_next_start(corpus: Path, t
                                                                  ) -> None:
     """The copy of a footer kept in the cache folder is damaged between two runs: the next
     start reads that file's footer again from the file itself and serves every row."""
-    assert sorted(check_sample(s) for s in _dataset(corpus, tmp_path / "c")) == list(range(400))
+    assert sorted(assert_sample(s) for s in _dataset(corpus, tmp_path / "c")) == list(range(400))
     cached = tmp_path / "c" / "part-001.parquet.footer"
     good = cached.read_bytes()
     cached.write_bytes(good[:16] + b"not a footer" * 8)
-    assert sorted(check_sample(s) for s in _dataset(corpus, tmp_path / "c")) == list(range(400))
+    assert sorted(assert_sample(s) for s in _dataset(corpus, tmp_path / "c")) == list(range(400))
     assert cached.read_bytes() == good
 
 
@@ -194,7 +194,7 @@ def test_a_cached_footer_damaged_mid_run_is_read_again(corpus: Path, tmp_path: P
     read again from the file and the rows served; if the file changed as well, the error
     names it."""
     ds = _dataset(corpus, tmp_path / "c")
-    check_sample(ds[0])
+    assert_sample(ds[0])
     cached = tmp_path / "c" / "part-001.parquet.footer"
     good = cached.read_bytes()
     cached.write_bytes(good[:16] + b"not a footer" * 8)
@@ -203,5 +203,5 @@ def test_a_cached_footer_damaged_mid_run_is_read_again(corpus: Path, tmp_path: P
         with pytest.raises(ParquetFileError, match=r"part-001\.parquet: its footer changed"):
             ds[250]
     else:
-        assert check_sample(ds[250]) == 250
+        assert assert_sample(ds[250]) == 250
         assert cached.read_bytes() == good

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming.cli.main import main as cli_main
-from tests.parquet._corpus import write_files
+from tests.parquet.helpers import write_files
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from streaming.format.parquet_index import (
     split_group_name,
 )
 from streaming.format.parquet_shard import RangeFile
-from tests.parquet._corpus import table
+from tests.parquet.helpers import table
 
 
 def _file(tmp_path: Path, rows: int = 100, group: int = 30) -> bytes:

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from streaming.stream import Stream
-from tests.cache._data import upload_dir
-from tests.parquet._corpus import write_files
+from tests.parquet.helpers import write_files
+from tests.support.datasets import upload_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 FILES = 3

@@ -17,11 +17,11 @@ from streaming import StreamingDataset
 from streaming.errors import ParquetFileError, ParquetSchemaError, PlanError
 from streaming.format.parquet_shard import ParquetShardReader
 from streaming.stream import Stream
-from tests.parquet._corpus import check_sample, write_files
+from tests.parquet.helpers import assert_sample, write_files
 
 
 def _ids(ds: StreamingDataset) -> list[int]:
-    return sorted(check_sample(sample) for sample in ds)
+    return sorted(assert_sample(sample) for sample in ds)
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_every_row_once_with_every_type(corpus: Path, tmp_path: Path, how: str) 
         list(range(300)) + list(range(600, 900))
     assert len(ds) == len(want)
     assert _ids(ds) == want
-    assert check_sample(ds[len(want) - 1]) == want[-1]
+    assert assert_sample(ds[len(want) - 1]) == want[-1]
     assert ds.num_samples == len(want)
     assert not any(p.suffix == ".mds" for p in corpus.iterdir())  # nothing written beside them
 
@@ -78,7 +78,7 @@ def test_a_local_file_is_read_in_place(corpus: Path, tmp_path: Path) -> None:
 def test_a_local_file_removed_mid_run_is_named(corpus: Path, tmp_path: Path) -> None:
     ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c", format="parquet",
                                           download_retry=0)], batch_size=8)
-    check_sample(ds[0])
+    assert_sample(ds[0])
     (corpus / "part-001.parquet").unlink()
     with pytest.raises(ParquetFileError, match=r"part-001\.parquet row group \d.*gone"):
         ds[400]
@@ -163,7 +163,7 @@ def test_samples_do_not_share_mutable_values(corpus: Path, tmp_path: Path) -> No
     first["meta"]["a"] = -1
     with pytest.raises(ValueError, match="read-only"):
         first["tokens"][0] = -1
-    check_sample(ds[5])
+    assert_sample(ds[5])
 
 
 def test_a_chunks_row_groups_are_decoded_at_once(corpus: Path, tmp_path: Path,

@@ -13,9 +13,10 @@ import pytest
 from streaming import PackedStreamingDataset, StreamingDataLoader, StreamingDataset
 from streaming.errors import CacheLimitError
 from streaming.stream import Stream
-from tests.dataset._epochs import watched_epoch
-from tests.dataset.conftest import take, write_ids
-from tests.parquet._corpus import check_sample, tokens_of, write_files
+from tests.parquet.helpers import assert_sample, tokens_of, write_files
+from tests.support.datasets import write_ids
+from tests.support.epochs import watched_epoch
+from tests.support.loaders import take
 
 pytestmark = pytest.mark.timeout(120)
 ROWS = 4 * 250
@@ -47,7 +48,7 @@ def test_mixed_with_an_mds_stream_by_proportion(corpus: Path, tmp_path: Path) ->
         if sample["id"] >= 10_000:
             seen["mds"] += 1
         else:
-            check_sample(sample)
+            assert_sample(sample)
             seen["parquet"] += 1
     assert seen == {"parquet": 600, "mds": 200}
 

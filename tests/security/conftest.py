@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from streaming import StreamingDataset
-from tests.dataset.conftest import write_ids
 from tests.support.canary import snapshot
+from tests.support.datasets import write_ids
 from tests.support.httpserver import http_server  # noqa: F401
 from tests.support.s3server import s3_env, s3_server  # noqa: F401
 

@@ -20,8 +20,8 @@ from streaming.storage import s3
 from streaming.storage.retry import is_retryable
 from streaming.storage.schemes import backend_for
 from streaming.storage.tls_trust import untrusted
-from tests.dataset.conftest import write_ids
 from tests.support.azurite import start_azurite
+from tests.support.datasets import write_ids
 from tests.support.httpserver import HTTPFileServer
 
 TRUST_VARS = ("AWS_CA_BUNDLE", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")

@@ -56,7 +56,7 @@ class Result:
 
 
 def _dataset(folder: Path, compression: str | None = "zstd") -> Path:
-    from tests.dataset.conftest import write_ids
+    from tests.support.datasets import write_ids
 
     return write_ids(folder, SAMPLES, size_limit=400, compression=compression,
                      hashes=["xxh64"])

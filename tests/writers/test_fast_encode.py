@@ -36,7 +36,7 @@ values = {
 }
 
 
-def _same(sample: dict) -> None:
+def _assert_same_encoding(sample: dict) -> None:
     try:
         expected = CODEC.encode(sample)
     except EncodeError as exc:
@@ -48,7 +48,7 @@ def _same(sample: dict) -> None:
 
 @given(st.fixed_dictionaries(values))
 def test_fast_path_matches_the_codec(sample: dict):
-    _same(sample)
+    _assert_same_encoding(sample)
 
 
 @given(
@@ -57,17 +57,18 @@ def test_fast_path_matches_the_codec(sample: dict):
 )
 def test_long_and_strided_arrays(tokens: np.ndarray, step: int):
     grid = np.arange(6, dtype=np.float32).reshape(2, 3)
-    _same({"id": 1, "text": "t", "blob": b"b", "tokens": tokens[::step], "grid": grid})
+    _assert_same_encoding({"id": 1, "text": "t", "blob": b"b", "tokens": tokens[::step],
+                           "grid": grid})
 
 
 def test_odd_values_fall_back_to_the_codec_errors():
     good = {"id": 1, "text": "a", "blob": b"", "tokens": np.ones(3, np.uint16),
             "grid": np.zeros((2, 3), np.float32)}
-    _same(good)
+    _assert_same_encoding(good)
     for key, bad in [("id", True), ("id", 1.0), ("text", "\ud800"), ("blob", bytearray(b"x")),
                      ("tokens", np.ones(0, np.uint16)), ("tokens", [1, 2])]:
-        _same({**good, key: bad})
-    _same({k: v for k, v in good.items() if k != "text"})
+        _assert_same_encoding({**good, key: bad})
+    _assert_same_encoding({k: v for k, v in good.items() if k != "text"})
 
 
 def test_columns_without_fast_path_use_the_codec():

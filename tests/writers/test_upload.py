@@ -54,7 +54,7 @@ def local_files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
-def same_samples(got: LocalDataset, want: list[dict]) -> None:
+def assert_same_samples(got: LocalDataset, want: list[dict]) -> None:
     assert len(got) == len(want)
     for i, row in enumerate(want):
         sample = got[i]
@@ -74,7 +74,7 @@ def test_s3_dataset_is_byte_identical_to_a_local_write(s3_env, tmp_path, compres
     if compression:
         assert not any(name.endswith(".mds") for name in remote)  # only the compressed files
     assert not writer.directory.exists()  # the staging directory is gone
-    same_samples(LocalDataset(tmp_path / "down"), rows)
+    assert_same_samples(LocalDataset(tmp_path / "down"), rows)
 
 
 def test_pair_keeps_local_copy_and_keep_local_false_removes_it(s3_env, tmp_path):
@@ -82,7 +82,7 @@ def test_pair_keeps_local_copy_and_keep_local_false_removes_it(s3_env, tmp_path)
     write((tmp_path / "kept", f"s3://{bucket}/a"), rows)
     remote = download(s3_env, bucket, "a", tmp_path / "down")
     assert remote == local_files(tmp_path / "kept")  # local copy kept, index.json included
-    same_samples(LocalDataset(tmp_path / "kept"), rows)
+    assert_same_samples(LocalDataset(tmp_path / "kept"), rows)
 
     write((tmp_path / "dropped", f"s3://{bucket}/b"), rows, keep_local=False)
     assert not (tmp_path / "dropped").exists()
@@ -144,7 +144,7 @@ def test_exist_ok_on_s3(s3_env, tmp_path):
     write(url, rows, exist_ok=True)
     after = download(s3_env, bucket, "ds", tmp_path / "after")
     assert len(after) < len(before)  # the longer old dataset's extra shards were removed
-    same_samples(LocalDataset(tmp_path / "after"), rows)
+    assert_same_samples(LocalDataset(tmp_path / "after"), rows)
 
 
 def test_missing_bucket_is_named_before_any_write(s3_env):

@@ -27,8 +27,8 @@ BLOCK_SHUFFLES = tuple(name for name, a in SHUFFLES.items() if a.block_based)
 SHARD_SHUFFLES = tuple(name for name, a in SHUFFLES.items() if a.shards_per_canonical)
 SPARE = 2  # resident shards kept out of the block: the next one fetched, one in hand-over
 # Peak shards wanted at once, in blocks' worth: each shuffle's `block_spread` (streaming.plan.
-# shuffle), checked on real plans in tests/cache/test_fit.py and against the engine's downloads
-# in tests/dataset/test_cache_block.py
+# shuffle), checked on real plans in tests/cache/policy/test_fit.py and against the engine's
+# downloads in tests/dataset/test_cache_block.py
 SPREAD = {name: a.block_spread for name, a in SHUFFLES.items() if a.block_based}
 
 
@@ -98,7 +98,7 @@ def side_by_side(footprint: Footprint, samples_per_shard: np.ndarray,
 # Peak shards a py1s/py2s plan wants at once per canonical node a node reads: each shuffle's
 # `shards_per_canonical`. py1s reads one shard at a time per canonical node and py2s's windows
 # straddle two, but canonical nodes of unequal length drift apart in the interleaved order, so
-# shard changes overlap; tests/cache/test_fit.py checks the bound on real plans.
+# shard changes overlap; tests/cache/policy/test_fit.py checks the bound on real plans.
 PER_CANONICAL = {name: a.shards_per_canonical for name, a in SHUFFLES.items()
                  if a.shards_per_canonical}
 

@@ -17,5 +17,6 @@ def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
 
 
 # Every shard changes at a block edge, where the next block's shards are fetched while the last
-# of this block are still read: two blocks' worth in use (checked in tests/cache/test_fit.py).
+# of this block are still read: two blocks' worth in use (checked in
+# tests/cache/policy/test_fit.py).
 ALGORITHM = ShuffleAlgorithm("py1b", shuffle, block_spread=2.0)

@@ -68,5 +68,5 @@ def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
 
 
 # Windows near the two ends of a node's range are shifted inside it, so 1.5 blocks' worth of
-# shards overlap there (checked in tests/cache/test_fit.py).
+# shards overlap there (checked in tests/cache/policy/test_fit.py).
 ALGORITHM = ShuffleAlgorithm("py1e", shuffle, block_spread=1.5, centred_windows=True)

@@ -18,5 +18,5 @@ def shuffle(values: np.ndarray, bounds: np.ndarray, rng: np.random.Generator,
 
 # One shard at a time per canonical node; canonical nodes of unequal length drift apart in the
 # interleaved order, so their shard changes overlap (checked on real plans in
-# tests/cache/test_fit.py). Many canonical nodes by default so the order mixes shards.
+# tests/cache/policy/test_fit.py). Many canonical nodes by default so the order mixes shards.
 ALGORITHM = ShuffleAlgorithm("py1s", shuffle, canonical_per_node=64, shards_per_canonical=2.0)
