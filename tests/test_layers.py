@@ -196,6 +196,11 @@ _ABOVE_CORE = ("streaming.dataset", "streaming.loader", "streaming.packing", "st
                  "streaming.coord", *_ABOVE_CORE)),
 ])
 def test_lower_layers_do_not_import_upper_ones(layer: str, forbidden: tuple[str, ...]) -> None:
+    assert forbidden_imports(layer, forbidden) == {}
+
+
+def forbidden_imports(layer: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    """Module of `layer` -> the absolute imports it makes of `forbidden` modules (or below)."""
     offenders = {}
     for name, path in modules().items():
         if name != layer and not name.startswith(layer + "."):
@@ -209,7 +214,7 @@ def test_lower_layers_do_not_import_upper_ones(layer: str, forbidden: tuple[str,
                      if any(m == f or m.startswith(f + ".") for f in forbidden))
         if bad:
             offenders[name] = bad
-    assert offenders == {}
+    return offenders
 
 
 # Inside the cache, each part uses only the parts listed for it (and `shard_facts`): the policy
@@ -245,19 +250,7 @@ def test_the_cache_policy_is_pure() -> None:
     plan` run it offline exactly as the engine runs it live."""
     impure = ("torch", "threading", "os", "shutil", "mmap", "multiprocessing", "streaming.coord",
               "streaming.storage", "streaming.stream")
-    offenders = {}
-    for name, path in modules().items():
-        if not name.startswith("streaming.cache.policy"):
-            continue
-        tree = parsed(path)
-        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                    for alias in node.names}
-        imported |= {node.module or "" for node in ast.walk(tree)
-                     if isinstance(node, ast.ImportFrom) and not node.level}
-        bad = sorted(m for m in imported if any(m == f or m.startswith(f + ".") for f in impure))
-        if bad:
-            offenders[name] = bad
-    assert offenders == {}
+    assert forbidden_imports("streaming.cache.policy", impure) == {}
 
 
 def test_at_most_eight_modules_at_the_top_of_streaming() -> None:
