@@ -145,7 +145,7 @@ class RecordingSink:
 
 
 def test_the_tally_and_its_sink_count_bytes_then_rows(local):
-    rows = FolderRows(local, LocalSource(local.preparer.prepare, ahead=64))
+    rows = FolderRows(local, LocalSource(local.preparer, ahead=64))
     rows.tally.sink = sink = RecordingSink()
     samples = [s for chunk in iter_chunks(np.arange(SAMPLES), rows, ReadSize(50)) for s in chunk]
     assert rows.tally.rows == len(samples) == SAMPLES
