@@ -1,7 +1,8 @@
 """Bytes a real epoch downloads under a cache_limit, against the floor (each shard the node's
 epoch reads, fetched once) and the Belady optimum for the plan the node knows: one process with
 2 DataLoader workers, batch 16, py1e, zstd shards, a local-folder remote, as issue #49 measured
-(subsampled epochs and proportion mixes downloaded 7-9x the floor before)."""
+(subsampled epochs and proportion mixes downloaded 7-9x the floor before); and what `streaming
+plan --cache-limit --json` predicts for the same config, against what the epoch downloaded."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from streaming.cache.shard_facts import ShardFacts
 from streaming.format.index import read_index
 from streaming.observe.forecast import reader_sequences
 from streaming.plan import World
+from tests.cli.conftest import run_cli
 from tests.support.datasets import write_dataset
 
 SAMPLES = 12_000  # ~34 zstd shards of 128 KiB raw per stream
@@ -79,3 +81,23 @@ def test_an_epoch_under_a_limit_downloads_near_the_floor(sources, tmp_path, case
     best = belady_egress(readers, footprint, fetch, int(data * share)).bytes
     assert downloaded <= 1.25 * floor, (case, downloaded / floor)
     assert downloaded <= 1.10 * best, (case, downloaded / best)
+    predicted = _predicted(tmp_path, streams, int(data * share), None if size is None
+                           else int(stored * size))
+    assert abs(downloaded / predicted - 1) <= 0.05, (case, downloaded, predicted)
+
+
+def _predicted(tmp_path: Path, streams: list[Stream], limit: int, epoch_size: int | None) -> int:
+    """Node 0's epoch-0 bytes as `streaming plan` predicts them for the epoch `_epoch` runs."""
+    lines = ["streams:"]
+    for s in streams:
+        weight = "" if s.proportion is None else f", proportion: {s.proportion}"
+        lines.append(f"  - {{remote: '{s.remote}', local: '{s.local}'{weight}}}")
+    lines += ["batch_size: 16", "shuffle: true", f"cache_limit: {limit}",
+              f"topology: {{nodes: 1, ranks_per_node: 1, workers_per_rank: {WORKERS}}}"]
+    if epoch_size is not None:
+        lines.append(f"epoch_size: {epoch_size}")
+    config = tmp_path / "run.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    ran = run_cli("plan", config, "--json")
+    assert ran.code == 0, ran.err
+    return ran.json()["nodes"][0]["epochs"][0]["bytes_downloaded"]
