@@ -9,17 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from streaming.util.read_sink import ReadSink
+
 if TYPE_CHECKING:
     from streaming.cache.table.cache_stats import CacheStats
     from streaming.plan import PlanConfig
     from streaming.stream import Stream
-
-
-class ReadSink(Protocol):
-    """Where a tally also reports its counts (a loader collecting its workers' reads)."""
-
-    def add(self, bytes_read: int, rows: int) -> None:
-        """Count a read of `rows` rows, `bytes_read` raw bytes."""
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,7 @@ import numpy as np
 
 from streaming.format.shard import ShardReader
 from streaming.read.shard_source import ShardSource
-
-
-class ReadSink(Protocol):
-    """Where a tally also reports its counts (a loader collecting its workers' reads)."""
-
-    def add(self, bytes_read: int, rows: int) -> None: ...
+from streaming.util.read_sink import ReadSink
 
 
 @dataclass
