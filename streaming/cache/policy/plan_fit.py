@@ -62,6 +62,10 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
     reads = read_samples(footprint, config.samples_per_shard)  # what reads are sized to
     if not config.shuffle:
         return PlanFit(config, reads)  # shards in order: one or two in use at a time
+    # Shuffled, a read of n rows spans about n / typical shards: with a subsample or a mix a
+    # shard gives the epoch fewer samples than it stores, and a read sized to the stored
+    # shard would pin several times the shards a step of the plan holds.
+    reads = min(reads, typical)
     limit = cache_limit.room_for_shards(other_bytes)
     sequence_shard, streams = typical, 1
     if BATCHINGS[config.batching_method].stream_shaped:

@@ -53,12 +53,15 @@ def _epoch(streams: list[Stream], limit: int, epoch_size: int | None) -> tuple[i
         ds.close()
 
 
-CASES = {
+CASES = {  # streams, proportions, limit (a share of the raw data, or twice the minimum), epoch
     "full epoch, 25%": (1, None, 0.25, None),
     "epoch_size 30% of the samples, 25%": (1, None, 0.25, 0.3),
     "70/30 mix, epoch_size 50%, 25%": (2, (0.7, 0.3), 0.25, 0.5),
     "two streams, full epoch, 60%": (2, None, 0.6, None),
     "epoch_size 2x the samples, 25%": (1, None, 0.25, 2.0),
+    # reads sized to the stored shard pinned ~3x the shards a step holds: 2.1-2.5x the floor
+    "epoch_size 30% of the samples, 2x the minimum": (1, None, "2x min", 0.3),
+    "70/30 mix, epoch_size 50%, 2x the minimum": (2, (0.7, 0.3), "2x min", 0.5),
 }
 
 
@@ -71,33 +74,37 @@ def test_an_epoch_under_a_limit_downloads_near_the_floor(sources, tmp_path, case
                       proportion=None if proportions is None else proportions[i])
                for i, f in enumerate(folders)]
     data = sum(int(read_index(f).raw_bytes.sum()) for f in folders)
-    stored = SAMPLES * count
-    downloaded, ds = _epoch(streams, int(data * share), None if size is None
-                            else int(stored * size))
+    epoch_size = None if size is None else int(SAMPLES * count * size)
+    limit = (2 * _plan(tmp_path, streams, None, epoch_size)["min_cache_bytes"]
+             if share == "2x min" else int(data * share))
+    downloaded, ds = _epoch(streams, limit, epoch_size)
     fetch = _fetch_bytes(folders)
     footprint = ds.catalog.footprint()
     readers = reader_sequences(ds.config, World(workers_per_rank=WORKERS), 0, 0)
     floor = floor_egress(readers, footprint, fetch).bytes
-    best = belady_egress(readers, footprint, fetch, int(data * share)).bytes
+    best = belady_egress(readers, footprint, fetch, limit).bytes
     assert downloaded <= 1.25 * floor, (case, downloaded / floor)
     assert downloaded <= 1.10 * best, (case, downloaded / best)
-    predicted = _predicted(tmp_path, streams, int(data * share), None if size is None
-                           else int(stored * size))
-    assert abs(downloaded / predicted - 1) <= 0.05, (case, downloaded, predicted)
+    predicted = _plan(tmp_path, streams, limit, epoch_size)["nodes"][0]["epochs"][0]
+    assert abs(downloaded / predicted["bytes_downloaded"] - 1) <= 0.05, (case, downloaded,
+                                                                          predicted)
 
 
-def _predicted(tmp_path: Path, streams: list[Stream], limit: int, epoch_size: int | None) -> int:
-    """Node 0's epoch-0 bytes as `streaming plan` predicts them for the epoch `_epoch` runs."""
+def _plan(tmp_path: Path, streams: list[Stream], limit: int | None, epoch_size: int | None
+          ) -> dict:
+    """`streaming plan --json` for the epoch `_epoch` runs (node 0 of one, `WORKERS` readers)."""
     lines = ["streams:"]
     for s in streams:
         weight = "" if s.proportion is None else f", proportion: {s.proportion}"
         lines.append(f"  - {{remote: '{s.remote}', local: '{s.local}'{weight}}}")
-    lines += ["batch_size: 16", "shuffle: true", f"cache_limit: {limit}",
+    lines += ["batch_size: 16", "shuffle: true",
               f"topology: {{nodes: 1, ranks_per_node: 1, workers_per_rank: {WORKERS}}}"]
+    if limit is not None:
+        lines.append(f"cache_limit: {limit}")
     if epoch_size is not None:
         lines.append(f"epoch_size: {epoch_size}")
     config = tmp_path / "run.yaml"
     config.write_text("\n".join(lines) + "\n")
     ran = run_cli("plan", config, "--json")
     assert ran.code == 0, ran.err
-    return ran.json()["nodes"][0]["epochs"][0]["bytes_downloaded"]
+    return ran.json()
