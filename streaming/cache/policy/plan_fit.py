@@ -59,13 +59,9 @@ def fit_plan(config: PlanConfig, world: World, footprint: Footprint | None,
         return PlanFit(config)
     per_shard = config.epoch_samples_per_shard
     typical = typical_samples(footprint, per_shard)
-    reads = read_samples(footprint, config.samples_per_shard)  # what reads are sized to
+    reads = read_samples(footprint, config.samples_per_shard, typical if config.shuffle else 0)
     if not config.shuffle:
         return PlanFit(config, reads)  # shards in order: one or two in use at a time
-    # Shuffled, a read of n rows spans about n / typical shards: with a subsample or a mix a
-    # shard gives the epoch fewer samples than it stores, and a read sized to the stored
-    # shard would pin several times the shards a step of the plan holds.
-    reads = min(reads, typical)
     limit = cache_limit.room_for_shards(other_bytes)
     sequence_shard, streams = typical, 1
     if BATCHINGS[config.batching_method].stream_shaped:

@@ -57,17 +57,22 @@ def typical_samples(footprint: Footprint, samples_per_shard: np.ndarray) -> int:
     return max(round(float(picked.mean())), 1) if len(picked) else 1
 
 
-def read_samples(footprint: Footprint, samples_per_shard: np.ndarray) -> int:
+def read_samples(footprint: Footprint, samples_per_shard: np.ndarray, shuffled: int = 0) -> int:
     """The stored samples of a typical cached shard (the median; of every shard when none is
-    cached): what reads are sized to under a limit (`streaming.read.sizing`).
+    cached): what reads are sized to under a limit (`streaming.read.sizing`); in a shuffled
+    epoch, `shuffled` when fewer: a read of n rows spans about n / `shuffled` shards there, and
+    one sized to the stored shard would pin several times the shards a step of the plan holds
+    when a subsample or a mix takes only part of each shard.
 
     Args:
         footprint: bytes per shard (which shards are cached).
         samples_per_shard: stored samples of each shard.
+        shuffled: the samples a typical shard gives a shuffled epoch (0: not shuffled).
     """
     counts = np.asarray(samples_per_shard, np.int64)
     cached = counts[footprint.resident > 0]
-    return max(int(np.median(cached if len(cached) else counts)), 1) if len(counts) else 1
+    stored = max(int(np.median(cached if len(cached) else counts)), 1) if len(counts) else 1
+    return min(stored, shuffled) if shuffled > 0 else stored
 
 
 def side_by_side(footprint: Footprint, samples_per_shard: np.ndarray,
