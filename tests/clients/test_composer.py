@@ -69,10 +69,14 @@ def launch(argv: list[str], logs: Path, timeout: float, ranks: int = 1) -> None:
         codes = [proc.poll() for proc in procs]
     finally:
         stop(procs)
+    failed = []
     for rank in sorted(range(ranks), key=lambda r: codes[r] in (None, 0)):  # failed ones first
         code = codes[rank] if codes[rank] is not None else f"nothing after {timeout}s"
-        tail = (logs / f"rank{rank}.log").read_text(errors="replace")[-6000:]
-        assert code == 0, f"{argv} rank {rank} exited {code}:\n{tail}"
+        if code != 0:  # every failed rank's log: a hang shows in its peers' stacks too
+            log = (logs / f"rank{rank}.log").read_text(errors="replace")
+            stalls = [line for line in log.splitlines() if "stall" in line.lower()][:5]
+            failed.append(f"rank {rank} exited {code}; stall reports: {stalls}\n{log[-5000:]}")
+    assert not failed, f"{argv}\n" + "\n".join(failed)
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
