@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from dataclasses import dataclass
 
 from streaming.cache.table.reader_slot import ReaderSlot
-from streaming.coord.wait import Deadline, Flag
+from streaming.coord.wait import Flag, wait_for
+from streaming.errors import DeadlineExceeded
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +78,14 @@ class ReaderDrift:
         bound = self.steps
         if not self.job or bound is None or not self.bounded:
             return
-        deadline = Deadline(self.wait)
-        pause = 0.001
-        while (lead := slot.lead(self.job, self.pass_no, position)) > bound:
-            if flag is not None and flag.reason() is not None and (
-                    failed := flag.error("stopped waiting for slower readers")):
-                raise failed
-            if deadline.expired():
-                log.warning("cache: reader %d has waited %g s for the slowest reader of its job, "
-                            "%d steps behind it (bound %d steps); it goes on without waiting "
-                            "for the rest of this pass", slot.index, self.wait, lead, bound)
-                self.bounded = False
-                return
-            time.sleep(min(pause, deadline.remaining()))
-            pause = min(pause * 2, 0.01)
+        if slot.lead(self.job, self.pass_no, position) <= bound:
+            return
+        try:
+            wait_for(lambda: slot.lead(self.job, self.pass_no, position) <= bound or None,
+                     what="slower readers", timeout=self.wait, poll=0.01, flag=flag)
+        except DeadlineExceeded:
+            log.warning("cache: reader %d has waited %g s for the slowest reader of its job, "
+                        "%d steps behind it (bound %d steps); it goes on without waiting for "
+                        "the rest of this pass", slot.index, self.wait,
+                        slot.lead(self.job, self.pass_no, position), bound)
+            self.bounded = False

@@ -152,3 +152,24 @@ def test_the_plan_check_sets_the_bound_in_steps(handle):
     unlimited.check_plan(np.arange(SAMPLES)[None, None], handle.locator.shard_starts, 8)
     assert unlimited.drift.steps is None
     unlimited.close()
+
+
+class _FailedNode:
+    """A node failure flag already raised by another process."""
+
+    def reason(self) -> str:
+        return "rank 1 failed"
+
+    def error(self, context: str = "") -> Exception:
+        return RuntimeError(f"{context}: rank 1 failed")
+
+
+def test_a_waiting_reader_stops_with_the_node_failure(handle):
+    slow, fast = _reader(handle), _reader(handle)
+    slow.advance(0)
+    fast.flag = _FailedNode()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="slower readers: rank 1 failed"):
+        fast.advance(100)
+    assert time.monotonic() - started < 5  # not the 30 s wait
+    _close(slow, fast)
