@@ -8,6 +8,7 @@ and the session on the node: coordination, epoch counter, plan publication and r
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -281,8 +282,7 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         if self.cache is None or self.cache.node_limit() is None or \
                 num_workers <= base.workers_per_rank:
             return
-        world = World(base.num_nodes, base.ranks_per_node, num_workers, base.node,
-                      base.rank_in_node, 0, base.replication)
+        world = dataclasses.replace(base, workers_per_rank=num_workers, worker=0)
         plan = self.session.plans.node_plan(self.config, world, 0, 0)
         self.cache.check_plan(plan.ids, self.catalog.locator.shard_starts, plan.batch_size)
 
