@@ -96,7 +96,8 @@ def run_config(name: str, sources: list[Path], local: Path, samples: int,
     free, free_seconds = _epoch(_streams(used, local, proportions), None, size)
     fetch = _fetch(used)
     spec = RunSpec(free.config, World(workers_per_rank=WORKERS), free.catalog.footprint(),
-                   fetch, None, free.predownload)
+                   fetch, None, free.predownload,
+                   other_bytes=free.catalog.cache_other_bytes())  # the minimum the dataset checks
     minimum = job_minimum(spec).bytes
     rows = []
     for label, limit in (("25%", data // 4), ("50%", data // 2), ("2x min", 2 * minimum)):
