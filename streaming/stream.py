@@ -283,6 +283,15 @@ class Stream:
 
         stream_object(self.remote_url(basename), consume, size=size, **self._transfer_options())
 
+    def side_bytes_to_come(self) -> int:
+        """Bytes of the footers a Parquet stream's index names that its cache folder does not
+        hold yet (each comes with its file's first row group); 0 for an MDS stream."""
+        if self.parquet is None or self.remote_dir is None:
+            return 0
+        from streaming.cache.prepare.parquet_fetch import footer_bytes_to_come
+
+        return footer_bytes_to_come(self.local_dir)
+
     def _transfer_options(self) -> dict[str, Any]:
         retry = self.download_retry if self.download_retry is not None else 2
         return {"timeout": float(self.download_timeout or 60), "retry": int(retry)}

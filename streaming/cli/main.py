@@ -22,6 +22,7 @@ COMMANDS = {
     "cache": "cache",
     "plan": "plan",
     "upload": "upload_folder",
+    "parquet-index": "parquet_publish",
 }
 
 # Exceptions that mean "the input or arguments are wrong", reported without a traceback.

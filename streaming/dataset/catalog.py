@@ -113,8 +113,9 @@ class Catalog:
                 continue
             kept = [stream.local_dir / "index.json"]
             if stream.parquet is not None:  # a copy of each file's footer beside the index
-                kept += stream.local_dir.glob(f"*{FOOTER_SUFFIX}")
-            total += sum(f.stat().st_size for f in kept if f.is_file()) + BOOKKEEPING_BYTES
+                kept += stream.local_dir.glob(f"**/*{FOOTER_SUFFIX}")
+            total += (sum(f.stat().st_size for f in kept if f.is_file()) + BOOKKEEPING_BYTES
+                      + stream.side_bytes_to_come())
         return total
 
     def footprint(self) -> Footprint:

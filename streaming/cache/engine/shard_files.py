@@ -85,7 +85,9 @@ class ShardFiles:
                                                else 0)
                 elif zip_name and zip_name in files:
                     remove(root, folder / zip_name)
-        table.other_bytes = max(disk.folder_bytes(self.dirs) - int(table.disk.sum()), 0)
+        table.other_bytes = (max(disk.folder_bytes(self.dirs) - int(table.disk.sum()), 0)
+                             + sum(stream.side_bytes_to_come()
+                                   for stream in self.preparer.streams))
 
     def recover(self, table: tb.CacheTable, shard: int) -> None:
         """Put a shard whose preparation failed or whose preparer died back to absent, with its

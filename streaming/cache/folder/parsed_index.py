@@ -1,7 +1,8 @@
 """The parsed form of a cache folder's index.json, shared by the node's processes: the rank that
 fetches and checks the index writes its columns beside it (`.index.json.<digest>.npz`, named
 after the origin record's digest of the index text), and every process that then builds a
-catalog over the folder loads those arrays instead of parsing the index again.
+catalog over the folder loads those arrays instead of parsing the index again. The process that
+fetched it keeps the parsed index itself, whatever its size or layout, and never parses it twice.
 
 The form is used only while it describes the index.json now in the folder: same digest in the
 origin record, same size, inode and modification time of the file. Anything else (a new fetch,
@@ -14,8 +15,10 @@ file in the folder and counts against a cache_limit (about a quarter of the inde
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
+import threading
 import zipfile
 from pathlib import Path
 
@@ -42,15 +45,32 @@ def _stamp(index: Path) -> list[int]:
     return [st.st_size, st.st_ino, st.st_mtime_ns]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Kept:
+    """A folder's index as this process parsed it when it fetched it."""
+
+    digest: str
+    stamp: list[int]
+    index: DatasetIndex
+
+
+_KEPT: dict[str, _Kept] = {}  # by folder
+_KEPT_LOCK = threading.Lock()
+
+
 def save_form(folder: Path, digest: str, index: DatasetIndex) -> None:
-    """Write the columns of `index` (the folder's index.json, origin digest `digest`) beside it,
-    atomically, replacing older forms.
+    """Keep `index` (the folder's index.json, origin digest `digest`) for this process, and
+    write its columns beside it, atomically, replacing older forms.
 
     Args:
         folder: the cache folder.
         digest: the origin record's digest of the index text.
         index: the parsed index.json of `folder`.
     """
+    path = folder / "index.json"
+    with _KEPT_LOCK:
+        _KEPT[str(folder)] = _Kept(digest, _stamp(path),
+                                   dataclasses.replace(index, source=str(path), root=folder))
     if not isinstance(index.shards, TemplateEntries) or (
             (folder / "index.json").stat().st_size < MIN_INDEX_BYTES):
         return
@@ -73,6 +93,23 @@ def save_form(folder: Path, digest: str, index: DatasetIndex) -> None:
         np.savez(out, **arrays)
 
 
+def kept_index(folder: Path) -> DatasetIndex | None:
+    """The folder's index.json as this process parsed it when it fetched it, while that is
+    still the file there (None otherwise: another process fetched it, or it changed since).
+
+    Args:
+        folder: the cache folder.
+    """
+    with _KEPT_LOCK:
+        kept = _KEPT.get(str(folder))
+    if kept is None:
+        return None
+    with contextlib.suppress(OSError):
+        if kept.stamp == _stamp(folder / "index.json"):
+            return kept.index
+    return None
+
+
 def _forms(folder: Path) -> list[str]:
     with contextlib.suppress(OSError):
         return [n for n in os.listdir(folder) if n.startswith(PREFIX) and n.endswith(SUFFIX)]
@@ -90,6 +127,11 @@ def load_form(folder: Path, digest: str | None) -> DatasetIndex | None:
     if digest is None:
         return None
     index = folder / "index.json"
+    with _KEPT_LOCK:
+        kept = _KEPT.get(str(folder))
+    with contextlib.suppress(OSError):
+        if kept is not None and kept.digest == digest and kept.stamp == _stamp(index):
+            return kept.index
     try:
         with np.load(folder / _name(digest), allow_pickle=False) as data:
             meta = json.loads(data["meta"].tobytes())

@@ -7,11 +7,15 @@ copied: its row group gets an empty marker in the cache and is decoded from the 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from streaming.cache.folder.parsed_index import kept_index
 from streaming.cache.prepare.parquet_footers import (
     ParquetSelection,
     build_index,
@@ -20,6 +24,7 @@ from streaming.cache.prepare.parquet_footers import (
     under,
     write_footer,
 )
+from streaming.cache.prepare.published_index import published_document
 from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
 from streaming.format.parquet_footer import group_span, projected_leaves
 from streaming.format.parquet_index import (
@@ -44,8 +49,9 @@ RANGES_AT_ONCE = 8  # ranges of one row group (runs of projected columns) fetche
 
 def parquet_index_file(folder: Path, selection: ParquetSelection,
                        columns: Sequence[str] | None, timeout: float, retry: int) -> Path:
-    """The derived index.json of a Parquet stream in its cache folder: the footers are read
-    by the first process of the node to ask (per job run), the others read its result.
+    """The derived index.json of a Parquet stream in its cache folder, taken from the index
+    published beside the files when there is one for this projection, else from the footers,
+    read by the first process of the node to ask (per job run); the others read its result.
 
     Args:
         folder: the stream's cache folder.
@@ -60,7 +66,11 @@ def parquet_index_file(folder: Path, selection: ParquetSelection,
     policy = transfer_policy(timeout, retry, 0.25, selection.base)
 
     def fetch_index(dest: Path) -> None:
-        dest.write_bytes(build_index(selection, backend, root, columns, policy, folder))
+        published = published_document(backend, root, selection, columns, policy)
+        if published is not None:
+            dest.write_bytes(json.dumps(published).encode())
+        else:
+            dest.write_bytes(build_index(selection, backend, root, columns, policy, folder))
 
     return sync_index(folder, selection.key(), fetch_index)
 
@@ -92,9 +102,11 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
     policy = transfer_policy(timeout, retry, 0.25, base)
     try:
         footer = cached_footer(folder / footer_basename(file))
-    except (OSError, ValueError, ParquetFileError):  # damaged in the cache: read it again
-        footer = _footer_again(folder, basename, read_footer(backend, under(root, file), file,
-                                                             columns, policy))
+    except (OSError, ValueError, ParquetFileError):  # not fetched yet, or damaged
+        indexed = indexed_footers(folder).get(file)
+        footer = _footer_from_store(folder, read_footer(
+            backend, under(root, file), file, columns, policy,
+            None if indexed is None else indexed.file_bytes))
     schema = footer.meta.schema.to_arrow_schema()
     names = list(columns) if columns is not None else [field.name for field in schema]
     span = group_span(footer.meta, group, projected_leaves(schema, names), file)
@@ -125,19 +137,75 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
     return dest
 
 
-def _footer_again(folder: Path, basename: str, read: ParquetFile) -> CachedFooter:
-    """The footer of row group `basename`'s file as read again from the store, kept in cache
-    `folder` in place of a damaged copy, once its digest is the one the index recorded
-    (ParquetFileError naming the file otherwise: it changed since it was indexed)."""
-    import json
+@dataclass(frozen=True)
+class IndexedFooter:
+    """A file's footer as its stream's index records it.
 
-    shards = json.loads((folder / "index.json").read_bytes())["shards"]
-    indexed = next((shard["footer"]["digest"] for shard in shards
-                    if shard["raw_data"]["basename"] == basename), None)
-    if indexed != footer_digest(read.tail):
-        raise ParquetFileError(f"{read.name}: its footer changed since it was indexed (the "
-                               "cached copy was damaged too); restart to index it again")
+    Args:
+        digest: the digest of its footer.
+        file_bytes: the file's size.
+        nbytes: the size of its footer's copy in the cache.
+    """
+
+    digest: str
+    file_bytes: int
+    nbytes: int
+
+
+def _footer_from_store(folder: Path, read: ParquetFile) -> CachedFooter:
+    """The footer of `read.name` as just read from the store, kept in cache `folder` (where it
+    was missing, as it is until its first row group is fetched when the index was published,
+    or damaged) once its digest is the one the index recorded; ParquetFileError naming the
+    file otherwise (it changed since it was indexed)."""
+    indexed = indexed_footers(folder).get(read.name)
+    if indexed is None or indexed.digest != footer_digest(read.tail):
+        raise ParquetFileError(f"{read.name}: its footer changed since it was indexed; restart "
+                               "to index it again (a published index: publish it again with "
+                               "`streaming parquet-index`)")
     return cached_footer(write_footer(folder, read))
+
+
+_INDEXED: dict[tuple, dict[str, IndexedFooter]] = {}
+_INDEXED_LOCK = threading.Lock()
+_INDEXES_KEPT = 8
+
+
+def indexed_footers(folder: Path) -> dict[str, IndexedFooter]:
+    """{file: its footer as indexed} of the Parquet stream cached in `folder`, from its
+    index.json, parsed once per version of that file in this process.
+
+    Args:
+        folder: the stream's cache folder.
+    """
+    index = folder / "index.json"
+    info = index.stat()
+    key = (str(index), info.st_ino, info.st_mtime_ns, info.st_size)
+    with _INDEXED_LOCK:
+        found = _INDEXED.get(key)
+    if found is None:
+        kept = kept_index(folder)
+        shards = kept.shards if kept is not None else json.loads(index.read_bytes())["shards"]
+        found = {shard["file"]: IndexedFooter(shard["footer"]["digest"],
+                                              int(shard["footer"]["file_bytes"]),
+                                              int(shard["footer"]["bytes"]))
+                 for shard in shards}
+        with _INDEXED_LOCK:
+            _INDEXED[key] = found
+            while len(_INDEXED) > _INDEXES_KEPT:
+                del _INDEXED[next(iter(_INDEXED))]
+    return found
+
+
+def footer_bytes_to_come(folder: Path) -> int:
+    """Bytes of the footers the index of the Parquet stream cached in `folder` names that are
+    not in the folder yet (each arrives with its file's first row group fetched, when the index
+    was published): counted against the cache limit from the start.
+
+    Args:
+        folder: the stream's cache folder.
+    """
+    return sum(footer.nbytes for file, footer in indexed_footers(folder).items()
+               if not (folder / footer_basename(file)).is_file())
 
 
 def _mark_in_place(url: str, path: str, where: str, footer: CachedFooter, dest: Path,

@@ -48,3 +48,7 @@ class StreamFiles(Protocol):
     def stream_remote(self, basename: str, consume: Callable[[bytes], object], *,
                       size: int) -> None:
         """Hand remote `basename`'s `size` bytes, in order, to `consume` as they arrive."""
+
+    def side_bytes_to_come(self) -> int:
+        """Bytes of files other than shards the stream will still write into its cache folder
+        (a Parquet stream's footers not fetched yet); 0 for an MDS stream."""
