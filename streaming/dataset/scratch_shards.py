@@ -44,11 +44,13 @@ def scratch_shards(stream: Stream, index: DatasetIndex, columns: Sequence[str] |
             return
         with tempfile.TemporaryDirectory(prefix="streaming-scan-") as scratch:
             if stream.parquet is not None:  # read beside a copy of its file's footer
-                from streaming.cache.prepare.parquet_fetch import scratch_place
+                from streaming.cache.prepare.parquet_fetch import footer_beside, scratch_place
 
-                place = scratch_place(stream.local_dir, raw_name, Path(scratch))
-                yield stream.fetch(raw_name, place, expected_size=int(index.raw_bytes[shard]),
-                                   **({"columns": columns} if columns else {}))
+                place = scratch_place(raw_name, Path(scratch))
+                fetched = stream.fetch(raw_name, place,
+                                       expected_size=int(index.raw_bytes[shard]),
+                                       **({"columns": columns} if columns else {}))
+                yield footer_beside(stream.local_dir, fetched)
                 return
             if zip_name is None:
                 yield _fetched(stream, raw_name, Path(scratch, "raw"), int(index.raw_bytes[shard]),

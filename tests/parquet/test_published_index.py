@@ -181,3 +181,18 @@ def test_a_damaged_published_index_is_a_typed_error_naming_it(bucket, s3_server,
                                                r"index.*streaming parquet-index"):
         Stream(remote=f"s3://{name}/corpus", local=tmp_path / "c", format="parquet"
                ).index_file()
+
+
+def test_packing_reads_token_lengths_before_any_footer_is_cached(bucket, tmp_path) -> None:
+    from streaming.dataset.lengths import load_lengths
+    from tests.parquet.helpers import tokens_of
+
+    name, _ = bucket
+    ds = StreamingDataset(streams=[Stream(remote=f"s3://{name}/corpus", local=tmp_path / "c",
+                                          format="parquet")], batch_size=8)
+    try:
+        assert not list((tmp_path / "c").glob("*.footer"))
+        lengths = load_lengths(ds, "tokens")
+        assert lengths.tolist() == [len(tokens_of(i)) for i in range(FILES * ROWS)]
+    finally:
+        ds.close()

@@ -318,21 +318,33 @@ def _check_tail(where: str, found_size: int, end: bytes, size: int, tail: bytes)
             "index it again")
 
 
-def scratch_place(folder: Path, basename: str, scratch: Path) -> Path:
+def scratch_place(basename: str, scratch: Path) -> Path:
     """Where row group `basename` of a Parquet stream can be fetched into folder `scratch` and
-    read there (a lengths scan) without entering the cache: its file's footer is copied from
-    the stream's cache `folder` beside it.
+    read there (a lengths scan) without entering the cache; `footer_beside` then copies its
+    file's footer next to it.
 
     Args:
-        folder: the stream's cache folder (holding the footers).
         basename: the row group's cached name.
         scratch: an empty folder.
     """
-    named = split_group_name(basename)
-    if named is None:
+    if split_group_name(basename) is None:
         raise ParquetFileError(f"{basename}: not a Parquet row group of this stream")
-    footer = footer_basename(named[0])
-    confine(scratch, scratch / basename)
-    (scratch / footer).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(folder / footer, scratch / footer)
-    return scratch / basename
+    place = confine(scratch, scratch / basename)
+    place.parent.mkdir(parents=True, exist_ok=True)
+    return place
+
+
+def footer_beside(folder: Path, place: Path) -> Path:
+    """Copy the footer of the row group fetched to `place` (see `scratch_place`) from the
+    stream's cache `folder`, where fetching it put it, to beside it; returns `place`.
+
+    Args:
+        folder: the stream's cache folder (holding the footers).
+        place: where the row group was fetched.
+    """
+    named = split_group_name(place.name)
+    if named is None:
+        raise ParquetFileError(f"{place}: not a Parquet row group of this stream")
+    footer = footer_basename(Path(named[0]).name)
+    shutil.copyfile(folder / footer_basename(named[0]), place.parent / footer)
+    return place
