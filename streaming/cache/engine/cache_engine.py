@@ -378,8 +378,11 @@ class CacheEngine:
             if shard in self._errors or not self.cached[shard]:
                 continue
             distance = max(int(seq.start[lo + k]) - pos, 0)
+            end = int(seq.end[lo + k])
             try:
-                outcome = space.bring(shard, distance)
+                # `pos` may be stale by now (this thread waits for the GIL and the lock): a run
+                # the reader has finished since must not come back (see `CacheSpace.bring`)
+                outcome = space.bring(shard, distance, lambda end=end: self._position >= end)
             except Exception as exc:
                 self._errors[shard] = exc
                 log.debug("cache: prefetch of %s failed: %s", self.files.describe(shard), exc)
@@ -387,8 +390,8 @@ class CacheEngine:
                 return True
             if outcome == BringOutcome.PRESENT:
                 self._landings.announce()
-            if outcome != BringOutcome.IN_PROGRESS:
-                return outcome == BringOutcome.PRESENT
+            if outcome != BringOutcome.IN_PROGRESS:  # PASSED: look again from the reader's step
+                return outcome in (BringOutcome.PRESENT, BringOutcome.PASSED)
         return False
 
     def check(self) -> None:
