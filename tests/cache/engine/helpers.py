@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from streaming import Stream, StreamingDataLoader, StreamingDataset
+from streaming.cache.engine.cache_engine import shard_footprint
 from streaming.cache.policy.egress_bounds import belady_egress, floor_egress
 from streaming.cache.policy.minimum_limit import Footprint
 from streaming.cache.shard_facts import ShardFacts
@@ -33,6 +34,14 @@ def fetch_bytes(folders: Sequence[Path]) -> np.ndarray:
 def raw_bytes(folders: Sequence[Path]) -> int:
     """The raw (decompressed) bytes of every shard of these dataset folders."""
     return sum(int(read_index(f).raw_bytes.sum()) for f in folders)
+
+
+def shard_costs(folders: Sequence[Path], streams: Sequence[Stream]
+                ) -> tuple[Footprint, np.ndarray]:
+    """Cache bytes per shard of these dataset folders when read through `streams` (as the
+    dataset's catalog counts them), and bytes a download of each moves."""
+    facts = ShardFacts.from_indexes([read_index(f) for f in folders])
+    return shard_footprint(facts, streams), facts.fetch_bytes
 
 
 def run_epoch(streams: list[Stream], limit: int, workers: int,
@@ -85,6 +94,7 @@ class Egress:
     optimum: int
     predicted: int
     roomy: bool
+    planned: int  # samples the node's readers read in the plan
 
     @classmethod
     def measure(cls, downloaded: int, config: PlanConfig, world: World, footprint: Footprint,
@@ -106,7 +116,8 @@ class Egress:
         floor = floor_egress(readers, footprint, fetch).bytes
         best = belady_egress(readers, footprint, fetch, limit).bytes
         predicted = plan["nodes"][node]["epochs"][0]["bytes_downloaded"]
-        return cls(downloaded, floor, best, predicted, limit >= 2 * plan["min_cache_bytes"])
+        return cls(downloaded, floor, best, predicted, limit >= 2 * plan["min_cache_bytes"],
+                   sum(len(r) for r in readers))
 
     @property
     def ratios(self) -> tuple[float, float, float]:
