@@ -366,9 +366,7 @@ class CacheEngine:
     def _prefetch_step(self) -> bool:
         """Prepare the next absent shard within `predownload` steps or among the next
         `prefetch_threads` new shards (see `lookahead`); True if it did work."""
-        space = self.space
-        pos = self._position
-        seq = self._runs
+        space, pos, seq = self.space, self._position, self._runs
         lo, hi = prefetch_window(seq.start, seq.entries, seq.previous, pos,
                                  self.predownload, self.prefetch_threads)
         window = seq.shard[lo:hi]
@@ -378,11 +376,9 @@ class CacheEngine:
             if shard in self._errors or not self.cached[shard]:
                 continue
             distance = max(int(seq.start[lo + k]) - pos, 0)
-            end = int(seq.end[lo + k])
-            try:
-                # `pos` may be stale by now (this thread waits for the GIL and the lock): a run
-                # the reader has finished since must not come back (see `CacheSpace.bring`)
-                outcome = space.bring(shard, distance, lambda end=end: self._position >= end)
+            try:  # `pos` may be stale by now: a run its reader has finished must not come back
+                outcome = space.bring(shard, distance,
+                                      lambda end=int(seq.end[lo + k]): self._position >= end)
             except Exception as exc:
                 self._errors[shard] = exc
                 log.debug("cache: prefetch of %s failed: %s", self.files.describe(shard), exc)
