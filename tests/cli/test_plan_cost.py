@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from streaming.format.index import read_index
+from tests.support import cost_rank
 from tests.support.datasets import upload_dir, write_dataset
 from tests.support.jobs import ForkedJob
 
-RANK = Path(__file__).with_name("cost_rank.py")
+RANK = Path(cost_rank.__file__)
 SAMPLES = 18000
 CONFIG = ("streams:\n  - {{remote: '{remote}', local: cache}}\nbatch_size: 8\npredownload: 64\n"
           "shuffle: true\nshuffle_seed: 7\n"

@@ -366,9 +366,7 @@ class CacheEngine:
     def _prefetch_step(self) -> bool:
         """Prepare the next absent shard within `predownload` steps or among the next
         `prefetch_threads` new shards (see `lookahead`); True if it did work."""
-        space = self.space
-        pos = self._position
-        seq = self._runs
+        space, pos, seq = self.space, self._position, self._runs
         lo, hi = prefetch_window(seq.start, seq.entries, seq.previous, pos,
                                  self.predownload, self.prefetch_threads)
         window = seq.shard[lo:hi]
@@ -378,8 +376,9 @@ class CacheEngine:
             if shard in self._errors or not self.cached[shard]:
                 continue
             distance = max(int(seq.start[lo + k]) - pos, 0)
-            try:
-                outcome = space.bring(shard, distance)
+            try:  # `pos` may be stale by now: a run its reader has finished must not come back
+                outcome = space.bring(shard, distance,
+                                      lambda end=int(seq.end[lo + k]): self._position >= end)
             except Exception as exc:
                 self._errors[shard] = exc
                 log.debug("cache: prefetch of %s failed: %s", self.files.describe(shard), exc)
@@ -387,8 +386,8 @@ class CacheEngine:
                 return True
             if outcome == BringOutcome.PRESENT:
                 self._landings.announce()
-            if outcome != BringOutcome.IN_PROGRESS:
-                return outcome == BringOutcome.PRESENT
+            if outcome != BringOutcome.IN_PROGRESS:  # PASSED: look again from the reader's step
+                return outcome in (BringOutcome.PRESENT, BringOutcome.PASSED)
         return False
 
     def check(self) -> None:

@@ -11,6 +11,7 @@ import enum
 import errno
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,7 @@ class BringOutcome(enum.Enum):
     PRESENT = "present"  # the shard is on disk, ready to read
     IN_PROGRESS = "in progress"  # another reader is preparing it
     AT_LIMIT = "at limit"  # the node is at its download or space limit: try again later
+    PASSED = "passed"  # a prefetch whose reader has read past the use it was for: nothing done
 
 
 class CacheSpace:
@@ -69,16 +71,23 @@ class CacheSpace:
         """Bytes the node's cache folders hold or have promised to downloads in flight."""
         return self.table.used()
 
-    def bring(self, shard: int, farther_than: int) -> BringOutcome:
+    def bring(self, shard: int, farther_than: int,
+              passed: Callable[[], bool] | None = None) -> BringOutcome:
         """Prepare `shard` if it is absent and room can be made for it; evicts only shards next
         needed later than `farther_than` steps (-1: anything unpinned).
 
         Args:
             shard: the shard to bring in.
             farther_than: the distance, in the reader's steps, of the use it is brought for.
+            passed: for a prefetch, whether its reader has by now read past the use the shard
+                is brought for. Asked under the table's lock before anything is evicted: a
+                prefetcher decides from the step its reader was at when it looked, and its
+                reader may have finished that run since (and another reader evicted the shard
+                as needed by nobody); bringing it back then would evict a shard that is still
+                needed, for one that is not (`BringOutcome.PASSED`).
         """
         cost = self.footprint.download_cost(shard)
-        outcome = self._reserve(shard, cost, farther_than)
+        outcome = self._reserve(shard, cost, farther_than, passed)
         if outcome is not None:
             return outcome
         table = self.table
@@ -108,14 +117,18 @@ class CacheSpace:
                 log.debug("cache: prepared %s", self.files.describe(shard))
         return BringOutcome.PRESENT
 
-    def _reserve(self, shard: int, cost: int, farther_than: int) -> BringOutcome | None:
+    def _reserve(self, shard: int, cost: int, farther_than: int,
+                 passed: Callable[[], bool] | None = None) -> BringOutcome | None:
         """Mark `shard` preparing by this reader with `cost` bytes reserved; None when done, the
-        outcome to report when the shard is not absent or the node is at a limit."""
+        outcome to report when the shard is not absent, its use has `passed`, or the node is at
+        a limit."""
         table = self.table
         with table.locked():
             state = int(table.state[shard])
             if state != tb.ABSENT:
                 return BringOutcome.PRESENT if state == tb.PRESENT else BringOutcome.IN_PROGRESS
+            if passed is not None and passed():
+                return BringOutcome.PASSED
             limit = self.node_limit
             if limit is not None and cost > limit - table.other_bytes:
                 raise CacheLimitError(

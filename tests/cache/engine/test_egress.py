@@ -2,56 +2,27 @@
 epoch reads, fetched once) and the Belady optimum for the plan the node knows: one process with
 2 DataLoader workers, batch 16, py1e, zstd shards, a local-folder remote, as issue #49 measured
 (subsampled epochs and proportion mixes downloaded 7-9x the floor before); and what `streaming
-plan --cache-limit --json` predicts for the same config, against what the epoch downloaded."""
+plan --cache-limit --json` predicts for the same config, against what the epoch downloaded.
+The other batching methods and shuffle algorithms, and ranks of their own, are in
+test_egress_methods.py."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
-import numpy as np
 import pytest
 
-from streaming import Stream, StreamingDataLoader, StreamingDataset
-from streaming.cache.policy.egress_bounds import belady_egress, floor_egress
-from streaming.cache.shard_facts import ShardFacts
-from streaming.format.index import read_index
-from streaming.observe.forecast import reader_sequences
+from streaming import Stream
 from streaming.plan import World
-from tests.cli.conftest import run_cli
-from tests.support.datasets import write_dataset
+from tests.cache.engine.conftest import EGRESS_SAMPLES
+from tests.cache.engine.helpers import (
+    FLOOR_BOUND,
+    Egress,
+    fetch_bytes,
+    plan_json,
+    raw_bytes,
+    run_epoch,
+)
 
-SAMPLES = 12_000  # ~34 zstd shards of 128 KiB raw per stream
 WORKERS = 2
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory) -> list[Path]:
-    root = tmp_path_factory.mktemp("egress")
-    out = []
-    for name in ("a", "b"):
-        write_dataset(root / name, SAMPLES, size_limit=128 << 10)
-        out.append(root / name)
-    return out
-
-
-def _fetch_bytes(folders: list[Path]) -> np.ndarray:
-    return ShardFacts.from_indexes([read_index(f) for f in folders]).fetch_bytes
-
-
-def _epoch(streams: list[Stream], limit: int, epoch_size: int | None) -> tuple[int, object]:
-    for s in streams:
-        shutil.rmtree(s.local, ignore_errors=True)
-    ds = StreamingDataset(streams=streams, cache_limit=limit, batch_size=16, shuffle=True,
-                          epoch_size=epoch_size)
-    try:
-        loader = StreamingDataLoader(ds, batch_size=16, num_workers=WORKERS)
-        read = sum(len(batch["id"]) for batch in loader)
-        assert read >= ds.config.epoch_size
-        return ds.cache_stats().bytes_downloaded, ds
-    finally:
-        ds.close()
-
 
 CASES = {  # streams, proportions, limit (a share of the raw data, or twice the minimum), epoch
     "full epoch, 25%": (1, None, 0.25, None),
@@ -67,44 +38,20 @@ CASES = {  # streams, proportions, limit (a share of the raw data, or twice the 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
-def test_an_epoch_under_a_limit_downloads_near_the_floor(sources, tmp_path, case):
+def test_an_epoch_under_a_limit_downloads_near_the_floor(egress_sources, tmp_path, case):
     count, proportions, share, size = CASES[case]
-    folders = sources[:count]
+    folders = egress_sources[:count]
     streams = [Stream(remote=str(f), local=str(tmp_path / f.name),
                       proportion=None if proportions is None else proportions[i])
                for i, f in enumerate(folders)]
-    data = sum(int(read_index(f).raw_bytes.sum()) for f in folders)
-    epoch_size = None if size is None else int(SAMPLES * count * size)
-    limit = (2 * _plan(tmp_path, streams, None, epoch_size)["min_cache_bytes"]
-             if share == "2x min" else int(data * share))
-    downloaded, ds = _epoch(streams, limit, epoch_size)
-    fetch = _fetch_bytes(folders)
-    footprint = ds.catalog.footprint()
-    readers = reader_sequences(ds.config, World(workers_per_rank=WORKERS), 0, 0)
-    floor = floor_egress(readers, footprint, fetch).bytes
-    best = belady_egress(readers, footprint, fetch, limit).bytes
-    assert downloaded <= 1.25 * floor, (case, downloaded / floor)
-    assert downloaded <= 1.10 * best, (case, downloaded / best)
-    predicted = _plan(tmp_path, streams, limit, epoch_size)["nodes"][0]["epochs"][0]
-    assert abs(downloaded / predicted["bytes_downloaded"] - 1) <= 0.05, (case, downloaded,
-                                                                          predicted)
-
-
-def _plan(tmp_path: Path, streams: list[Stream], limit: int | None, epoch_size: int | None
-          ) -> dict:
-    """`streaming plan --json` for the epoch `_epoch` runs (node 0 of one, `WORKERS` readers)."""
-    lines = ["streams:"]
-    for s in streams:
-        weight = "" if s.proportion is None else f", proportion: {s.proportion}"
-        lines.append(f"  - {{remote: '{s.remote}', local: '{s.local}'{weight}}}")
-    lines += ["batch_size: 16", "shuffle: true",
-              f"topology: {{nodes: 1, ranks_per_node: 1, workers_per_rank: {WORKERS}}}"]
-    if limit is not None:
-        lines.append(f"cache_limit: {limit}")
-    if epoch_size is not None:
-        lines.append(f"epoch_size: {epoch_size}")
-    config = tmp_path / "run.yaml"
-    config.write_text("\n".join(lines) + "\n")
-    ran = run_cli("plan", config, "--json")
-    assert ran.code == 0, ran.err
-    return ran.json()
+    settings = {"epoch_size": None if size is None else int(EGRESS_SAMPLES * count * size)}
+    limit = (2 * plan_json(tmp_path, streams, None, WORKERS, settings)["min_cache_bytes"]
+             if share == "2x min" else int(raw_bytes(folders) * share))
+    downloaded, read, ds = run_epoch(streams, limit, WORKERS, settings)
+    assert read >= ds.config.epoch_size
+    plan = plan_json(tmp_path, streams, limit, WORKERS, settings)
+    egress = Egress.measure(downloaded, ds.config, World(workers_per_rank=WORKERS),
+                            ds.catalog.footprint(), fetch_bytes(folders), limit, plan)
+    assert egress.floor <= min(egress.optimum, egress.downloaded)
+    assert downloaded <= FLOOR_BOUND * egress.floor, (case, egress)  # at every limit here
+    egress.assert_bounds(case)

@@ -370,3 +370,64 @@ def test_a_prefetch_waits_while_nearer_shards_need_the_room(source, tmp_path):
     assert space.bring(1, 10) == BringOutcome.PRESENT  # 0 and 1 fit: no reason to wait
     assert space.bring(3, -1) == BringOutcome.PRESENT  # a reader that needs it now does not
     engine.close()
+
+
+def _three_fit(handle) -> int:
+    """A limit under which any three of the first six shards fit (one being prepared) and no
+    four do."""
+    probe = CacheEngine(handle.preparer)
+    fp, other = probe.space.footprint, probe.table.other_bytes
+    probe.close()
+    limit = 3 * int(fp.resident[:6].max()) + int(fp.transient[:6].max()) + other
+    assert 4 * int(fp.resident[:6].min()) + other > limit
+    return limit
+
+
+def test_a_prefetch_for_a_use_its_reader_has_passed_brings_nothing(source, tmp_path):
+    from streaming.cache.engine.cache_space import BringOutcome
+
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, cache_limit=_three_fit(handle), prefetch_threads=1)
+    space, table = engine.space, engine.table
+    # the reader has finished shard 0 (another reader evicted it), reads 1 now, then 2 and 3
+    shards, starts = np.array([1, 2, 3]), np.array([10, 20, 30])
+    engine.slot.publish(shards, starts, starts + 10, 10)
+    for shard in (1, 2, 3):
+        assert space.bring(shard, -1) == BringOutcome.PRESENT
+    assert space.bring(0, 0, passed=lambda: True) == BringOutcome.PASSED
+    assert table.state[0] == tb.ABSENT and engine.stats().evictions == 0
+    # while the use is still ahead, a prefetch of a run that has begun makes room as a reader
+    assert space.bring(0, 0, passed=lambda: False) == BringOutcome.PRESENT
+    assert engine.stats().needed_evictions == 1
+    engine.close()
+
+
+def test_a_prefetcher_whose_reader_moved_on_does_not_bring_the_finished_run_back(
+        source, tmp_path, monkeypatch):
+    """A prefetcher takes its reader's step, then waits (for the GIL, for the lock); by the time
+    it brings the absent shard of the run that step was in, the reader may have finished that
+    run, and another reader may have evicted the shard as needed by nobody. Bringing it back
+    would evict a shard the reader still needs (a run that has begun claims room as a reader
+    does), and download both again."""
+    from streaming.cache.engine.cache_space import BringOutcome
+
+    monkeypatch.setattr(CacheEngine, "_prefetch", lambda self: None)  # steps taken by hand
+    handle = _open(source, tmp_path / "c")
+    engine = CacheEngine(handle.preparer, cache_limit=_three_fit(handle), prefetch_threads=1)
+    engine.follow(np.repeat(np.arange(4), 10))  # shard k over steps [10k, 10k + 10)
+    space, table = engine.space, engine.table
+    for shard in (1, 2, 3):  # shard 0 is absent: evicted by another reader, say
+        assert space.bring(shard, -1) == BringOutcome.PRESENT
+    real = space.bring
+
+    def late(*args, **kwargs) -> BringOutcome:
+        engine.advance(10)  # the reader finished shard 0 while the prefetcher waited
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(space, "bring", late)
+    assert engine._prefetch_step()  # it did something: look again from the reader's step
+    assert table.state[0] == tb.ABSENT
+    assert engine.stats().evictions == 0
+    assert all(table.state[s] == tb.PRESENT for s in (1, 2, 3))
+    engine.stop()
+    engine.close()

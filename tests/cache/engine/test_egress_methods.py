@@ -1,0 +1,129 @@
+"""Bytes a real epoch downloads under a cache_limit for every batching method and every shuffle
+algorithm that can be fitted to a limit (`naive` cannot), against the floor (each shard the
+node's epoch reads, fetched once), the Belady optimum for the node's plan, and `streaming plan
+--json`'s prediction for the same config: one process with 2 DataLoader workers (batch 16, zstd
+shards of 128 KiB raw, a local-folder remote), and one node of 2 ranks in processes of their
+own. test_egress.py covers `random` batching with `py1e`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from streaming import Stream
+from streaming.plan import World
+from tests.cache.engine.conftest import EGRESS_SAMPLES
+from tests.cache.engine.helpers import (
+    BATCH,
+    Egress,
+    fetch_bytes,
+    plan_json,
+    raw_bytes,
+    run_epoch,
+    shard_costs,
+)
+from tests.support import cost_rank
+from tests.support.jobs import ForkedJob
+
+WORKERS = 2
+
+CASES = {  # batching, shuffle, streams, proportions, limit (share of the raw data or "2x min"),
+    # epoch_size (share of the stored samples)
+    "stratified, two streams, 25%": ("stratified", "py1e", 2, None, 0.25, None),
+    "per_stream, two streams, 25%": ("per_stream", "py1e", 2, None, 0.25, None),
+    "device_per_stream, two streams, 25%": ("device_per_stream", "py1e", 2, None, 0.25, None),
+    "stratified, 70/30 mix, epoch_size 50%, 2x the minimum":
+        ("stratified", "py1e", 2, (0.7, 0.3), "2x min", 0.5),
+    "per_stream, 70/30 mix, epoch_size 50%, 2x the minimum":
+        ("per_stream", "py1e", 2, (0.7, 0.3), "2x min", 0.5),
+    "device_per_stream, 70/30 mix, epoch_size 50%, 2x the minimum":
+        ("device_per_stream", "py1e", 2, (0.7, 0.3), "2x min", 0.5),
+    "py1b, 25%": ("random", "py1b", 1, None, 0.25, None),
+    "py1br, 25%": ("random", "py1br", 1, None, 0.25, None),
+    "py1s, 25%": ("random", "py1s", 1, None, 0.25, None),
+    "py2s, 25%": ("random", "py2s", 1, None, 0.25, None),
+    "py1s, epoch_size 30%, 2x the minimum": ("random", "py1s", 1, None, "2x min", 0.3),
+    "py2s, 2x the minimum": ("random", "py2s", 1, None, "2x min", None),
+    "py1b, 2x the minimum": ("random", "py1b", 1, None, "2x min", None),
+    "py1br, epoch_size 50%, 2x the minimum": ("random", "py1br", 1, None, "2x min", 0.5),
+}
+
+
+def _streams(folders: list[Path], local: Path, proportions: tuple[float, ...] | None
+             ) -> list[Stream]:
+    """A stream per dataset folder (its remote), cached in `local`/<folder name>."""
+    return [Stream(remote=str(f), local=str(local / f.name),
+                   proportion=None if proportions is None else proportions[i])
+            for i, f in enumerate(folders)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_method_and_shuffle_downloads_near_the_floor(egress_sources, tmp_path, case):
+    method, algo, count, proportions, share, size = CASES[case]
+    folders = egress_sources[:count]
+    streams = _streams(folders, tmp_path, proportions)
+    settings = {"batching_method": method, "shuffle_algo": algo,
+                "epoch_size": None if size is None else int(EGRESS_SAMPLES * count * size)}
+    limit = (2 * plan_json(tmp_path, streams, None, WORKERS, settings)["min_cache_bytes"]
+             if share == "2x min" else int(raw_bytes(folders) * share))
+    downloaded, read, ds = run_epoch(streams, limit, WORKERS, settings)
+    plan = plan_json(tmp_path, streams, limit, WORKERS, settings)
+    egress = Egress.measure(downloaded, ds.config, World(workers_per_rank=WORKERS),
+                            ds.catalog.footprint(), fetch_bytes(folders), limit, plan)
+    assert read == egress.planned, (case, read, egress.planned)  # the whole epoch was read
+    assert egress.roomy, (case, limit, plan["min_cache_bytes"])  # so the floor bound applies
+    egress.assert_bounds(case)
+
+
+RANKS = 2
+RANK_CASES = {  # batching, proportions, limit (share of the raw data or "2x min"), epoch_size
+    "device_per_stream, 70/30 mix, 25%": ("device_per_stream", (0.7, 0.3), 0.25, None),
+    "stratified, 70/30 mix, epoch_size 50%, 2x the minimum":
+        ("stratified", (0.7, 0.3), "2x min", 0.5),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(RANK_CASES))
+def test_the_ranks_of_a_node_download_near_the_floor(egress_sources, tmp_path, case):
+    """2 ranks (processes of their own, stepping together) of 2 DataLoader workers each read
+    one epoch into one node's cache."""
+    from streaming.cli.plan import load_setup
+
+    method, proportions, share, size = RANK_CASES[case]
+    local = tmp_path / "local"
+    streams = _streams(egress_sources, local / "node0", proportions)
+    settings = {"batching_method": method, "shuffle_algo": "py1e", "shuffle_seed": 7,
+                "predownload": 64,
+                "epoch_size": None if size is None else int(EGRESS_SAMPLES * 2 * size)}
+    limit = (2 * plan_json(tmp_path, streams, None, WORKERS, settings,
+                           ranks=RANKS)["min_cache_bytes"]
+             if share == "2x min" else int(raw_bytes(egress_sources) * share))
+    plan = plan_json(tmp_path, streams, limit, WORKERS, settings, ranks=RANKS)
+    options = [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()
+               if value is not None]
+    job = ForkedJob(tmp_path, [], nodes=1, ranks_per_node=RANKS, script=Path(cost_rank.__file__),
+                    tag="egress", extra=[
+                        "--remote", *map(str, egress_sources),
+                        "--proportion", *map(str, proportions), "--local-root", str(local),
+                        "--out-dir", str(tmp_path), "--cache-limit", str(limit),
+                        "--epochs", "1", "--batch-size", str(BATCH), "--workers", str(WORKERS),
+                        *options])
+    for rank in job.wait(timeout=150):
+        assert rank.returncode == 0, f"rank {rank.rank}:\n{rank.stderr[-3000:]}"
+    stats = json.loads((tmp_path / "node0.json").read_text())
+    # the plan the ranks ran: the config `streaming plan` read, fitted as the dataset fitted it
+    setup = load_setup(tmp_path / "run.yaml")
+    fitted = {k: stats["plan"][k] for k in ("shuffle_block_size", "num_canonical_nodes")}
+    config = dataclasses.replace(setup.cfg, **fitted)
+    assert config.fingerprint() == stats["plan"]["fingerprint"]
+    footprint, fetch = shard_costs(egress_sources, streams)
+    egress = Egress.measure(stats["bytes_downloaded"], config, setup.world, footprint, fetch,
+                            limit, plan)
+    assert stats["job_samples_read"] == egress.planned  # the whole epoch was read
+    assert egress.roomy, (limit, plan["min_cache_bytes"])
+    egress.assert_bounds(f"{case}, {RANKS} ranks x {WORKERS} workers")
