@@ -68,7 +68,7 @@ def parquet_index_file(folder: Path, selection: ParquetSelection,
     def fetch_index(dest: Path) -> None:
         published = published_document(backend, root, selection, columns, policy)
         if published is not None:
-            dest.write_bytes(json.dumps(published).encode())
+            dest.write_bytes(published)
         else:
             dest.write_bytes(build_index(selection, backend, root, columns, policy, folder))
 
@@ -204,8 +204,28 @@ def footer_bytes_to_come(folder: Path) -> int:
     Args:
         folder: the stream's cache folder.
     """
-    return sum(footer.nbytes for file, footer in indexed_footers(folder).items()
-               if not (folder / footer_basename(file)).is_file())
+    by_folder: dict[str, list[IndexedFooter]] = {}
+    names: dict[str, list[str]] = {}
+    for file, footer in indexed_footers(folder).items():
+        sub, _, leaf = footer_basename(file).rpartition("/")
+        by_folder.setdefault(sub, []).append(footer)
+        names.setdefault(sub, []).append(leaf)
+    total = 0
+    for sub, footers in by_folder.items():  # one listing per folder, not a stat per footer
+        present = _file_names(folder / sub if sub else folder)
+        total += sum(footer.nbytes for footer, leaf in zip(footers, names[sub])
+                     if leaf not in present)
+    return total
+
+
+def _file_names(folder: Path) -> set[str]:
+    """The names of the files directly in `folder` (none when it is missing), from the
+    directory's entries alone (no stat per file)."""
+    try:
+        with os.scandir(folder) as entries:
+            return {entry.name for entry in entries if entry.is_file(follow_symlinks=False)}
+    except FileNotFoundError:
+        return set()
 
 
 def _mark_in_place(url: str, path: str, where: str, footer: CachedFooter, dest: Path,

@@ -53,7 +53,8 @@ class PublishedIndex:
 def publish_document(document: dict[str, Any], selection: ParquetSelection,
                      columns: Sequence[str] | None) -> PublishedIndex:
     """The published form of `document`, the index derived from `selection`'s footers with
-    projection `columns` (files read in place keep no folder of the publisher's in it).
+    projection `columns`: a first line saying what it indexes, then the index as a stream
+    derives it (files read in place keep no folder of the publisher's in it).
 
     Args:
         document: the derived index.json document.
@@ -62,21 +63,22 @@ def publish_document(document: dict[str, Any], selection: ParquetSelection,
     """
     shards = [{k: v for k, v in shard.items() if k != "in_place"}
               for shard in document["shards"]]
-    body = {"kind": KIND, "version": VERSION,
-            "columns": None if columns is None else list(columns),
-            "pattern": selection.pattern,
-            "files": None if selection.files is None else list(selection.files),
-            "index": {**document, "shards": shards}}
+    header = {"kind": KIND, "version": VERSION,
+              "columns": None if columns is None else list(columns),
+              "pattern": selection.pattern,
+              "files": None if selection.files is None else list(selection.files)}
+    index = {**document, "shards": shards,
+             "parquet": {**document.get("parquet", {}), "published": PUBLISHED_NAME}}
+    data = json.dumps(header).encode() + b"\n" + json.dumps(index).encode()
     files = len({shard["file"] for shard in shards})
-    return PublishedIndex(json.dumps(body).encode(), files, len(shards))
+    return PublishedIndex(data, files, len(shards))
 
 
 def published_document(backend: Backend, root: str, selection: ParquetSelection,
-                       columns: Sequence[str] | None, policy: RetryPolicy
-                       ) -> dict[str, Any] | None:
-    """The index of `selection` taken from the folder's published index, or None when there
-    is none or it cannot serve this stream (another projection, files it lacks): the footers
-    are then read as usual.
+                       columns: Sequence[str] | None, policy: RetryPolicy) -> bytes | None:
+    """The index.json of `selection` taken from the folder's published index, or None when
+    there is none or it cannot serve this stream (another projection, files it lacks): the
+    footers are then read as usual.
 
     Args:
         backend: the store holding the files.
@@ -91,58 +93,63 @@ def published_document(backend: Backend, root: str, selection: ParquetSelection,
         data = policy.run(url, lambda deadline: backend.get(path, deadline=deadline))
     except ObjectNotFoundError:
         return None
-    body = _checked_body(data, url)
+    head, _, body = data.partition(b"\n")
+    header = _checked_header(head, url)
     wanted = None if columns is None else list(columns)
-    if body["columns"] != wanted:
-        warnings.warn(f"{url} indexes the columns {body['columns'] or 'all'}, this stream reads "
-                      f"{wanted or 'all'}: its footers are read instead (publish an index for "
-                      "these columns with `streaming parquet-index --columns`)", stacklevel=2)
+    if header["columns"] != wanted:
+        warnings.warn(f"{url} indexes the columns {header['columns'] or 'all'}, this stream "
+                      f"reads {wanted or 'all'}: its footers are read instead (publish an index "
+                      "for these columns with `streaming parquet-index --columns`)",
+                      stacklevel=2)
         return None
-    shards = _selected(body, selection, url)
+    whole = header["pattern"] is None and header["files"] is None
+    if whole and selection.pattern is None and selection.files is None \
+            and not isinstance(backend, LocalBackend):
+        return body  # as published: the index of every file below the folder
+    try:
+        document = json.loads(body)
+        shards = document["shards"]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ParquetFileError(f"{url}: its index is damaged ({exc!r}); publish it again with "
+                               "`streaming parquet-index`") from None
+    shards = _selected(shards, header, selection, url)
     if shards is None:
         return None
     if isinstance(backend, LocalBackend):  # read in place, from this node's path
         in_place = os.path.abspath(root)
         shards = [{**shard, "in_place": in_place} for shard in shards]
-    document = dict(body["index"])
     document["shards"] = shards
     document["parquet"] = {**document.get("parquet", {}), "remote": selection.key(),
-                           "files": len({shard["file"] for shard in shards}),
-                           "published": PUBLISHED_NAME}
+                           "files": len({shard["file"] for shard in shards})}
     log.info("%s: %d row groups from the published index, no footer read", selection.base,
              len(shards))
-    return document
+    return json.dumps(document).encode()
 
 
-def _checked_body(data: bytes, url: str) -> dict[str, Any]:
-    """The published file's object, once it is one this version reads (ParquetFileError naming
-    `url` otherwise)."""
+def _checked_header(head: bytes, url: str) -> dict[str, Any]:
+    """The published file's first line, once it says this version can read what follows
+    (ParquetFileError naming `url` otherwise)."""
     try:
-        body = json.loads(data)
-    except ValueError as exc:
-        raise ParquetFileError(f"{url}: not a published Parquet index ({exc}); publish it "
-                               "again with `streaming parquet-index`") from None
-    if not isinstance(body, dict) or body.get("kind") != KIND:
+        header = json.loads(head)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("kind") != KIND:
         raise ParquetFileError(f"{url}: not a published Parquet index; publish it again with "
                                "`streaming parquet-index`")
-    if body.get("version") != VERSION:
+    if header.get("version") != VERSION:
         raise ParquetFileError(f"{url}: a published Parquet index of version "
-                               f"{body.get('version')!r}, this library reads {VERSION}; publish "
-                               "it again with `streaming parquet-index`")
-    index = body.get("index")
-    if not isinstance(index, dict) or not isinstance(index.get("shards"), list):
-        raise ParquetFileError(f"{url}: its index has no shards; publish it again")
-    return body
+                               f"{header.get('version')!r}, this library reads {VERSION}; "
+                               "publish it again with `streaming parquet-index`")
+    return header
 
 
-def _selected(body: dict[str, Any], selection: ParquetSelection, url: str
-              ) -> list[dict[str, Any]] | None:
+def _selected(shards: list[dict[str, Any]], header: dict[str, Any],
+              selection: ParquetSelection, url: str) -> list[dict[str, Any]] | None:
     """The published entries of the files `selection` names, in its order; None when the
     published index was made for other files than this selection can be served from."""
-    shards = body["index"]["shards"]
-    if body.get("pattern") is None and body.get("files") is None:
+    if header.get("pattern") is None and header.get("files") is None:
         pass  # the whole folder: any selection below it is served
-    elif (body.get("pattern"), body.get("files")) != (
+    elif (header.get("pattern"), header.get("files")) != (
             selection.pattern, None if selection.files is None else list(selection.files)):
         log.info("%s indexes other files than this stream's selection; reading footers", url)
         return None
