@@ -87,6 +87,13 @@ class DownloadTimeoutError(StorageError, TimeoutError):
     """A transfer did not complete before its deadline (after every retry)."""
 
 
+class ObjectChangedError(StorageError):
+    """A read conditioned on an object's version (its ETag) found another version there: the
+    object was replaced since that version was recorded. Retrying cannot help."""
+
+    retryable = False
+
+
 class ObjectTooLargeError(StorageError):
     """A store sent more bytes than the index declares for the file (or than the cap for an
     index.json); each attempt stopped as the excess arrived (an object being replaced may

@@ -101,6 +101,7 @@ class ParquetFile:
         columns: the projected columns' kinds.
         groups: its row groups.
         mtime_ns: its modification time in ns where the store gives one (a filesystem), else 0.
+        etag: its ETag where the store lists one and can read conditionally on it, else None.
     """
 
     name: str
@@ -109,6 +110,7 @@ class ParquetFile:
     columns: dict[str, str]
     groups: list[RowGroupSpan]
     mtime_ns: int = 0
+    etag: str | None = None
 
 
 def check_same_schema(files: Sequence[ParquetFile]) -> dict[str, str]:
@@ -145,7 +147,7 @@ def index_document(files: Sequence[ParquetFile], remote: str, in_place: str | No
     for file in files:
         footer = {"basename": footer_basename(file.name), "bytes": _HEAD.size + len(file.tail),
                   "digest": footer_digest(file.tail), "file_bytes": file.size,
-                  "mtime_ns": file.mtime_ns}
+                  "mtime_ns": file.mtime_ns, **({"etag": file.etag} if file.etag else {})}
         for g, group in enumerate(file.groups):
             shards.append({
                 "format": "parquet", "file": file.name, "row_group": g, "samples": group.rows,

@@ -10,6 +10,7 @@ import abc
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from streaming.errors import (
@@ -52,11 +53,27 @@ def check_size(url: str, got: int, expected: int | None) -> None:
                            "(truncated transfer)")
 
 
+@dataclass(frozen=True)
+class ListedObject:
+    """One object as a listing gives it.
+
+    Args:
+        size: its bytes.
+        etag: its ETag as the store spells it (quotes included), None when not listed.
+    """
+
+    size: int
+    etag: str | None = None
+
+
 class Backend(abc.ABC):
     """get / ranged get / size / exists / download / put / upload / list / delete for one store."""
 
     #: Whether big objects download faster as parallel byte ranges (remote stores: yes).
     parallel_ranges: bool = False
+    #: Whether a ranged GET can be made conditional on the object's ETag (`get_range`'s
+    #: `if_match`) and listings give each object's ETag (`list_versions`).
+    conditional_reads: bool = False
 
     @abc.abstractmethod
     def url(self, path: str) -> str:
@@ -114,6 +131,11 @@ class Backend(abc.ABC):
         object's size after listing."""
         return {path: self.size(path) for path in self.list(prefix)}
 
+    def list_versions(self, prefix: str) -> dict[str, ListedObject]:
+        """The size and, where the store's listing gives it, the ETag of every object whose
+        path starts with `prefix`, by path, in path order (this default: no ETags)."""
+        return {path: ListedObject(size) for path, size in self.list_sizes(prefix).items()}
+
     @abc.abstractmethod
     def delete(self, path: str) -> None:
         """Remove the object; a missing object is not an error (like S3)."""
@@ -134,6 +156,21 @@ class Backend(abc.ABC):
             check_deadline(deadline, url)
             yield chunk
 
+    def _conditional(self, path: str, start: int, end: int | None, deadline: float | None,
+                     if_match: str) -> Iterator[bytes]:
+        """`_bounded` with the read conditional on ETag `if_match` (stores with
+        `conditional_reads` override `iter_chunks_if` to honour it)."""
+        url = self.url(path)
+        for chunk in self.iter_chunks_if(path, start, end, if_match, deadline=deadline):
+            check_deadline(deadline, url)
+            yield chunk
+
+    def iter_chunks_if(self, path: str, start: int | None, end: int | None, if_match: str, *,
+                       deadline: float | None = None) -> Iterator[bytes]:
+        """`iter_chunks` of the object while its ETag is `if_match` (ObjectChangedError
+        otherwise); stores with `conditional_reads` implement it."""
+        raise ArgumentError(f"{self.url(path)}: this store's reads cannot be conditional")
+
     def get(self, path: str, *, deadline: float | None = None,
             max_size: int | None = None) -> bytes:
         """The whole object as bytes; ObjectTooLargeError as soon as more than `max_size`
@@ -147,14 +184,22 @@ class Backend(abc.ABC):
         return b"".join(pieces)
 
     def get_range(
-        self, path: str, start: int, end: int | None, *, deadline: float | None = None
+        self, path: str, start: int, end: int | None, *, deadline: float | None = None,
+        if_match: str | None = None,
     ) -> bytes:
-        """Bytes [start, end) of the object (end=None: to its end); StorageError if fewer arrive."""
+        """Bytes [start, end) of the object (end=None: to its end); StorageError if fewer
+        arrive. With `if_match` (stores with `conditional_reads` only), ObjectChangedError
+        unless the object's ETag is still that one."""
         if start < 0 or (end is not None and end < start):
             raise ArgumentError(f"{self.url(path)}: bad byte range [{start}, {end})")
+        if if_match is not None and not self.conditional_reads:
+            raise ArgumentError(f"{self.url(path)}: this store's reads cannot be conditional")
         if start == end:
             return b""
-        data = b"".join(self._bounded(path, start, end, deadline))
+        if if_match is not None:
+            data = b"".join(self._conditional(path, start, end, deadline, if_match))
+        else:
+            data = b"".join(self._bounded(path, start, end, deadline))
         check_size(self.url(path), len(data), None if end is None else end - start)
         return data
 

@@ -15,10 +15,11 @@ from typing import Any
 from streaming.errors import (
     AccessDeniedError,
     DownloadTimeoutError,
+    ObjectChangedError,
     ObjectNotFoundError,
     StorageError,
 )
-from streaming.storage.backend import CHUNK, Backend
+from streaming.storage.backend import CHUNK, Backend, ListedObject
 from streaming.storage.per_process import PerProcess
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 from streaming.storage.s3_endpoint import ENDPOINT_ENV, unreachable
@@ -96,6 +97,7 @@ class S3Backend(Backend):
     read_timeout: float = TIMEOUT
 
     parallel_ranges = True
+    conditional_reads = True
 
     @property
     def client(self) -> Any:
@@ -119,6 +121,9 @@ class S3Backend(Backend):
             status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if code == "NoSuchBucket":
                 return ObjectNotFoundError(self._no_bucket(path))
+            if code == "PreconditionFailed" or status == 412:
+                return ObjectChangedError(f"{url}: the object changed since its version was "
+                                          "recorded (its ETag is another)")
             if code in _MISSING_CODES or status == 404:
                 return ObjectNotFoundError(f"{url}: no such object")
             if code in _ACCESS_CODES or status == 403:
@@ -140,10 +145,18 @@ class S3Backend(Backend):
         self, path: str, start: int | None = None, end: int | None = None, *,
         deadline: float | None = None,
     ) -> Iterator[bytes]:
+        return self._chunks(path, start, end, deadline, None)
+
+    def iter_chunks_if(self, path: str, start: int | None, end: int | None, if_match: str, *,
+                       deadline: float | None = None) -> Iterator[bytes]:
+        return self._chunks(path, start, end, deadline, if_match)
+
+    def _chunks(self, path: str, start: int | None, end: int | None, deadline: float | None,
+                if_match: str | None) -> Iterator[bytes]:
         quick = quick_stream(self.bucket, path, self.endpoint_url, self.region,
                              connect_timeout=min(self.read_timeout, self.connect_timeout),
                              read_timeout=self.read_timeout, start=start, end=end, chunk=CHUNK,
-                             deadline=deadline)
+                             deadline=deadline, if_match=if_match)
         if quick is not None:  # no boto3 client needed (s3_quick)
             yield from quick
             return
@@ -151,6 +164,8 @@ class S3Backend(Backend):
         if start is not None or end is not None:
             last = "" if end is None else str(end - 1)
             request["Range"] = f"bytes={start or 0}-{last}"
+        if if_match is not None:
+            request["IfMatch"] = if_match
         with self._translated(path):
             body = self.client.get_object(**request)["Body"]
             try:
@@ -202,12 +217,16 @@ class S3Backend(Backend):
         return sorted(keys)
 
     def list_sizes(self, prefix: str) -> dict[str, int]:
-        sizes: dict[str, int] = {}
+        return {path: listed.size for path, listed in self.list_versions(prefix).items()}
+
+    def list_versions(self, prefix: str) -> dict[str, ListedObject]:
+        found: dict[str, ListedObject] = {}
         with self._translated(prefix):
             pages = self.client.get_paginator("list_objects_v2")
             for page in pages.paginate(Bucket=self.bucket, Prefix=prefix):
-                sizes.update((item["Key"], int(item["Size"])) for item in page.get("Contents", ()))
-        return dict(sorted(sizes.items()))
+                found.update((item["Key"], ListedObject(int(item["Size"]), item.get("ETag")))
+                             for item in page.get("Contents", ()))
+        return dict(sorted(found.items()))
 
     def delete(self, path: str) -> None:
         with self._translated(path):

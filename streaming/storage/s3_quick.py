@@ -151,7 +151,7 @@ def _answer(target: Target, headers: dict[str, str], timeout: float, watch: Watc
 def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None, *,
                  connect_timeout: float, read_timeout: float, start: int | None = None,
                  end: int | None = None, chunk: int = 1 << 20, deadline: float | None = None,
-                 ) -> Iterator[bytes] | None:
+                 if_match: str | None = None) -> Iterator[bytes] | None:
     """Bytes [start, end) of object `key` of `bucket` (all of it without a range) in pieces of
     up to `chunk` bytes as they arrive, or None when this path cannot fetch it (see the
     module's docstring).
@@ -168,6 +168,8 @@ def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None
         chunk: bytes per piece.
         deadline: when the whole GET must be over (a time.monotonic() value; default:
             `read_timeout` from now), however slowly the server sends (see `watchdog`).
+        if_match: the ETag the object must still have (any other answer than the bytes,
+            412 included, returns None: the SDK's path asks again and names the failure).
     """
     creds = env_credentials()
     target = None if creds is None else target_for(bucket, key, endpoint, region)
@@ -177,6 +179,8 @@ def quick_stream(bucket: str, key: str, endpoint: str | None, region: str | None
     ranged = start is not None or end is not None
     if ranged:
         headers["range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
+    if if_match is not None:
+        headers["if-match"] = if_match
     guard = watchdog.guard(time.monotonic() + read_timeout if deadline is None else deadline)
     watch = guard.__enter__()  # left by _body when the body ends, or here
     try:

@@ -15,6 +15,7 @@ import pytest
 from streaming import StreamingDataset
 from streaming.cache.prepare.parquet_footers import read_footer
 from streaming.errors import ParquetFileError, ParquetSchemaError
+from streaming.storage.backend import ListedObject
 from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
 from streaming.stream import Stream
@@ -170,7 +171,7 @@ def test_a_file_whose_listed_size_is_stale_is_read_at_its_size(tmp_path: Path, d
     pq.write_table(table(0, 120), path, row_group_size=50)
     size = path.stat().st_size
     found = read_footer(LocalBackend(), str(path), "a.parquet", None,
-                        RetryPolicy(attempts=1), listed_size=size + delta)
+                        RetryPolicy(attempts=1), ListedObject(size + delta))
     assert found.size == size
     assert [group.rows for group in found.groups] == [50, 50, 20]
 

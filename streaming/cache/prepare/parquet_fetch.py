@@ -25,7 +25,12 @@ from streaming.cache.prepare.parquet_footers import (
     write_footer,
 )
 from streaming.cache.prepare.published_index import published_document
-from streaming.errors import ObjectNotFoundError, ParquetFileError, StorageError
+from streaming.errors import (
+    ObjectChangedError,
+    ObjectNotFoundError,
+    ParquetFileError,
+    StorageError,
+)
 from streaming.format.parquet_footer import group_span, projected_leaves
 from streaming.format.parquet_index import (
     ParquetFile,
@@ -34,7 +39,7 @@ from streaming.format.parquet_index import (
     split_group_name,
 )
 from streaming.format.parquet_shard import CachedFooter, cached_footer
-from streaming.storage.backend import Backend
+from streaming.storage.backend import Backend, ListedObject
 from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
 from streaming.storage.transfer import timed_backend, transfer_policy
@@ -80,9 +85,10 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
                     timeout: float, retry: int) -> Path:
     """Fetch cached row group `basename` (`<file>.rgNNNNN`) of the file under `base` into
     `dest`: its ranges with ranged GETs (several at once for a projection's runs of
-    columns), then the file's end compared with the footer indexed in `folder` (in the same
-    GET as a single range when the footer follows it within TAIL_GAP bytes, as it does for a
-    file's last row group).
+    columns), each conditional on the file's indexed ETag where the store lists ETags and
+    honours them; elsewhere the file's end is then compared with the footer indexed in
+    `folder` (in the same GET as a single range when the footer follows it within TAIL_GAP
+    bytes, as it does for a file's last row group).
 
     Args:
         folder: the stream's cache folder (holding the footers).
@@ -100,13 +106,13 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
     file, group = named
     backend, root = timed_backend(base, timeout)
     policy = transfer_policy(timeout, retry, 0.25, base)
+    indexed = indexed_footers(folder).get(file)
     try:
         footer = cached_footer(folder / footer_basename(file))
     except (OSError, ValueError, ParquetFileError):  # not fetched yet, or damaged
-        indexed = indexed_footers(folder).get(file)
         footer = _footer_from_store(folder, read_footer(
             backend, under(root, file), file, columns, policy,
-            None if indexed is None else indexed.file_bytes))
+            None if indexed is None else ListedObject(indexed.file_bytes, indexed.etag)))
     schema = footer.meta.schema.to_arrow_schema()
     names = list(columns) if columns is not None else [field.name for field in schema]
     span = group_span(footer.meta, group, projected_leaves(schema, names), file)
@@ -116,7 +122,9 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
     if isinstance(backend, LocalBackend):
         return _mark_in_place(backend.url(under(root, file)), under(root, file),
                               f"{file} row group {group}", footer, dest, span.nbytes)
-    got = _GroupGet(backend, under(root, file), f"{file} row group {group}", footer, policy)
+    etag = indexed.etag if indexed is not None and backend.conditional_reads else None
+    got = _GroupGet(backend, under(root, file), f"{file} row group {group}", footer, policy,
+                    etag)
     ranges = span.ranges
     if len(ranges) == 1:  # one GET, with the file's end when the footer follows closely
         pieces = [got.range(*ranges[0], with_tail=got.tail_follows(ranges[0][1]))]
@@ -145,11 +153,13 @@ class IndexedFooter:
         digest: the digest of its footer.
         file_bytes: the file's size.
         nbytes: the size of its footer's copy in the cache.
+        etag: the file's ETag when indexed, where the store lists one (else None).
     """
 
     digest: str
     file_bytes: int
     nbytes: int
+    etag: str | None = None
 
 
 def _footer_from_store(folder: Path, read: ParquetFile) -> CachedFooter:
@@ -187,7 +197,8 @@ def indexed_footers(folder: Path) -> dict[str, IndexedFooter]:
         shards = kept.shards if kept is not None else json.loads(index.read_bytes())["shards"]
         found = {shard["file"]: IndexedFooter(shard["footer"]["digest"],
                                               int(shard["footer"]["file_bytes"]),
-                                              int(shard["footer"]["bytes"]))
+                                              int(shard["footer"]["bytes"]),
+                                              shard["footer"].get("etag"))
                  for shard in shards}
         with _INDEXED_LOCK:
             _INDEXED[key] = found
@@ -247,8 +258,9 @@ def _mark_in_place(url: str, path: str, where: str, footer: CachedFooter, dest: 
 
 
 class _GroupGet:
-    """The GETs of one row group's ranges from `path`, and the check that the file still ends
-    in `footer` (ParquetFileError naming `where` otherwise).
+    """The GETs of one row group's ranges from `path`, and the check that the file is still
+    the one indexed (ParquetFileError naming `where` otherwise): each GET conditional on its
+    ETag when there is one, else the file's end compared with `footer`.
 
     Args:
         backend: the store.
@@ -256,17 +268,20 @@ class _GroupGet:
         where: the file and row group (for messages).
         footer: the footer the file was indexed with.
         policy: retries and deadlines of each request.
+        etag: the file's ETag when indexed, on a store whose reads can be conditional.
     """
 
     def __init__(self, backend: Backend, path: str, where: str, footer: CachedFooter,
-                 policy: RetryPolicy) -> None:
+                 policy: RetryPolicy, etag: str | None = None) -> None:
         self.backend, self.path, self.where = backend, path, where
-        self.footer, self.policy = footer, policy
-        self.checked = False
+        self.footer, self.policy, self.etag = footer, policy, etag
+        self.checked = etag is not None  # every GET checks the version itself
 
     def tail_follows(self, end: int) -> bool:
-        """Whether the footer starts within TAIL_GAP bytes after byte `end`."""
-        return 0 <= self.footer.size - len(self.footer.tail) - end <= TAIL_GAP
+        """Whether the footer starts within TAIL_GAP bytes after byte `end` (and must be
+        checked: not when the GETs are conditional)."""
+        return self.etag is None and 0 <= self.footer.size - len(self.footer.tail) - end \
+            <= TAIL_GAP
 
     def range(self, start: int, end: int, with_tail: bool) -> bytes:
         """Bytes [start, end) of the file; `with_tail`: read on to the file's end in the same
@@ -276,10 +291,14 @@ class _GroupGet:
             data = self.policy.run(f"{url} bytes {start}-{end - 1}", lambda deadline:
                                    self.backend.get_range(self.path, start,
                                                           None if with_tail else end,
-                                                          deadline=deadline))
+                                                          deadline=deadline,
+                                                          if_match=self.etag))
         except ObjectNotFoundError:
             raise ParquetFileError(f"{self.where}: the file is gone since its footer was "
                                    "read") from None
+        except ObjectChangedError:
+            raise ParquetFileError(f"{self.where}: the file changed since it was indexed (its "
+                                   "ETag is another); restart to index it again") from None
         except StorageError as exc:
             self.same_file()
             raise ParquetFileError(f"{self.where}: bytes {start}-{end - 1} could not be read: "

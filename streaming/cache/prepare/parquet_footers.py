@@ -33,7 +33,7 @@ from streaming.format.parquet_index import (
     footer_file_bytes,
     index_document,
 )
-from streaming.storage.backend import Backend
+from streaming.storage.backend import Backend, ListedObject
 from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
 from streaming.util.atomic import atomic_output
@@ -110,10 +110,10 @@ def under(root: str, name: str) -> str:
 
 
 def listed_files(selection: ParquetSelection, backend: Backend, root: str
-                 ) -> dict[str, int | None]:
+                 ) -> dict[str, ListedObject | None]:
     """The selected files' names under `root` (the backend's path of `selection.base`), sorted,
-    with their sizes as the listing gave them (one LIST request per 1,000 keys on S3; None for
-    a list of files, which is not listed).
+    with their sizes (and ETags, where the store lists them) as the listing gave them (one
+    LIST request per 1,000 keys on S3; None for a list of files, which is not listed).
 
     Args:
         selection: which files.
@@ -124,11 +124,12 @@ def listed_files(selection: ParquetSelection, backend: Backend, root: str
         return dict.fromkeys(selection.files)
     prefix = under(root, "")
     try:
-        sizes = backend.list_sizes(prefix)
+        found = backend.list_versions(prefix)
     except StorageError as exc:
         raise StorageError(f"{backend.url(prefix)}: cannot list the Parquet files ({exc}); "
                            "give the stream a list of files instead") from exc
-    named = {path[len(prefix):]: size for path, size in sizes.items() if path.startswith(prefix)}
+    named = {path[len(prefix):]: listed for path, listed in found.items()
+             if path.startswith(prefix)}
     if selection.pattern is not None:
         return {n: named[n] for n in sorted(named) if fnmatch.fnmatchcase(n, selection.pattern)}
     return {n: named[n] for n in sorted(named) if n.endswith(PARQUET_SUFFIXES)
@@ -136,11 +137,12 @@ def listed_files(selection: ParquetSelection, backend: Backend, root: str
 
 
 def read_footer(backend: Backend, path: str, name: str, columns: Sequence[str] | None,
-                policy: RetryPolicy, listed_size: int | None = None) -> ParquetFile:
+                policy: RetryPolicy, listed: ListedObject | None = None) -> ParquetFile:
     """One file's footer, read with ranged GETs (the last `TAIL_GUESS` bytes, then the rest of
     a larger footer), into its row groups and columns. With the size the listing gave, no
-    request asks for it; a file that no longer has that size (replaced since the listing) is
-    read again at its size asked anew.
+    request asks for it, and with its ETag (on a store whose reads can be conditional) the
+    footer is read from that version only; a file that no longer has that size or ETag
+    (replaced since the listing) is read again at its size asked anew, without an ETag.
 
     Args:
         backend: the store holding it.
@@ -148,39 +150,57 @@ def read_footer(backend: Backend, path: str, name: str, columns: Sequence[str] |
         name: its name in the stream (for messages and the index).
         columns: the projection (None: every column).
         policy: retries and deadlines of each request.
-        listed_size: its size as listed (None: ask the store).
+        listed: its size and ETag as listed (None: ask the store for its size).
     """
     mtime_ns = modified_ns(backend, path)
-    if listed_size is not None:
+    if listed is not None:
+        etag = listed.etag if backend.conditional_reads else None
         try:
-            return _read_footer_at(backend, path, name, columns, policy, listed_size, mtime_ns)
+            return _read_footer_at(backend, path, name, columns, policy,
+                                   FileVersion(listed.size, mtime_ns, etag))
         except (ParquetFileError, StorageError):
-            log.info("%s: not as listed (%d bytes); reading it again", name, listed_size)
+            log.info("%s: not as listed (%d bytes); reading it again", name, listed.size)
     size = policy.run(backend.url(path), lambda deadline: backend.size(path))
-    return _read_footer_at(backend, path, name, columns, policy, size, mtime_ns)
+    return _read_footer_at(backend, path, name, columns, policy, FileVersion(size, mtime_ns))
+
+
+@dataclass(frozen=True)
+class FileVersion:
+    """The version of a Parquet file a footer is read from.
+
+    Args:
+        size: its bytes.
+        mtime_ns: its modification time in ns on a filesystem, else 0.
+        etag: its ETag on a store whose reads can be conditional, else None.
+    """
+
+    size: int
+    mtime_ns: int = 0
+    etag: str | None = None
 
 
 def _read_footer_at(backend: Backend, path: str, name: str, columns: Sequence[str] | None,
-                    policy: RetryPolicy, size: int, mtime_ns: int) -> ParquetFile:
-    """`read_footer` of a file of `size` bytes: ParquetFileError when its end is no footer,
-    StorageError when fewer bytes arrive (the file is shorter)."""
+                    policy: RetryPolicy, version: FileVersion) -> ParquetFile:
+    """`read_footer` of the file's `version`: ParquetFileError when its end is no footer,
+    StorageError when fewer bytes arrive (the file is shorter) or its ETag is another."""
+    size = version.size
     if size == 0:
         footer_length(b"", 0, name)  # raises: an empty file
     start = max(0, size - TAIL_GUESS)
     tail = policy.run(backend.url(path), lambda deadline: backend.get_range(
-        path, start, size, deadline=deadline))
+        path, start, size, deadline=deadline, if_match=version.etag))
     length = footer_length(tail, size, name)
     if length + TAIL > len(tail):
         first = size - length - TAIL
         tail = policy.run(backend.url(path), lambda deadline: backend.get_range(
-            path, first, start, deadline=deadline)) + tail
+            path, first, start, deadline=deadline, if_match=version.etag)) + tail
     tail = tail[len(tail) - length - TAIL:]
     meta = parse_footer(tail, name)
     schema = meta.schema.to_arrow_schema()
     kinds = column_kinds(schema, columns, name)
     groups = row_group_spans(meta, projected_leaves(schema, list(kinds)), name)
     check_ranges(groups, size - length - TAIL, name)
-    return ParquetFile(name, size, tail, kinds, groups, mtime_ns)
+    return ParquetFile(name, size, tail, kinds, groups, version.mtime_ns, version.etag)
 
 
 def modified_ns(backend: Backend, path: str) -> int:
