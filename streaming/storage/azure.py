@@ -22,11 +22,12 @@ from urllib.parse import quote
 from streaming.errors import (
     AccessDeniedError,
     DownloadTimeoutError,
+    ObjectChangedError,
     ObjectNotFoundError,
     StorageError,
     require,
 )
-from streaming.storage.backend import CHUNK, Backend
+from streaming.storage.backend import CHUNK, Backend, ListedObject
 from streaming.storage.per_process import PerProcess
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 from streaming.storage.tls_trust import REQUESTS_SETTING, untrusted, untrusted_error
@@ -187,6 +188,7 @@ class AzureBackend(Backend):
     read_timeout: float = TIMEOUT
 
     parallel_ranges = True
+    conditional_reads = True
 
     def url(self, path: str) -> str:
         where = f"{self.container}@{self.account}" if self.account else self.container
@@ -222,6 +224,9 @@ class AzureBackend(Backend):
                     f"{url}: container {self.container!r} does not exist at {where}"
                 )
             return ObjectNotFoundError(f"{url}: no such object")
+        if status == 412:
+            return ObjectChangedError(f"{url}: the blob changed since its version was recorded "
+                                      "(its ETag is another)")
         if status in (401, 403) or code in _ACCESS_CODES:
             if status is None or self._anonymous():
                 return AccessDeniedError(f"{url}: {_HOW_TO_AUTH} ({exc})")
@@ -257,6 +262,14 @@ class AzureBackend(Backend):
         self, path: str, start: int | None = None, end: int | None = None, *,
         deadline: float | None = None,
     ) -> Iterator[bytes]:
+        return self._chunks(path, start, end, None)
+
+    def iter_chunks_if(self, path: str, start: int | None, end: int | None, if_match: str, *,
+                       deadline: float | None = None) -> Iterator[bytes]:
+        return self._chunks(path, start, end, if_match)
+
+    def _chunks(self, path: str, start: int | None, end: int | None, if_match: str | None
+                ) -> Iterator[bytes]:
         # A plain streamed GET: the SDK's downloader buffers each piece whole and retries a
         # broken body by itself (with sleeps), which would break deadlines and double retries.
         with self._translated(path):
@@ -264,6 +277,8 @@ class AzureBackend(Backend):
             query, headers = _read_auth(account, self.container, path)
             if start is not None or end is not None:
                 headers["Range"] = f"bytes={start or 0}-{'' if end is None else end - 1}"
+            if if_match is not None:
+                headers["If-Match"] = if_match
             blob_url = f"{account.endpoint}/{quote(self.container)}/{quote(path)}"
             response = account.session.get(
                 f"{blob_url}?{query}" if query else blob_url, headers=headers, stream=True,
@@ -296,9 +311,13 @@ class AzureBackend(Backend):
             return sorted(self._container.list_blob_names(name_starts_with=prefix or None))
 
     def list_sizes(self, prefix: str) -> dict[str, int]:
+        return {path: listed.size for path, listed in self.list_versions(prefix).items()}
+
+    def list_versions(self, prefix: str) -> dict[str, ListedObject]:
         with self._translated(prefix):
             blobs = self._container.list_blobs(name_starts_with=prefix or None)
-            return dict(sorted((blob.name, int(blob.size)) for blob in blobs))
+            return dict(sorted((blob.name, ListedObject(int(blob.size), blob.etag or None))
+                               for blob in blobs))
 
     def delete(self, path: str) -> None:
         from azure.core.exceptions import ResourceNotFoundError

@@ -1,8 +1,8 @@
-"""A Parquet stream on S3 (moto behind a counting proxy) reads each row group from the version of
-its file that was indexed: the listing's ETag goes into the index, and every ranged GET of a row
-group is conditional on it (If-Match), so a file rewritten in place is refused by name even when
-its size and its footer are the same bytes as before, and no GET of the file's end is needed to
-tell."""
+"""A Parquet stream on a store whose listing gives ETags and whose reads can be conditional on them
+(S3 on moto, Azurite) reads each row group from the version of its file that was indexed: the
+listing's ETag goes into the index, and every ranged GET of a row group is conditional on it
+(If-Match), so a file rewritten in place is refused by name even when its size and its footer
+are the same bytes as before, and no GET of the file's end is needed to tell."""
 
 from __future__ import annotations
 
@@ -47,15 +47,20 @@ def bucket(s3_env, s3_server) -> str:
     return name
 
 
-def test_a_rewrite_with_the_same_size_and_footer_is_refused_by_name(bucket, s3_server,
+@pytest.mark.parametrize("store", ["s3", "azure"], indirect=True)
+def test_a_rewrite_with_the_same_size_and_footer_is_refused_by_name(store_env,
                                                                      tmp_path: Path) -> None:
     before, after = _file(1), _file(2)
     assert len(before) == len(after) and _tail(before) == _tail(after) and before != after
-    ds = StreamingDataset(streams=[Stream(remote=f"s3://{bucket}/corpus", local=tmp_path / "c",
-                                          format="parquet")], batch_size=10)
+    space = store_env.space()
+    for k in range(FILES):
+        store_env.put(space, f"corpus/part-{k}.parquet", before)
+    ds = StreamingDataset(streams=[Stream(remote=store_env.url(space, "corpus"),
+                                          local=tmp_path / "c", format="parquet")],
+                          batch_size=10)
     try:
         assert ds[0]["payload"] == b"\x01" * 16
-        s3_server.client().put_object(Bucket=bucket, Key="corpus/part-1.parquet", Body=after)
+        store_env.put(space, "corpus/part-1.parquet", after)
         with pytest.raises(ParquetFileError, match=r"part-1\.parquet row group 0: the file "
                                                    r"changed since it was indexed \(its ETag"):
             ds[ROWS]
