@@ -7,8 +7,6 @@ own. test_egress.py covers `random` batching with `py1e`."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from pathlib import Path
 
 import pytest
@@ -17,16 +15,15 @@ from streaming import Stream
 from streaming.plan import World
 from tests.cache.engine.conftest import EGRESS_SAMPLES
 from tests.cache.engine.helpers import (
-    BATCH,
     Egress,
     fetch_bytes,
     plan_json,
+    ran_config,
     raw_bytes,
     run_epoch,
+    run_ranks,
     shard_costs,
 )
-from tests.support import cost_rank
-from tests.support.jobs import ForkedJob
 
 WORKERS = 2
 
@@ -104,23 +101,10 @@ def test_the_ranks_of_a_node_download_near_the_floor(egress_sources, tmp_path, c
                            ranks=RANKS)["min_cache_bytes"]
              if share == "2x min" else int(raw_bytes(egress_sources) * share))
     plan = plan_json(tmp_path, streams, limit, WORKERS, settings, ranks=RANKS)
-    options = [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()
-               if value is not None]
-    job = ForkedJob(tmp_path, [], nodes=1, ranks_per_node=RANKS, script=Path(cost_rank.__file__),
-                    tag="egress", extra=[
-                        "--remote", *map(str, egress_sources),
-                        "--proportion", *map(str, proportions), "--local-root", str(local),
-                        "--out-dir", str(tmp_path), "--cache-limit", str(limit),
-                        "--epochs", "1", "--batch-size", str(BATCH), "--workers", str(WORKERS),
-                        *options])
-    for rank in job.wait(timeout=150):
-        assert rank.returncode == 0, f"rank {rank.rank}:\n{rank.stderr[-3000:]}"
-    stats = json.loads((tmp_path / "node0.json").read_text())
-    # the plan the ranks ran: the config `streaming plan` read, fitted as the dataset fitted it
-    setup = load_setup(tmp_path / "run.yaml")
-    fitted = {k: stats["plan"][k] for k in ("shuffle_block_size", "num_canonical_nodes")}
-    config = dataclasses.replace(setup.cfg, **fitted)
-    assert config.fingerprint() == stats["plan"]["fingerprint"]
+    stats = run_ranks(tmp_path, egress_sources, proportions, limit, WORKERS, settings,
+                      ranks=RANKS)[0]
+    setup = load_setup(tmp_path / "run.yaml")  # the config `streaming plan` read
+    config = ran_config(setup.cfg, stats)
     footprint, fetch = shard_costs(egress_sources, streams)
     egress = Egress.measure(stats["bytes_downloaded"], config, setup.world, footprint, fetch,
                             limit, plan)
