@@ -163,6 +163,7 @@ class Egress:
             epoch: the epoch.
             held: the shards the node's cache held when the epoch began (None: none).
         """
+        assert plan["egress_is_prediction"], plan.get("egress_note")  # a shuffle fitted
         readers = reader_sequences(config, world, node, epoch)
         floor = floor_egress(readers, footprint, fetch).bytes
         best = belady_egress(readers, footprint, fetch, limit, held=held).bytes
@@ -181,9 +182,10 @@ class Egress:
         """Assert the bounds: at most `FLOOR_BOUND` x the floor when the limit is roomy, at
         most `OPTIMUM_BOUND` x the optimum, within `PREDICTION_TOLERANCE` of the prediction."""
         to_floor, to_best, to_predicted = self.ratios
+        held = ("" if self.unheld == self.floor else "; / floor less the shards held at "
+                f"the start {_ratio(self.downloaded, self.unheld):.3f}")
         print(f"{case}: downloaded / floor {to_floor:.3f}, / Belady {to_best:.3f}, "
-              f"/ predicted {to_predicted:.3f} (limit >= 2x minimum: {self.roomy}; / floor "
-              f"less the shards held at the start {_ratio(self.downloaded, self.unheld):.3f})")
+              f"/ predicted {to_predicted:.3f} (limit >= 2x minimum: {self.roomy}{held})")
         if self.roomy:
             assert to_floor <= FLOOR_BOUND, (case, self)
         assert to_best <= OPTIMUM_BOUND, (case, self)

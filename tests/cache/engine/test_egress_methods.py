@@ -76,6 +76,26 @@ def test_every_method_and_shuffle_downloads_near_the_floor(egress_sources, tmp_p
     egress.assert_bounds(case)
 
 
+@pytest.mark.slow
+def test_naive_egress_is_not_predicted(egress_sources, tmp_path):
+    """`naive` (no fitting: the loader accepts limits from about 74% of the data) reads in
+    large reads, one shard after another within each; `streaming plan` simulates reads of one
+    sample at a time in plan order, which download far more, and says its figure is not a
+    prediction."""
+    streams = _streams(egress_sources[:1], tmp_path, None)
+    settings = {"shuffle_algo": "naive"}
+    limit = int(raw_bytes(egress_sources[:1]) * 0.8)
+    downloaded, read, ds = run_epoch(streams, limit, WORKERS, settings)
+    plan = plan_json(tmp_path, streams, limit, WORKERS, settings)
+    assert read == ds.config.epoch_size
+    assert plan["egress_is_prediction"] is False and "'naive'" in plan["egress_note"]
+    simulated = plan["nodes"][0]["epochs"][0]["bytes_downloaded"]
+    floor = int(fetch_bytes(egress_sources[:1]).sum())  # the epoch reads every shard
+    print(f"naive, 80%: downloaded / floor {downloaded / floor:.2f}, simulated / downloaded "
+          f"{simulated / downloaded:.1f}")
+    assert floor <= downloaded < simulated / 4
+
+
 RANKS = 2
 RANK_CASES = {  # batching, proportions, limit (share of the raw data or "2x min"), epoch_size
     "device_per_stream, 70/30 mix, 25%": ("device_per_stream", (0.7, 0.3), 0.25, None),
