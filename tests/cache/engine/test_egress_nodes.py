@@ -6,7 +6,7 @@ Belady optimum from the shards the node's cache held when the epoch began, and `
 --epochs 2 --json`'s prediction for that node and epoch. The second epoch starts with what the
 first left in the cache, as measured once every rank of the node had finished the first
 (tests/support/cost_rank.py); the plan's second epoch starts from what its simulated first
-left, the same shards in these runs."""
+left, the same shards, or all but one, in these runs."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import pytest
 from streaming import Stream
 from tests.cache.engine.conftest import EGRESS_SAMPLES
 from tests.cache.engine.helpers import (
-    FLOOR_BOUND,
     Egress,
     plan_json,
     ran_config,
@@ -77,26 +76,11 @@ def _run_job(case: str, sources: list[Path], folder: Path) -> list[list[Egress]]
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_node_downloads_near_its_floor_in_each_epoch(egress_sources, tmp_path, case):
-    for node, (first, second) in enumerate(_run_job(case, egress_sources, tmp_path)):
-        first.assert_bounds(f"{case}, node {node}, epoch 0")
-        ratios = ", ".join(f"{r:.3f}" for r in second.ratios)
-        print(f"{case}, node {node}, epoch 1: downloaded / floor, Belady, predicted {ratios}")
-        assert second.downloaded <= FLOOR_BOUND * second.floor, (case, node, second)
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "node 1's second epoch downloads 1.115x the Belady optimum from the shards its cache held "
-    "at the start and 1.115x streaming plan's prediction, 3 shards more (node 0: 1.036x, "
-    "0.996x), the same in repeated runs. The start is not the cause (the plan's simulated first "
-    "epoch leaves the same shards as the real one). The cause: as the second epoch starts, each "
-    "rank's process reads its first batch (streaming.loader.first_batch) and then its workers "
-    "start, and these first readers make room by evicting held shards that no reader has "
-    "announced yet (eviction sees no known next use for them), shards the node's other rank or "
-    "a worker not yet started reads within the first second, so they are downloaded again. The "
-    "model's readers all announce at step 0. A fix needs every process's eviction to know the "
-    "node's plan for the epoch, not only the announced horizons"))
-def test_a_second_epoch_is_within_the_optimum_and_the_prediction(egress_sources, tmp_path):
-    case = "random, two streams, full epochs, 25%"
-    for node, (_, second) in enumerate(_run_job(case, egress_sources, tmp_path)):
-        second.assert_bounds(f"{case}, node {node}, epoch 1")
+    """Each node's each epoch within the three bounds. The second epoch's optimum and
+    prediction failed (node 1 of the first case 1.115x both) while each rank's process read
+    the epoch's first batch itself: under the limit, with the cache full of the first epoch's
+    shards, that read made room before the node's other readers had announced theirs, and
+    evicted shards they read at once (streaming.loader.first_batch)."""
+    for node, epochs in enumerate(_run_job(case, egress_sources, tmp_path)):
+        for epoch, egress in enumerate(epochs):
+            egress.assert_bounds(f"{case}, node {node}, epoch {epoch}")
