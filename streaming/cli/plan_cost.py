@@ -198,7 +198,10 @@ def cost_report(forecast: Forecast, restart: Restart | None, price: float | None
         "nodes": nodes, "egress_bytes": forecast.egress_bytes,
         "egress_bytes_per_epoch": forecast.egress_per_epoch(),
         "duplicated_shards_per_epoch": [int((f > 1).sum()) for f in fetchers],
+        "egress_is_prediction": forecast.egress_unmodelled is None,
     }
+    if forecast.egress_unmodelled is not None:
+        report["egress_note"] = forecast.egress_unmodelled
     if lengths is not None:
         report["lengths"] = {**lengths, "bytes_per_node": spec.lengths_bytes,
                              "egress_bytes": forecast.lengths_egress}
@@ -374,6 +377,8 @@ def print_cost(args: argparse.Namespace, setup: Setup, config: Path,
     print(f"egress            {human_bytes(report['egress_bytes'])} in total ({per_epoch})"
           + ("" if sample is None else f", estimated from {len(sample)} of "
              f"{report['topology']['nodes']} nodes"))
+    if "egress_note" in report:
+        print(f"                  {report['egress_note']}")
     if "lengths" in report:
         lengths, scanned = report["lengths"], report["lengths"]["scanned_streams"]
         print(f"sample lengths    {human_bytes(lengths['bytes_per_node'])} per node before its "

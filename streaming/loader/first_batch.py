@@ -8,7 +8,11 @@ pinned shard or open generator). Under a cache limit, the shards that read would
 first batch's, read again later, and those it prefetched) stay wanted in the node's cache until
 every worker has delivered a batch and so published what it reads next (`taken_over`): dropped
 earlier, they would be the first shards eviction takes while the workers start, and be
-downloaded again. The loop gets that batch at once. The workers start when
+downloaded again. Not when a cache limit is in force and the node's cache already holds shards
+(a second epoch, a warm disk): there that read is the first to make room, before the node's
+other readers have said what they read next, and it evicts shards they read within the first
+moments, downloaded again (tests/cache/engine/test_egress_nodes.py). The loop gets that batch
+at once. The workers start when
 it asks for the next one (a fork costs the training process about as much as the read, so the
 first batch does not wait for it, and a loop that stops after one batch starts none), and the
 iteration is handed over to them (`handing_over`): they join it instead of starting the next
@@ -41,8 +45,9 @@ def first_batch_here(dataset: object, *, batch_size: int, drop_last: bool, num_w
     changed) where that would not be exact or gains nothing: no workers, workers
     alive already (persistent ones), a `worker_init_fn` (it runs before a worker reads), a
     dataset other than a StreamingDataset planned for `batch_size` (the workers' batches
-    would not be its planned batches), a per-worker resume point, or a rank with fewer than
-    two batches (or a partial first one) in this iteration.
+    would not be its planned batches), a cache limit over a cache that holds shards already,
+    a per-worker resume point, or a rank with fewer than two batches (or a partial first one)
+    in this iteration.
 
     Args:
         dataset: the loader's dataset.
@@ -57,6 +62,8 @@ def first_batch_here(dataset: object, *, batch_size: int, drop_last: bool, num_w
     if not num_workers or worker_init or workers_alive:
         return []
     if not isinstance(dataset, StreamingDataset) or dataset.batch_size != batch_size:
+        return []
+    if _warm_under_a_limit(dataset):
         return []
     if not _worth_it(dataset, batch_size, drop_last):
         return []
@@ -90,6 +97,16 @@ def taken_over(batches: Iterator[Any], dataset: object, num_workers: int,
         if delivered == num_workers:
             dataset.withdraw_horizon()
         yield batch
+
+
+def _warm_under_a_limit(dataset: StreamingDataset) -> bool:
+    """Whether a cache_limit is in force and the node's cache holds shards already (making room
+    there evicts shards the node's other readers may not have announced yet)."""
+    cache = dataset.cache
+    if cache is None or cache.node_limit() is None:
+        return False
+    table = cache.table
+    return table.used() > table.other_bytes
 
 
 def _worth_it(dataset: StreamingDataset, batch_size: int, drop_last: bool) -> bool:

@@ -25,6 +25,7 @@ from streaming.cache.policy.minimum_limit import (
     reader_shards,
 )
 from streaming.cache.policy.plan_fit import fit_plan
+from streaming.cache.policy.shuffle_fit import BLOCK_SHUFFLES, SHARD_SHUFFLES
 from streaming.cache.policy.simulated_cache import SimulatedCache, SimulatedEpoch
 from streaming.errors import PlanError
 from streaming.plan import PlanConfig, World, plan_node
@@ -92,6 +93,15 @@ class Restart:
         return _as_job(extra, len(self.bytes_after), self.job_nodes)
 
 
+# Why the egress of a shuffle that cannot be fitted to the limit is not predicted when it evicts.
+UNFITTED_EGRESS = (
+    "not a prediction: shuffle_algo={algo!r} cannot be fitted to the cache_limit, so its "
+    "readers read in large reads (streaming.read.sizing), each one shard after another in the "
+    "order the read first meets them, while this simulation reads one sample at a time in plan "
+    "order, where nearly every sample is another shard; with evictions its downloads are far "
+    "more than a run's (without evictions each shard read is downloaded once either way)")
+
+
 @dataclass(frozen=True)
 class Forecast:
     """The prediction: `nodes[i][e]` is the cache of node `node_ids[i]` in epoch e (every node
@@ -102,6 +112,17 @@ class Forecast:
     nodes: tuple[tuple[SimulatedEpoch, ...], ...]
     batches_per_epoch: int
     node_ids: tuple[int, ...]
+
+    @property
+    def egress_unmodelled(self) -> str | None:
+        """Why the egress figures do not predict the run (None: they do): a shuffle the cache
+        cannot be fitted to (`naive`) whose simulated epochs evict."""
+        config = self.config
+        if not config.shuffle or config.shuffle_algo in BLOCK_SHUFFLES + SHARD_SHUFFLES:
+            return None
+        if not any(epoch.evictions for node in self.nodes for epoch in node):
+            return None
+        return UNFITTED_EGRESS.format(algo=config.shuffle_algo)
 
     def fetchers(self, epoch: int) -> np.ndarray:
         """Per shard, how many of the simulated nodes download it in `epoch`.

@@ -189,3 +189,23 @@ def test_some_nodes_alone_give_their_own_figures_and_an_estimate_for_the_job(cli
     ran = cli("plan", config, "--json", "--nodes", "1,5-6")
     assert ran.code != 0 and "5, 6 not in this job" in ran.err and "0 to 1" in ran.err
     assert "list of nodes" in cli("plan", config, "--json", "--nodes", "x").err
+
+
+def test_the_egress_of_a_shuffle_that_cannot_be_fitted_is_not_called_a_prediction(cli, dataset,
+                                                                                  tmp_path):
+    config = tmp_path / "run.yaml"
+    base = (CONFIG.format(remote=dataset).replace("remote:", "local:", 1)
+            .replace(", local: cache", ""))
+    limit = str(int(read_index(dataset).raw_bytes.sum() * 0.8))
+    config.write_text(base + "shuffle_algo: naive\n")
+    naive = _plan(cli, config, "--cache-limit", limit)
+    assert naive["egress_is_prediction"] is False
+    assert "not a prediction" in naive["egress_note"] and "'naive'" in naive["egress_note"]
+    assert any(e["evictions"] for n in naive["nodes"] for e in n["epochs"])
+    text = cli("plan", config, "--cache-limit", limit)
+    assert text.code == 0 and "not a prediction: shuffle_algo='naive'" in text.out
+    # nothing evicted: each shard read is downloaded once, whatever the order of the reads
+    assert _plan(cli, config, "--epochs", "1")["egress_is_prediction"] is True
+    config.write_text(base + "shuffle_algo: py1e\n")  # fitted to the limit: predicted
+    fitted = _plan(cli, config, "--cache-limit", limit)
+    assert fitted["egress_is_prediction"] is True and "egress_note" not in fitted

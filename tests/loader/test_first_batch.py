@@ -287,3 +287,23 @@ def test_a_first_batch_that_fails_leaves_nothing_wanted(tmp_path: Path) -> None:
         assert not len(_listed(ds))
     finally:
         ds.close()
+
+
+def test_a_cache_under_a_limit_that_holds_shards_leaves_the_first_batch_to_the_workers(
+        tmp_path: Path) -> None:
+    """The first epoch starts on an empty cache and reads its first batch here; the second
+    starts with the cache holding the first's shards, and its workers read every batch: a read
+    here would make room before the node's other readers had said what they read next."""
+    from streaming.cache.table.node_table import PRESENT
+
+    _, ds = _under_a_limit(tmp_path)
+    try:
+        loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=2)
+        first = batches(loader)
+        assert ds.read_tally().rows == BATCH
+        assert (ds.cache.table.state == PRESENT).any()  # what the first epoch left
+        second = batches(loader)
+        assert ds.read_tally().rows == BATCH  # none of the second epoch read here
+        assert len(second) == len(first) and second != first
+    finally:
+        ds.close()

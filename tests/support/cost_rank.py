@@ -7,8 +7,10 @@ Belady optimum and the prediction): joins a gloo group from torch.distributed's 
 the remote's last part), ranks stepping together, as in data-parallel training (with `--drift`
 the odd local ranks lag and the ranks meet every `--sync-every` batches, or only at the end
 with `--sync-every 0`), and, once every rank is done, the node's first rank writes the node's
-cache_stats() as JSON to `<out-dir>/node<n>.json`, with the samples the whole job read and
-the plan settings the dataset fitted to the limit."""
+cache_stats() as JSON to `<out-dir>/node<n>.json`, with the samples the whole job read, the
+plan settings the dataset fitted to the limit, and at the end of each epoch (every rank done
+with it, none started on the next) the bytes the node had downloaded so far and the shards its
+cache held."""
 
 from __future__ import annotations
 
@@ -43,10 +45,12 @@ def main() -> int:
                         "before the end)")
     p.add_argument("--sync-every", type=int, default=8)
     args = p.parse_args()
+    import numpy as np
     import torch
     import torch.distributed as dist
 
     from streaming import Stream, StreamingDataLoader, StreamingDataset
+    from streaming.cache.table.node_table import PRESENT
 
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=90))
     node = dist.get_rank() // int(os.environ["LOCAL_WORLD_SIZE"])
@@ -65,6 +69,7 @@ def main() -> int:
     loader = StreamingDataLoader(ds, batch_size=args.batch_size, num_workers=args.workers)
     lagging = args.drift and int(os.environ["LOCAL_RANK"]) % 2 == 1
     read = 0
+    ends = []  # at the end of each epoch: the node's bytes downloaded so far, the shards held
     for _ in range(args.epochs):
         for step, batch in enumerate(loader):
             read += len(batch["id"])
@@ -73,6 +78,12 @@ def main() -> int:
             if not args.drift or (args.sync_every
                                   and step % args.sync_every == args.sync_every - 1):
                 dist.barrier()  # ranks step together, as gradient all-reduces make them
+        dist.barrier()
+        if int(os.environ["LOCAL_RANK"]) == 0:
+            held = np.flatnonzero(ds.cache.table.state == PRESENT)
+            ends.append({"bytes_downloaded": ds.cache_stats().bytes_downloaded,
+                         "held": held.tolist()})
+        dist.barrier()  # no rank starts the next epoch before the snapshot
     total = torch.tensor([read], dtype=torch.int64)
     dist.all_reduce(total)
     if int(os.environ["LOCAL_RANK"]) == 0:
@@ -82,7 +93,8 @@ def main() -> int:
                 "num_canonical_nodes": ds.config.num_canonical_nodes}
         out.write_text(json.dumps({**ds.cache_stats().as_dict(),
                                    "drift_steps": ds.cache.drift.steps,
-                                   "job_samples_read": int(total.item()), "plan": plan}))
+                                   "job_samples_read": int(total.item()), "plan": plan,
+                                   "epochs": ends}))
     dist.barrier()
     ds.close()
     dist.destroy_process_group()

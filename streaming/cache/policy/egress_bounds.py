@@ -1,6 +1,8 @@
 """The yardsticks a node's downloads are measured against, from the plan it already knows: the
 floor (each shard its epoch reads, fetched once) and the Belady optimum (on every miss, evict
-the cached shards whose next use is farthest away). Pure numpy and heapq.
+the cached shards whose next use is farthest away). Pure numpy and heapq. Both start from an
+empty cache, or from the shards a cache already holds (`held`: a later epoch starts with what
+the one before left).
 
 The optimum's readers advance in lock-step, one sample per step each, as in `limit.py`'s
 minimum: at step t every reader holds the shard of its t-th sample, and a shard is fetched when
@@ -31,16 +33,20 @@ class Egress:
 
 
 def floor_egress(sequences: Sequence[np.ndarray], footprint: Footprint,
-                 fetch_bytes: np.ndarray) -> Egress:
-    """Each cached shard the readers read, fetched once.
+                 fetch_bytes: np.ndarray, held: np.ndarray | None = None) -> Egress:
+    """Each cached shard the readers read and the cache does not hold at the start, fetched
+    once.
 
     Args:
         sequences: each reader's shard per step (-1: idle).
         footprint: which shards are cached (resident bytes above zero).
         fetch_bytes: bytes a download of each shard moves.
+        held: ids of the shards already in the cache at the start (None: it starts empty).
     """
     read = _read_shards(sequences)
     read = read[footprint.resident[read] > 0]
+    if held is not None:
+        read = np.setdiff1d(read, np.asarray(held, np.int64))
     return Egress(len(read), int(np.asarray(fetch_bytes, np.int64)[read].sum()))
 
 
@@ -84,9 +90,10 @@ class _Uses:
 
 
 def belady_egress(sequences: Sequence[np.ndarray], footprint: Footprint,
-                  fetch_bytes: np.ndarray, limit: int | None, other_bytes: int = 0) -> Egress:
+                  fetch_bytes: np.ndarray, limit: int | None, other_bytes: int = 0,
+                  held: np.ndarray | None = None) -> Egress:
     """The fewest bytes a cache of `limit` bytes downloads for these readers when it always
-    evicts the shards used farthest in the future (an empty cache at the start).
+    evicts the shards used farthest in the future.
 
     Args:
         sequences: each reader's shard per step (-1: idle).
@@ -94,16 +101,20 @@ def belady_egress(sequences: Sequence[np.ndarray], footprint: Footprint,
         fetch_bytes: bytes a download of each shard moves.
         limit: the cache_limit in bytes (None: nothing is evicted, the floor).
         other_bytes: bytes of other files in the cache folders, counted against the limit.
+        held: ids of the shards already in the cache at the start, within the limit (None:
+            it starts empty); those not read are evicted first.
     """
     fetch = np.asarray(fetch_bytes, np.int64)
     if limit is None:
-        return floor_egress(sequences, footprint, fetch)
+        return floor_egress(sequences, footprint, fetch, held)
     uses = _Uses.of(sequences)
     present = np.zeros(len(footprint.resident), bool)
     next_use = np.full(len(footprint.resident), NEVER, np.int64)
     current = np.full(len(sequences), -1, np.int64)
     heap: list[tuple[int, int]] = []  # (-next use, shard), stale entries skipped
     used, downloads, moved = int(other_bytes), 0, 0
+    if held is not None:
+        used += _hold(np.asarray(held, np.int64), uses, footprint, present, next_use, heap)
     bounds = np.flatnonzero(np.diff(uses.step)) + 1
     for group in np.split(np.arange(len(uses.step)), bounds):
         current[uses.reader[group]] = uses.shard[group]  # every reader's step, then the misses
@@ -122,6 +133,20 @@ def belady_egress(sequences: Sequence[np.ndarray], footprint: Footprint,
                 moved += int(fetch[shard])
             heapq.heappush(heap, (-int(next_use[shard]), shard))
     return Egress(downloads, moved)
+
+
+def _hold(held: np.ndarray, uses: _Uses, footprint: Footprint, present: np.ndarray,
+          next_use: np.ndarray, heap: list[tuple[int, int]]) -> int:
+    """Mark the cached ones of `held` present, each due at its first use (NEVER when it is not
+    read); the bytes they hold."""
+    held = np.unique(held[footprint.resident[held] > 0])
+    read = uses.shard >= 0
+    np.minimum.at(next_use, uses.shard[read], uses.step[read])
+    present[held] = True
+    for shard in held.tolist():
+        heapq.heappush(heap, (-int(next_use[shard]), shard))
+    next_use[~present] = NEVER  # the others are set when they are first read
+    return int(footprint.resident[held].sum())
 
 
 def _make_room(cost: int, limit: int, used: int, present: np.ndarray, next_use: np.ndarray,

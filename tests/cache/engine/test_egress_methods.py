@@ -7,8 +7,6 @@ own. test_egress.py covers `random` batching with `py1e`."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from pathlib import Path
 
 import pytest
@@ -17,16 +15,15 @@ from streaming import Stream
 from streaming.plan import World
 from tests.cache.engine.conftest import EGRESS_SAMPLES
 from tests.cache.engine.helpers import (
-    BATCH,
     Egress,
     fetch_bytes,
     plan_json,
+    ran_config,
     raw_bytes,
     run_epoch,
+    run_ranks,
     shard_costs,
 )
-from tests.support import cost_rank
-from tests.support.jobs import ForkedJob
 
 WORKERS = 2
 
@@ -79,6 +76,26 @@ def test_every_method_and_shuffle_downloads_near_the_floor(egress_sources, tmp_p
     egress.assert_bounds(case)
 
 
+@pytest.mark.slow
+def test_naive_egress_is_not_predicted(egress_sources, tmp_path):
+    """`naive` (no fitting: the loader accepts limits from about 74% of the data) reads in
+    large reads, one shard after another within each; `streaming plan` simulates reads of one
+    sample at a time in plan order, which download far more, and says its figure is not a
+    prediction."""
+    streams = _streams(egress_sources[:1], tmp_path, None)
+    settings = {"shuffle_algo": "naive"}
+    limit = int(raw_bytes(egress_sources[:1]) * 0.8)
+    downloaded, read, ds = run_epoch(streams, limit, WORKERS, settings)
+    plan = plan_json(tmp_path, streams, limit, WORKERS, settings)
+    assert read == ds.config.epoch_size
+    assert plan["egress_is_prediction"] is False and "'naive'" in plan["egress_note"]
+    simulated = plan["nodes"][0]["epochs"][0]["bytes_downloaded"]
+    floor = int(fetch_bytes(egress_sources[:1]).sum())  # the epoch reads every shard
+    print(f"naive, 80%: downloaded / floor {downloaded / floor:.2f}, simulated / downloaded "
+          f"{simulated / downloaded:.1f}")
+    assert floor <= downloaded < simulated / 4
+
+
 RANKS = 2
 RANK_CASES = {  # batching, proportions, limit (share of the raw data or "2x min"), epoch_size
     "device_per_stream, 70/30 mix, 25%": ("device_per_stream", (0.7, 0.3), 0.25, None),
@@ -104,23 +121,10 @@ def test_the_ranks_of_a_node_download_near_the_floor(egress_sources, tmp_path, c
                            ranks=RANKS)["min_cache_bytes"]
              if share == "2x min" else int(raw_bytes(egress_sources) * share))
     plan = plan_json(tmp_path, streams, limit, WORKERS, settings, ranks=RANKS)
-    options = [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()
-               if value is not None]
-    job = ForkedJob(tmp_path, [], nodes=1, ranks_per_node=RANKS, script=Path(cost_rank.__file__),
-                    tag="egress", extra=[
-                        "--remote", *map(str, egress_sources),
-                        "--proportion", *map(str, proportions), "--local-root", str(local),
-                        "--out-dir", str(tmp_path), "--cache-limit", str(limit),
-                        "--epochs", "1", "--batch-size", str(BATCH), "--workers", str(WORKERS),
-                        *options])
-    for rank in job.wait(timeout=150):
-        assert rank.returncode == 0, f"rank {rank.rank}:\n{rank.stderr[-3000:]}"
-    stats = json.loads((tmp_path / "node0.json").read_text())
-    # the plan the ranks ran: the config `streaming plan` read, fitted as the dataset fitted it
-    setup = load_setup(tmp_path / "run.yaml")
-    fitted = {k: stats["plan"][k] for k in ("shuffle_block_size", "num_canonical_nodes")}
-    config = dataclasses.replace(setup.cfg, **fitted)
-    assert config.fingerprint() == stats["plan"]["fingerprint"]
+    stats = run_ranks(tmp_path, egress_sources, proportions, limit, WORKERS, settings,
+                      ranks=RANKS)[0]
+    setup = load_setup(tmp_path / "run.yaml")  # the config `streaming plan` read
+    config = ran_config(setup.cfg, stats)
     footprint, fetch = shard_costs(egress_sources, streams)
     egress = Egress.measure(stats["bytes_downloaded"], config, setup.world, footprint, fetch,
                             limit, plan)

@@ -45,3 +45,20 @@ def test_finished_readers_release_their_shard():
 def test_a_limit_that_cannot_hold_the_readers_shards_is_refused():
     with pytest.raises(CacheLimitError, match="cannot hold shard"):
         belady_egress([READER, np.full(len(READER), 4)], FOOTPRINT, FETCH, 20)
+
+
+def test_the_shards_a_cache_starts_with_are_not_fetched_again():
+    # a later epoch: shards 0 and 1 left in the cache by the one before
+    held = np.array([0, 1])
+    assert floor_egress([READER], FOOTPRINT, FETCH, held).downloads == 2  # 2 and 3
+    # at 25, shard 2 evicts 1 (next used after 0), 1 evicts 2, 3 evicts 1: 2 1 3
+    assert belady_egress([READER], FOOTPRINT, FETCH, 25, held=held).downloads == 3
+    assert belady_egress([READER], FOOTPRINT, FETCH, None, held=held).downloads == 2
+
+
+def test_a_held_shard_never_read_is_evicted_first():
+    # shard 4 fills the room of a second shard until it goes: the epoch runs as from empty
+    held = np.array([4])
+    assert floor_egress([READER], FOOTPRINT, FETCH, held).downloads == 4
+    assert belady_egress([READER], FOOTPRINT, FETCH, 25, held=held).downloads == 5
+    assert belady_egress([READER], FOOTPRINT, FETCH, 40, held=held).downloads == 4
