@@ -5,6 +5,7 @@ read from a local folder and from loopback S3 (moto), with 0 and 2 DataLoader wo
     .venv/bin/python benchmarks/parquet.py             # ~40 MB tokens, ~60 MB blobs
     .venv/bin/python benchmarks/parquet.py --scale 3   # three times as much
     .venv/bin/python benchmarks/parquet.py --corpus tokens --where local --rounds 3
+    .venv/bin/python benchmarks/parquet.py --peers --rounds 3 --scale 2   # LitData, HF too
 
 Every run reads through a fresh cache folder (a Parquet stream always caches the row groups it
 reads; the MDS copy is fetched and decompressed into its cache the same way), StreamingDataLoader
