@@ -42,5 +42,5 @@ if wants hf; then
 fi
 
 for peer in $peers; do
-  "$dest/$peer/bin/python" -c "import importlib; m = {'reference': 'streaming', 'litdata': 'litdata', 'hf': 'datasets'}['$peer']; importlib.import_module(m); print('$peer ok')"
+  "$dest/$peer/bin/python" -c "import importlib; m = {'reference': 'streaming', 'litdata': 'litdata s3fs', 'hf': 'datasets s3fs'}['$peer']; [importlib.import_module(n) for n in m.split()]; print('$peer ok')"
 done
