@@ -5,6 +5,7 @@ read from a local folder and from loopback S3 (moto), with 0 and 2 DataLoader wo
     .venv/bin/python benchmarks/parquet.py             # ~40 MB tokens, ~60 MB blobs
     .venv/bin/python benchmarks/parquet.py --scale 3   # three times as much
     .venv/bin/python benchmarks/parquet.py --corpus tokens --where local --rounds 3
+    .venv/bin/python benchmarks/parquet.py --peers --rounds 3 --scale 2   # LitData, HF too
 
 Every run reads through a fresh cache folder (a Parquet stream always caches the row groups it
 reads; the MDS copy is fetched and decompressed into its cache the same way), StreamingDataLoader
@@ -13,10 +14,11 @@ batch, and the ratio of the Parquet epoch's time to the MDS epoch's time measure
 run (the issue's goal: at most 1.3). With --rounds > 1 the configurations take turns and each
 one's median is used. With --peers, LitData's ParquetLoader (shuffle on, its index built from
 the footers first, untimed) and Hugging Face `datasets` streaming (shuffled with a buffer of
-10,000 samples, through torch's DataLoader) read the same zstd Parquet files from the local
-folder, each in its own venv (`.bench-venvs/litdata`, `.bench-venvs/hf`: see
-benchmarks/peers/setup.sh); their lines give their samples/s and how many times faster ours
-(Parquet zstd) was. The peers are not run from S3.
+10,000 samples, through torch's DataLoader) read the same zstd Parquet files from the same place
+(the local folder, or the same objects on the loopback S3 server, its endpoint given to each as
+`storage_options`), each in its own venv (`.bench-venvs/litdata`, `.bench-venvs/hf`, or under
+$PEERS_DIR: see benchmarks/peers/setup.sh); their lines give their samples/s, first batch, and
+how many times faster ours (Parquet zstd) was. A peer that fails prints why in place of its line.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from writers.mds import MDSWriter
 
 MB = 1 << 20
 ROOT = Path(__file__).resolve().parent.parent
-VENVS = ROOT / ".bench-venvs"
+VENVS = Path(os.environ.get("PEERS_DIR", ROOT / ".bench-venvs"))
 PEERS = {"litdata": ("litdata", "litdata_parquet_epoch.py"),
          "hf datasets": ("hf", "hf_parquet_epoch.py")}  # name -> (venv, script)
 BATCH = 64
@@ -115,19 +117,24 @@ def run(kind: str, remote: str | list[str], workers: int, scratch: Path) -> dict
         shutil.rmtree(cache, ignore_errors=True)
 
 
-def peer_run(peer: str, folder: Path, workers: int, scratch: Path) -> dict | None:
-    """One epoch of `peer` (a key of PEERS) over the Parquet files in `folder`, in its venv
-    (None when the venv is missing or the run fails: reported, not fatal)."""
+def peer_run(peer: str, location: str, workers: int, scratch: Path) -> dict | None:
+    """One epoch of `peer` (a key of PEERS) over the Parquet files at `location` (a folder or
+    an s3:// URL; the endpoint and credentials go in the environment), in its venv (None when
+    the venv is missing or the run fails: reported, not fatal)."""
     venv, script = PEERS[peer]
     python = VENVS / venv / "bin" / "python"
     if not python.exists():
+        print(f"  {peer}: no venv at {python.parent.parent} (benchmarks/peers/setup.sh)")
         return None
     cache = Path(tempfile.mkdtemp(dir=scratch))
     try:
         ran = subprocess.run([str(python), str(ROOT / "benchmarks" / "peers" / script),
-                              str(folder), "--workers", str(workers), "--batch", str(BATCH),
+                              location, "--workers", str(workers), "--batch", str(BATCH),
                               *(["--cache", str(cache)] if venv == "litdata" else [])],
                              capture_output=True, text=True, timeout=1800, check=False)
+    except subprocess.TimeoutExpired:
+        print(f"  {peer} failed: no epoch within 1,800 s")
+        return None
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     if ran.returncode:
@@ -144,7 +151,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--peers", action="store_true",
-                        help="also Hugging Face datasets (local folder, its own venv)")
+                        help="also LitData and Hugging Face datasets (each in its own venv)")
     parser.add_argument("--group-mb", type=float, default=GROUP_MB,
                         help="payload MB per row group and per MDS shard")
     args = parser.parse_args()
@@ -159,6 +166,8 @@ def main() -> None:
         target = S3Target()
         os.environ.update(target.env)
     root = Path(tempfile.mkdtemp(prefix="bench-parquet-"))
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; scale "
+          f"{args.scale}, rounds {args.rounds}")
     try:
         for name in names:
             corpus = corpora[name]()
@@ -178,7 +187,9 @@ def main() -> None:
                     for k, f in folders.items():
                         prefix = f"{name}/{k.replace(' ', '-')}"
                         for path in sorted(f.rglob("*")):
-                            if path.is_file():
+                            # not the index.json LitData left in the local folder: each peer
+                            # indexes the objects itself
+                            if path.is_file() and (k == "mds" or path.suffix == ".parquet"):
                                 target.put(path, f"{prefix}/{path.relative_to(f).as_posix()}")
                         remotes[k] = target.url(prefix)
                 for workers in args.workers:
@@ -187,13 +198,14 @@ def main() -> None:
                     for _ in range(args.rounds):
                         for k in folders:
                             results[k].append(run(k.split()[0], remotes[k], workers, root))
-                        for peer in PEERS if args.peers and where == "local" else ():
-                            found = peer_run(peer, folders["parquet zstd"], workers, root)
+                        for peer in PEERS if args.peers else ():
+                            found = peer_run(peer, remotes["parquet zstd"], workers, root)
                             peers[peer] += [found] if found else []
                     report(name, where, workers, results, len(corpus))
                     for peer, runs in peers.items():
                         if runs:
                             report_peer(peer, runs, results["parquet zstd"], len(corpus))
+                    print(f"  {'':5s} load average {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if target is not None:

@@ -2,11 +2,17 @@
 # Builds one virtual environment per peer so benchmarks can run them beside us on the same data.
 # mosaicml-streaming's import name `streaming` collides with ours, so it never shares our venv.
 # LitData is installed with --no-deps to keep torch at 2.13.0 (the pre-placed CPU wheel); its
-# runtime dependencies are then added by hand.
+# runtime dependencies are then added by hand. s3fs lets LitData index Parquet files on S3
+# (index_parquet_dataset lists and reads footers through fsspec) and lets Hugging Face datasets
+# stream s3:// files; '>=2025' keeps the resolver from falling back to s3fs 0.4 (no aiobotocore)
+# when boto3's newest botocore is ahead of aiobotocore's pin.
+# PEERS (default "reference litdata hf") picks which venvs to build, e.g. PEERS="litdata hf".
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 dest="${PEERS_DIR:-$root/.bench-venvs}"
 mkdir -p "$dest"
+peers="${PEERS:-reference litdata hf}"
+wants() { case " $peers " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 make_venv() {
   local dir="$1"
@@ -17,18 +23,24 @@ make_venv() {
   fi
 }
 
-make_venv "$dest/reference"
-"$dest/reference/bin/pip" install -q mosaicml-streaming==0.13.0 'torch==2.13.0'
+if wants reference; then
+  make_venv "$dest/reference"
+  "$dest/reference/bin/pip" install -q mosaicml-streaming==0.13.0 'torch==2.13.0'
+fi
 
-make_venv "$dest/litdata"
-"$dest/litdata/bin/pip" install -q --no-deps litdata
-"$dest/litdata/bin/pip" install -q lightning-utilities filelock numpy boto3 requests 'urllib3>=1.26' \
-  tifffile obstore zstandard zstd pyarrow polars 'torch==2.13.0'
+if wants litdata; then
+  make_venv "$dest/litdata"
+  "$dest/litdata/bin/pip" install -q --no-deps litdata
+  "$dest/litdata/bin/pip" install -q lightning-utilities filelock numpy boto3 requests 'urllib3>=1.26' \
+    tifffile obstore zstandard zstd pyarrow polars 's3fs>=2025' 'torch==2.13.0'
+fi
 
 # Hugging Face datasets, streaming Parquet (benchmarks/parquet.py --peers).
-make_venv "$dest/hf"
-"$dest/hf/bin/pip" install -q datasets pyarrow 'torch==2.13.0'
+if wants hf; then
+  make_venv "$dest/hf"
+  "$dest/hf/bin/pip" install -q datasets pyarrow 's3fs>=2025' 'torch==2.13.0'
+fi
 
-for peer in reference litdata hf; do
-  "$dest/$peer/bin/python" -c "import importlib; m = {'reference': 'streaming', 'litdata': 'litdata', 'hf': 'datasets'}['$peer']; importlib.import_module(m); print('$peer ok')"
+for peer in $peers; do
+  "$dest/$peer/bin/python" -c "import importlib; m = {'reference': 'streaming', 'litdata': 'litdata s3fs', 'hf': 'datasets s3fs'}['$peer']; [importlib.import_module(n) for n in m.split()]; print('$peer ok')"
 done
