@@ -11,14 +11,20 @@ bytes a download moves are the same as from object storage; the time is not). Li
 ranks and nodes (tests/cli/test_plan_cost.py runs those on loopback S3). The reference
 (mosaicml-streaming) runs the same epochs over the same files with the same limit in its own
 venv (`--reference PYTHON`, default .venv-reference/bin/python when it exists), its downloads
-counted by benchmarks/peers/reference_egress.py.
+counted by benchmarks/peers/reference_egress.py, against our epoch's floor. It runs with its
+default shuffle_block_size and predownload; an epoch of it still running after
+`--reference-timeout` seconds (default 300) is stopped, and what it downloaded until then is
+printed as a lower bound (">= x...", with the share of the epoch it had delivered).
+`--config NAME` (repeatable) runs only the named configs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -70,25 +76,55 @@ def _fetch(sources: list[Path]) -> np.ndarray:
 
 
 def reference_epoch(python: str | None, sources: list[Path], local: Path, proportions,
-                    epoch_size: int | None, limit: int) -> str:
-    """The reference's downloads for the same epoch and limit, as a table cell."""
+                    epoch_size: int | None, limit: int, floor: int, timeout: float) -> str:
+    """The reference's downloads for the same epoch and limit against `floor`, as a table cell.
+
+    An epoch still running after `timeout` seconds is stopped (SIGTERM, then SIGKILL to its
+    process group) and the bytes it downloaded until then are given as a lower bound, with the
+    share of the epoch's samples it had delivered."""
     if python is None:
         return "not run"
     shutil.rmtree(local, ignore_errors=True)
+    local.mkdir(parents=True)
+    log, progress = local / "downloads.log", local / "progress.log"
     spec = {"streams": [{"remote": str(s), "local": str(local / s.name),
                          "proportion": None if proportions is None else proportions[i]}
                         for i, s in enumerate(sources)],
-            "batch": 16, "workers": WORKERS, "limit": limit, "epoch_size": epoch_size}
-    done = subprocess.run([python, str(ROOT / "benchmarks/peers/reference_egress.py"),
-                           json.dumps(spec)], capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+            "batch": 16, "workers": WORKERS, "limit": limit, "epoch_size": epoch_size,
+            "shuffle_algo": "py1e", "log": str(log), "progress": str(progress)}
+    with open(local / "stdout", "w+") as out, open(local / "stderr", "w+") as err:
+        child = subprocess.Popen([python, str(ROOT / "benchmarks/peers/reference_egress.py"),
+                                  json.dumps(spec)], stdout=out, stderr=err,
+                                 start_new_session=True)
+        try:
+            child.wait(timeout=timeout)
+            stopped = False
+        except subprocess.TimeoutExpired:
+            stopped = True
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if not stopped and child.returncode != 0:
+        last = (stderr.strip().splitlines() or ["failed"])[-1]
         return "refused" if "cache limit" in last.lower() else f"failed: {last[:60]}"
-    return str(json.loads(done.stdout.strip().splitlines()[-1])["bytes"])
+    got = sum(int(x) for x in log.read_text().split()) if log.exists() else 0
+    if not stopped:
+        got = json.loads(stdout.strip().splitlines()[-1])["bytes"]
+        return f"x{got / floor:.2f}"
+    lines = progress.read_text().split() if progress.exists() else []
+    total = epoch_size or sum(int(read_index(s).samples_per_shard.sum()) for s in sources)
+    done = int(lines[-1]) / total if lines else 0.0
+    return f">= x{got / floor:.2f} (stopped after {timeout:.0f} s, {done:.0%} of the epoch)"
 
 
 def run_config(name: str, sources: list[Path], local: Path, samples: int,
-               reference: str | None) -> list[str]:
+               reference: str | None, timeout: float) -> list[str]:
     count, proportions, share = CONFIGS[name]
     used = sources[:count]
     size = None if share is None else int(samples * count * share)
@@ -110,8 +146,8 @@ def run_config(name: str, sources: list[Path], local: Path, samples: int,
         footprint = ds.catalog.footprint()
         floor = floor_egress(readers, footprint, fetch).bytes
         best = belady_egress(readers, footprint, fetch, limit).bytes
-        ref = reference_epoch(reference, used, local / "reference", proportions, size, limit)
-        ref = f"x{int(ref) / floor:.2f}" if ref.isdigit() else ref
+        ref = reference_epoch(reference, used, local / "reference", proportions, size, limit,
+                              floor, timeout)
         rows.append(f"| {name} | {label} ({limit / data:.0%}) | x{got / floor:.2f} | "
                     f"x{got / best:.2f} | x{best / floor:.2f} | {ref} | "
                     f"x{free_seconds / seconds:.2f} |")
@@ -154,6 +190,11 @@ def main() -> int:
     p.add_argument("--reference", default=str(default) if default.exists() else None,
                    help="the reference's venv Python (default .venv-reference/bin/python)")
     p.add_argument("--no-reference", action="store_true", help="leave the reference out")
+    p.add_argument("--reference-timeout", type=float, default=300, metavar="SECONDS",
+                   help="stop a reference epoch after this long and report its downloads until "
+                        "then as a lower bound (default 300)")
+    p.add_argument("--config", action="append", choices=list(CONFIGS), metavar="NAME",
+                   help="run only this config (repeatable): " + ", ".join(CONFIGS))
     args = p.parse_args()
     reference = None if args.no_reference else args.reference
     samples = 6_000 if args.quick else 24_000
@@ -172,8 +213,9 @@ def main() -> int:
         print("| config | limit (of the raw data) | downloaded / floor | / Belady | Belady / "
               "floor | reference / floor | speed vs no limit |")
         print("|---|---|---|---|---|---|---|")
-        for name in CONFIGS:
-            for row in run_config(name, sources, root / "local", samples, reference):
+        for name in args.config or CONFIGS:
+            for row in run_config(name, sources, root / "local", samples, reference,
+                                  args.reference_timeout):
                 print(row, flush=True)
     return 0
 

@@ -7,7 +7,10 @@ Runs inside the reference's venv (its import name `streaming` is ours too):
 
 Every shard file its streams fetch is counted by wrapping the reference's per-file download
 (`Stream._download_file`) in this process before the DataLoader forks its workers: each fetch
-appends its size to a log file, which the parent sums at the end. Prints one JSON line:
+appends its size to a log file (`"log"` in the spec, else a temporary file), and the samples
+delivered so far are kept in `"progress"` after every batch, so a caller that stops the epoch at
+a deadline still reads what it downloaded until then. SIGTERM ends the epoch like Ctrl-C (the
+loader's workers shut down). Prints one JSON line at the end:
 {"bytes": ..., "downloads": ..., "seconds": ..., "samples": ...}.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -23,6 +27,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reference_import import reference_streaming_dataset
+
+
+def _append(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 def _count_downloads(log: str) -> None:
@@ -34,15 +46,14 @@ def _count_downloads(log: str) -> None:
     def counted(self, from_basename: str, to_basename: str | None = None) -> str:
         path = fetch(self, from_basename, to_basename)
         if not from_basename.endswith("index.json"):
-            line = f"{os.path.getsize(path)}\n".encode()
-            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+            _append(log, f"{os.path.getsize(path)}\n")
         return path
 
     Stream._download_file = counted
+
+
+def _stop(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def main() -> None:
@@ -52,19 +63,26 @@ def main() -> None:
     StreamingDataset = reference_streaming_dataset()
     from streaming.base import Stream
 
-    log = tempfile.mktemp(prefix="reference-egress-")
+    log = a.get("log") or tempfile.mktemp(prefix="reference-egress-")
+    progress = a.get("progress")
     _count_downloads(log)
     streams = [Stream(remote=s["remote"], local=s["local"], proportion=s.get("proportion"))
                for s in a["streams"]]
     start = time.perf_counter()
     ds = StreamingDataset(streams=streams, epoch_size=a.get("epoch_size"), shuffle=True,
-                          batch_size=a["batch"], cache_limit=a["limit"])
+                          shuffle_algo=a.get("shuffle_algo", "py1e"), batch_size=a["batch"],
+                          cache_limit=a["limit"])
     loader = torch.utils.data.DataLoader(ds, batch_size=a["batch"], num_workers=a["workers"],
                                          collate_fn=lambda b: b)
-    samples = sum(len(batch) for batch in loader)
+    signal.signal(signal.SIGTERM, _stop)
+    samples = 0
+    for batch in loader:
+        samples += len(batch)
+        if progress:
+            _append(progress, f"{samples}\n")
     seconds = time.perf_counter() - start
     sizes = [int(x) for x in Path(log).read_text().split()] if os.path.exists(log) else []
-    if os.path.exists(log):
+    if os.path.exists(log) and not a.get("log"):
         os.unlink(log)
     print(json.dumps({"bytes": sum(sizes), "downloads": len(sizes), "seconds": seconds,
                       "samples": samples}))
