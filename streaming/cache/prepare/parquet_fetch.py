@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,12 +107,8 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
     backend, root = timed_backend(base, timeout)
     policy = transfer_policy(timeout, retry, 0.25, base)
     indexed = indexed_footers(folder).get(file)
-    try:
-        footer = cached_footer(folder / footer_basename(file))
-    except (OSError, ValueError, ParquetFileError):  # not fetched yet, or damaged
-        footer = _footer_from_store(folder, read_footer(
-            backend, under(root, file), file, columns, policy,
-            None if indexed is None else ListedObject(indexed.file_bytes, indexed.etag)))
+    footer = _footer_of(folder, file, indexed, lambda listed: read_footer(
+        backend, under(root, file), file, columns, policy, listed))
     schema = footer.meta.schema.to_arrow_schema()
     names = list(columns) if columns is not None else [field.name for field in schema]
     span = group_span(footer.meta, group, projected_leaves(schema, names), file)
@@ -160,6 +156,17 @@ class IndexedFooter:
     file_bytes: int
     nbytes: int
     etag: str | None = None
+
+
+def _footer_of(folder: Path, file: str, indexed: IndexedFooter | None,
+               read: Callable[[ListedObject | None], ParquetFile]) -> CachedFooter:
+    """The footer of `file` as cached in `folder`, or, where it is not fetched yet (the index
+    was published) or damaged, as `read` from the store at its indexed size and ETag."""
+    try:
+        return cached_footer(folder / footer_basename(file))
+    except (OSError, ValueError, ParquetFileError):
+        listed = None if indexed is None else ListedObject(indexed.file_bytes, indexed.etag)
+        return _footer_from_store(folder, read(listed))
 
 
 def _footer_from_store(folder: Path, read: ParquetFile) -> CachedFooter:
