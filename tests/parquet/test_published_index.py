@@ -197,3 +197,17 @@ def test_packing_reads_token_lengths_before_any_footer_is_cached(bucket, tmp_pat
         assert lengths.tolist() == [len(tokens_of(i)) for i in range(FILES * ROWS)]
     finally:
         ds.close()
+
+
+def test_a_published_index_over_the_index_cap_is_refused_as_it_arrives(bucket, s3_server,
+                                                                       tmp_path, monkeypatch
+                                                                       ) -> None:
+    from streaming.errors import IndexFileError
+
+    name, _ = bucket
+    s3_server.client().put_object(Bucket=name, Key=f"corpus/{PUBLISHED_NAME}",
+                                  Body=b"x" * (3 << 20))
+    monkeypatch.setenv("STREAMING_MAX_INDEX_BYTES", str(1 << 20))
+    with pytest.raises(IndexFileError, match=rf"{PUBLISHED_NAME}.*STREAMING_MAX_INDEX_BYTES"):
+        Stream(remote=f"s3://{name}/corpus", local=tmp_path / "c", format="parquet"
+               ).index_file()

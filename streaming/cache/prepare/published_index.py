@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming.cache.prepare.parquet_footers import ParquetSelection, under
-from streaming.errors import ObjectNotFoundError, ParquetFileError
+from streaming.errors import (
+    IndexFileError,
+    ObjectNotFoundError,
+    ObjectTooLargeError,
+    ParquetFileError,
+)
+from streaming.format.index_bounds import max_index_bytes, too_big
 from streaming.storage.backend import Backend
 from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
@@ -33,6 +39,7 @@ log = logging.getLogger(__name__)
 PUBLISHED_NAME = "_streaming_parquet_index.json"
 KIND = "streaming parquet index"
 VERSION = 1
+HEADER_BYTES = 1 << 20  # room for the first line beside an index of the largest size accepted
 
 
 @dataclass(frozen=True)
@@ -90,19 +97,22 @@ def published_document(backend: Backend, root: str, selection: ParquetSelection,
     path = under(root, PUBLISHED_NAME)
     url = backend.url(path)
     try:
-        data = policy.run(url, lambda deadline: backend.get(path, deadline=deadline))
+        data = policy.run(url, lambda deadline: backend.get(
+            path, deadline=deadline, max_size=max_index_bytes() + HEADER_BYTES))
     except ObjectNotFoundError:
         return None
+    except ObjectTooLargeError as exc:
+        raise IndexFileError(f"{exc}: {too_big(url)}") from exc
     head, _, body = data.partition(b"\n")
     header = _checked_header(head, url)
     wanted = None if columns is None else list(columns)
-    if header["columns"] != wanted:
-        warnings.warn(f"{url} indexes the columns {header['columns'] or 'all'}, this stream "
+    if header.get("columns") != wanted:
+        warnings.warn(f"{url} indexes the columns {header.get('columns') or 'all'}, this stream "
                       f"reads {wanted or 'all'}: its footers are read instead (publish an index "
                       "for these columns with `streaming parquet-index --columns`)",
                       stacklevel=2)
         return None
-    whole = header["pattern"] is None and header["files"] is None
+    whole = header.get("pattern") is None and header.get("files") is None
     if whole and selection.pattern is None and selection.files is None \
             and not isinstance(backend, LocalBackend):
         return body  # as published: the index of every file below the folder
