@@ -149,19 +149,13 @@ class Backend(abc.ABC):
         return self._bounded(path, start, end, deadline)
 
     def _bounded(
-        self, path: str, start: int | None, end: int | None, deadline: float | None
+        self, path: str, start: int | None, end: int | None, deadline: float | None,
+        if_match: str | None = None,
     ) -> Iterator[bytes]:
         url = self.url(path)
-        for chunk in self.iter_chunks(path, start, end, deadline=deadline):
-            check_deadline(deadline, url)
-            yield chunk
-
-    def _conditional(self, path: str, start: int, end: int | None, deadline: float | None,
-                     if_match: str) -> Iterator[bytes]:
-        """`_bounded` with the read conditional on ETag `if_match` (stores with
-        `conditional_reads` override `iter_chunks_if` to honour it)."""
-        url = self.url(path)
-        for chunk in self.iter_chunks_if(path, start, end, if_match, deadline=deadline):
+        chunks = (self.iter_chunks(path, start, end, deadline=deadline) if if_match is None
+                  else self.iter_chunks_if(path, start, end, if_match, deadline=deadline))
+        for chunk in chunks:
             check_deadline(deadline, url)
             yield chunk
 
@@ -192,14 +186,9 @@ class Backend(abc.ABC):
         unless the object's ETag is still that one."""
         if start < 0 or (end is not None and end < start):
             raise ArgumentError(f"{self.url(path)}: bad byte range [{start}, {end})")
-        if if_match is not None and not self.conditional_reads:
-            raise ArgumentError(f"{self.url(path)}: this store's reads cannot be conditional")
         if start == end:
             return b""
-        if if_match is not None:
-            data = b"".join(self._conditional(path, start, end, deadline, if_match))
-        else:
-            data = b"".join(self._bounded(path, start, end, deadline))
+        data = b"".join(self._bounded(path, start, end, deadline, if_match))
         check_size(self.url(path), len(data), None if end is None else end - start)
         return data
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from streaming import StreamingDataset
+from streaming.cache.folder.disk_files import folder_bytes
+from streaming.cache.folder.file_names import BOOKKEEPING_BYTES
 from streaming.cache.prepare.published_index import PUBLISHED_NAME
 from streaming.errors import ParquetFileError
 from streaming.stream import Stream
@@ -58,13 +60,18 @@ def test_a_published_index_starts_without_a_request_per_file(bucket, fault_proxy
     proxy = fault_proxy()
     monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
     ds = StreamingDataset(streams=[Stream(remote=f"s3://{name}/corpus", local=tmp_path / "c",
-                                          format="parquet")], batch_size=8)
+                                          format="parquet")], batch_size=8, cache_limit="1gb")
     try:
         assert _per_file(proxy, sizes) == Counter()  # no footer, no HEAD, no listing of files
         assert not list((tmp_path / "c").glob("*.footer"))
-        assert ds.catalog.cache_other_bytes() >= sum(
-            json.loads((tmp_path / "c" / "index.json").read_bytes())["shards"][g * 3]
-            ["footer"]["bytes"] for g in range(FILES))  # the footers to come are counted
+        index = tmp_path / "c" / "index.json"
+        footers = {s["footer"]["basename"]: s["footer"]["bytes"]
+                   for s in json.loads(index.read_bytes())["shards"]}
+        assert len(footers) == FILES
+        # the footers still to come count against the limit, in the plan and in the engine
+        assert ds.catalog.cache_other_bytes() == (index.stat().st_size + BOOKKEEPING_BYTES
+                                                  + sum(footers.values()))
+        assert ds.cache.usage() == folder_bytes([str(tmp_path / "c")]) + sum(footers.values())
         assert _ids(ds) == list(range(FILES * ROWS))
     finally:
         ds.close()

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streaming.errors import (
+    ArgumentError,
     DownloadTimeoutError,
     HashMismatchError,
     ObjectNotFoundError,
@@ -149,3 +150,12 @@ def test_join(root, parts, expected):
 def test_join_keeps_the_root_and_the_parts_in_order(parts):
     kept = [p.strip("/") for p in parts if p.strip("/")]
     assert join("s3://bkt/root", *parts) == "/".join(["s3://bkt/root", *kept])
+
+
+def test_a_store_without_conditional_reads_refuses_an_if_match(tmp_path):
+    (tmp_path / "x.bin").write_bytes(b"hello")
+    backend, path = backend_for(tmp_path / "x.bin")
+    assert not backend.conditional_reads
+    assert backend.list_versions(str(tmp_path) + "/")[path].etag is None
+    with pytest.raises(ArgumentError, match="reads cannot be conditional"):
+        backend.get_range(path, 0, 2, if_match='"abc"')

@@ -9,7 +9,12 @@ import time
 
 import pytest
 
-from streaming.errors import AccessDeniedError, ObjectNotFoundError, StorageError
+from streaming.errors import (
+    AccessDeniedError,
+    ObjectChangedError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from streaming.format.hashing import hexdigest
 from streaming.storage import backend_for, fetch, upload
 from streaming.storage import s3 as s3_module
@@ -40,6 +45,17 @@ def test_put_get_range_size_exists_list_delete(bucket):
     backend.delete(key)
     assert backend.list("data/") == ["data/shard.00000.mds"]
     assert pickle.loads(pickle.dumps(backend)) == backend
+
+
+def test_a_conditional_range_reads_only_the_listed_version(bucket):
+    backend, _ = backend_for(f"s3://{bucket}/v")
+    backend.put("v/obj", bytes(range(100)))
+    etag = backend.list_versions("v/")["v/obj"].etag
+    assert etag and backend.list_versions("v/")["v/obj"].size == 100
+    assert backend.get_range("v/obj", 5, 9, if_match=etag) == bytes(range(5, 9))
+    backend.put("v/obj", bytes(range(1, 101)))  # same size, another version
+    with pytest.raises(ObjectChangedError, match=r"s3://.*/v/obj: the object changed"):
+        backend.get_range("v/obj", 5, 9, if_match=etag)
 
 
 def test_missing_object_and_bucket_errors_name_them(bucket):

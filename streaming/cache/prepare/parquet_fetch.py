@@ -222,17 +222,14 @@ def footer_bytes_to_come(folder: Path) -> int:
     Args:
         folder: the stream's cache folder.
     """
-    by_folder: dict[str, list[IndexedFooter]] = {}
-    names: dict[str, list[str]] = {}
+    wanted: dict[str, dict[str, int]] = {}  # folder below the cache folder -> {leaf: bytes}
     for file, footer in indexed_footers(folder).items():
         sub, _, leaf = footer_basename(file).rpartition("/")
-        by_folder.setdefault(sub, []).append(footer)
-        names.setdefault(sub, []).append(leaf)
+        wanted.setdefault(sub, {})[leaf] = footer.nbytes
     total = 0
-    for sub, footers in by_folder.items():  # one listing per folder, not a stat per footer
+    for sub, footers in wanted.items():  # one listing per folder, not a stat per footer
         present = _file_names(folder / sub if sub else folder)
-        total += sum(footer.nbytes for footer, leaf in zip(footers, names[sub])
-                     if leaf not in present)
+        total += sum(nbytes for leaf, nbytes in footers.items() if leaf not in present)
     return total
 
 

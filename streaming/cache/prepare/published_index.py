@@ -17,12 +17,14 @@ import fnmatch
 import json
 import logging
 import os
+import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from streaming.cache.prepare.parquet_footers import ParquetSelection, under
+from streaming.cache.prepare.parquet_footers import ParquetSelection, build_index, under
 from streaming.errors import (
     IndexFileError,
     ObjectNotFoundError,
@@ -33,6 +35,7 @@ from streaming.format.index_bounds import max_index_bytes, too_big
 from streaming.storage.backend import Backend
 from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
+from streaming.storage.transfer import timed_backend, transfer_policy
 
 log = logging.getLogger(__name__)
 
@@ -191,12 +194,6 @@ def publish(selection: ParquetSelection, columns: Sequence[str] | None, *, timeo
         timeout: seconds per request.
         retry: extra attempts per request.
     """
-    import tempfile
-    from pathlib import Path
-
-    from streaming.cache.prepare.parquet_footers import build_index
-    from streaming.storage.transfer import timed_backend, transfer_policy
-
     backend, root = timed_backend(selection.base, timeout)
     policy = transfer_policy(timeout, retry, 0.25, selection.base)
     with tempfile.TemporaryDirectory(prefix="streaming-parquet-index-") as scratch:
