@@ -19,6 +19,19 @@ the footers first, untimed) and Hugging Face `datasets` streaming (shuffled with
 `storage_options`), each in its own venv (`.bench-venvs/litdata`, `.bench-venvs/hf`, or under
 $PEERS_DIR: see benchmarks/peers/setup.sh); their lines give their samples/s, first batch, and
 how many times faster ours (Parquet zstd) was. A peer that fails prints why in place of its line.
+
+The line "zstd, file span" reads the zstd files again with the shuffle LitData applies: its
+`shuffle=True` visits the files in a random order and mixes the rows within each file (in
+windows of 256), so a batch comes from one file; ours then uses `shuffle_algo="py1br"` with a
+block of one file's rows (a batch draws from one or two files). Our default (`py1e` over blocks
+far larger than this corpus) mixes every batch over the whole corpus, so its first batch decodes
+nearly every row group. The peer lines give ours against each peer with both.
+
+Each corpus also gets a ceiling measured in the same run: "decode only" reads every row group
+of the zstd files with pyarrow, in file order (no shuffle, no cache, no loader), and turns each
+column into the Python values a sample holds (bytes and str objects, numpy arrays for the token
+lists), then drops them. A reader returning those values through pyarrow does at least that
+work, so it bounds the samples/s any of them (ours, LitData's) can reach on this machine.
 """
 
 from __future__ import annotations
@@ -53,6 +66,7 @@ VENVS = Path(os.environ.get("PEERS_DIR", ROOT / ".bench-venvs"))
 PEERS = {"litdata": ("litdata", "litdata_parquet_epoch.py"),
          "hf datasets": ("hf", "hf_parquet_epoch.py")}  # name -> (venv, script)
 BATCH = 64
+SPAN = "zstd, file span"  # the zstd files shuffled as LitData shuffles them (see the docstring)
 GROUP_MB = 4  # payload per Parquet row group and per MDS shard (--group-mb)
 FILE_GROUPS = 4  # row groups per Parquet file
 
@@ -93,10 +107,11 @@ def write_mds(corpus: Corpus, out: Path, group_mb: float) -> Path:
     return out
 
 
-def epoch(stream: Stream, workers: int) -> dict:
-    """One shuffled epoch through StreamingDataLoader: samples, seconds, first batch."""
+def epoch(stream: Stream, workers: int, shuffle: dict | None = None) -> dict:
+    """One shuffled epoch through StreamingDataLoader: samples, seconds, first batch
+    (`shuffle`: StreamingDataset's shuffle arguments, its defaults when None)."""
     start = time.perf_counter()
-    ds = StreamingDataset(streams=[stream], shuffle=True, batch_size=BATCH)
+    ds = StreamingDataset(streams=[stream], shuffle=True, batch_size=BATCH, **(shuffle or {}))
     loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers)
     samples, first = 0, None
     for batch in loader:
@@ -108,11 +123,35 @@ def epoch(stream: Stream, workers: int) -> dict:
     return {"samples": samples, "seconds": seconds, "first": first or seconds}
 
 
-def run(kind: str, remote: str | list[str], workers: int, scratch: Path) -> dict:
+def decode_only(folder: Path) -> float:
+    """Seconds to read every row group of the Parquet files in `folder` (pyarrow, file order)
+    and turn each column into Python values as a sample holds them."""
+    start = time.perf_counter()
+    for path in sorted(folder.glob("*.parquet")):
+        parquet = pq.ParquetFile(path)
+        for group in range(parquet.num_row_groups):
+            _python_values(parquet.read_row_group(group, use_threads=False))
+    return time.perf_counter() - start
+
+
+def _python_values(table: pa.Table) -> None:
+    """Each column of `table` as the Python values a sample holds (then dropped)."""
+    for column in table.columns:
+        array = column.combine_chunks()
+        if pa.types.is_list(array.type):
+            values = array.values.to_numpy()
+            offsets = array.offsets.to_numpy()
+            [values[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+        else:
+            array.to_pylist()
+
+
+def run(kind: str, remote: str | list[str], workers: int, scratch: Path,
+        shuffle: dict | None = None) -> dict:
     cache = Path(tempfile.mkdtemp(dir=scratch))
     try:
         fmt = {"format": "parquet"} if kind != "mds" else {}
-        return epoch(Stream(remote=remote, local=cache, **fmt), workers)
+        return epoch(Stream(remote=remote, local=cache, **fmt), workers, shuffle)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
@@ -180,6 +219,10 @@ def main() -> None:
                      for k, f in folders.items()}
             print(f"\n{name}: {len(corpus)} samples, {corpus.nbytes / MB:.0f} MB payload; "
                   + ", ".join(f"{k} {v:.0f} MB" for k, v in sizes.items()))
+            floor = statistics.median(decode_only(folders["parquet zstd"])
+                                      for _ in range(max(args.rounds, 3)))
+            print(f"  decode only (pyarrow, zstd files in order, Python values) "
+                  f"{len(corpus) / floor:9.0f} samples/s")
             for where in wheres:
                 remotes = {k: str(f) for k, f in folders.items()}
                 if where == "s3":
@@ -192,19 +235,23 @@ def main() -> None:
                             if path.is_file() and (k == "mds" or path.suffix == ".parquet"):
                                 target.put(path, f"{prefix}/{path.relative_to(f).as_posix()}")
                         remotes[k] = target.url(prefix)
+                span = {"shuffle_algo": "py1br", "shuffle_block_size": pq.ParquetFile(
+                    next(folders["parquet zstd"].glob("*.parquet"))).metadata.num_rows}
                 for workers in args.workers:
-                    results: dict[str, list[dict]] = {k: [] for k in folders}
+                    results: dict[str, list[dict]] = {k: [] for k in [*folders, SPAN]}
                     peers: dict[str, list[dict]] = {peer: [] for peer in PEERS}
                     for _ in range(args.rounds):
                         for k in folders:
                             results[k].append(run(k.split()[0], remotes[k], workers, root))
+                        results[SPAN].append(run("parquet", remotes["parquet zstd"], workers,
+                                                 root, span))
                         for peer in PEERS if args.peers else ():
                             found = peer_run(peer, remotes["parquet zstd"], workers, root)
                             peers[peer] += [found] if found else []
                     report(name, where, workers, results, len(corpus))
                     for peer, runs in peers.items():
                         if runs:
-                            report_peer(peer, runs, results["parquet zstd"], len(corpus))
+                            report_peer(peer, runs, results, len(corpus))
                     print(f"  {'':5s} load average {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -220,19 +267,25 @@ def report(name: str, where: str, workers: int, results: dict[str, list[dict]],
     for k, runs in results.items():
         assert all(r["samples"] == samples for r in runs), (k, runs)
         ratio = med[k]["seconds"] / med["mds"]["seconds"]
-        print(f"  {where:5s} workers={workers}  {k:15s} {samples / med[k]['seconds']:9.0f} "
-              f"samples/s  first batch {med[k]['first']:6.2f} s  time vs MDS x{ratio:.2f}")
+        versus = f"time vs MDS x{ratio:.2f}" if k != SPAN else "(shuffled as LitData does)"
+        label = f"{where:5s} workers={workers}" if k != SPAN else ""
+        print(f"  {label:17s}  {k:15s} {samples / med[k]['seconds']:9.0f} "
+              f"samples/s  first batch {med[k]['first']:6.2f} s  {versus}")
 
 
-def report_peer(peer: str, runs: list[dict], ours: list[dict], samples: int) -> None:
-    """A peer's median epoch over the same zstd files, and ours against it."""
+def report_peer(peer: str, runs: list[dict], results: dict[str, list[dict]],
+                samples: int) -> None:
+    """A peer's median epoch over the same zstd files, and ours against it: with our default
+    shuffle, and shuffled within a file's rows (LitData's span)."""
     theirs = statistics.median(r["seconds"] for r in runs)
-    mine = statistics.median(r["seconds"] for r in ours)
+    mine = statistics.median(r["seconds"] for r in results["parquet zstd"])
+    spanned = statistics.median(r["seconds"] for r in results[SPAN])
     first = statistics.median(r["first"] for r in runs)
     if any(r["samples"] != samples for r in runs):
         print(f"  {peer} served {[r['samples'] for r in runs]} samples, not {samples}")
-    print(f"  {'':5s} {'':9s}  {peer:15s} {samples / theirs:9.0f} samples/s  "
-          f"first batch {first:6.2f} s  ours (Parquet zstd) x{theirs / mine:.2f} its speed")
+    print(f"  {'':17s}  {peer:15s} {samples / theirs:9.0f} samples/s  "
+          f"first batch {first:6.2f} s  ours (Parquet zstd) x{theirs / mine:.2f} its speed, "
+          f"x{theirs / spanned:.2f} within a file")
 
 
 if __name__ == "__main__":
