@@ -9,6 +9,7 @@ and rows are served from the decoded columns.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import io
 import mmap
@@ -179,14 +180,20 @@ def _one_chunk(column: Any) -> Any:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
+@functools.cache
+def _checks_pages() -> bool:
+    """Whether this pyarrow's ParquetFile can check page checksums (pyarrow >= 14)."""
+    parameters = inspect.signature(pyarrow_parquet().ParquetFile).parameters
+    return "page_checksum_verification" in parameters
+
+
 def _open_file(source: RangeFile | str, meta: Any) -> Any:
     """A pyarrow ParquetFile over `source` with its footer given: no read-ahead past the
     cached ranges, and page checksums checked where the writer recorded them."""
-    pq = pyarrow_parquet()
     options: dict[str, Any] = {"metadata": meta, "pre_buffer": False}
-    if "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters:
-        options["page_checksum_verification"] = True  # pyarrow >= 14
-    return pq.ParquetFile(source, **options)
+    if _checks_pages():
+        options["page_checksum_verification"] = True
+    return pyarrow_parquet().ParquetFile(source, **options)
 
 
 @dataclass(frozen=True)

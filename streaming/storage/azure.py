@@ -292,8 +292,12 @@ class AzureBackend(Backend):
                 response.close()
 
     def size(self, path: str) -> int:
+        return self.version(path).size
+
+    def version(self, path: str) -> ListedObject:
         with self._translated(path):
-            return int(self._blob(path).get_blob_properties().size)
+            properties = self._blob(path).get_blob_properties()
+        return ListedObject(int(properties.size), properties.etag or None)
 
     def put(self, path: str, data: bytes) -> None:
         with self._translated(path):

@@ -72,7 +72,7 @@ class Backend(abc.ABC):
     #: Whether big objects download faster as parallel byte ranges (remote stores: yes).
     parallel_ranges: bool = False
     #: Whether a ranged GET can be made conditional on the object's ETag (`get_range`'s
-    #: `if_match`) and listings give each object's ETag (`list_versions`).
+    #: `if_match`), the ETag coming from a listing (`list_versions`) or from `version`.
     conditional_reads: bool = False
 
     @abc.abstractmethod
@@ -135,6 +135,11 @@ class Backend(abc.ABC):
         """The size and, where the store's listing gives it, the ETag of every object whose
         path starts with `prefix`, by path, in path order (this default: no ETags)."""
         return {path: ListedObject(size) for path, size in self.list_sizes(prefix).items()}
+
+    def version(self, path: str) -> ListedObject:
+        """The object's size and, where the store tells it, its ETag, in one request (this
+        default: its size, no ETag)."""
+        return ListedObject(self.size(path))
 
     @abc.abstractmethod
     def delete(self, path: str) -> None:

@@ -1,9 +1,10 @@
-"""Read-only `http://` and `https://` datasets (a web server or CDN) with ranged GETs.
+"""Read-only `http://` and `https://` datasets (a web server or CDN) with ranged GETs, redirects
+followed, reads conditional on a strong ETag.
 
 No listing is needed: the index names every shard. Only the standard library is used, so no
-extra is required. A `user:password@` in the URL becomes HTTP basic authentication. Writing,
-listing and deleting raise UnsupportedFeatureError: publish by writing locally and serving
-the folder.
+extra is required. A `user:password@` in the URL becomes HTTP basic authentication, sent to that
+host only (a redirect to another one goes without it). Writing, listing and deleting raise
+UnsupportedFeatureError: publish by writing locally and serving the folder.
 """
 
 from __future__ import annotations
@@ -19,22 +20,25 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urljoin, urlsplit
 
 from streaming.errors import (
     AccessDeniedError,
     DownloadTimeoutError,
+    ObjectChangedError,
     ObjectNotFoundError,
     StorageError,
     UnsupportedFeatureError,
 )
-from streaming.storage.backend import CHUNK, Backend
+from streaming.storage.backend import CHUNK, Backend, ListedObject
 from streaming.storage.keep_alive import ask, pool, reusable, tls_context
 from streaming.storage.retry import CONNECT_TIMEOUT, TIMEOUT, status_error
 from streaming.storage.tls_trust import HTTPS_SETTING, untrusted_error
 from streaming.storage.watchdog import Watch, watchdog
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+MAX_REDIRECTS = 5  # hops one request follows (a hub's file URL to its CDN takes one)
+REDIRECTS = (301, 302, 303, 307, 308)
 
 
 def _from_url(scheme: str, netloc: str, path: str, options: dict[str, Any]) -> tuple[Backend, str]:
@@ -53,6 +57,47 @@ def from_https_url(netloc: str, path: str, options: dict[str, Any]) -> tuple[Bac
     return _from_url("https", netloc, path, options)
 
 
+def redirect_target(url: str, location: str, asked: str) -> tuple[str, str, str]:
+    """(scheme, host, path with its query) a redirect from `url` to `location` (absolute or
+    relative) points at; StorageError naming `asked` (the URL first asked) for a target that
+    is not http(s), or plain http after https.
+
+    Args:
+        url: the URL that answered with the redirect.
+        location: its Location header.
+        asked: the URL the request was first made for.
+    """
+    target = urlsplit(urljoin(url, location))
+    if target.scheme not in ("http", "https") or not target.hostname:
+        raise StorageError(f"{asked}: redirected to {location!r}, not an http(s) URL")
+    if url.startswith("https:") and target.scheme == "http":
+        raise StorageError(f"{asked}: redirected from https to plain http ({location}); refused")
+    where = (target.path or "/") + (f"?{target.query}" if target.query else "")
+    return target.scheme, target.netloc.rpartition("@")[2], where
+
+
+def _strong(etag: str | None) -> str | None:
+    """`etag` when it is a strong ETag (quoted, no `W/`), else None."""
+    return etag if etag and etag.startswith('"') and etag.endswith('"') else None
+
+
+def _body(response: http.client.HTTPResponse, skip: int, left: int | None) -> Iterator[bytes]:
+    """The response's body in chunks, its first `skip` bytes dropped, at most `left` bytes
+    (None: to its end)."""
+    while left is None or left > 0:
+        chunk = response.read(CHUNK)
+        if not chunk:
+            break
+        if skip:
+            cut = min(skip, len(chunk))
+            chunk, skip = chunk[cut:], skip - cut
+        if left is not None:
+            chunk = chunk[:left]
+            left -= len(chunk)
+        if chunk:
+            yield chunk
+
+
 @dataclass(frozen=True)
 class HTTPBackend(Backend):
     """One origin (scheme + host); paths are URL paths. Picklable: holds settings only."""
@@ -64,6 +109,7 @@ class HTTPBackend(Backend):
     read_timeout: float = TIMEOUT
 
     parallel_ranges = True
+    conditional_reads = True  # on the ETag `version` gives, where the server sends one
 
     def url(self, path: str) -> str:
         return f"{self.scheme}://{self.host}{path}"
@@ -95,15 +141,40 @@ class HTTPBackend(Backend):
     def _request(
         self, method: str, path: str, headers: dict[str, str], deadline: float | None = None
     ) -> Iterator[http.client.HTTPResponse]:
-        """Send one request on a pooled connection; typed errors; the connection goes back to
-        the pool only when its response was read to the end. The whole exchange, headers
-        and body, ends by `deadline` (default: `read_timeout` from now), however slowly the
-        server sends (see `watchdog`)."""
+        """Send one request, following up to MAX_REDIRECTS redirects (to another host too,
+        without this one's credentials; never from https to http), and yield the final
+        answer. The whole exchange, redirects, headers and body, ends by `deadline` (default:
+        `read_timeout` from now), however slowly the servers send (see `watchdog`)."""
+        if deadline is None:
+            deadline = time.monotonic() + self.read_timeout
+        backend, where = self, path
+        for _ in range(MAX_REDIRECTS + 1):
+            with backend._exchange(method, where, headers, deadline) as response:
+                location = response.getheader("Location")
+                if response.status not in REDIRECTS or not location:
+                    yield response
+                    return
+                response.read(64 << 10)  # a redirect's short body: the connection stays usable
+            backend, where = backend._redirected(where, location, self.url(path))
+        raise StorageError(f"{self.url(path)}: more than {MAX_REDIRECTS} redirects")
+
+    def _redirected(self, path: str, location: str, asked: str) -> tuple[HTTPBackend, str]:
+        """The server and path a redirect from `path` to `location` points at (`asked`: the
+        URL first asked, for messages); this server's credentials go to no other."""
+        scheme, host, where = redirect_target(self.url(path), location, asked)
+        if (scheme, host) == (self.scheme, self.host):
+            return self, where
+        return HTTPBackend(scheme, host, None, self.connect_timeout, self.read_timeout), where
+
+    @contextlib.contextmanager
+    def _exchange(
+        self, method: str, path: str, headers: dict[str, str], deadline: float
+    ) -> Iterator[http.client.HTTPResponse]:
+        """One request on a pooled connection; typed errors; the connection goes back to the
+        pool only when its response was read to the end."""
         url = self.url(path)
         key = self._key()
         conn = None
-        if deadline is None:
-            deadline = time.monotonic() + self.read_timeout
         with watchdog.guard(deadline) as watch:
             try:
                 conn, response = ask(key, self._connect, method, path, self._headers(headers),
@@ -158,13 +229,27 @@ class HTTPBackend(Backend):
         self, path: str, start: int | None = None, end: int | None = None, *,
         deadline: float | None = None,
     ) -> Iterator[bytes]:
+        return self._chunks(path, start, end, deadline, None)
+
+    def iter_chunks_if(self, path: str, start: int | None, end: int | None, if_match: str, *,
+                       deadline: float | None = None) -> Iterator[bytes]:
+        return self._chunks(path, start, end, deadline, if_match)
+
+    def _chunks(self, path: str, start: int | None, end: int | None, deadline: float | None,
+                if_match: str | None) -> Iterator[bytes]:
+        """Bytes [start, end) of `path`; with `if_match`, sent as If-Match, and the answer's
+        ETag must be that one too (a server may ignore If-Match): ObjectChangedError if not."""
         first = start or 0
-        headers = {}
+        headers = {} if if_match is None else {"If-Match": if_match}
         if start is not None or end is not None:
             headers["Range"] = f"bytes={first}-{'' if end is None else end - 1}"
         with self._request("GET", path, headers, deadline) as response:
+            if response.status == 412 and if_match is not None:
+                raise self._changed(path, if_match, "412 Precondition Failed")
             if response.status not in (200, 206):
                 raise self._status_error(path, response)
+            if if_match is not None and response.getheader("ETag") != if_match:
+                raise self._changed(path, if_match, f"ETag {response.getheader('ETag')}")
             skip = 0
             if response.status == 206:
                 got = _CONTENT_RANGE.match(response.getheader("Content-Range") or "")
@@ -173,26 +258,24 @@ class HTTPBackend(Backend):
                                        f"{response.getheader('Content-Range')} for {headers}")
             else:
                 skip = first  # the server ignored Range: drop the bytes before `start`
-            left = None if end is None else end - first
-            while left is None or left > 0:
-                chunk = response.read(CHUNK)
-                if not chunk:
-                    break
-                if skip:
-                    cut = min(skip, len(chunk))
-                    chunk, skip = chunk[cut:], skip - cut
-                if left is not None:
-                    chunk = chunk[:left]
-                    left -= len(chunk)
-                if chunk:
-                    yield chunk
+            yield from _body(response, skip, None if end is None else end - first)
+
+    def _changed(self, path: str, if_match: str, answer: str) -> ObjectChangedError:
+        return ObjectChangedError(f"{self.url(path)}: the object changed since its version was "
+                                  f"recorded (ETag {if_match}; the server answered {answer})")
 
     def size(self, path: str) -> int:
+        return self.version(path).size
+
+    def version(self, path: str) -> ListedObject:
+        """The object's size from a HEAD (a one-byte ranged GET where HEAD is not served), and
+        its ETag when the answer gives a strong one (a weak `W/` ETag cannot be matched byte
+        for byte, so none is kept)."""
         with self._request("HEAD", path, {}) as response:
             response.read()
             length = response.getheader("Content-Length")
             if response.status == 200 and length is not None:
-                return int(length)
+                return ListedObject(int(length), _strong(response.getheader("ETag")))
             if response.status not in (200, 405, 501):
                 raise self._status_error(path, response)
         with self._request("GET", path, {"Range": "bytes=0-0"}) as response:  # no HEAD support
@@ -201,7 +284,7 @@ class HTTPBackend(Backend):
             response.read()
             got = _CONTENT_RANGE.match(response.getheader("Content-Range") or "")
             if response.status == 206 and got and got.group(3) != "*":
-                return int(got.group(3))
+                return ListedObject(int(got.group(3)), _strong(response.getheader("ETag")))
         raise StorageError(f"{self.url(path)}: the server tells neither Content-Length nor range")
 
     def _read_only(self, path: str, what: str) -> UnsupportedFeatureError:

@@ -174,12 +174,16 @@ class S3Backend(Backend):
                 body.close()
 
     def size(self, path: str) -> int:
+        return self.version(path).size
+
+    def version(self, path: str) -> ListedObject:
         try:
             with self._translated(path):
-                return int(self.client.head_object(Bucket=self.bucket, Key=path)["ContentLength"])
+                head = self.client.head_object(Bucket=self.bucket, Key=path)
         except ObjectNotFoundError:
             self._check_bucket(path)  # HEAD cannot tell a missing key from a missing bucket
             raise
+        return ListedObject(int(head["ContentLength"]), head.get("ETag"))
 
     def _check_bucket(self, path: str) -> None:
         try:

@@ -1,13 +1,16 @@
-"""A Parquet stream on a store whose listing gives ETags and whose reads can be conditional on them
-(S3 on moto, Azurite) reads each row group from the version of its file that was indexed: the
-listing's ETag goes into the index, and every ranged GET of a row group is conditional on it
-(If-Match), so a file rewritten in place is refused by name even when its size and its footer
-are the same bytes as before, and no GET of the file's end is needed to tell."""
+"""A Parquet stream on a store whose reads can be conditional on an ETag (S3 on moto, Azurite, an
+HTTP server that sends ETags) reads each row group from the version of its file that was
+indexed: the ETag the listing gave (or, for a list of files, the one a HEAD gave) goes into the
+index, and every ranged GET of a row group is conditional on it (If-Match, and the answer's ETag
+compared for HTTP, whose servers may ignore If-Match), so a file rewritten in place is refused by
+name even when its size and its footer are the same bytes as before, and no GET of the file's end
+is needed to tell."""
 
 from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +20,9 @@ import pytest
 from streaming import StreamingDataset
 from streaming.errors import ParquetFileError
 from streaming.stream import Stream
+from tests.support.faultproxy import FaultProxy
+from tests.support.httpserver import HTTPFileServer
+from tests.support.stores import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 ROWS, GROUP, FILES = 300, 100, 2
@@ -47,25 +53,93 @@ def bucket(s3_env, s3_server) -> str:
     return name
 
 
-@pytest.mark.parametrize("store", ["s3", "azure"], indirect=True)
-def test_a_rewrite_with_the_same_size_and_footer_is_refused_by_name(store_env,
-                                                                     tmp_path: Path) -> None:
+def _remote(store: Store, space: str, listed: bool) -> str | list[str]:
+    """The corpus as its folder (listed by the store) or as a list of its files."""
+    if listed:
+        return store.url(space, "corpus")
+    return [store.url(space, f"corpus/part-{k}.parquet") for k in range(FILES)]
+
+
+def _refused_after_a_same_size_rewrite(store: Store, space: str, remote: str | list[str],
+                                       cache: Path) -> None:
+    """Index the corpus, rewrite part-1 with other rows but the same size and footer, and
+    expect its first row group refused by name."""
     before, after = _file(1), _file(2)
     assert len(before) == len(after) and _tail(before) == _tail(after) and before != after
-    space = store_env.space()
     for k in range(FILES):
-        store_env.put(space, f"corpus/part-{k}.parquet", before)
-    ds = StreamingDataset(streams=[Stream(remote=store_env.url(space, "corpus"),
-                                          local=tmp_path / "c", format="parquet")],
+        store.put(space, f"corpus/part-{k}.parquet", before)
+    ds = StreamingDataset(streams=[Stream(remote=remote, local=cache, format="parquet")],
                           batch_size=10)
     try:
         assert ds[0]["payload"] == b"\x01" * 16
-        store_env.put(space, "corpus/part-1.parquet", after)
+        store.put(space, "corpus/part-1.parquet", after)
         with pytest.raises(ParquetFileError, match=r"part-1\.parquet row group 0: the file "
                                                    r"changed since it was indexed \(its ETag"):
             ds[ROWS]
     finally:
         ds.close()
+
+
+@pytest.mark.parametrize("store,listed", [("s3", True), ("azure", True), ("s3", False),
+                                          ("azure", False), ("http", False)],
+                         indirect=["store"])
+def test_a_rewrite_with_the_same_size_and_footer_is_refused_by_name(store_env, listed: bool,
+                                                                     tmp_path: Path) -> None:
+    space = store_env.space()
+    _refused_after_a_same_size_rewrite(store_env, space, _remote(store_env, space, listed),
+                                       tmp_path / "c")
+
+
+def test_an_http_server_ignoring_if_match_is_caught_by_the_etag_it_answers(tmp_path: Path
+                                                                           ) -> None:
+    root = tmp_path / "served"
+    (root / "corpus").mkdir(parents=True)
+    server = HTTPFileServer(root, if_match=False)
+    try:
+        for k in range(FILES):
+            (root / "corpus" / f"part-{k}.parquet").write_bytes(_file(1))
+        ds = StreamingDataset(streams=[Stream(
+            remote=[f"{server.endpoint}/corpus/part-{k}.parquet" for k in range(FILES)],
+            local=tmp_path / "c", format="parquet")], batch_size=10)
+        try:
+            assert ds[0]["payload"] == b"\x01" * 16
+            time.sleep(0.01)  # another modification time, so another ETag
+            (root / "corpus" / "part-1.parquet").write_bytes(_file(2))
+            with pytest.raises(ParquetFileError, match=r"part-1\.parquet row group 0: the "
+                                                       r"file changed since it was indexed"):
+                ds[ROWS]
+        finally:
+            ds.close()
+    finally:
+        server.close()
+
+
+def test_an_http_server_without_etags_still_has_each_row_group_checked(tmp_path: Path) -> None:
+    root = tmp_path / "served"
+    (root / "corpus").mkdir(parents=True)
+    server = HTTPFileServer(root, etags=False)
+    proxy = FaultProxy(server.endpoint)
+    try:
+        for k in range(FILES):
+            (root / "corpus" / f"part-{k}.parquet").write_bytes(_file(1))
+        ds = StreamingDataset(streams=[Stream(
+            remote=[f"{proxy.endpoint}/corpus/part-{k}.parquet" for k in range(FILES)],
+            local=tmp_path / "c", format="parquet")], batch_size=10)
+        try:
+            index = json.loads((tmp_path / "c" / "index.json").read_bytes())
+            assert all("etag" not in s["footer"] for s in index["shards"])
+            proxy.requests.clear()
+            proxy.ranges.clear()
+            assert int(ds[ROWS]["id"]) == 0
+        finally:
+            ds.close()
+        size = len(_file(1))  # the footer follows the row group: one GET to the file's end
+        asked = proxy.header_values("GET", "/corpus/part-1.parquet")
+        assert len(asked) == 1 and asked[0] is not None, asked
+        assert asked[0].endswith("-") or int(asked[0].split("-")[1]) + 1 == size, asked
+    finally:
+        proxy.close()
+        server.close()
 
 
 def test_each_row_group_is_one_conditional_get(bucket, fault_proxy, tmp_path: Path,

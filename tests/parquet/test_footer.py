@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming.cache.prepare.parquet_footers import ParquetSelection, select_files
+from streaming.cache.prepare.parquet_footers import ParquetSelection, select_files, under
 from streaming.errors import ArgumentError, IndexFileError, ParquetFileError, ParquetSchemaError
 from streaming.format.index import parse_index
 from streaming.format.parquet_footer import (
@@ -163,3 +163,10 @@ def test_range_file_reads_across_calls() -> None:
     source.seek(300)
     assert source.read(1) == b""
     assert isinstance(source, io.RawIOBase)
+
+
+def test_a_path_below_a_root_keeps_its_store_s_form() -> None:
+    assert under("", "a.parquet") == "a.parquet"  # a bucket's root
+    assert under("/", "a.parquet") == "/a.parquet"  # a web server's: a request target
+    assert under("/d/", "a.parquet") == "/d/a.parquet"
+    assert under("prefix", "a.parquet") == "prefix/a.parquet"

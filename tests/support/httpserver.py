@@ -1,7 +1,8 @@
 """A loopback HTTP file server that honours Range, for the read-only http(s):// backend.
 
 Serves the files under a root folder (GET and HEAD, single `bytes=a-b` / `bytes=a-` ranges,
-keep-alive); a path holding `forbidden` answers 403. Use from any test folder:
+keep-alive, a strong ETag per file version as nginx sends one, If-Match answered 412 when it
+names another); a path holding `forbidden` answers 403. Use from any test folder:
     from tests.support.httpserver import http_server  # noqa: F401
 """
 
@@ -33,11 +34,19 @@ class HTTPFileServer:
         tls: (certificate file, key file) to serve HTTPS.
         drop_idle: close each connection after its response while announcing keep-alive, as
             a store does with a connection left idle past its timeout.
+        etags: send each file's ETag (its modification time and size).
+        if_match: answer 412 to an If-Match naming another ETag (False: ignore If-Match, as
+            some servers do).
+        redirect_to: answer every request with a 302 to this base URL plus the path asked (a
+            hub sending its files to a CDN).
     """
 
     def __init__(self, root: Path, port: int = 0, *, tls: tuple[Path, Path] | None = None,
-                 drop_idle: bool = False, nagle: bool = False) -> None:
+                 drop_idle: bool = False, nagle: bool = False, etags: bool = True,
+                 if_match: bool = True, redirect_to: str | None = None) -> None:
         self.root = root
+        self.etags, self.if_match, self.redirect_to = etags, if_match, redirect_to
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         self.connections = 0
         handler = _handler_for(root, self)
         handler.disable_nagle_algorithm = not nagle  # nagle=True: as Python's http.server does
@@ -99,13 +108,22 @@ class _FileHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def do_GET(self) -> None:
+        self.server_state.authorizations.append(self.headers.get("Authorization"))
+        if self.server_state.redirect_to is not None:
+            return self._send(302, {"Location": self.server_state.redirect_to + self.path},
+                              b"moved")
         relative = unquote(urlsplit(self.path).path).lstrip("/")
         path = (self.root / relative).resolve()
         if "forbidden" in relative:
             return self._send(403, {}, b"forbidden")
         if not path.is_file() or self.root.resolve() not in path.parents:
             return self._send(404, {}, b"not found")
-        size = path.stat().st_size
+        info = path.stat()
+        size = info.st_size
+        tag = {"ETag": f'"{info.st_mtime_ns:x}-{size:x}"'} if self.server_state.etags else {}
+        asked = self.headers.get("If-Match")
+        if asked is not None and self.server_state.if_match and asked != tag.get("ETag"):
+            return self._send(412, {}, b"precondition failed")
         wanted = _RANGE.match(self.headers.get("Range") or "")
         start, end = 0, size
         if wanted is not None:
@@ -117,8 +135,8 @@ class _FileHandler(BaseHTTPRequestHandler):
             source.seek(start)
             body = source.read(end - start) if self.command != "HEAD" else b""
         if wanted is None:
-            return self._send(200, {"Accept-Ranges": "bytes"}, body, length=size)
-        return self._send(206, {"Content-Range": f"bytes {start}-{end - 1}/{size}"}, body,
+            return self._send(200, {"Accept-Ranges": "bytes", **tag}, body, length=size)
+        return self._send(206, {"Content-Range": f"bytes {start}-{end - 1}/{size}", **tag}, body,
                           length=end - start)
 
     do_HEAD = do_GET

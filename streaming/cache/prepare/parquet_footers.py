@@ -99,14 +99,17 @@ def select_files(remote: str | Sequence[str]) -> ParquetSelection:
 
 
 def under(root: str, name: str) -> str:
-    """The backend path of `name` below folder `root` (a bucket's root is the empty path).
+    """The backend path of `name` below folder `root` (a bucket's root is the empty path; a
+    web server's is `/`, and its paths keep their leading slash).
 
     Args:
         root: a folder's backend path.
         name: a name below it.
     """
-    root = root.rstrip("/")
-    return f"{root}/{name}" if root else name
+    folder = root.rstrip("/")
+    if folder:
+        return f"{folder}/{name}"
+    return f"/{name}" if root.startswith("/") else name
 
 
 def listed_files(selection: ParquetSelection, backend: Backend, root: str
@@ -142,7 +145,8 @@ def read_footer(backend: Backend, path: str, name: str, columns: Sequence[str] |
     a larger footer), into its row groups and columns. With the size the listing gave, no
     request asks for it, and with its ETag (on a store whose reads can be conditional) the
     footer is read from that version only; a file that no longer has that size or ETag
-    (replaced since the listing) is read again at its size asked anew, without an ETag.
+    (replaced since the listing), or a file of a list (not listed), is read at the size and
+    ETag the store tells for it (`Backend.version`: one HEAD).
 
     Args:
         backend: the store holding it.
@@ -150,18 +154,24 @@ def read_footer(backend: Backend, path: str, name: str, columns: Sequence[str] |
         name: its name in the stream (for messages and the index).
         columns: the projection (None: every column).
         policy: retries and deadlines of each request.
-        listed: its size and ETag as listed (None: ask the store for its size).
+        listed: its size and ETag as listed (None: ask the store).
     """
     mtime_ns = modified_ns(backend, path)
     if listed is not None:
-        etag = listed.etag if backend.conditional_reads else None
         try:
             return _read_footer_at(backend, path, name, columns, policy,
-                                   FileVersion(listed.size, mtime_ns, etag))
+                                   _version(backend, listed, mtime_ns))
         except (ParquetFileError, StorageError):
             log.info("%s: not as listed (%d bytes); reading it again", name, listed.size)
-    size = policy.run(backend.url(path), lambda deadline: backend.size(path))
-    return _read_footer_at(backend, path, name, columns, policy, FileVersion(size, mtime_ns))
+    asked = policy.run(backend.url(path), lambda deadline: backend.version(path))
+    return _read_footer_at(backend, path, name, columns, policy,
+                           _version(backend, asked, mtime_ns))
+
+
+def _version(backend: Backend, listed: ListedObject, mtime_ns: int) -> FileVersion:
+    """The version a footer is read from: the listed size, and the ETag where reads on this
+    store can be conditional on it."""
+    return FileVersion(listed.size, mtime_ns, listed.etag if backend.conditional_reads else None)
 
 
 @dataclass(frozen=True)
