@@ -20,6 +20,7 @@ from streaming.cache.shard_facts import ShardFacts
 from streaming.errors import IndexNotFoundError, PlanError
 from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
+from streaming.format.parquet_shard import forget_decoded
 from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
 from streaming.read.sample_locator import SampleLocator
@@ -130,6 +131,13 @@ class Catalog:
     def formats(self) -> list[str]:
         """Each stream's shard format name ("mds" unless a text format)."""
         return [getattr(codec, "format", "mds") for codec in self.codecs]
+
+    def forget_decoded(self) -> None:
+        """Drop the row groups of this catalog's Parquet streams that this process keeps
+        decoded (a closed dataset's memory goes back at once)."""
+        for stream, name in zip(self.streams, self.formats()):
+            if name == "parquet":
+                forget_decoded(stream.local_dir)
 
     def open_file(self, shard: int, path: Path | str) -> ShardReader:
         """A reader of prepared shard `shard` at `path`, checked against the index."""

@@ -122,6 +122,25 @@ class DecodedGroups:
                 self._groups.move_to_end(key)
             return None if found is None else found[0]
 
+    def below(self, folder: str | os.PathLike) -> list[tuple]:
+        """The keys of the row groups cached below `folder`."""
+        prefix = os.path.join(os.path.abspath(folder), "")
+        with self._lock:
+            return [key for key in self._groups if os.path.abspath(key[0]).startswith(prefix)]
+
+    def nbytes(self, keys: Sequence[tuple]) -> int:
+        """The decoded bytes of `keys` (those still held)."""
+        with self._lock:
+            return sum(self._groups[key][1] for key in keys if key in self._groups)
+
+    def forget(self, keys: Sequence[tuple]) -> None:
+        """Drop `keys` (those still held)."""
+        with self._lock:
+            for key in keys:
+                found = self._groups.pop(key, None)
+                if found is not None:
+                    self._bytes -= found[1]
+
     def put(self, key: tuple, columns: list[Column], nbytes: int) -> None:
         with self._lock:
             if key in self._groups:
@@ -134,6 +153,26 @@ class DecodedGroups:
 
 
 _DECODED = DecodedGroups()
+
+
+def decoded_bytes(folder: str | os.PathLike) -> int:
+    """Bytes of the row groups cached below `folder` that this process keeps decoded.
+
+    Args:
+        folder: a stream's cache folder.
+    """
+    return _DECODED.nbytes(_DECODED.below(folder))
+
+
+def forget_decoded(folder: str | os.PathLike) -> None:
+    """Drop this process's decoded row groups cached below `folder` (a closed stream's: a
+    later read decodes again).
+
+    Args:
+        folder: a stream's cache folder.
+    """
+    _DECODED.forget(_DECODED.below(folder))
+
 FOOTERS_KEPT = 256  # parsed footers a process keeps
 
 

@@ -70,6 +70,9 @@ class ShardCatalog(Protocol):
     def open_file(self, shard: int, path: Path) -> ShardReader:
         """A reader of `shard`'s ready file at `path`, checked against the index."""
 
+    def forget_decoded(self) -> None:
+        """Drop what this process keeps decoded of the catalog's shards (at close)."""
+
 
 class RowReader:
     """The rows of `catalog`, read through `cache` (None: every stream is read in place): the
@@ -204,5 +207,6 @@ class RowReader:
 
     def close(self) -> None:
         self.readers.close()
+        self.catalog.forget_decoded()
         if self.cache is not None:
             self.cache.close()

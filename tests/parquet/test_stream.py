@@ -15,9 +15,9 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import ParquetFileError, ParquetSchemaError, PlanError
-from streaming.format.parquet_shard import ParquetShardReader
+from streaming.format.parquet_shard import ParquetShardReader, decoded_bytes
 from streaming.stream import Stream
-from tests.parquet.helpers import assert_sample, write_files
+from tests.parquet.helpers import assert_sample, table, write_files
 
 
 def _ids(ds: StreamingDataset) -> list[int]:
@@ -190,3 +190,16 @@ def test_a_chunks_row_groups_are_decoded_at_once(corpus: Path, tmp_path: Path,
     assert sorted(int(i) for batch in ds.iter_batches(8) for i in batch["id"]) \
         == list(range(900))
     assert most[0] >= 2
+
+
+def test_a_closed_dataset_keeps_none_of_its_row_groups_decoded(tmp_path: Path) -> None:
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    pq.write_table(table(0, 200), folder / "a.parquet", row_group_size=50)
+    cache = tmp_path / "c"
+    ds = StreamingDataset(streams=[Stream(remote=str(folder), local=cache, format="parquet")],
+                          batch_size=10)
+    assert [int(ds[i]["id"]) for i in (0, 60, 199)] == [0, 60, 199]
+    assert decoded_bytes(cache) > 0
+    ds.close()
+    assert decoded_bytes(cache) == 0
