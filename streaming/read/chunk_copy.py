@@ -34,7 +34,7 @@ from streaming.format.shard import (
 from streaming.read.open_shards import MIN_CAPACITY, default_capacity
 from streaming.read.shard_rows import ReadTally, ShardRows
 from streaming.read.shard_source import FileOpener, acquire_open
-from streaming.util.at_once import map_at_once
+from streaming.util.at_once import run_as_they_come
 
 # Shards of one chunk decoded at once before its rows are taken (Parquet row groups: the
 # decoder releases the GIL).
@@ -349,15 +349,16 @@ def decode(fetched: Fetched, columns: bool, views: bool = False) -> list[Any]:
 def _decoded(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,
              codec: SampleCodec | RowCodec | None, nowait: bool = False) -> DecodedChunk:
     """One chunk decoded shard by shard: its columns when every shard has schema `codec`, else
-    (None: schemas differ) its samples. With `nowait`, NotOpen unless every shard is open and
-    already decoded in this process (a decode, such as a Parquet row group's, then runs on the
-    reader thread while the chunk before is consumed)."""
+    (None: schemas differ) its samples. Each shard is decoded as soon as it is open, while the
+    next ones are still arriving. With `nowait`, NotOpen unless every shard is open and already
+    decoded in this process (a decode, such as a Parquet row group's, then runs on the reader
+    thread while the chunk before is consumed)."""
     if nowait and not all(readers.kept(shard) and readers.reader(shard).decoded()
                           for shard in uniq.tolist()):
         raise NotOpen("a shard of this chunk is not decoded yet")
-    ahead = [readers.reader(shard) for shard in uniq.tolist() if readers.kept(shard)]
-    map_at_once(lambda reader: reader.decode(), [r for r in ahead if not r.decoded()],
-                DECODES_AT_ONCE, name="streaming-decode")
+    ahead = (readers.reader(shard) for shard in uniq.tolist() if readers.kept(shard))
+    run_as_they_come(lambda reader: reader.decode(), (r for r in ahead if not r.decoded()),
+                     DECODES_AT_ONCE, name="streaming-decode")
     if codec is None:
         return _read_by_shard(uniq, which, rows, readers)
     names = list(codec.column_names)

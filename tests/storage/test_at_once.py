@@ -1,5 +1,6 @@
 """map_at_once: results in the items' order, calls overlapping up to the bound, the first
-failure in order raised without waiting for calls under way, and no thread left behind."""
+failure in order raised without waiting for calls under way, and no thread left behind.
+run_as_they_come: the same, each call started while the next items are still being produced."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 
 import pytest
 
-from streaming.util.at_once import map_at_once
+from streaming.util.at_once import map_at_once, run_as_they_come
 
 
 def test_results_keep_the_items_order_while_the_calls_overlap() -> None:
@@ -66,3 +67,49 @@ def test_no_thread_is_left_after_success() -> None:
     map_at_once(lambda item: item, list(range(20)), 4, name="at-once-test")
     assert not [t for t in threading.enumerate()
                 if t.ident not in before and t.name.startswith("at-once-test")]
+
+
+def test_a_call_starts_while_the_next_item_is_still_being_produced() -> None:
+    first_done = threading.Event()
+    seen: list[int] = []
+
+    def items():
+        yield 0
+        assert first_done.wait(5), "item 0's call waited for the items after it"
+        yield 1
+
+    def call(item: int) -> None:
+        seen.append(item)
+        if item == 0:
+            first_done.set()
+
+    run_as_they_come(call, items(), 2)
+    assert sorted(seen) == [0, 1]
+
+
+def test_the_first_failure_in_item_order_is_raised_and_no_thread_is_left() -> None:
+    def call(item: int) -> None:
+        if item in (1, 3):
+            time.sleep(0.1 if item == 1 else 0.0)
+            raise ValueError(f"item {item}")
+
+    before = threading.active_count()
+    with pytest.raises(ValueError, match="item 1"):
+        run_as_they_come(call, iter(range(5)), 4)
+    time.sleep(0.2)
+    assert threading.active_count() <= before
+
+
+def test_a_failure_while_producing_the_items_is_raised() -> None:
+    def items():
+        yield 0
+        raise OSError("the next item cannot be had")
+
+    with pytest.raises(OSError, match="cannot be had"):
+        run_as_they_come(lambda item: None, items(), 2)
+
+
+def test_below_two_at_once_the_calls_run_in_the_calling_thread() -> None:
+    threads: list[str] = []
+    run_as_they_come(lambda item: threads.append(threading.current_thread().name), range(3), 1)
+    assert threads == [threading.current_thread().name] * 3
