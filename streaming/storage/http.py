@@ -225,18 +225,14 @@ class HTTPBackend(Backend):
         return status_error(f"{url}: HTTP {status} {response.reason}", status,
                             response.getheader("Retry-After"))
 
-    def iter_chunks(
-        self, path: str, start: int | None = None, end: int | None = None, *,
-        deadline: float | None = None,
-    ) -> Iterator[bytes]:
-        return self._chunks(path, start, end, deadline, None)
-
     def iter_chunks_if(self, path: str, start: int | None, end: int | None, if_match: str, *,
                        deadline: float | None = None) -> Iterator[bytes]:
-        return self._chunks(path, start, end, deadline, if_match)
+        return self.iter_chunks(path, start, end, deadline=deadline, if_match=if_match)
 
-    def _chunks(self, path: str, start: int | None, end: int | None, deadline: float | None,
-                if_match: str | None) -> Iterator[bytes]:
+    def iter_chunks(
+        self, path: str, start: int | None = None, end: int | None = None, *,
+        deadline: float | None = None, if_match: str | None = None,
+    ) -> Iterator[bytes]:
         """Bytes [start, end) of `path`; with `if_match`, sent as If-Match, and the answer's
         ETag must be that one too (a server may ignore If-Match): ObjectChangedError if not."""
         first = start or 0

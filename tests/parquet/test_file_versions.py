@@ -8,9 +8,11 @@ is needed to tell."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -90,17 +92,31 @@ def test_a_rewrite_with_the_same_size_and_footer_is_refused_by_name(store_env, l
                                        tmp_path / "c")
 
 
-def test_an_http_server_ignoring_if_match_is_caught_by_the_etag_it_answers(tmp_path: Path
-                                                                           ) -> None:
+@contextlib.contextmanager
+def _served(tmp_path: Path, **options: bool) -> Iterator[tuple[Path, HTTPFileServer]]:
+    """The corpus (every file of fill 1) in a folder an HTTP server with `options` serves."""
     root = tmp_path / "served"
     (root / "corpus").mkdir(parents=True)
-    server = HTTPFileServer(root, if_match=False)
+    for k in range(FILES):
+        (root / "corpus" / f"part-{k}.parquet").write_bytes(_file(1))
+    server = HTTPFileServer(root, **options)
     try:
-        for k in range(FILES):
-            (root / "corpus" / f"part-{k}.parquet").write_bytes(_file(1))
-        ds = StreamingDataset(streams=[Stream(
-            remote=[f"{server.endpoint}/corpus/part-{k}.parquet" for k in range(FILES)],
-            local=tmp_path / "c", format="parquet")], batch_size=10)
+        yield root, server
+    finally:
+        server.close()
+
+
+def _listed_over(endpoint: str, cache: Path) -> StreamingDataset:
+    """A dataset of the corpus's files listed by URL under `endpoint`."""
+    return StreamingDataset(streams=[Stream(
+        remote=[f"{endpoint}/corpus/part-{k}.parquet" for k in range(FILES)], local=cache,
+        format="parquet")], batch_size=10)
+
+
+def test_an_http_server_ignoring_if_match_is_caught_by_the_etag_it_answers(tmp_path: Path
+                                                                           ) -> None:
+    with _served(tmp_path, if_match=False) as (root, server):
+        ds = _listed_over(server.endpoint, tmp_path / "c")
         try:
             assert ds[0]["payload"] == b"\x01" * 16
             time.sleep(0.01)  # another modification time, so another ETag
@@ -110,36 +126,27 @@ def test_an_http_server_ignoring_if_match_is_caught_by_the_etag_it_answers(tmp_p
                 ds[ROWS]
         finally:
             ds.close()
-    finally:
-        server.close()
 
 
 def test_an_http_server_without_etags_still_has_each_row_group_checked(tmp_path: Path) -> None:
-    root = tmp_path / "served"
-    (root / "corpus").mkdir(parents=True)
-    server = HTTPFileServer(root, etags=False)
-    proxy = FaultProxy(server.endpoint)
-    try:
-        for k in range(FILES):
-            (root / "corpus" / f"part-{k}.parquet").write_bytes(_file(1))
-        ds = StreamingDataset(streams=[Stream(
-            remote=[f"{proxy.endpoint}/corpus/part-{k}.parquet" for k in range(FILES)],
-            local=tmp_path / "c", format="parquet")], batch_size=10)
+    with _served(tmp_path, etags=False) as (_, server):
+        proxy = FaultProxy(server.endpoint)
         try:
-            index = json.loads((tmp_path / "c" / "index.json").read_bytes())
-            assert all("etag" not in s["footer"] for s in index["shards"])
-            proxy.requests.clear()
-            proxy.ranges.clear()
-            assert int(ds[ROWS]["id"]) == 0
+            ds = _listed_over(proxy.endpoint, tmp_path / "c")
+            try:
+                index = json.loads((tmp_path / "c" / "index.json").read_bytes())
+                assert all("etag" not in s["footer"] for s in index["shards"])
+                proxy.requests.clear()
+                proxy.ranges.clear()
+                assert int(ds[ROWS]["id"]) == 0
+            finally:
+                ds.close()
+            size = len(_file(1))  # the footer follows the row group: one GET to the file's end
+            asked = proxy.header_values("GET", "/corpus/part-1.parquet")
+            assert len(asked) == 1 and asked[0] is not None, asked
+            assert asked[0].endswith("-") or int(asked[0].split("-")[1]) + 1 == size, asked
         finally:
-            ds.close()
-        size = len(_file(1))  # the footer follows the row group: one GET to the file's end
-        asked = proxy.header_values("GET", "/corpus/part-1.parquet")
-        assert len(asked) == 1 and asked[0] is not None, asked
-        assert asked[0].endswith("-") or int(asked[0].split("-")[1]) + 1 == size, asked
-    finally:
-        proxy.close()
-        server.close()
+            proxy.close()
 
 
 def test_each_row_group_is_one_conditional_get(bucket, fault_proxy, tmp_path: Path,
