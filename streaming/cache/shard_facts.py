@@ -24,6 +24,7 @@ class ShardFacts:
     compression: Names  # None where the shard is stored raw
     raw_hashes: Digests  # {algorithm: digest} per shard, built on demand
     zip_hashes: Digests
+    in_place: np.ndarray  # bool per shard: read from its indexed file where that lies
 
     @classmethod
     def from_indexes(cls, indexes: Sequence) -> ShardFacts:
@@ -38,6 +39,8 @@ class ShardFacts:
             compression=Names.concat([ix.compression for ix in indexes]),
             raw_hashes=Digests.concat([ix.raw_hashes for ix in indexes]),
             zip_hashes=Digests.concat([ix.zip_hashes for ix in indexes]),
+            in_place=np.concatenate([np.full(ix.num_shards, ix.read_in_place, bool)
+                                     for ix in indexes]) if indexes else np.zeros(0, bool),
         )
 
     @property

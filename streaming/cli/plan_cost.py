@@ -146,17 +146,19 @@ def lengths_columns(setup: Setup) -> list[str]:
 def _other_bytes(setup: Setup) -> int:
     """What a node's cache folders hold beside the shards: the index.json of every stream that
     is downloaded, and the bookkeeping files of each folder (see `_footprint` for which
-    streams are downloaded)."""
+    streams are downloaded; a stream read in place is not)."""
     from streaming.cache.folder.file_names import BOOKKEEPING_BYTES
 
     assumed = not any(setup.remotes)
-    cached = [n for n, remote in zip(setup.index_bytes, setup.remotes) if remote or assumed]
+    cached = [n for n, remote, index in zip(setup.index_bytes, setup.remotes, setup.indexes)
+              if (remote or assumed) and not index.read_in_place]
     return sum(cached) + BOOKKEEPING_BYTES * len(cached)
 
 
 def _footprint(setup: Setup) -> tuple[Any, np.ndarray]:
-    """Cache bytes per shard and bytes per download. Streams naming a remote are downloaded;
-    when none does, every stream is (as if its `local` were the remote)."""
+    """Cache bytes per shard and bytes per download. Streams naming a remote are downloaded,
+    but for shards read in place; when none does, every stream is (as if its `local` were the
+    remote)."""
     from streaming.cache.engine.cache_engine import shard_footprint
     from streaming.cache.shard_facts import ShardFacts
     from streaming.stream import Stream

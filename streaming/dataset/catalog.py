@@ -97,20 +97,32 @@ class Catalog:
     def mean_sample_bytes(self) -> float:
         return float(np.sum(self.facts.raw_bytes)) / max(self.num_samples, 1)
 
+    def cached_streams(self) -> np.ndarray:
+        """Whether each stream keeps shard bytes in its cache folder: it has a remote, and its
+        shards are not read in place from the remote's files (`ShardFacts.in_place`)."""
+        facts = self.facts
+        placed = np.bincount(facts.stream_of_shard, weights=facts.in_place,
+                             minlength=len(self.streams))
+        in_place = (placed == self.shards_per_stream) & (self.shards_per_stream > 0)
+        remote = np.array([stream.remote_dir is not None for stream in self.streams], bool)
+        return remote & ~in_place
+
     @property
-    def all_local(self) -> bool:
-        """Whether every stream is read in place (no cache folder, no remote)."""
-        return all(stream.remote_dir is None for stream in self.streams)
+    def caches_nothing(self) -> bool:
+        """Whether no stream keeps shard bytes in a cache folder: each is local-only (no
+        remote) or read in place."""
+        return not self.cached_streams().any()
 
     def cache_other_bytes(self) -> int:
         """What the cache folders hold beside the shards, from the indexes alone (the same on
-        every node): each cached stream's index.json and the folder's bookkeeping files."""
+        every node): each cached stream's index.json and the folder's bookkeeping files (a
+        stream read in place keeps its folder out of the cache, like a local-only one)."""
         from streaming.cache.folder.file_names import BOOKKEEPING_BYTES
         from streaming.format.parquet_index import FOOTER_SUFFIX
 
         total = 0
-        for stream in self.streams:
-            if stream.remote_dir is None:
+        for stream, cached in zip(self.streams, self.cached_streams().tolist()):
+            if not cached:
                 continue
             kept = [stream.local_dir / "index.json"]
             if stream.parquet is not None:  # a copy of each file's footer beside the index

@@ -174,10 +174,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
         self.rows = RowReader(self.catalog, self.cache, self.predownload, read_shard)
 
     def _start_cache(self, limit: CacheLimit | None) -> CacheEngine | None:
-        """The node-shared cache engine over the remote streams' folders (None when every
-        stream is local-only), under this process's `limit`; a node limit the epoch-0 node plan
-        cannot run in is refused here, with the minimum in the CacheLimitError."""
-        if self.catalog.all_local:
+        """The node-shared cache engine over the remote streams' folders (None when no stream
+        caches shard bytes: local-only or read in place), under this process's `limit`; a node
+        limit the epoch-0 node plan cannot run in is refused here, with the minimum in the
+        CacheLimitError."""
+        if self.catalog.caches_nothing:
             return None
         from streaming.cache.engine.cache_engine import CacheEngine  # not for local-only data
 

@@ -76,6 +76,12 @@ class DatasetIndex:
         return "mds" if self.row_codec is None else self.row_codec.format
 
     @property
+    def read_in_place(self) -> bool:
+        """Whether the shards are read from the indexed files where those lie (Parquet files on
+        a filesystem), so that a cache holds none of their bytes."""
+        return self.row_codec is not None and self.row_codec.in_place is not None
+
+    @property
     def column_sizes(self) -> list[int | None]:
         """Fixed byte size per column (None for variable), in on-disk order."""
         if self.row_codec is not None:

@@ -40,6 +40,9 @@ class RowCodec:
     newline: str = "\n"
     column_names: list[str]
     column_encodings: list[str]
+    #: The folder the indexed files are read from where they lie (None: each shard is a file
+    #: of its own, fetched into a cache). Set by the Parquet codec for files on a filesystem.
+    in_place: str | None = None
 
     @property
     def columns(self) -> dict[str, str]:

@@ -55,7 +55,17 @@ def test_a_corrupt_footer_fails_naming_the_file(corpus: Path, capsys) -> None:
     assert "part-001.parquet" in capsys.readouterr().err
 
 
-def test_plan_predicts_the_egress_of_a_parquet_stream(corpus: Path, tmp_path: Path,
+@pytest.fixture
+def s3_corpus(corpus: Path, s3_env) -> str:
+    """The corpus's files in a fresh bucket of the test S3 server."""
+    bucket = s3_env.make_bucket()
+    for path in sorted(corpus.glob("*.parquet")):
+        s3_env.client().put_object(Bucket=bucket, Key=f"pq/{path.name}",
+                                   Body=path.read_bytes())
+    return f"s3://{bucket}/pq"
+
+
+def test_plan_predicts_the_egress_of_a_parquet_stream(s3_corpus: str, tmp_path: Path,
                                                       capsys) -> None:
     """`streaming plan` over the derived index in a Parquet stream's cache folder (with its
     remote) predicts the projected column chunks' bytes, which an epoch then downloads."""
@@ -63,18 +73,20 @@ def test_plan_predicts_the_egress_of_a_parquet_stream(corpus: Path, tmp_path: Pa
     from streaming.stream import Stream
 
     cache = tmp_path / "cache"
-    ds = StreamingDataset(streams=[Stream(remote=corpus, local=cache, format="parquet",
+    ds = StreamingDataset(streams=[Stream(remote=s3_corpus, local=cache, format="parquet",
                                           columns=["id", "tokens"])], batch_size=8)
     config = tmp_path / "plan.yaml"
-    config.write_text(f"streams:\n  - local: {cache}\n    remote: {corpus}\nbatch_size: 8\n")
+    config.write_text(f"streams:\n  - local: {cache}\n    remote: {s3_corpus}\n"
+                      "batch_size: 8\n")
     assert cli_main(["plan", str(config), "--epochs", "1", "--json"]) == 0
     predicted = json.loads(capsys.readouterr().out)["egress_bytes"]
     list(ds)
     fetched = sum(p.stat().st_size for p in cache.glob("*.rg*"))
-    assert predicted == fetched == int(ds.catalog.facts.raw_bytes.sum())
+    assert predicted == fetched == int(ds.catalog.facts.raw_bytes.sum()) > 0
+    assert ds.cache_stats().bytes_downloaded == predicted
 
 
-def test_plan_reads_a_parquet_stream_from_its_footers(corpus: Path, tmp_path: Path,
+def test_plan_reads_a_parquet_stream_from_its_footers(s3_corpus: str, tmp_path: Path,
                                                       capsys) -> None:
     """A config stream with `format: parquet` and `columns` is indexed from the files' footers
     (nothing cached where the config lies), and its predicted egress is the projected column
@@ -83,19 +95,32 @@ def test_plan_reads_a_parquet_stream_from_its_footers(corpus: Path, tmp_path: Pa
     from streaming.stream import Stream
 
     config = tmp_path / "plan.yaml"
-    config.write_text(f"streams:\n  - remote: {corpus}\n    format: parquet\n"
+    config.write_text(f"streams:\n  - remote: {s3_corpus}\n    format: parquet\n"
                       "    columns: [id, tokens]\nbatch_size: 8\n")
     assert cli_main(["plan", str(config), "--epochs", "1", "--json"]) == 0
     predicted = json.loads(capsys.readouterr().out)["egress_bytes"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.yaml", "pq"]
-    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c", format="parquet",
-                                          columns=["id", "tokens"])], batch_size=8)
+    ds = StreamingDataset(streams=[Stream(remote=s3_corpus, local=tmp_path / "c",
+                                          format="parquet", columns=["id", "tokens"])],
+                          batch_size=8)
     list(ds)
     everything = int(ds.catalog.facts.raw_bytes.sum())
     assert predicted == everything > 0
-    config.write_text(f"streams:\n  - remote: {corpus}\n    format: parquet\nbatch_size: 8\n")
+    config.write_text(f"streams:\n  - remote: {s3_corpus}\n    format: parquet\n"
+                      "batch_size: 8\n")
     assert cli_main(["plan", str(config), "--epochs", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["egress_bytes"] > predicted  # every column
+
+
+def test_plan_predicts_no_egress_for_files_read_in_place(corpus: Path, tmp_path: Path,
+                                                         capsys) -> None:
+    """Parquet files on a filesystem are read where they lie, so the plan, like the dataset's
+    cache counters, counts no download for them, with a cache_limit or without."""
+    config = tmp_path / "plan.yaml"
+    config.write_text(f"streams:\n  - remote: {corpus}\n    format: parquet\nbatch_size: 8\n")
+    for limit in ([], ["--cache-limit", "1kb"]):
+        assert cli_main(["plan", str(config), "--epochs", "1", "--json", *limit]) == 0
+        assert json.loads(capsys.readouterr().out)["egress_bytes"] == 0
 
 
 @pytest.mark.parametrize(("stream", "why"), [

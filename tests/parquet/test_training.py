@@ -1,6 +1,7 @@
 """A Parquet stream in training: mixed with an MDS stream by proportion, resumed mid-epoch
-exactly through StreamingDataLoader's state with two workers, read under a cache_limit, and
-packed by a token column's lengths."""
+exactly through StreamingDataLoader's state with two workers, read under a cache_limit (from
+S3; a local folder, read in place, takes no room under one), and packed by a token column's
+lengths."""
 
 from __future__ import annotations
 
@@ -29,12 +30,22 @@ def corpus(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture
+def s3_corpus(corpus: Path, s3_env) -> str:
+    """The corpus's files in a fresh bucket of the test S3 server."""
+    bucket = s3_env.make_bucket()
+    client = s3_env.client()
+    for path in sorted(corpus.glob("*.parquet")):
+        client.put_object(Bucket=bucket, Key=f"pq/{path.name}", Body=path.read_bytes())
+    return f"s3://{bucket}/pq"
+
+
 def ids_of(samples: list[dict]) -> list[int]:
     """A batch of samples of two schemas as their ids."""
     return [int(sample["id"]) for sample in samples]
 
 
-def parquet(corpus: Path, cache: Path, **options) -> Stream:
+def parquet(corpus: Path | str, cache: Path, **options) -> Stream:
     return Stream(remote=corpus, local=cache, format="parquet", **options)
 
 
@@ -84,7 +95,8 @@ def test_loader_resumes_mid_epoch_exactly_with_two_workers(corpus: Path, tmp_pat
     assert seen + rest == whole
 
 
-def test_under_a_cache_limit(corpus: Path, tmp_path: Path) -> None:
+def test_under_a_cache_limit(s3_corpus: str, tmp_path: Path) -> None:
+    corpus = s3_corpus
     cache = tmp_path / "c"
     stream = parquet(corpus, cache, columns=["id", "tokens"])
     probe = StreamingDataset(streams=[stream], batch_size=16)
@@ -144,7 +156,24 @@ def test_elastic_resume_keeps_the_global_batches(corpus: Path, tmp_path: Path, s
     assert len(same) == ROWS // 16 - stop
 
 
-def test_loader_metrics_count_a_parquet_stream(corpus: Path, tmp_path: Path) -> None:
+def test_a_local_folder_read_in_place_takes_no_room_under_a_cache_limit(
+        corpus: Path, tmp_path: Path, recwarn) -> None:
+    """Files on a filesystem are read where they lie: a cache_limit far below the corpus
+    neither refuses it nor narrows its shuffle, nothing is evicted, and nothing counts as
+    downloaded (the column chunks decoded count as read from disk)."""
+    ds = StreamingDataset(streams=[parquet(corpus, tmp_path / "c", columns=["id"])],
+                          batch_size=10, shuffle=True, cache_limit=1 << 10)
+    loader = StreamingDataLoader(ds, batch_size=10, num_workers=2, collate_fn=ids_of)
+    assert sorted(i for batch in loader for i in batch) == list(range(ROWS))
+    metrics = loader.metrics()
+    assert metrics["cache/downloads"] == metrics["cache/bytes_downloaded"] == 0
+    assert metrics["cache/evictions"] == 0
+    assert metrics["disk/bytes_read"] > 0
+    assert not [w for w in recwarn if "shuffle block" in str(w.message)]
+
+
+def test_loader_metrics_count_a_parquet_stream(s3_corpus: str, tmp_path: Path) -> None:
+    corpus = s3_corpus
     mds = write_ids(tmp_path / "mds", 300, start=10_000)
     ds = StreamingDataset(streams=[parquet(corpus, tmp_path / "c", columns=["id"],
                                            proportion=0.5),

@@ -50,11 +50,12 @@ LOCK_SLACK = 4096  # bytes reserved per preparation for the small lock files it 
 
 
 def shard_footprint(facts: ShardFacts, streams: Sequence[StreamFiles]) -> Footprint:
-    """Cache bytes per shard: nothing for local-only streams, the raw file (and
-    a kept zip) while cached, the zip (unless it never lands on disk) and lock files while
-    being prepared."""
+    """Cache bytes per shard: nothing for local-only streams and streams read in place, the raw
+    file (and a kept zip) while cached, the zip (unless it never lands on disk) and lock files
+    while being prepared."""
     owner = np.asarray(facts.stream_of_shard, np.int64)
-    cached = np.array([stream.remote_dir is not None for stream in streams], bool)[owner]
+    cached = np.array([stream.remote_dir is not None for stream in streams],
+                      bool)[owner] & ~facts.in_place
     keep = np.array([bool(stream.keep_zip) for stream in streams], bool)[owner]
     return Footprint.of(facts.raw_bytes, facts.zip_bytes, keep, cached, LOCK_SLACK,
                         zipless=zipless_shards(facts, streams))
