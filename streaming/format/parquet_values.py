@@ -57,6 +57,37 @@ class ValueColumn:
 
 
 @dataclass(frozen=True)
+class BytesColumn:
+    """A binary or string column kept as its Arrow buffers: a read makes the bytes (or str)
+    objects of the rows it takes, and no others (a shuffled batch touching many row groups
+    pays for its own rows, not for every row of each group).
+
+    Args:
+        data: the column's bytes, every row's back to back (uint8, a view of Arrow's buffer).
+        offsets: int64 start of each row in `data`, and the end.
+        valid: False where a row is null (None: no nulls).
+        text: whether rows are UTF-8 text (str) rather than bytes.
+    """
+
+    data: np.ndarray
+    offsets: np.ndarray
+    valid: np.ndarray | None
+    text: bool
+
+    def take(self, rows: np.ndarray) -> list[Any]:
+        data = memoryview(self.data)
+        starts, ends = self.offsets[rows].tolist(), self.offsets[rows + 1].tolist()
+        if self.text:
+            out: list[Any] = [str(data[a:b], "utf-8") for a, b in zip(starts, ends)]
+        else:
+            out = [data[a:b].tobytes() for a, b in zip(starts, ends)]
+        if self.valid is not None:
+            for k in np.flatnonzero(~self.valid[rows]).tolist():
+                out[k] = None
+        return out
+
+
+@dataclass(frozen=True)
 class StructColumn:
     """A struct column, kept as its Arrow array: each read builds new dicts (a caller that
     changes one changes no later read of the same row).
@@ -97,9 +128,30 @@ def decode_column(array: Any, kind: str) -> Column:
         return ListColumn(values, offsets, valid)
     if kind.startswith("struct<"):
         return StructColumn(array)
+    if kind in ("str", "bytes") and str(array.type) in _OFFSET_WIDTH:
+        return _bytes_column(array, kind == "str")
     if kind in ("str", "bytes") or array.null_count:
         return ValueColumn(array.to_pylist())
     return NumberColumn(array.to_numpy(zero_copy_only=False))
+
+
+_OFFSET_WIDTH = {"binary": np.int32, "string": np.int32, "large_binary": np.int64,
+                 "large_string": np.int64}  # Arrow types of offsets and one data buffer
+
+
+def _bytes_column(array: Any, text: bool) -> BytesColumn:
+    """A binary or string Arrow array's buffers as a BytesColumn (no copy of the data)."""
+    _, offsets_buffer, data_buffer = array.buffers()
+    if offsets_buffer is None:  # an empty array
+        return BytesColumn(np.zeros(0, np.uint8), np.zeros(1, np.int64), None, text)
+    offsets = np.frombuffer(offsets_buffer, _OFFSET_WIDTH[str(array.type)])
+    offsets = offsets[array.offset:array.offset + len(array) + 1].astype(np.int64)
+    data = (np.frombuffer(data_buffer, np.uint8) if data_buffer is not None
+            else np.zeros(0, np.uint8))
+    valid = None
+    if array.null_count:
+        valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)
+    return BytesColumn(data, offsets, valid, text)
 
 
 def sample_dicts(names: Sequence[str], columns: Sequence[Column], rows: np.ndarray
@@ -112,7 +164,7 @@ def sample_dicts(names: Sequence[str], columns: Sequence[Column], rows: np.ndarr
 def column_lengths(column: Column) -> np.ndarray:
     """int64 length of every row's value: elements of a list, bytes of str/binary, an
     integer's value (0 for a null)."""
-    if isinstance(column, ListColumn):
+    if isinstance(column, (ListColumn, BytesColumn)):
         lengths = np.diff(column.offsets)
         return lengths if column.valid is None else np.where(column.valid, lengths, 0)
     if isinstance(column, NumberColumn):
