@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -25,6 +27,7 @@ from tests.support.datasets import upload_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 FILES, ROWS, GROUP = 4, 300, 100
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -218,3 +221,50 @@ def test_a_published_index_over_the_index_cap_is_refused_as_it_arrives(bucket, s
     with pytest.raises(IndexFileError, match=rf"{PUBLISHED_NAME}.*STREAMING_MAX_INDEX_BYTES"):
         Stream(remote=f"s3://{name}/corpus", local=tmp_path / "c", format="parquet"
                ).index_file()
+
+
+FETCH_ALL = """
+import json
+import sys
+import threading
+from pathlib import Path
+
+from streaming.stream import Stream
+
+stream = Stream(remote=sys.argv[1], local=sys.argv[2], format="parquet")
+names = [s["raw_data"]["basename"] for s in json.loads(stream.index_file().read_bytes())["shards"]]
+out = Path(sys.argv[3])
+out.mkdir(parents=True)
+gate = threading.Barrier(len(names))
+
+
+def fetch(name):
+    gate.wait(timeout=60)
+    stream.fetch(name, out / name)
+
+
+threads = [threading.Thread(target=fetch, args=(name,)) for name in names]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join(timeout=120)
+"""
+
+
+def test_row_groups_fetched_at_once_on_a_node_read_each_footer_once(bucket, fault_proxy,
+                                                                     tmp_path) -> None:
+    name, sizes = bucket
+    proxy = fault_proxy(delay=0.2)  # each footer read is under way while the others start
+    env = {**os.environ, "S3_ENDPOINT_URL": proxy.endpoint}
+    cache = tmp_path / "c"
+    Stream(remote=f"s3://{name}/corpus", local=cache, format="parquet").index_file()
+    runs = [subprocess.Popen([sys.executable, "-c", FETCH_ALL, f"s3://{name}/corpus",
+                              str(cache), str(tmp_path / f"out{k}")], env=env, cwd=ROOT,
+                             stderr=subprocess.PIPE, text=True) for k in range(2)]
+    for run in runs:
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+    assert len(list((tmp_path / "out0").iterdir())) == FILES * ROWS // GROUP
+    tails = {path: proxy.header_values("GET", path).count(
+        f"bytes={max(size - (64 << 10), 0)}-{size - 1}") for path, size in sizes.items()}
+    assert tails == {path: 1 for path in sizes}  # two processes x 3 row groups a file: 1 read

@@ -7,6 +7,7 @@ copied: its row group gets an empty marker in the cache and is decoded from the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streaming.cache.folder.parsed_index import kept_index
+from streaming.cache.folder.shared_locks import folder_lock
 from streaming.cache.prepare.parquet_footers import (
     ParquetSelection,
     build_index,
@@ -50,6 +52,7 @@ from streaming.util.pagewrite import pwrite_sliced
 
 TAIL_GAP = 1 << 20  # bytes between a row group's last range and the footer read in one GET
 RANGES_AT_ONCE = 8  # ranges of one row group (runs of projected columns) fetched at once
+FOOTER_LOCK_MARGIN = 60.0  # seconds past a footer read's own deadlines a waiter gives it
 
 
 def parquet_index_file(folder: Path, selection: ParquetSelection,
@@ -108,7 +111,8 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
     policy = transfer_policy(timeout, retry, 0.25, base)
     indexed = indexed_footers(folder).get(file)
     footer = _footer_of(folder, file, indexed, lambda listed: read_footer(
-        backend, under(root, file), file, columns, policy, listed))
+        backend, under(root, file), file, columns, policy, listed),
+                        lock_timeout=timeout * (retry + 1) + FOOTER_LOCK_MARGIN)
     schema = footer.meta.schema.to_arrow_schema()
     names = list(columns) if columns is not None else [field.name for field in schema]
     span = group_span(footer.meta, group, projected_leaves(schema, names), file)
@@ -159,12 +163,18 @@ class IndexedFooter:
 
 
 def _footer_of(folder: Path, file: str, indexed: IndexedFooter | None,
-               read: Callable[[ListedObject | None], ParquetFile]) -> CachedFooter:
+               read: Callable[[ListedObject | None], ParquetFile], lock_timeout: float
+               ) -> CachedFooter:
     """The footer of `file` as cached in `folder`, or, where it is not fetched yet (the index
-    was published) or damaged, as `read` from the store at its indexed size and ETag."""
-    try:
-        return cached_footer(folder / footer_basename(file))
-    except (OSError, ValueError, ParquetFileError):
+    was published) or damaged, as `read` from the store at its indexed size and ETag: by one
+    caller on the node at a time (the file's footer lock, waited for up to `lock_timeout`
+    seconds), so row groups of one file fetched at once read its footer once between them."""
+    path = folder / footer_basename(file)
+    with contextlib.suppress(OSError, ValueError, ParquetFileError):
+        return cached_footer(path)
+    with folder_lock(folder / f".{path.name}.prep.lock", timeout=lock_timeout):
+        with contextlib.suppress(OSError, ValueError, ParquetFileError):
+            return cached_footer(path)  # read by the caller that held the lock before
         listed = None if indexed is None else ListedObject(indexed.file_bytes, indexed.etag)
         return _footer_from_store(folder, read(listed))
 
