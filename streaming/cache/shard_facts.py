@@ -25,6 +25,7 @@ class ShardFacts:
     raw_hashes: Digests  # {algorithm: digest} per shard, built on demand
     zip_hashes: Digests
     in_place: np.ndarray  # bool per shard: read from its indexed file where that lies
+    decoded_bytes: np.ndarray  # int64 per shard: a reader's memory once decoded whole, or 0
 
     @classmethod
     def from_indexes(cls, indexes: Sequence) -> ShardFacts:
@@ -41,6 +42,8 @@ class ShardFacts:
             zip_hashes=Digests.concat([ix.zip_hashes for ix in indexes]),
             in_place=np.concatenate([np.full(ix.num_shards, ix.read_in_place, bool)
                                      for ix in indexes]) if indexes else np.zeros(0, bool),
+            decoded_bytes=np.concatenate([ix.decoded_bytes for ix in indexes]
+                                         ) if indexes else np.zeros(0, np.int64),
         )
 
     @property

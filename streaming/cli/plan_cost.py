@@ -81,6 +81,8 @@ def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[Leng
     """The run to predict from the config and the options, with each stream's sample-lengths
     traffic (none unless the config packs or mixes by tokens)."""
     from streaming.cache.policy.cache_limit import CacheLimit
+    from streaming.cache.policy.minimum_limit import Footprint
+    from streaming.format.parquet_decoded import decoded_room
     from streaming.observe.forecast import RunSpec
     from streaming.read.row_reader import samples_ahead
 
@@ -97,10 +99,13 @@ def run_spec(args: argparse.Namespace, setup: Setup) -> tuple[RunSpec, list[Leng
         raise UserError(str(exc)) from None
     footprint, fetch = _footprint(setup)
     traffic = lengths_traffic(setup, fetch)
+    decoded = np.concatenate([ix.decoded_bytes for ix in setup.indexes])
     spec = RunSpec(setup.cfg, setup.world, footprint, fetch, limit, ahead, epochs,
                    other_bytes=_other_bytes(setup) + sum(t.kept_bytes for t in traffic),
                    lengths_bytes=sum(t.fetched_bytes for t in traffic),
-                   fit_other_bytes=_other_bytes(setup))
+                   fit_other_bytes=_other_bytes(setup),
+                   decoded=Footprint(decoded, np.zeros_like(decoded)),
+                   decoded_room=decoded_room())
     return spec, traffic
 
 

@@ -20,7 +20,7 @@ from streaming.cache.shard_facts import ShardFacts
 from streaming.errors import IndexNotFoundError, PlanError
 from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
-from streaming.format.parquet_shard import forget_decoded
+from streaming.format.parquet_decoded import forget_decoded
 from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
 from streaming.read.sample_locator import SampleLocator
@@ -136,6 +136,13 @@ class Catalog:
         from streaming.cache.engine.cache_engine import shard_footprint  # only under a cache_limit
 
         return shard_footprint(self.facts, self.streams)
+
+    def decoded_footprint(self) -> Footprint:
+        """Bytes each shard holds in a reading process once decoded whole (a Parquet row group;
+        0 for the shards read row by row): what a shuffle is fitted to so that the row groups
+        in use stay decoded (see `fit_plan`)."""
+        decoded = self.facts.decoded_bytes
+        return Footprint(decoded, np.zeros_like(decoded))
 
     def same_schema(self) -> bool:
         return all(codec == self.codecs[0] for codec in self.codecs)

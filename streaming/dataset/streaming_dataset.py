@@ -26,6 +26,7 @@ from streaming.dataset.iteration_run import Iteration
 from streaming.dataset.reference_api import ReferenceAPI
 from streaming.dataset.session import Session
 from streaming.errors import ArgumentError
+from streaming.format.parquet_decoded import decoded_room
 from streaming.observe.metrics import IterationWatch
 from streaming.plan import PlanConfig, World
 from streaming.plan.world import replication_factor
@@ -153,7 +154,8 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
             sampling_method=sampling_method, sampling_granularity=sampling_granularity)
         footprint = None if limit is None else self.catalog.footprint()
         fitted = fit_plan(config, self.world, footprint, limit,
-                          0 if footprint is None else self.catalog.cache_other_bytes())
+                          0 if footprint is None else self.catalog.cache_other_bytes(),
+                          decoded=self.catalog.decoded_footprint(), decoded_room=decoded_room())
         for message in fitted.warnings:
             logger.warning(message)
         self.config = fitted.config

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,18 @@ class DatasetIndex:
         """Whether the shards are read from the indexed files where those lie (Parquet files on
         a filesystem), so that a cache holds none of their bytes."""
         return self.row_codec is not None and self.row_codec.in_place is not None
+
+    @functools.cached_property
+    def decoded_bytes(self) -> np.ndarray:
+        """int64 bytes each shard holds in a reading process once decoded whole: a Parquet row
+        group's projected columns decompressed (twice the bytes fetched where the index does
+        not record it); 0 for shards whose rows are read without decoding the shard (MDS and
+        the text formats)."""
+        if self.format != "parquet":
+            return np.zeros(self.num_shards, np.int64)
+        fetched = np.asarray(self.raw_bytes, np.int64)
+        return np.array([int(entry.get("decoded_bytes") or 2 * size) for entry, size
+                         in zip(self.shards, fetched.tolist())], np.int64)
 
     @property
     def column_sizes(self) -> list[int | None]:

@@ -72,10 +72,13 @@ class RowGroupSpan:
         rows: its rows.
         ranges: [start, end) byte ranges of the file holding the projected columns' chunks,
             sorted and merged where they touch.
+        decoded: the projected chunks' bytes once decompressed (the footer's
+            total_uncompressed_size; dictionary-encoded columns take more once decoded).
     """
 
     rows: int
     ranges: tuple[tuple[int, int], ...]
+    decoded: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -119,9 +122,10 @@ def group_span(meta: Any, g: int, leaves: Sequence[int], name: str) -> RowGroupS
     """Row group `g`'s rows and the byte ranges of leaf columns `leaves` (see
     `row_group_spans`)."""
     group = meta.row_group(g)
-    ranges = []
+    ranges, decoded = [], 0
     for leaf in leaves:
         chunk = group.column(leaf)
+        decoded += max(int(chunk.total_uncompressed_size), 0)
         starts = [o for o in (chunk.dictionary_page_offset, chunk.data_page_offset)
                   if o is not None and o > 0]
         if not starts or chunk.total_compressed_size < 0:
@@ -129,7 +133,7 @@ def group_span(meta: Any, g: int, leaves: Sequence[int], name: str) -> RowGroupS
                                    "has no data page offset (corrupt footer)")
         start = min(starts)
         ranges.append((start, start + chunk.total_compressed_size))
-    return RowGroupSpan(group.num_rows, merge_ranges(ranges))
+    return RowGroupSpan(group.num_rows, merge_ranges(ranges), decoded)
 
 
 def merge_ranges(ranges: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

@@ -3,7 +3,8 @@ group (a "shard" to the planner and the cache), checked like any other entry whe
 
 A row group's entry names its file (`file`), its number (`row_group`), the byte ranges of the
 projected column chunks (`ranges`), the cached copy of those bytes (`raw_data`: basename
-`<file>.rg<group>`, bytes = the ranges' total) and the footer it is decoded with (`footer`:
+`<file>.rg<group>`, bytes = the ranges' total), their size decompressed (`decoded_bytes`; an
+index written before it was recorded has none) and the footer it is decoded with (`footer`:
 basename `<file>.footer`, the file's size and a digest of its footer, so an entry changes
 whenever its file does). Files on a filesystem are read in place: their entries name the folder
 they lie in (`in_place`), and the cache holds only an empty marker of each row group read.
@@ -153,7 +154,7 @@ def index_document(files: Sequence[ParquetFile], remote: str, in_place: str | No
                 "format": "parquet", "file": file.name, "row_group": g, "samples": group.rows,
                 "columns": columns, "ranges": [list(r) for r in group.ranges],
                 "raw_data": {"basename": group_basename(file.name, g), "bytes": group.nbytes,
-                             "hashes": {}},
+                             "hashes": {}}, "decoded_bytes": group.decoded,
                 "zip_data": None, "compression": None, "hashes": [], "footer": footer,
                 **({"in_place": in_place} if in_place is not None else {})})
     return {"version": 2, "shards": shards,
@@ -185,6 +186,8 @@ def check_parquet_shard(shard: Any, i: int, source: str, codecs: dict[tuple, Row
     columns = shard.get("columns")
     if not isinstance(columns, dict) or not all(isinstance(v, str) for v in columns.values()):
         raise fail(source, where, f"columns must map names to kinds, got {columns!r}")
+    if not is_count(shard.get("decoded_bytes", 0)):
+        raise fail(source, where, f"decoded_bytes must be >= 0: {shard.get('decoded_bytes')!r}")
     in_place = shard.get("in_place")
     if in_place is not None and not (isinstance(in_place, str) and in_place.startswith("/")):
         raise fail(source, where, f"in_place must be an absolute folder, got {in_place!r}")

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from streaming.errors import ParquetFileError, PlanError
+from streaming.format.parquet_decoded import DECODED
 from streaming.format.parquet_footer import (
     RowGroupSpan,
     group_span,
@@ -40,8 +41,6 @@ from streaming.format.parquet_index import (
 from streaming.format.parquet_values import Column, column_lengths, decode_column, sample_dicts
 from streaming.format.shard import ShardLayout, ShardReader
 from streaming.util.confine import READING, confine
-
-DECODED_BYTES = 512 << 20  # decoded row groups a process keeps, by their Arrow size
 
 
 class RangeFile(io.RawIOBase):
@@ -105,73 +104,6 @@ class RangeFile(io.RawIOBase):
             return 0
         raise OSError(f"byte {pos} is not among the cached ranges")
 
-
-class DecodedGroups:
-    """The row groups this process decoded last, by file identity, up to `DECODED_BYTES`."""
-
-    def __init__(self, limit: int = DECODED_BYTES) -> None:
-        self._limit = limit
-        self._groups: OrderedDict[tuple, tuple[list[Column], int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> list[Column] | None:
-        with self._lock:
-            found = self._groups.get(key)
-            if found is not None:
-                self._groups.move_to_end(key)
-            return None if found is None else found[0]
-
-    def below(self, folder: str | os.PathLike) -> list[tuple]:
-        """The keys of the row groups cached below `folder`."""
-        prefix = os.path.join(os.path.abspath(folder), "")
-        with self._lock:
-            return [key for key in self._groups if os.path.abspath(key[0]).startswith(prefix)]
-
-    def nbytes(self, keys: Sequence[tuple]) -> int:
-        """The decoded bytes of `keys` (those still held)."""
-        with self._lock:
-            return sum(self._groups[key][1] for key in keys if key in self._groups)
-
-    def forget(self, keys: Sequence[tuple]) -> None:
-        """Drop `keys` (those still held)."""
-        with self._lock:
-            for key in keys:
-                found = self._groups.pop(key, None)
-                if found is not None:
-                    self._bytes -= found[1]
-
-    def put(self, key: tuple, columns: list[Column], nbytes: int) -> None:
-        with self._lock:
-            if key in self._groups:
-                return
-            self._groups[key] = (columns, nbytes)
-            self._bytes += nbytes
-            while self._bytes > self._limit and len(self._groups) > 1:
-                _, (_, old) = self._groups.popitem(last=False)
-                self._bytes -= old
-
-
-_DECODED = DecodedGroups()
-
-
-def decoded_bytes(folder: str | os.PathLike) -> int:
-    """Bytes of the row groups cached below `folder` that this process keeps decoded.
-
-    Args:
-        folder: a stream's cache folder.
-    """
-    return _DECODED.nbytes(_DECODED.below(folder))
-
-
-def forget_decoded(folder: str | os.PathLike) -> None:
-    """Drop this process's decoded row groups cached below `folder` (a closed stream's: a
-    later read decodes again).
-
-    Args:
-        folder: a stream's cache folder.
-    """
-    _DECODED.forget(_DECODED.below(folder))
 
 FOOTERS_KEPT = 256  # parsed footers a process keeps
 
@@ -279,15 +211,15 @@ class ParquetShardReader(ShardReader):
 
     def columns(self) -> list[Column]:
         """The decoded columns of this row group (decoded on first use in this process)."""
-        found = _DECODED.get(self._key())
+        found = DECODED.get(self._key())
         if found is None:
             found, nbytes = self._decode()
-            _DECODED.put(self._key(), found, nbytes)
+            DECODED.put(self._key(), found, nbytes)
         return found
 
     def decoded(self) -> bool:
         """Whether this row group's columns are decoded in this process already."""
-        return _DECODED.get(self._key()) is not None
+        return DECODED.get(self._key()) is not None
 
     def decode(self) -> None:
         """Decode this row group's columns now (kept for this process's reads)."""

@@ -52,6 +52,9 @@ class RunSpec:
         fit_other_bytes: the other bytes the dataset fits its shuffle to the limit with (each
             cached stream's index.json and bookkeeping, `Catalog.cache_other_bytes`); None:
             `other_bytes`.
+        decoded: bytes per shard a reading process holds once it decodes it whole (Parquet
+            row groups), which the dataset fits its shuffle to as well; None: none is.
+        decoded_room: bytes of decoded shards each reading process keeps.
     """
 
     config: PlanConfig
@@ -64,6 +67,8 @@ class RunSpec:
     other_bytes: int = 0
     lengths_bytes: int = 0
     fit_other_bytes: int | None = None
+    decoded: Footprint | None = None
+    decoded_room: int = 0
 
     @property
     def limit_bytes(self) -> int | None:
@@ -211,7 +216,7 @@ def predict(spec: RunSpec, map_nodes: NodeMap = map,
     node_ids = _node_ids(spec.world.num_nodes, only)
     fit_other = spec.other_bytes if spec.fit_other_bytes is None else spec.fit_other_bytes
     config = fit_plan(spec.config, spec.world, spec.footprint, spec.cache_limit,
-                      fit_other).config
+                      fit_other, spec.decoded, spec.decoded_room).config
     nodes = tuple(map_nodes(partial(simulate_node, spec, config), node_ids))
     return Forecast(spec, config, nodes, _batches_per_epoch(config, spec.world), node_ids)
 
@@ -267,7 +272,8 @@ def job_minimum(spec: RunSpec, map_nodes: NodeMap = map,
     """
     with warnings.catch_warnings():  # the user's own plan warns; this one is only measured
         warnings.simplefilter("ignore")
-        config = fit_plan(spec.config, spec.world, spec.footprint, SMALLEST_LIMIT).config
+        config = fit_plan(spec.config, spec.world, spec.footprint, SMALLEST_LIMIT,
+                          decoded=spec.decoded, decoded_room=spec.decoded_room).config
         nodes = _node_ids(spec.world.num_nodes, only)
         needs = list(map_nodes(partial(node_minimum, spec, config), nodes))
     worst = max(range(len(needs)), key=lambda i: needs[i].bytes)

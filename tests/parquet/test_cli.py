@@ -134,3 +134,29 @@ def test_plan_refuses_a_bad_format_or_columns(corpus: Path, tmp_path: Path, caps
     config.write_text(f"streams:\n  - remote: {corpus}\n    {stream}\nbatch_size: 8\n")
     assert cli_main(["plan", str(config), "--json"]) != 0
     assert why in capsys.readouterr().err
+
+
+def test_plan_fits_the_shuffle_to_the_decoded_room_as_the_dataset_does(
+        s3_corpus: str, tmp_path: Path, capsys, monkeypatch) -> None:
+    """With fewer row groups kept decoded than the default block spans, `streaming plan`
+    narrows the block as the dataset does, and predicts what the dataset's epoch downloads."""
+    from streaming import StreamingDataset
+    from streaming.format.parquet_decoded import DECODED_SETTING
+    from streaming.stream import Stream
+
+    cache = tmp_path / "cache"
+    stream = Stream(remote=s3_corpus, local=cache, format="parquet", columns=["id", "tokens"])
+    largest = max(s["decoded_bytes"] for s in json.loads(stream.index_file().read_bytes())
+                  ["shards"])
+    monkeypatch.setenv(DECODED_SETTING, str(12 * largest))
+    ds = StreamingDataset(streams=[stream], batch_size=8, shuffle=True, cache_limit="10mb")
+    config = tmp_path / "plan.yaml"
+    config.write_text(f"streams:\n  - local: {cache}\n    remote: {s3_corpus}\n"
+                      "batch_size: 8\nshuffle: true\ncache_limit: 10mb\n")
+    assert cli_main(["plan", str(config), "--epochs", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    block = ds.config.shuffle_block_size
+    assert block is not None and block < ds.num_samples
+    assert report["shuffle_block_size"] == block
+    assert sorted(int(s["id"]) for s in ds) == list(range(ds.num_samples))
+    assert ds.cache_stats().bytes_downloaded == report["egress_bytes"] > 0

@@ -15,7 +15,8 @@ import pytest
 
 from streaming import StreamingDataset
 from streaming.errors import ParquetFileError, ParquetSchemaError, PlanError
-from streaming.format.parquet_shard import ParquetShardReader, decoded_bytes
+from streaming.format.parquet_decoded import decoded_bytes
+from streaming.format.parquet_shard import ParquetShardReader
 from streaming.stream import Stream
 from tests.parquet.helpers import assert_sample, table, write_files
 

@@ -104,3 +104,71 @@ def test_reads_are_sized_to_half_a_shard_per_reader_under_a_fitting_limit():
     rows = rows_per_read(mean, 10, pinned=True, read_shard=PER_SHARD, readers=4)
     assert rows == PER_SHARD // 8 // 10 * 10
     assert rows_per_read(mean, 512, pinned=True, read_shard=PER_SHARD, readers=4) == 512
+
+
+def _decoded(parquet: int = SHARDS, mb: int = 4) -> Footprint:
+    """Shards decoded whole (Parquet row groups of `mb` MiB) first, `parquet` of them; the rest
+    read row by row (MDS)."""
+    resident = np.where(np.arange(SHARDS) < parquet, mb * MB, 0).astype(np.int64)
+    return Footprint(resident, np.zeros(SHARDS, np.int64))
+
+
+def test_a_block_spanning_more_row_groups_than_stay_decoded_is_narrowed():
+    cfg = _config(shuffle=True, shuffle_algo="py1e")
+    fit = fit_plan(cfg, World(), None, None, decoded=_decoded(), decoded_room=64 * MB)
+    block = fit.config.shuffle_block_size
+    # half the room (Arrow may hold twice the recorded size), less the spare, over the spread
+    assert block == block_for_limit(32 * MB, _decoded(), cfg.epoch_samples_per_shard,
+                                    cfg.block_size(1), "py1e", typical=PER_SHARD,
+                                    span=World().ranks_per_node * cfg.device_batch())
+    assert PER_SHARD <= block < SHARDS * PER_SHARD
+    (message,) = fit.warnings
+    assert "STREAMING_PARQUET_DECODED_BYTES" in message and f"blocks of {block}" in message
+    _assert_no_measurements(fit)
+
+
+def test_a_room_holding_every_row_group_keeps_the_config():
+    cfg = _config(shuffle=True, shuffle_algo="py1e")
+    assert fit_plan(cfg, World(), None, None, decoded=_decoded(),
+                    decoded_room=1024 * MB) == PlanFit(cfg, 0, ())
+
+
+def test_shards_read_row_by_row_do_not_narrow_anything():
+    cfg = _config(shuffle=True, shuffle_algo="py1e")
+    assert fit_plan(cfg, World(), None, None, decoded=_decoded(parquet=0),
+                    decoded_room=MB) == PlanFit(cfg, 0, ())
+    unshuffled = _config()
+    assert fit_plan(unshuffled, World(), None, None, decoded=_decoded(),
+                    decoded_room=MB) == PlanFit(unshuffled, 0, ())
+
+
+def test_a_block_the_user_set_is_kept_with_a_warning_naming_it():
+    cfg = _config(shuffle=True, shuffle_algo="py1br", shuffle_block_size=SHARDS * PER_SHARD)
+    fit = fit_plan(cfg, World(), None, None, decoded=_decoded(), decoded_room=64 * MB)
+    assert fit.config == cfg
+    (message,) = fit.warnings
+    assert message.startswith(f"shuffle_block_size={SHARDS * PER_SHARD} spans more row groups")
+
+
+def test_the_cache_fit_and_the_decoding_fit_take_the_smaller_block():
+    cfg = _config(shuffle=True, shuffle_algo="py1e")
+    world = World()
+    cache_only = fit_plan(cfg, world, _footprint(), CacheLimit.parse(200 * MB))
+    both = fit_plan(cfg, world, _footprint(), CacheLimit.parse(200 * MB),
+                    decoded=_decoded(), decoded_room=32 * MB)
+    assert both.config.shuffle_block_size < cache_only.config.shuffle_block_size
+    assert len(both.warnings) == len(cache_only.warnings) + 1
+    roomy = fit_plan(cfg, world, _footprint(), CacheLimit.parse(200 * MB),
+                     decoded=_decoded(), decoded_room=4096 * MB)
+    assert (roomy.config.shuffle_block_size, roomy.read_shard, roomy.warnings) == (
+        cache_only.config.shuffle_block_size, cache_only.read_shard, cache_only.warnings)
+
+
+def test_shard_shuffles_interleave_fewer_canonical_nodes_to_keep_row_groups_decoded():
+    cfg = _config(shuffle=True, shuffle_algo="py1s", num_canonical_nodes=None)
+    world = World(num_nodes=2, ranks_per_node=8)
+    fit = fit_plan(cfg, world, None, None, decoded=_decoded(mb=64), decoded_room=512 * MB)
+    assert fit.config.num_canonical_nodes is not None
+    assert fit.config.num_canonical_nodes < cfg.canonical_nodes(world)
+    assert fit.config.num_canonical_nodes % world.num_groups == 0
+    assert "canonical nodes" in fit.warnings[0]
