@@ -98,3 +98,32 @@ def test_a_bad_setting_is_named(corpus: Path, tmp_path: Path, monkeypatch) -> No
     with pytest.raises(ArgumentError, match=f"{DECODED_SETTING}='lots'"):
         StreamingDataset(streams=[Stream(remote=str(corpus), local=tmp_path / "c",
                                          format="parquet")], batch_size=10, shuffle=True)
+
+
+def test_resuming_with_another_room_that_changes_the_block_is_refused(
+        corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    """The fitted block is part of the plan a state belongs to: a state saved under one room
+    resumes under the same room, and is refused by name under one that plans other blocks."""
+    from streaming.errors import StateMismatchError
+
+    groups = _groups(corpus, tmp_path)
+    monkeypatch.setenv(DECODED_SETTING, str(12 * max(g["decoded_bytes"] for g in groups)))
+
+    def dataset() -> StreamingDataset:
+        return StreamingDataset(streams=[Stream(remote=str(corpus), local=tmp_path / "c",
+                                                format="parquet", columns=COLUMNS)],
+                                batch_size=10, shuffle=True, shuffle_seed=3)
+
+    first = dataset()
+    state = first.state_after(100)
+    first.close()
+    again = dataset()
+    again.load_state_dict(state)
+    again.close()
+    monkeypatch.delenv(DECODED_SETTING)
+    other = dataset()
+    try:
+        with pytest.raises(StateMismatchError):
+            other.load_state_dict(state)
+    finally:
+        other.close()
