@@ -6,9 +6,7 @@ before a single shard is fetched; 256 MiB is roughly 800,000 shard entries, some
 
 from __future__ import annotations
 
-import os
-
-from streaming.errors import ArgumentError
+from streaming.util.quantities import byte_setting
 
 DEFAULT_MAX_INDEX_BYTES = 256 << 20
 MAX_INDEX_SETTING = "STREAMING_MAX_INDEX_BYTES"
@@ -18,18 +16,9 @@ def max_index_bytes() -> int:
     """The largest index.json accepted, in bytes (the setting, else the default).
 
     Raises:
-        ArgumentError: the setting is not a positive whole number of bytes.
+        ArgumentError: the setting is not a positive number of bytes.
     """
-    text = os.environ.get(MAX_INDEX_SETTING)
-    if text is None or not text.strip():
-        return DEFAULT_MAX_INDEX_BYTES
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ArgumentError(f"{MAX_INDEX_SETTING}={text!r} must be a positive number of bytes")
-    return value
+    return byte_setting(MAX_INDEX_SETTING, DEFAULT_MAX_INDEX_BYTES)
 
 
 def too_big(source: str, size: int | None = None) -> str:

@@ -10,8 +10,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from streaming.errors import ArgumentError
 from streaming.format.parquet_values import Column
+from streaming.util.quantities import byte_setting
 
 DECODED_BYTES = 512 << 20  # decoded row groups a process keeps, by their Arrow size
 DECODED_SETTING = "STREAMING_PARQUET_DECODED_BYTES"
@@ -19,22 +19,13 @@ DECODED_SETTING = "STREAMING_PARQUET_DECODED_BYTES"
 
 def decoded_room() -> int:
     """Bytes of decoded row groups each reading process keeps (their Arrow size): the setting
-    STREAMING_PARQUET_DECODED_BYTES, else DECODED_BYTES. Every process of a job must see the
-    same, since the plan's shuffle is fitted to it.
+    STREAMING_PARQUET_DECODED_BYTES ('2gb', or a byte count), else DECODED_BYTES. Every
+    process of a job must see the same, since the plan's shuffle is fitted to it.
 
     Raises:
-        ArgumentError: the setting is not a positive whole number of bytes.
+        ArgumentError: the setting is not a positive number of bytes.
     """
-    text = os.environ.get(DECODED_SETTING)
-    if text is None or not text.strip():
-        return DECODED_BYTES
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ArgumentError(f"{DECODED_SETTING}={text!r} must be a positive number of bytes")
-    return value
+    return byte_setting(DECODED_SETTING, DECODED_BYTES)
 
 
 class DecodedGroups:

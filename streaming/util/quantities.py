@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from fractions import Fraction
 
@@ -59,6 +60,30 @@ def parse_bytes(value: int | float | str) -> int:
         value: a byte count, or a number followed by a unit.
     """
     return _parse(value, _BYTE_UNITS, "byte size", fractions_of_unit=True)
+
+
+def byte_setting(name: str, default: int) -> int:
+    """A positive byte count from environment variable `name`, as `parse_bytes` reads it
+    ('512mb', '4gb', 1073741824); `default` when it is unset or blank.
+
+    Args:
+        name: the environment variable.
+        default: the count when it is not set.
+
+    Raises:
+        ArgumentError: the setting is not a positive byte count (naming it).
+    """
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = parse_bytes(text)
+    except ArgumentError:
+        value = 0
+    if value <= 0:
+        raise ArgumentError(f"{name}={text!r} must be a positive number of bytes (such as "
+                            f"1073741824 or '1gb')")
+    return value
 
 
 def parse_count(value: int | float | str) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from streaming import StreamingDataLoader, StreamingDataset
+from streaming.errors import ArgumentError
 from streaming.format.parquet_decoded import DECODED_SETTING
 from streaming.stream import Stream
 from tests.parquet.helpers import write_files
@@ -92,8 +93,6 @@ def test_a_block_the_user_set_is_kept_with_a_warning(corpus: Path, tmp_path: Pat
 
 
 def test_a_bad_setting_is_named(corpus: Path, tmp_path: Path, monkeypatch) -> None:
-    from streaming.errors import ArgumentError
-
     monkeypatch.setenv(DECODED_SETTING, "lots")
     with pytest.raises(ArgumentError, match=f"{DECODED_SETTING}='lots'"):
         StreamingDataset(streams=[Stream(remote=str(corpus), local=tmp_path / "c",
@@ -127,3 +126,16 @@ def test_resuming_with_another_room_that_changes_the_block_is_refused(
             other.load_state_dict(state)
     finally:
         other.close()
+
+
+def test_the_setting_takes_a_size_with_a_unit(monkeypatch) -> None:
+    from streaming.format.parquet_decoded import DECODED_BYTES, decoded_room
+
+    assert decoded_room() == DECODED_BYTES
+    monkeypatch.setenv(DECODED_SETTING, "2gb")
+    assert decoded_room() == 2 << 30
+    monkeypatch.setenv(DECODED_SETTING, "1073741824")
+    assert decoded_room() == 1 << 30
+    monkeypatch.setenv(DECODED_SETTING, "0")
+    with pytest.raises(ArgumentError, match="must be a positive number of bytes"):
+        decoded_room()
