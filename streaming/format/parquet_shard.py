@@ -9,6 +9,7 @@ and rows are served from the decoded columns.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import io
@@ -333,11 +334,24 @@ class ParquetShardReader(ShardReader):
     def get_many(self, rows: np.ndarray | Sequence[int], *, copy: bool = False
                  ) -> list[dict[str, Any]]:
         """Decoded samples of `rows` (`copy` is accepted: values never view the file)."""
-        return sample_dicts(self.codec.column_names, self.columns(), self._rows(rows))
+        picked = self._rows(rows)
+        with self._text_checked():
+            return sample_dicts(self.codec.column_names, self.columns(), picked)
 
     def get_columns(self, rows: np.ndarray, *, copy: bool = False) -> list[Sequence[Any]]:
         picked = self._rows(rows)
-        return [column.take(picked) for column in self.columns()]
+        with self._text_checked():
+            return [column.take(picked) for column in self.columns()]
+
+    @contextlib.contextmanager
+    def _text_checked(self) -> Iterator[None]:
+        """A string column's row that is not UTF-8 (made into `str` as it is read) raised as
+        ParquetFileError naming this row group."""
+        try:
+            yield
+        except UnicodeDecodeError as exc:
+            raise self._corrupt(f"a string column holds a value that is not UTF-8: {exc}"
+                                ) from None
 
     def column_lengths(self, name: str) -> np.ndarray:
         """int64 length of column `name` in every row (as `value_length` counts: elements of

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -206,3 +207,20 @@ def test_a_cached_footer_damaged_mid_run_is_read_again(corpus: Path, tmp_path: P
     else:
         assert assert_sample(ds[250]) == 250
         assert cached.read_bytes() == good
+
+
+def test_a_string_that_is_not_utf8_is_named_with_its_row_group(tmp_path: Path) -> None:
+    """A string column's bytes become `str` as rows are read: a value that is not UTF-8 is a
+    ParquetFileError naming the file and row group, in whichever row it is met."""
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    offsets = pa.py_buffer(np.array([0, 2, 4], np.int32))
+    text = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"ok\xff\xfe")])
+    pq.write_table(pa.table({"id": pa.array([0, 1], pa.int64()), "text": text}),
+                   folder / "bad.parquet")
+    ds = _dataset(folder, tmp_path / "c")
+    assert ds[0]["text"] == "ok"
+    with pytest.raises(ParquetFileError, match=r"bad\.parquet row group 0 .*not UTF-8"):
+        ds[1]
+    with pytest.raises(ParquetFileError, match=r"bad\.parquet row group 0 .*not UTF-8"):
+        list(ds.iter_batches(2))
