@@ -6,6 +6,8 @@ read from a local folder and from loopback S3 (moto), with 0 and 2 DataLoader wo
     .venv/bin/python benchmarks/parquet.py --scale 3   # three times as much
     .venv/bin/python benchmarks/parquet.py --corpus tokens --where local --rounds 3
     .venv/bin/python benchmarks/parquet.py --peers --rounds 3 --scale 2   # LitData, HF too
+    .venv/bin/python benchmarks/parquet.py --corpus blobs --where local --scale 16 \
+        --block 9600   # one shuffle block over a corpus larger than the decoded room
 
 Every run reads through a fresh cache folder (a Parquet stream always caches the row groups it
 reads; the MDS copy is fetched and decompressed into its cache the same way), StreamingDataLoader
@@ -191,12 +193,16 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--peers", action="store_true",
                         help="also LitData and Hugging Face datasets (each in its own venv)")
+    parser.add_argument("--block", type=int, default=None,
+                        help="shuffle_block_size of the MDS and Parquet epochs (default: "
+                             "the dataset's, fitted to the decoded row groups' room)")
     parser.add_argument("--group-mb", type=float, default=GROUP_MB,
                         help="payload MB per row group and per MDS shard")
     args = parser.parse_args()
     corpora = {"tokens": lambda: token_corpus(int(20_000 * args.scale), mean_tokens=500),
                "blobs": lambda: blob_corpus(int(600 * args.scale))}
     names = list(corpora) if args.corpus == "both" else [args.corpus]
+    block = None if args.block is None else {"shuffle_block_size": args.block}
     wheres = ["local", "s3"] if args.where == "both" else [args.where]
     target = None
     if "s3" in wheres:
@@ -242,7 +248,8 @@ def main() -> None:
                     peers: dict[str, list[dict]] = {peer: [] for peer in PEERS}
                     for _ in range(args.rounds):
                         for k in folders:
-                            results[k].append(run(k.split()[0], remotes[k], workers, root))
+                            results[k].append(run(k.split()[0], remotes[k], workers, root,
+                                                  block))
                         results[SPAN].append(run("parquet", remotes["parquet zstd"], workers,
                                                  root, span))
                         for peer in PEERS if args.peers else ():

@@ -142,7 +142,7 @@ def fit_decoding(given: PlanConfig, fitted: PlanFit, world: World, decoded: Foot
     sequence_shard, streams = typical_samples(decoded, per_shard), 1
     if BATCHINGS[config.batching_method].stream_shaped:
         sequence_shard, streams = side_by_side(decoded, per_shard, config.shards_per_stream)
-    what = (f"a reading process keeps {_mib(room)} of decoded Parquet row groups "
+    what = (f"{_mib(room)} of decoded Parquet row groups per reading process "
             f"({DECODED_SETTING})")
     if config.shuffle_algo in BLOCK_SHUFFLES:
         canonical = config.canonical_nodes(world)
@@ -152,9 +152,9 @@ def fit_decoding(given: PlanConfig, fitted: PlanFit, world: World, decoded: Foot
         fit = block_for_limit(limit, decoded, per_shard, current, config.shuffle_algo,
                               sequences, typical=sequence_shard, span=span)
         too_big = (f"shuffle_block_size={given.shuffle_block_size} spans more row groups than "
-                   f"{what} holds: each is decoded again for nearly every read; a block of "
+                   f"{what} hold: each is decoded again for nearly every read; a block of "
                    f"at most {fit} samples, or a larger {DECODED_SETTING}, avoids it")
-        fitted_text = (f"{what}, less than the row groups a shuffle block spans: shuffling "
+        fitted_text = (f"{what} hold fewer row groups than a shuffle block spans: shuffling "
                        f"over blocks of {fit} samples (about {_shards(fit, sequence_shard)} "
                        f"row groups) instead of {current} (about "
                        f"{_shards(current, sequence_shard)}), so none is decoded again within "
@@ -167,9 +167,9 @@ def fit_decoding(given: PlanConfig, fitted: PlanFit, world: World, decoded: Foot
         fit = canonical_for_limit(limit, decoded, current, world.num_groups,
                                   config.shuffle_algo, streams, span_shards)
         too_big = (f"num_canonical_nodes={given.num_canonical_nodes} with shuffle_algo="
-                   f"{config.shuffle_algo!r} reads more row groups at once than {what} holds: "
+                   f"{config.shuffle_algo!r} reads more row groups at once than {what} hold: "
                    f"each is decoded again for nearly every read; at most {fit} avoids it")
-        fitted_text = (f"{what}, the row groups of only {fit} of {current} canonical nodes at "
+        fitted_text = (f"{what} hold the row groups of only {fit} of {current} canonical nodes at "
                        f"once: {config.shuffle_algo} interleaves {fit} instead (a larger "
                        f"{DECODED_SETTING}, or num_canonical_nodes, chooses)")
         return _narrowed(fitted, "num_canonical_nodes", given.num_canonical_nodes, fit,
