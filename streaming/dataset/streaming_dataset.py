@@ -337,10 +337,11 @@ class StreamingDataset(ReferenceAPI, IterableDataset):
                      views: bool = False, handed_on: bool = False) -> Iterator[dict[str, Any]]:
         """This worker's share of the epoch as the batches a DataLoader would collate from
         `__iter__` (`streaming.loader.default_collate.collate`), read column by column
-        (StreamingDataLoader's fast path). With `views`, `bytes` values are memoryviews of the read
-        buffer, for a consumer that copies each batch before asking for the next (the worker
-        transport). With `handed_on`, DataLoader workers go on with the iteration after this
-        read: when it ends, the shards it would read next stay wanted in the node's cache until
+        (StreamingDataLoader's fast path). With `views`, `bytes` values are memoryviews of the
+        read buffer (a Parquet stream's: of its decoded row groups, read-only), for a consumer
+        that copies each batch before asking for the next (the worker transport). With
+        `handed_on`, DataLoader workers go on with the iteration after this read: when it ends,
+        the shards it would read next stay wanted in the node's cache until
         `withdraw_horizon()`."""
         with self.session.run.iteration() as it:
             ids = self._planned_ids(it)

@@ -338,10 +338,14 @@ class ParquetShardReader(ShardReader):
         with self._text_checked():
             return sample_dicts(self.codec.column_names, self.columns(), picked)
 
-    def get_columns(self, rows: np.ndarray, *, copy: bool = False) -> list[Sequence[Any]]:
+    def get_columns(self, rows: np.ndarray, *, copy: bool = False, views: bool = False
+                    ) -> list[Sequence[Any]]:
+        """Values of `rows`, column by column (`copy` is accepted: values never view the file;
+        with `views`, binary values are read-only memoryviews of the decoded row group, which
+        they keep alive, instead of new bytes)."""
         picked = self._rows(rows)
         with self._text_checked():
-            return [column.take(picked) for column in self.columns()]
+            return [column.take(picked, views) for column in self.columns()]
 
     @contextlib.contextmanager
     def _text_checked(self) -> Iterator[None]:

@@ -16,8 +16,9 @@ from streaming.format.value_length import value_length
 class Column(Protocol):
     """One decoded column of a row group."""
 
-    def take(self, rows: np.ndarray) -> list[Any]:
-        """The values of `rows` (positions in the row group)."""
+    def take(self, rows: np.ndarray, views: bool = False) -> list[Any]:
+        """The values of `rows` (positions in the row group); with `views`, binary values
+        as read-only memoryviews of the decoded column instead of new bytes."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class ListColumn:
     offsets: np.ndarray
     valid: np.ndarray | None
 
-    def take(self, rows: np.ndarray) -> list[Any]:
+    def take(self, rows: np.ndarray, views: bool = False) -> list[Any]:
         values, offsets = self.values, self.offsets
         out: list[Any] = [values[a:b] for a, b in zip(offsets[rows].tolist(),
                                                       offsets[rows + 1].tolist())]
@@ -51,7 +52,7 @@ class ValueColumn:
 
     values: list[Any]
 
-    def take(self, rows: np.ndarray) -> list[Any]:
+    def take(self, rows: np.ndarray, views: bool = False) -> list[Any]:
         values = self.values
         return [values[r] for r in rows.tolist()]
 
@@ -74,11 +75,13 @@ class BytesColumn:
     valid: np.ndarray | None
     text: bool
 
-    def take(self, rows: np.ndarray) -> list[Any]:
+    def take(self, rows: np.ndarray, views: bool = False) -> list[Any]:
         data = memoryview(self.data)
         starts, ends = self.offsets[rows].tolist(), self.offsets[rows + 1].tolist()
         if self.text:
             out: list[Any] = [str(data[a:b], "utf-8") for a, b in zip(starts, ends)]
+        elif views:
+            out = [data[a:b] for a, b in zip(starts, ends)]
         else:
             out = [data[a:b].tobytes() for a, b in zip(starts, ends)]
         if self.valid is not None:
@@ -98,7 +101,7 @@ class StructColumn:
 
     array: Any
 
-    def take(self, rows: np.ndarray) -> list[Any]:
+    def take(self, rows: np.ndarray, views: bool = False) -> list[Any]:
         return self.array.take(rows).to_pylist()
 
 
@@ -108,7 +111,7 @@ class NumberColumn:
 
     values: np.ndarray
 
-    def take(self, rows: np.ndarray) -> list[Any]:
+    def take(self, rows: np.ndarray, views: bool = False) -> list[Any]:
         return self.values[rows].tolist()
 
 
@@ -148,6 +151,7 @@ def _bytes_column(array: Any, text: bool) -> BytesColumn:
     offsets = offsets[array.offset:array.offset + len(array) + 1].astype(np.int64)
     data = (np.frombuffer(data_buffer, np.uint8) if data_buffer is not None
             else np.zeros(0, np.uint8))
+    data.flags.writeable = False  # views handed out must not change later reads
     valid = None
     if array.null_count:
         valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)

@@ -234,12 +234,14 @@ class ShardReader:
         last asked (none for an MDS shard: its rows are copied as byte spans)."""
         return 0
 
-    def get_columns(self, rows: np.ndarray, *, copy: bool = False) -> list[Sequence[Any]]:
+    def get_columns(self, rows: np.ndarray, *, copy: bool = False, views: bool = False
+                    ) -> list[Sequence[Any]]:
         """Decode many samples at once, column by column (codec column order): the batch path.
 
         Equivalent to `get` on each row; a corrupt sample raises the same error `get` would.
         With `copy`, the rows' bytes are first copied into one new buffer (`read_spans`) and
-        the values are views of it: writable, and no file page gets mapped into this process.
+        the values are views of it: writable, and no file page gets mapped into this process;
+        with `views` too, `bytes` values are memoryviews of that buffer (never of the file).
         """
         rows = np.asarray(rows, dtype=np.int64)
         starts, ends = self.spans(rows)
@@ -248,7 +250,8 @@ class ShardReader:
             file, starts, ends = read_spans([self.fileno()], np.zeros(len(rows), np.int64),
                                             starts, ends, str(self.path))
         try:
-            return self.codec.decode_columns(file, starts, ends)  # type: ignore
+            return self.codec.decode_columns(file, starts, ends,  # type: ignore
+                                             views=views and copy)
         except (MemoryError, KeyboardInterrupt):
             raise
         except Exception as exc:

@@ -215,24 +215,26 @@ class PinnedLayouts:
 
 
 def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
-          nowait: bool = False) -> Fetched:
+          nowait: bool = False, *, views: bool = False) -> Fetched:
     """Copy one chunk's rows (in plan order) into one buffer with positional reads from each
     shard (a ReadChunk). Streams of different schemas are decoded right here, shard by shard
-    (a DecodedChunk). With `nowait`,
-    BlockingIOError instead of any wait: a shard not open or present yet, or not in page cache."""
+    (a DecodedChunk; with `views`, its binary values are memoryviews of the decoded shards).
+    With `nowait`, BlockingIOError instead of any wait: a shard not open or present yet, or not
+    in page cache."""
     uniq, which = np.unique(shards, return_inverse=True)
     listed = uniq.tolist()
     if nowait and not readers.ready_now(listed):
         raise NotOpen("a shard of this chunk is not open yet")
     if not all(readers.kept(shard) for shard in listed):
-        return _fetch_pinned(uniq, which, rows, readers, nowait)
+        return _fetch_pinned(uniq, which, rows, readers, nowait, views)
     if len(listed) > readers.group_shards:
-        return _fetch_grouped(uniq, which, rows, readers, nowait)
+        return _fetch_grouped(uniq, which, rows, readers, nowait, views)
     opened = [readers.reader(shard) for shard in listed]
     codec = opened[0].codec
     if any(reader.codec != codec for reader in opened) or not by_span(codec):
         same = all(reader.codec == codec for reader in opened)
-        return _decoded(uniq, which, rows, readers, codec if same else None, nowait)
+        return _decoded(uniq, which, rows, readers, codec if same else None, nowait,
+                        views)
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for k, reader in enumerate(opened):
         part = np.flatnonzero(which == k) if len(opened) > 1 else slice(None)
@@ -243,7 +245,7 @@ def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
 
 
 def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,
-                   nowait: bool) -> Fetched:
+                   nowait: bool, views: bool = False) -> Fetched:
     """`fetch` of a chunk spread over many kept shards, `readers.group_shards` at a time, so the
     descriptors one read needs stay far below the open-file limit (readers of earlier groups
     may be closed by later ones; a decode error re-opens them to explain itself)."""
@@ -257,7 +259,8 @@ def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, reader
             codec = reader.codec
         if reader.codec != codec or not by_span(codec):
             same = all(readers.reader(other).codec == codec for other in listed)
-            return _decoded(uniq, which, rows, readers, codec if same else None, nowait)
+            return _decoded(uniq, which, rows, readers, codec if same else None, nowait,
+                        views)
         starts[parts[k]], ends[parts[k]] = reader.spans(rows[parts[k]])
     places = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(ends - starts, out=places[1:])
@@ -286,7 +289,7 @@ class _Readers:
 
 
 def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,
-                  nowait: bool) -> Fetched:
+                  nowait: bool, views: bool = False) -> Fetched:
     """`fetch` holding one shard at a time, in plan order, into one buffer laid out in plan
     order (a batch's rows stay together in memory), sized up front from the shards' layouts."""
     parts = _groups(which, len(uniq))
@@ -299,7 +302,8 @@ def _fetch_pinned(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers
     codec = layouts[0].codec
     if any(layout.codec != codec for layout in layouts) or not by_span(codec):
         same = all(layout.codec == codec for layout in layouts)
-        return _decoded(uniq, which, rows, readers, codec if same else None, nowait)
+        return _decoded(uniq, which, rows, readers, codec if same else None, nowait,
+                        views)
     starts, ends = np.empty(len(rows), np.int64), np.empty(len(rows), np.int64)
     for layout, part in zip(layouts, parts):
         starts[part], ends[part] = layout.spans(rows[part])
@@ -347,12 +351,14 @@ def decode(fetched: Fetched, columns: bool, views: bool = False) -> list[Any]:
 
 
 def _decoded(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,
-             codec: SampleCodec | RowCodec | None, nowait: bool = False) -> DecodedChunk:
+             codec: SampleCodec | RowCodec | None, nowait: bool = False,
+             views: bool = False) -> DecodedChunk:
     """One chunk decoded shard by shard: its columns when every shard has schema `codec`, else
     (None: schemas differ) its samples. Each shard is decoded as soon as it is open, while the
     next ones are still arriving. With `nowait`, NotOpen unless every shard is open and already
     decoded in this process (a decode, such as a Parquet row group's, then runs on the reader
-    thread while the chunk before is consumed)."""
+    thread while the chunk before is consumed). With `views`, binary values are memoryviews of
+    the decoded shards, not new bytes."""
     if nowait and not all(readers.kept(shard) and readers.reader(shard).decoded()
                           for shard in uniq.tolist()):
         raise NotOpen("a shard of this chunk is not decoded yet")
@@ -367,7 +373,7 @@ def _decoded(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: Pas
     nbytes = 0
     for shard, part in zip(uniq.tolist(), parts):
         with readers.lend(shard) as reader:
-            values = reader.get_columns(rows[part], copy=True)
+            values = reader.get_columns(rows[part], copy=True, views=views)
             nbytes += reader.drain_bytes_read()
         if len(parts) == 1:
             return DecodedChunk(None, [list(column) for column in values], names, nbytes)

@@ -27,7 +27,8 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
     first chunk only `size.first`, for a quick first batch), with `rows.source` preparing
     shards ahead. A chunk is a list of samples, or with `columns` a list of per-column value
     lists (one batch, no per-sample dicts; with `views` too, `bytes` values are memoryviews of
-    the chunk's buffer, for a consumer that copies them at once).
+    the chunk's buffer, or of the decoded Parquet row groups, for a consumer that copies them
+    at once).
 
     The first chunk is read here and handed over before any other read; then the rows of chunk
     k + 1 are copied out by a reader thread (positional reads release the GIL) while chunk k is
@@ -43,7 +44,8 @@ def iter_chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize = DEFAULT_SIZE,
         rows: the rows read, their shards and the source making them ready.
         size: rows per read.
         columns: yield per-column value lists instead of samples.
-        views: with `columns`, `bytes` values as memoryviews of the read buffer.
+        views: with `columns`, `bytes` values as memoryviews of the read buffer (or of the
+            decoded row groups).
         handed_on: others go on with the pass: at its end, only `stop` the source.
     """
     return closed_at_exit(_chunks(ids, rows, size, columns, views, handed_on))
@@ -95,7 +97,8 @@ def _chunks(ids: np.ndarray, rows: ShardRows, size: ReadSize, columns: bool, vie
 
     def fetch(k: int, nowait: bool = False) -> Fetched:
         lo, hi = bounds[k], bounds[k + 1]
-        return fetch_chunk(shards[lo:hi], places[lo:hi], readers, nowait)
+        return fetch_chunk(shards[lo:hi], places[lo:hi], readers, nowait,
+                           views=views and columns)
 
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="streaming-read") as pool:

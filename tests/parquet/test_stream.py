@@ -167,6 +167,27 @@ def test_samples_do_not_share_mutable_values(corpus: Path, tmp_path: Path) -> No
     assert_sample(ds[5])
 
 
+@pytest.mark.parametrize("views", [False, True])
+def test_batches_for_the_worker_transport_view_the_decoded_blobs(corpus: Path, tmp_path: Path,
+                                                                 views: bool) -> None:
+    """The worker transport asks for views (it copies each batch into its ring at once): binary
+    values are then read-only memoryviews of the decoded row group, never bytes made only to be
+    copied again; everyone else gets bytes. Either way, every row's value is its own."""
+    ds = StreamingDataset(streams=[Stream(remote=corpus, local=tmp_path / "c",
+                                          format="parquet")],
+                          batch_size=16, shuffle=True, shuffle_seed=3)
+    seen = []
+    for batch in ds.iter_batches(16, views=views):
+        for i, blob, text in zip(batch["id"], batch["blob"], batch["text"]):
+            assert type(blob) is (memoryview if views else bytes)
+            assert type(text) is str  # text is always made: a view would be its UTF-8 bytes
+            assert bytes(blob) == bytes([int(i) % 256]) * (int(i) % 5)
+            if views:
+                assert blob.readonly
+            seen.append(int(i))
+    assert sorted(seen) == list(range(900))
+
+
 def test_a_chunks_row_groups_are_decoded_at_once(corpus: Path, tmp_path: Path,
                                                  monkeypatch) -> None:
     """A shuffled chunk spans many row groups: they are decoded on several threads at once
