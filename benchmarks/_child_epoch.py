@@ -5,6 +5,7 @@ returns the JSON it prints; the child calls `timed` on its loader."""
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -33,10 +34,11 @@ def timed(loader: Any) -> dict:
     return {"samples": n, "wall": wall, "cpu": main + kids.ru_utime + kids.ru_stime}
 
 
-def run(child: str, *args: str) -> dict:
-    """Run `child` (Python source that prints one JSON line last) with `args` as sys.argv[1:];
-    it can `from _child_epoch import timed`."""
+def run(child: str, *args: str, env: dict[str, str] | None = None) -> dict:
+    """Run `child` (Python source that prints one JSON line last) with `args` as sys.argv[1:]
+    (and `env` added to the environment); it can `from _child_epoch import timed`."""
     code = f"import sys; sys.path.insert(0, {str(HERE)!r})\n{child}"
     out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True,
-                         text=True, cwd=tempfile.gettempdir())
+                         text=True, cwd=tempfile.gettempdir(),
+                         env=None if env is None else {**os.environ, **env})
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from streaming.coord.node import NodeCoordinator
 from streaming.coord.plans import PlanBoard
-from streaming.coord.worker_setup import settle_worker
+from streaming.coord.worker_setup import settle_reading_process, settle_worker
 from streaming.coord.world_detect import WorkerSlot, check_unchanged, worker_slot
 from streaming.dataset.epochs import EpochCounter, IterationStart
 from streaming.dataset.plan_view import PlanView
@@ -93,12 +93,14 @@ class IterationRun:
         """Register this worker's iteration with the epoch counter; where it starts.
 
         Args:
-            settle: Check the world and settle a DataLoader worker first.
+            settle: Check the world and settle a DataLoader worker (or the training process,
+                reading its samples itself) first.
         """
         world = self.plans.worker_world()
         if settle:
             self.check_world()
-            settle_worker()
+            if not settle_worker():
+                settle_reading_process()  # nothing in a worker settled before
         start = self.epochs.begin_worker(world.worker, world.workers_per_rank, self._handover)
         self._handover = 0
         self.node.check(start.epoch)

@@ -1,5 +1,6 @@
 """A DataLoader worker is settled once when it starts iterating: the objects it inherited are
-frozen and its allocator keeps freed buffers; the training process is never touched."""
+frozen and its allocator keeps freed buffers. The training process's collector is never
+touched; its allocator keeps freed buffers once it reads samples itself."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _worker_state(samples: list) -> tuple[int, bool, list[int]]:
 
 def test_not_in_the_training_process(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda: calls.append(1))
+    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda tuning: calls.append(1))
     before = gc.get_freeze_count()
     assert settle_worker() is False
     assert gc.get_freeze_count() == before
@@ -40,7 +41,8 @@ def test_once_per_worker_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("torch.utils.data.get_worker_info",
                         lambda: SimpleNamespace(id=0, num_workers=1))
     monkeypatch.setattr(worker, "_settled_pid", None)
-    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda: True)  # not this process's malloc
+    # not this process's malloc
+    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda tuning: True)
     try:
         assert settle_worker() is True
         assert gc.get_freeze_count() > 0
@@ -53,7 +55,7 @@ def test_freeze_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("torch.utils.data.get_worker_info",
                         lambda: SimpleNamespace(id=0, num_workers=1))
     monkeypatch.setattr(worker, "_settled_pid", None)
-    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda: True)
+    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda tuning: True)
     monkeypatch.setenv(worker.GC_FREEZE_ENV, "0")
     before = gc.get_freeze_count()
     try:
@@ -63,8 +65,8 @@ def test_freeze_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
         gc.unfreeze()
 
 
-def _in_fresh_python(code: str, **env: str) -> str:
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+def _in_fresh_python(code: str, *args: str, **env: str) -> str:
+    run = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                          timeout=60, env={**os.environ, **env}, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     return run.stdout.strip()
@@ -96,9 +98,42 @@ def test_the_users_malloc_settings_win() -> None:
     assert keep_buffers_in_heap.__module__ == "streaming.util.malloc"
 
 
+_READS_ITSELF = """
+import sys
+from tests.util.helpers import own_mapping
+from streaming import StreamingDataset
+from streaming.util.malloc import tuned
+ds = StreamingDataset(local=sys.argv[1], batch_size=10)
+ds[3]  # a sample asked for by index is no read of the epoch
+before = tuned()
+count = sum(1 for _ in ds)
+print(before, tuned(), own_mapping(24 << 20), count)
+"""
+
+
 @glibc_only
-def test_a_forked_worker_reads_settled(ids_dataset: Path) -> None:
-    parent = gc.get_freeze_count()
+def test_the_training_process_reading_itself_keeps_freed_buffers(ids_dataset: Path) -> None:
+    # No workers: the training process makes every value it hands out, so it is tuned as it
+    # starts reading (a 24 MB buffer then comes from the heap, below the 32 MiB threshold).
+    assert _in_fresh_python(_READS_ITSELF, str(ids_dataset)) == "False True False 300"
+    # ... unless the user tuned glibc: then nothing is changed.
+    assert _in_fresh_python(_READS_ITSELF, str(ids_dataset),
+                            MALLOC_TRIM_THRESHOLD_="1048576").split()[:2] == ["False", "False"]
+
+
+@glibc_only
+def test_a_forked_worker_reads_settled(ids_dataset: Path, monkeypatch: pytest.MonkeyPatch
+                                       ) -> None:
+    parent, parent_pid, tunings_here = gc.get_freeze_count(), os.getpid(), []
+    real = worker.keep_buffers_in_heap
+
+    def recorded(tuning):
+        if os.getpid() == parent_pid:
+            tunings_here.append(tuning)
+        return real(tuning)
+
+    monkeypatch.setattr(worker, "keep_buffers_in_heap", recorded)
+    monkeypatch.setattr(worker, "_reader_pid", None)
     ds = StreamingDataset(local=str(ids_dataset), batch_size=10)
     loader = torch.utils.data.DataLoader(ds, batch_size=10, num_workers=1,
                                          multiprocessing_context="fork",
@@ -112,6 +147,6 @@ def test_a_forked_worker_reads_settled(ids_dataset: Path) -> None:
     # Everything the worker inherited (at least the torch modules we imported) is frozen.
     assert min(counts) > 10_000
     assert all(tunings)  # what the tuning does: test_large_buffers_come_from_the_heap_once_tuned
-    # The parent's collector and allocator are untouched.
+    # The parent's collector and allocator are untouched: it read no sample itself.
     assert gc.get_freeze_count() == parent
-    assert not tuned()
+    assert tunings_here == []
