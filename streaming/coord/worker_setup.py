@@ -25,6 +25,7 @@ import gc
 import os
 
 from streaming.coord.worker_stacks import arm_worker
+from streaming.coord.world_detect import in_worker
 from streaming.util.malloc import IN_PROCESS, WORKER, keep_buffers_in_heap
 from streaming.util.orphan import watch_parent
 
@@ -45,8 +46,6 @@ def settle_worker() -> bool:
     global _settled_pid
     if _settled_pid == os.getpid():
         return False
-    from streaming.coord.world_detect import in_worker
-
     if not in_worker():
         return False
     _settled_pid = os.getpid()
@@ -64,8 +63,6 @@ def settle_reading_process() -> bool:
     global _reader_pid
     if _reader_pid == os.getpid():
         return False
-    from streaming.coord.world_detect import in_worker
-
     if in_worker():
         return False
     _reader_pid = os.getpid()
