@@ -57,6 +57,16 @@ def settle_worker() -> bool:
     return True
 
 
+def settle_process() -> None:
+    """Settle this process as it starts an iteration: a DataLoader worker as `settle_worker`
+    does, the training process reading its samples itself as `settle_reading_process` does
+    (each once per process)."""
+    if in_worker():
+        settle_worker()
+    else:
+        settle_reading_process()
+
+
 def settle_reading_process() -> bool:
     """In the training process, once per process, when it reads samples itself (not in a
     DataLoader worker): tune malloc for the values it makes (True when it did)."""

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from streaming.coord.node import NodeCoordinator
 from streaming.coord.plans import PlanBoard
-from streaming.coord.worker_setup import settle_reading_process, settle_worker
+from streaming.coord.worker_setup import settle_process
 from streaming.coord.world_detect import WorkerSlot, check_unchanged, worker_slot
 from streaming.dataset.epochs import EpochCounter, IterationStart
 from streaming.dataset.plan_view import PlanView
@@ -99,8 +99,7 @@ class IterationRun:
         world = self.plans.worker_world()
         if settle:
             self.check_world()
-            if not settle_worker():
-                settle_reading_process()  # nothing in a worker settled before
+            settle_process()
         start = self.epochs.begin_worker(world.worker, world.workers_per_rank, self._handover)
         self._handover = 0
         self.node.check(start.epoch)

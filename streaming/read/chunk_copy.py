@@ -260,7 +260,7 @@ def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, reader
         if reader.codec != codec or not by_span(codec):
             same = all(readers.reader(other).codec == codec for other in listed)
             return _decoded(uniq, which, rows, readers, codec if same else None, nowait,
-                        views)
+                            views)
         starts[parts[k]], ends[parts[k]] = reader.spans(rows[parts[k]])
     places = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(ends - starts, out=places[1:])

@@ -16,8 +16,8 @@ import torch
 
 from streaming import StreamingDataset
 from streaming.coord import worker_setup as worker
-from streaming.coord.worker_setup import settle_worker
-from streaming.util.malloc import keep_buffers_in_heap, tuned
+from streaming.coord.worker_setup import settle_reading_process, settle_worker
+from streaming.util.malloc import IN_PROCESS, keep_buffers_in_heap, tuned
 
 glibc_only = pytest.mark.skipif(not hasattr(os, "confstr") or sys.platform != "linux",
                                 reason="glibc's mallopt")
@@ -49,6 +49,20 @@ def test_once_per_worker_process(monkeypatch: pytest.MonkeyPatch) -> None:
         assert settle_worker() is False  # the same process again
     finally:
         gc.unfreeze()
+
+
+def test_the_reading_process_tuning_is_for_the_training_process_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(worker, "keep_buffers_in_heap", lambda tuning: calls.append(tuning))
+    monkeypatch.setattr(worker, "_reader_pid", None)
+    monkeypatch.setattr("torch.utils.data.get_worker_info",
+                        lambda: SimpleNamespace(id=0, num_workers=1))
+    assert settle_reading_process() is False  # a worker has its own tuning
+    monkeypatch.setattr("torch.utils.data.get_worker_info", lambda: None)
+    settle_reading_process()
+    assert settle_reading_process() is False  # once per process
+    assert calls == [IN_PROCESS]
 
 
 def test_freeze_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
