@@ -263,6 +263,17 @@ class Stream:
                    expected_hashes=expected_hashes, **self._transfer_options())
         return dest
 
+    def check_in_place(self, basename: str, *, expected_size: int | None = None) -> None:
+        """Make shard `basename`, read in place from the remote's own file, ready to read: a
+        Parquet row group's file footer sound in the local folder and the file still the one
+        indexed (ParquetFileError naming it otherwise); nothing is copied."""
+        if self.parquet is not None:
+            from streaming.cache.prepare.parquet_fetch import check_in_place
+
+            check_in_place(self.local_dir, self.remote_dir or "", basename,
+                           columns=self.columns, expected_size=expected_size,
+                           **self._transfer_options())
+
     def source_path(self, basename: str) -> Path | None:
         """The remote file itself when the remote is a filesystem path or file:// URL and
         `fetch` is not overridden, so it can be read in place instead of copied first."""

@@ -200,6 +200,17 @@ class ParquetShardReader(ShardReader):
     def _corrupt(self, what: str) -> ParquetFileError:
         return ParquetFileError(f"{self.file} row group {self.group} ({self.path}): {what}")
 
+    def _open(self) -> None:
+        """Open the cached row group; for one read in place, only name the indexed version of
+        its file (the cache holds nothing of it, and the file is checked as it is decoded)."""
+        if self.codec.in_place is None:
+            super()._open()
+            return
+        footer = self._footer()
+        self._identity = (footer.size, footer.mtime_ns)
+        self._offsets = np.zeros(1, np.int64)
+        self._num_samples = int(self.expected_samples or 0)
+
     def _check_size(self, size: int) -> None:
         """Any size: a row group of no projected bytes is empty."""
 
@@ -316,8 +327,8 @@ class ParquetShardReader(ShardReader):
     def layout(self) -> ShardLayout:
         """A layout of no spans: a Parquet row group is read through `get_many`."""
         self._ensure_open()
-        return ShardLayout(self.path, self.codec, np.zeros(1, np.int64),
-                           os.fstat(self.fileno()).st_size)
+        size = 0 if self.codec.in_place is not None else os.fstat(self.fileno()).st_size
+        return ShardLayout(self.path, self.codec, np.zeros(1, np.int64), size)
 
     def _rows(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
         rows = np.asarray(rows, np.int64)

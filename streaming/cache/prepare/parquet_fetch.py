@@ -2,8 +2,8 @@
 `parquet_footers`) and each row group fetched into the cache with ranged GETs of the projected
 column chunks, then checked against the file's footer as it was indexed, so a file replaced
 mid-run is refused by name instead of mixing old and new bytes. A file on a filesystem is not
-copied: its row group gets an empty marker in the cache and is decoded from the file itself
-(`ParquetShardReader`)."""
+copied: `check_in_place` only makes sure of its footer and that it is still the file indexed,
+and its row groups are decoded from the file itself (`ParquetShardReader`)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from streaming.errors import (
     ParquetFileError,
     StorageError,
 )
-from streaming.format.parquet_footer import group_span, projected_leaves
+from streaming.format.parquet_footer import RowGroupSpan, group_span, projected_leaves
 from streaming.format.parquet_index import (
     ParquetFile,
     footer_basename,
@@ -42,7 +42,6 @@ from streaming.format.parquet_index import (
 )
 from streaming.format.parquet_shard import CachedFooter, cached_footer
 from streaming.storage.backend import Backend, ListedObject
-from streaming.storage.local_folder import LocalBackend
 from streaming.storage.retry import RetryPolicy
 from streaming.storage.transfer import timed_backend, transfer_policy
 from streaming.util.at_once import map_at_once
@@ -103,29 +102,11 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
         timeout: seconds per request.
         retry: extra attempts per request.
     """
-    named = split_group_name(basename)
-    if named is None:
-        raise ParquetFileError(f"{basename}: not a Parquet row group of this stream")
-    file, group = named
-    backend, root = timed_backend(base, timeout)
-    policy = transfer_policy(timeout, retry, 0.25, base)
-    indexed = indexed_footers(folder).get(file)
-    footer = _footer_of(folder, file, indexed, lambda listed: read_footer(
-        backend, under(root, file), file, columns, policy, listed),
-                        lock_timeout=timeout * (retry + 1) + FOOTER_LOCK_MARGIN)
-    schema = footer.meta.schema.to_arrow_schema()
-    names = list(columns) if columns is not None else [field.name for field in schema]
-    span = group_span(footer.meta, group, projected_leaves(schema, names), file)
-    if expected_size is not None and span.nbytes != expected_size:
-        raise ParquetFileError(f"{file} row group {group}: its footer gives {span.nbytes} bytes, "
-                               f"the index {expected_size} (the footer changed)")
-    if isinstance(backend, LocalBackend):
-        return _mark_in_place(backend.url(under(root, file)), under(root, file),
-                              f"{file} row group {group}", footer, dest, span.nbytes)
+    group = _indexed_group(folder, base, basename, columns, expected_size, timeout, retry)
+    backend, indexed, footer = group.backend, group.indexed, group.footer
     etag = indexed.etag if indexed is not None and backend.conditional_reads else None
-    got = _GroupGet(backend, under(root, file), f"{file} row group {group}", footer, policy,
-                    etag)
-    ranges = span.ranges
+    got = _GroupGet(backend, group.path, group.where, footer, group.policy, etag)
+    ranges = group.span.ranges
     if len(ranges) == 1:  # one GET, with the file's end when the footer follows closely
         pieces = [got.range(*ranges[0], with_tail=got.tail_follows(ranges[0][1]))]
     else:  # a projection's runs of columns at once; the file's end checked after them all
@@ -143,6 +124,85 @@ def fetch_row_group(folder: Path, base: str, basename: str, dest: Path, *,
         if not got.checked:
             got.same_file()
     return dest
+
+
+def check_in_place(folder: Path, base: str, basename: str, *, columns: Sequence[str] | None,
+                   expected_size: int | None, timeout: float, retry: int) -> None:
+    """Make row group `basename` of a file on a filesystem ready to be decoded where it lies:
+    its file's footer sound in `folder` (read again from the file where the copy is missing
+    or damaged) and the file still of its indexed size and modification time (ParquetFileError
+    naming the file and row group otherwise). Nothing is written for the row group itself.
+
+    Args:
+        folder: the stream's cache folder (holding the footers).
+        base: the folder the files lie under.
+        basename: the row group's name in the index.
+        columns: the stream's projection (None: every column).
+        expected_size: the bytes the index gives it.
+        timeout: seconds per request.
+        retry: extra attempts per request.
+    """
+    group = _indexed_group(folder, base, basename, columns, expected_size, timeout, retry)
+    footer = group.footer
+    try:
+        info = os.stat(group.path)
+    except FileNotFoundError:
+        raise ParquetFileError(f"{group.where}: {group.path} is gone since its footer was read"
+                               ) from None
+    changed = ("size" if info.st_size != footer.size else "modification time"
+               if footer.mtime_ns and info.st_mtime_ns != footer.mtime_ns else None)
+    if changed:
+        raise ParquetFileError(f"{group.where}: {group.path} changed since its footer was read "
+                               f"(now another {changed}); restart to index it again")
+
+
+@dataclass(frozen=True)
+class _IndexedGroup:
+    """A row group named in a stream's index, with its file's checked footer.
+
+    Args:
+        backend: the store the file lies in.
+        path: the file's backend path.
+        where: the file and row group (for messages).
+        policy: retries and deadlines of each request.
+        indexed: the file's footer as the index records it (None: not listed).
+        footer: the footer, parsed.
+        span: the row group's byte ranges under the projection.
+    """
+
+    backend: Backend
+    path: str
+    where: str
+    policy: RetryPolicy
+    indexed: IndexedFooter | None
+    footer: CachedFooter
+    span: RowGroupSpan
+
+
+def _indexed_group(folder: Path, base: str, basename: str, columns: Sequence[str] | None,
+                   expected_size: int | None, timeout: float, retry: int) -> _IndexedGroup:
+    """Row group `basename` of the file under `base`, with its file's footer as cached in
+    `folder` (read again from the file where missing or damaged) and its projected byte ranges,
+    whose size must be the index's `expected_size` (ParquetFileError naming it otherwise)."""
+    named = split_group_name(basename)
+    if named is None:
+        raise ParquetFileError(f"{basename}: not a Parquet row group of this stream")
+    file, group = named
+    backend, root = timed_backend(base, timeout)
+    policy = transfer_policy(timeout, retry, 0.25, base)
+    path = under(root, file)
+    indexed = indexed_footers(folder).get(file)
+    footer = _footer_of(folder, file, indexed, lambda listed: read_footer(
+        backend, path, file, columns, policy, listed),
+                        lock_timeout=timeout * (retry + 1) + FOOTER_LOCK_MARGIN)
+    schema = footer.meta.schema.to_arrow_schema()
+    names = list(columns) if columns is not None else [field.name for field in schema]
+    span = group_span(footer.meta, group, projected_leaves(schema, names), file)
+    if expected_size is not None and span.nbytes != expected_size:
+        raise ParquetFileError(f"{file} row group {group}: its footer gives {span.nbytes} bytes, "
+                               f"the index {expected_size} (the footer changed)")
+    return _IndexedGroup(backend, path, f"{file} row group {group}", policy, indexed, footer,
+                         span)
 
 
 @dataclass(frozen=True)
@@ -251,24 +311,6 @@ def _file_names(folder: Path) -> set[str]:
             return {entry.name for entry in entries if entry.is_file(follow_symlinks=False)}
     except FileNotFoundError:
         return set()
-
-
-def _mark_in_place(url: str, path: str, where: str, footer: CachedFooter, dest: Path,
-                   nbytes: int) -> Path:
-    """The cache's marker of a row group read in place from file `path`: a sparse file of the
-    row group's `nbytes` (no block written), once the file still has its indexed size and
-    modification time (ParquetFileError naming `where` otherwise)."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise ParquetFileError(f"{where}: {url} is gone since its footer was read") from None
-    if info.st_size != footer.size or (footer.mtime_ns and info.st_mtime_ns != footer.mtime_ns):
-        raise ParquetFileError(f"{where}: {url} changed since its footer was read (now another "
-                               f"{'size' if info.st_size != footer.size else 'modification time'}"
-                               "); restart to index it again")
-    with staged_file(dest) as tmp, open(tmp, "wb") as out:
-        out.truncate(nbytes)  # sparse: no block written
-    return dest
 
 
 class _GroupGet:

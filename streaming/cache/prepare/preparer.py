@@ -138,9 +138,18 @@ class ShardPreparer:
         self._ready[shard] = False
 
     def prepare(self, shard: int) -> Path:
-        """Make the raw file of global shard `shard` ready; return its path."""
+        """Make the raw file of global shard `shard` ready; return its path. A shard read in
+        place from its indexed file (`ShardFacts.in_place`) has no file here: its stream checks
+        what reading it needs (`check_in_place`), no lock is taken, and the path returned is
+        the name its reader goes by."""
         raw = self.raw_path(shard)
         if self._ready[shard]:
+            return raw
+        if self.facts.in_place[shard]:
+            stream = self.streams[int(self.facts.stream_of_shard[shard])]
+            stream.check_in_place(self.facts.basenames[shard],
+                                  expected_size=int(self.facts.raw_bytes[shard]))
+            self._ready[shard] = True
             return raw
         if not self.usable(shard):
             self._confine(shard, raw)

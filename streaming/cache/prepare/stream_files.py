@@ -39,6 +39,10 @@ class StreamFiles(Protocol):
               expected_hashes: dict[str, str] | None = None) -> Path:
         """Copy remote file `basename` to `dest` atomically; `dest`."""
 
+    def check_in_place(self, basename: str, *, expected_size: int | None = None) -> None:
+        """Make shard `basename`, read in place from the remote's own file, ready to read;
+        nothing is copied."""
+
     def source_path(self, basename: str) -> Path | None:
         """The remote file itself when it can be read in place; else None."""
 
