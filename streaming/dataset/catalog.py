@@ -21,6 +21,8 @@ from streaming.errors import IndexNotFoundError, PlanError
 from streaming.format.index import DatasetIndex, read_index
 from streaming.format.local_files import check_local_shards
 from streaming.format.parquet_decoded import forget_decoded
+from streaming.format.rows import RowCodec
+from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader
 from streaming.format.text_shard import open_shard
 from streaming.read.sample_locator import SampleLocator
@@ -157,6 +159,10 @@ class Catalog:
         for stream, name in zip(self.streams, self.formats()):
             if name == "parquet":
                 forget_decoded(stream.local_dir)
+
+    def codec_of(self, shard: int) -> SampleCodec | RowCodec | None:
+        """The codec the index gives shard `shard` (its stream's)."""
+        return self.codecs[int(self.stream_per_shard[shard])]
 
     def open_file(self, shard: int, path: Path | str) -> ShardReader:
         """A reader of prepared shard `shard` at `path`, checked against the index."""

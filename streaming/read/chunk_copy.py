@@ -132,6 +132,10 @@ class PassReaders:
         """The remembered layout of a pinned shard (None before its first read this pass)."""
         return self._layouts.get(shard)
 
+    def codec(self, shard: int) -> SampleCodec | RowCodec | None:
+        """The codec the index gives `shard` (no file opened)."""
+        return self._rows.codec(shard)
+
     def reader(self, shard: int) -> ShardReader:
         """The open reader of a kept shard (opened, and prepared, on first use). Asked of
         `rows.reader` every time: it bounds the readers open at once (see open_shards)."""
@@ -227,6 +231,9 @@ def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
         raise NotOpen("a shard of this chunk is not open yet")
     if not all(readers.kept(shard) for shard in listed):
         return _fetch_pinned(uniq, which, rows, readers, nowait, views)
+    decoded = _decoded_by_shard(listed, readers)
+    if decoded is not None:  # each shard decoded as soon as it has arrived, not all opened first
+        return _decoded(uniq, which, rows, readers, decoded.codec, nowait, views)
     if len(listed) > readers.group_shards:
         return _fetch_grouped(uniq, which, rows, readers, nowait, views)
     opened = [readers.reader(shard) for shard in listed]
@@ -242,6 +249,25 @@ def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
     buffer, lo, hi = read_spans([r.fileno() for r in opened], which, starts, ends,
                                 nowait=nowait)
     return ReadChunk(codec, opened, which, rows, buffer, lo, hi)
+
+
+@dataclass(frozen=True)
+class _ByShard:
+    """A chunk decoded shard by shard, and the codec its columns come in (None: its shards'
+    schemas differ, so it is read as samples)."""
+
+    codec: SampleCodec | RowCodec | None
+
+
+def _decoded_by_shard(shards: list[int], readers: PassReaders) -> _ByShard | None:
+    """Whether a chunk over `shards` is decoded shard by shard, as the index tells before any is
+    opened: when one of them is not read by byte spans (a Parquet row group). None otherwise
+    (the readers, once open, still decide for shards of different schemas)."""
+    codecs = [readers.codec(shard) for shard in shards]
+    if all(codec is None or by_span(codec) for codec in codecs):
+        return None
+    same = all(codec == codecs[0] for codec in codecs)
+    return _ByShard(codecs[0] if same else None)
 
 
 def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,
@@ -362,7 +388,8 @@ def _decoded(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: Pas
     if nowait and not all(readers.kept(shard) and readers.reader(shard).decoded()
                           for shard in uniq.tolist()):
         raise NotOpen("a shard of this chunk is not decoded yet")
-    ahead = (readers.reader(shard) for shard in uniq.tolist() if readers.kept(shard))
+    ahead = (readers.reader(shard) for shard in _in_order_of_use(uniq, which)
+             if readers.kept(shard))
     run_as_they_come(lambda reader: reader.decode(), (r for r in ahead if not r.decoded()),
                      DECODES_AT_ONCE, name="streaming-decode")
     if codec is None:
@@ -382,6 +409,14 @@ def _decoded(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: Pas
             for k, value in zip(places, got):
                 column[k] = value
     return DecodedChunk(None, out, names, nbytes)
+
+
+def _in_order_of_use(uniq: np.ndarray, which: np.ndarray) -> list[int]:
+    """The chunk's shards (`uniq`, each row's in `which`) in the order its rows first use them:
+    the order the cache fetches them in, so each is decoded as soon as it has arrived rather
+    than behind a shard of lower number still on its way."""
+    _, first = np.unique(which, return_index=True)
+    return uniq[np.argsort(first, kind="stable")].tolist()
 
 
 def _read_by_shard(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders

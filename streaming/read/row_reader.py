@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from streaming.errors import PlanError
+from streaming.format.rows import RowCodec
+from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader
 from streaming.read.iterate import iter_chunks, iter_id_chunks
 from streaming.read.open_shards import OpenShards
@@ -106,6 +108,10 @@ class RowReader:
     def open_file(self, shard: int, path: Path) -> ShardReader:
         """A reader of `shard`'s ready file at `path`, checked against the index."""
         return self.catalog.open_file(shard, path)
+
+    def codec(self, shard: int) -> SampleCodec | RowCodec | None:
+        """The codec the index gives `shard`, known without opening it."""
+        return self.catalog.codec_of(shard)
 
     def open_prepared(self, shard: int) -> ShardReader:
         """A reader of `shard`, made ready first (`OpenShards` opens its misses here)."""

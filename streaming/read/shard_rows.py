@@ -10,6 +10,8 @@ from typing import Protocol
 
 import numpy as np
 
+from streaming.format.rows import RowCodec
+from streaming.format.sample import SampleCodec
 from streaming.format.shard import ShardReader
 from streaming.read.shard_source import ShardSource
 from streaming.util.read_sink import ReadSink
@@ -55,6 +57,9 @@ class ShardRows(Protocol):
 
     def reader(self, shard: int) -> ShardReader:
         """An open reader of `shard`, kept open (made ready on first use)."""
+
+    def codec(self, shard: int) -> SampleCodec | RowCodec | None:
+        """The codec the index gives `shard`, known without opening it."""
 
     def open_file(self, shard: int, path: Path) -> ShardReader:
         """A reader of `shard`'s ready file at `path`, checked against the index."""

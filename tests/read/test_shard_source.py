@@ -87,6 +87,9 @@ class FolderRows:
     def open_file(self, shard: int, path: Path):
         return open_shard(path, self.handle.codec)
 
+    def codec(self, shard: int):
+        return self.handle.codec
+
 
 def _read(handle, source: ShardSource, ids: np.ndarray, **options) -> list[int]:
     rows = FolderRows(handle, source)
