@@ -207,7 +207,7 @@ class ParquetShardReader(ShardReader):
             super()._open()
             return
         footer = self._footer()
-        self._identity = (footer.size, footer.mtime_ns)
+        self._identity = (footer.size, hash((footer.mtime_ns, footer.tail)))
         self._offsets = np.zeros(1, np.int64)
         self._num_samples = int(self.expected_samples or 0)
 
