@@ -7,7 +7,8 @@ projected column chunks (`ranges`), the cached copy of those bytes (`raw_data`: 
 index written before it was recorded has none) and the footer it is decoded with (`footer`:
 basename `<file>.footer`, the file's size and a digest of its footer, so an entry changes
 whenever its file does). Files on a filesystem are read in place: their entries name the folder
-they lie in (`in_place`), and the cache holds only an empty marker of each row group read.
+they lie in (`in_place`), and the cache holds nothing of their row groups (`raw_data` only
+names each one for its reader).
 """
 
 from __future__ import annotations

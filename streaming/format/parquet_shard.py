@@ -168,6 +168,26 @@ def _open_file(source: RangeFile | str, meta: Any) -> Any:
     return pyarrow_parquet().ParquetFile(source, **options)
 
 
+def check_indexed_version(where: str, info: os.stat_result, footer: CachedFooter,
+                          tail: bytes | None = None) -> None:
+    """Refuse a file on a filesystem that is no longer the version indexed with `footer`: a
+    ParquetFileError naming `where` and what differs (its size, its modification time, or, when
+    its last bytes `tail` are given, its footer).
+
+    Args:
+        where: the file (and row group) for the message.
+        info: the file's stat.
+        footer: the footer it was indexed with.
+        tail: the file's last `len(footer.tail)` bytes (None: not compared).
+    """
+    changed = ("size" if info.st_size != footer.size else
+               "modification time" if footer.mtime_ns and info.st_mtime_ns != footer.mtime_ns
+               else "footer" if tail is not None and tail != footer.tail else None)
+    if changed:
+        raise ParquetFileError(f"{where} changed since its footer was read (now another "
+                               f"{changed}); restart to index it again")
+
+
 @dataclass(frozen=True)
 class _FileVersion:
     """What tells one version of a file on a filesystem from another read at another time."""
@@ -306,13 +326,7 @@ class ParquetShardReader(ShardReader):
                         info.st_size >= len(footer.tail) else footer.tail)
         except FileNotFoundError:
             raise ParquetFileError(f"{where} is gone since its footer was read") from None
-        changed = ("size" if info.st_size != footer.size else
-                   "modification time" if footer.mtime_ns and
-                   info.st_mtime_ns != footer.mtime_ns else
-                   "footer" if tail != footer.tail else None)
-        if changed:
-            raise ParquetFileError(f"{where} changed since its footer was read (now another "
-                                   f"{changed}); restart to index it again")
+        check_indexed_version(where, info, footer, tail)
         return _FileVersion(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
     def drain_bytes_read(self) -> int:

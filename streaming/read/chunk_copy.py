@@ -231,9 +231,11 @@ def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
         raise NotOpen("a shard of this chunk is not open yet")
     if not all(readers.kept(shard) for shard in listed):
         return _fetch_pinned(uniq, which, rows, readers, nowait, views)
-    decoded = _decoded_by_shard(listed, readers)
-    if decoded is not None:  # each shard decoded as soon as it has arrived, not all opened first
-        return _decoded(uniq, which, rows, readers, decoded.codec, nowait, views)
+    codecs = [readers.codec(shard) for shard in listed]  # from the index: no shard opened
+    if any(codec is not None and not by_span(codec) for codec in codecs):
+        # decoded shard by shard, each as soon as it has arrived, not all opened first
+        same = all(codec == codecs[0] for codec in codecs)
+        return _decoded(uniq, which, rows, readers, codecs[0] if same else None, nowait, views)
     if len(listed) > readers.group_shards:
         return _fetch_grouped(uniq, which, rows, readers, nowait, views)
     opened = [readers.reader(shard) for shard in listed]
@@ -249,25 +251,6 @@ def fetch(shards: np.ndarray, rows: np.ndarray, readers: PassReaders,
     buffer, lo, hi = read_spans([r.fileno() for r in opened], which, starts, ends,
                                 nowait=nowait)
     return ReadChunk(codec, opened, which, rows, buffer, lo, hi)
-
-
-@dataclass(frozen=True)
-class _ByShard:
-    """A chunk decoded shard by shard, and the codec its columns come in (None: its shards'
-    schemas differ, so it is read as samples)."""
-
-    codec: SampleCodec | RowCodec | None
-
-
-def _decoded_by_shard(shards: list[int], readers: PassReaders) -> _ByShard | None:
-    """Whether a chunk over `shards` is decoded shard by shard, as the index tells before any is
-    opened: when one of them is not read by byte spans (a Parquet row group). None otherwise
-    (the readers, once open, still decide for shards of different schemas)."""
-    codecs = [readers.codec(shard) for shard in shards]
-    if all(codec is None or by_span(codec) for codec in codecs):
-        return None
-    same = all(codec == codecs[0] for codec in codecs)
-    return _ByShard(codecs[0] if same else None)
 
 
 def _fetch_grouped(uniq: np.ndarray, which: np.ndarray, rows: np.ndarray, readers: PassReaders,

@@ -40,7 +40,7 @@ from streaming.format.parquet_index import (
     footer_digest,
     split_group_name,
 )
-from streaming.format.parquet_shard import CachedFooter, cached_footer
+from streaming.format.parquet_shard import CachedFooter, cached_footer, check_indexed_version
 from streaming.storage.backend import Backend, ListedObject
 from streaming.storage.retry import RetryPolicy
 from streaming.storage.transfer import timed_backend, transfer_policy
@@ -143,17 +143,12 @@ def check_in_place(folder: Path, base: str, basename: str, *, columns: Sequence[
         retry: extra attempts per request.
     """
     group = _indexed_group(folder, base, basename, columns, expected_size, timeout, retry)
-    footer = group.footer
+    where = f"{group.where}: {group.path}"
     try:
         info = os.stat(group.path)
     except FileNotFoundError:
-        raise ParquetFileError(f"{group.where}: {group.path} is gone since its footer was read"
-                               ) from None
-    changed = ("size" if info.st_size != footer.size else "modification time"
-               if footer.mtime_ns and info.st_mtime_ns != footer.mtime_ns else None)
-    if changed:
-        raise ParquetFileError(f"{group.where}: {group.path} changed since its footer was read "
-                               f"(now another {changed}); restart to index it again")
+        raise ParquetFileError(f"{where} is gone since its footer was read") from None
+    check_indexed_version(where, info, group.footer)
 
 
 @dataclass(frozen=True)
